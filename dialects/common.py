@@ -1,0 +1,111 @@
+"""Helpers shared by the hir, mir and lir verifiers and by the Graph builder.
+
+They translate between xDSL types and the plain shapes and dtype strings of
+`rlx_mlir.shape_inference`, and turn that module's `ShapeError`/`DTypeError` into
+xDSL `VerifyException`s that name the failing op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from xdsl.dialects.builtin import (
+    Float32Type,
+    IntegerType,
+    MemRefType,
+    Signedness,
+    TensorType,
+    f32,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from rlx_mlir.errors import RlxError
+from rlx_mlir.shape_inference import Shape
+
+ui8 = IntegerType(8, Signedness.UNSIGNED)
+
+ELEMENT_TYPES: dict[str, Attribute] = {"f32": f32, "i32": i32, "i64": i64, "ui8": ui8}
+"""The element types rlx accepts, by their Python API name."""
+
+T = TypeVar("T")
+
+
+def dtype_name(element_type: Attribute) -> str:
+    """The API name ("f32", "i32", ...) of an element type, or its MLIR spelling if foreign."""
+    if isinstance(element_type, Float32Type):
+        return "f32"
+    for name, ty in ELEMENT_TYPES.items():
+        if element_type == ty:
+            return name
+    return str(element_type)
+
+
+def element_type(dtype: str) -> Attribute:
+    return ELEMENT_TYPES[dtype]
+
+
+def shape_of(value: SSAValue | Attribute) -> Shape:
+    """The static shape of a tensor or memref value (or type)."""
+    ty = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(ty, TensorType | MemRefType), ty
+    return tuple(ty.get_shape())
+
+
+def dtype_of(value: SSAValue | Attribute) -> str:
+    ty = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(ty, TensorType | MemRefType), ty
+    return dtype_name(ty.get_element_type())
+
+
+def opt_shape(value: SSAValue | None) -> Shape | None:
+    return None if value is None else shape_of(value)
+
+
+def tensor_type(shape: Shape, dtype: str = "f32") -> TensorType:
+    return TensorType(element_type(dtype), shape)
+
+
+def memref_type(shape: Shape, dtype: str = "f32") -> MemRefType:
+    return MemRefType(element_type(dtype), shape)
+
+
+@contextmanager
+def rule_errors(op: Operation) -> Iterator[None]:
+    """Re-raise a shape or dtype rule's `RlxError` as a VerifyException naming `op`."""
+    try:
+        yield
+    except RlxError as err:
+        raise VerifyException(f"'{op.name}': {err}") from err
+
+
+def verify_result(op: Operation, result: SSAValue, rule: Callable[[], Shape], what: str = "result") -> None:
+    """Check that `result` has the shape `rule` infers (the rule's errors name `op`)."""
+    with rule_errors(op):
+        expected = rule()
+    got = shape_of(result)
+    if tuple(expected) != got:
+        raise VerifyException(
+            f"'{op.name}': {what}: expected shape {list(expected)}, got {list(got)}"
+        )
+
+
+def verify_dtype(op: Operation, name: str, value: SSAValue, allowed: tuple[str, ...]) -> None:
+    got = dtype_of(value)
+    if got not in allowed:
+        raise VerifyException(
+            f"'{op.name}': {name}: expected element type {' or '.join(allowed)}, got {got}"
+        )
+
+
+def verify_same_dtype(op: Operation, names: list[str], values: list[SSAValue]) -> None:
+    dtypes = [dtype_of(v) for v in values]
+    for name, dt in zip(names[1:], dtypes[1:], strict=True):
+        if dt != dtypes[0]:
+            raise VerifyException(
+                f"'{op.name}': {name}: expected element type {dtypes[0]} (as {names[0]}), got {dt}"
+            )

@@ -1,0 +1,144 @@
+"""The `rlx` dialect: enum attributes shared by hir, mir and lir.
+
+Each enum prints as a bare keyword in the custom syntax of the ops that carry it
+(`hir.linear %x, %w activation silu`) and as `#rlx<activation silu>` in generic form.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Dialect, SpacedOpaqueSyntaxAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.utils.str_enum import StrEnum
+
+
+class Activation(StrEnum):
+    RELU = "relu"
+    GELU = "gelu"
+    GELU_TANH = "gelu_tanh"
+    SILU = "silu"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+
+
+class MaskKind(StrEnum):
+    NONE = "none"
+    CAUSAL = "causal"
+    CUSTOM = "custom"
+    BIAS = "bias"
+
+
+class RopeStyle(StrEnum):
+    HALF = "half"
+    INTERLEAVED = "interleaved"
+
+
+class ReduceKind(StrEnum):
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    MEAN = "mean"
+
+
+class QuantScheme(StrEnum):
+    Q8_0 = "q8_0"
+    Q4_0 = "q4_0"
+
+
+class ArenaStrategy(StrEnum):
+    GREEDY_BY_SIZE = "greedy-by-size"
+    NAIVE = "naive"
+
+
+class ElementwiseFn(StrEnum):
+    """The scalar function of an `lir.elementwise` kernel (one per mir elementwise op)."""
+
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    MAX = "max"
+    MIN = "min"
+    POW = "pow"
+    NEG = "neg"
+    EXP = "exp"
+    LOG = "log"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    SILU = "silu"
+    GELU = "gelu"
+    GELU_TANH = "gelu_tanh"
+    RELU = "relu"
+    ABS = "abs"
+
+
+BINARY_FNS = frozenset(
+    {ElementwiseFn.ADD, ElementwiseFn.SUB, ElementwiseFn.MUL, ElementwiseFn.DIV,
+     ElementwiseFn.MAX, ElementwiseFn.MIN, ElementwiseFn.POW}
+)
+
+
+@irdl_attr_definition
+class ActivationAttr(EnumAttribute[Activation], SpacedOpaqueSyntaxAttribute):
+    """The activation applied after a linear layer or matmul epilogue."""
+
+    name = "rlx.activation"
+
+
+@irdl_attr_definition
+class MaskKindAttr(EnumAttribute[MaskKind], SpacedOpaqueSyntaxAttribute):
+    """How attention masks scores: none, causal, custom (0 drops) or additive bias."""
+
+    name = "rlx.mask_kind"
+
+
+@irdl_attr_definition
+class RopeStyleAttr(EnumAttribute[RopeStyle], SpacedOpaqueSyntaxAttribute):
+    """Rotary embedding pairing: `half` (HF/NeoX) or `interleaved` (GPT-J/GGML)."""
+
+    name = "rlx.rope_style"
+
+
+@irdl_attr_definition
+class ReduceKindAttr(EnumAttribute[ReduceKind], SpacedOpaqueSyntaxAttribute):
+    """The combining function of a reduction."""
+
+    name = "rlx.reduce_kind"
+
+
+@irdl_attr_definition
+class QuantSchemeAttr(EnumAttribute[QuantScheme], SpacedOpaqueSyntaxAttribute):
+    """A GGUF block quantization scheme."""
+
+    name = "rlx.quant_scheme"
+
+
+@irdl_attr_definition
+class ArenaStrategyAttr(EnumAttribute[ArenaStrategy], SpacedOpaqueSyntaxAttribute):
+    """How lir-plan-arena assigned offsets: greedy-by-size reuse or naive (no reuse)."""
+
+    name = "rlx.arena_strategy"
+
+
+@irdl_attr_definition
+class ElementwiseFnAttr(EnumAttribute[ElementwiseFn], SpacedOpaqueSyntaxAttribute):
+    """The scalar function an `lir.elementwise` kernel applies."""
+
+    name = "rlx.elementwise_fn"
+
+
+RLX = Dialect(
+    "rlx",
+    [],
+    [
+        ActivationAttr,
+        MaskKindAttr,
+        RopeStyleAttr,
+        ReduceKindAttr,
+        QuantSchemeAttr,
+        ArenaStrategyAttr,
+        ElementwiseFnAttr,
+    ],
+)

@@ -1,0 +1,408 @@
+"""Shape and dtype rules of every rlx op, shared by the Graph builder and the verifiers.
+
+Each rule takes operand shapes (tuples of ints) and op parameters, checks them and
+returns the result shape, or raises `ShapeError` / `DTypeError` with a message that
+names the operand and says what was expected and what was got.  The builder turns
+the result into a result type; the verifiers of hir, mir and lir compare it with the
+declared result (or destination) type.
+
+Dimensions are compared through `dims_match` so that a symbolic dimension (`DYNAMIC`,
+printed `?`) can be admitted later without rewriting the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rlx_mlir.errors import DTypeError, ShapeError
+
+Shape = tuple[int, ...]
+
+DYNAMIC = -1
+"""Marker of a dimension known only at run time (reserved for symbolic shapes)."""
+
+DTYPES = ("f32", "i32", "i64", "ui8")
+INDEX_DTYPES = ("i32", "i64")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+MASK_KINDS = ("none", "causal", "custom", "bias")
+ROPE_STYLES = ("half", "interleaved")
+REDUCE_KINDS = ("sum", "max", "min", "mean")
+QUANT_BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+"""Bytes of one GGUF block of 32 weights, per quantization scheme."""
+QUANT_BLOCK_SIZE = 32
+
+
+def fmt(shape: Sequence[int]) -> str:
+    """Print a shape the way the error messages show it: `[4, 64]`."""
+    return "[" + ", ".join("?" if d == DYNAMIC else str(d) for d in shape) + "]"
+
+
+def dims_match(a: int, b: int) -> bool:
+    return a == b or DYNAMIC in (a, b)
+
+
+def numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def check_shape(name: str, shape: Sequence[int]) -> Shape:
+    """A valid shape: every dimension at least 1 (zero-size tensors are not allowed)."""
+    shape = tuple(int(d) for d in shape)
+    for d in shape:
+        if d < 1 and d != DYNAMIC:
+            raise ShapeError(f"{name}: every dimension must be >= 1, got shape {fmt(shape)}")
+    return shape
+
+
+def check_rank(name: str, shape: Shape, ranks: Sequence[int]) -> None:
+    if len(shape) not in ranks:
+        want = " or ".join(str(r) for r in ranks)
+        raise ShapeError(f"{name}: expected rank {want}, got rank {len(shape)} (shape {fmt(shape)})")
+
+
+def check_dtype(name: str, dtype: str, allowed: Sequence[str]) -> None:
+    if dtype not in allowed:
+        want = " or ".join(allowed)
+        raise DTypeError(f"{name}: expected element type {want}, got {dtype}")
+
+
+def check_exact(name: str, shape: Shape, expected: Sequence[int], why: str = "") -> None:
+    expected = tuple(expected)
+    if len(shape) != len(expected) or not all(map(dims_match, shape, expected)):
+        reason = f" ({why})" if why else ""
+        raise ShapeError(f"{name}: expected shape {fmt(expected)}{reason}, got {fmt(shape)}")
+
+
+def normalize_axis(name: str, axis: int, rank: int) -> int:
+    """Map a possibly negative axis into [0, rank)."""
+    if not -rank <= axis < max(rank, 1) or rank == 0:
+        raise ShapeError(f"{name}: axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def normalize_axes(name: str, axes: int | Sequence[int], rank: int) -> tuple[int, ...]:
+    if isinstance(axes, int):
+        axes = (axes,)
+    result = tuple(normalize_axis(name, a, rank) for a in axes)
+    if len(set(result)) != len(result):
+        raise ShapeError(f"{name}: axes {tuple(axes)} repeat an axis")
+    return tuple(sorted(result))
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+
+def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Shape:
+    """numpy broadcasting of two shapes."""
+    rank = max(len(a), len(b))
+    pa = (1,) * (rank - len(a)) + tuple(a)
+    pb = (1,) * (rank - len(b)) + tuple(b)
+    out = []
+    for da, db in zip(pa, pb, strict=True):
+        if da == db or db == 1:
+            out.append(da)
+        elif da == 1:
+            out.append(db)
+        else:
+            raise ShapeError(
+                f"{names[0]} {fmt(a)} and {names[1]} {fmt(b)} are not broadcast-compatible"
+            )
+    return tuple(out)
+
+
+def broadcast_to(x: Shape, target: Shape) -> Shape:
+    target = check_shape("broadcast_to target", target)
+    if len(x) > len(target) or broadcast(x, target, ("input", "target")) != target:
+        raise ShapeError(f"input of shape {fmt(x)} cannot be broadcast to {fmt(target)}")
+    return target
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+
+def matmul(a: Shape, b: Shape) -> Shape:
+    """np.matmul: 1-D operands promoted, batch dimensions broadcast."""
+    if not a or not b:
+        raise ShapeError(f"matmul operands must have rank >= 1, got {fmt(a)} and {fmt(b)}")
+    pa = (1,) + a if len(a) == 1 else a
+    pb = b + (1,) if len(b) == 1 else b
+    if not dims_match(pa[-1], pb[-2]):
+        raise ShapeError(
+            f"matmul inner dimensions differ: lhs {fmt(a)} has K={pa[-1]}, "
+            f"rhs {fmt(b)} has K={pb[-2]}"
+        )
+    batch = broadcast(pa[:-2], pb[:-2], ("lhs batch", "rhs batch"))
+    out = batch + (pa[-2], pb[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def linear(x: Shape, w: Shape, bias: Shape | None = None) -> Shape:
+    """x[..., K] @ w[K, N] (+ bias[N])."""
+    check_rank("x", x, range(1, 9))
+    check_rank("w", w, (2,))
+    if not dims_match(w[0], x[-1]):
+        raise ShapeError(f"w: expected shape [{x[-1]}, N] (K = last dim of x), got {fmt(w)}")
+    if bias is not None:
+        check_exact("bias", bias, (w[1],), "N = columns of w")
+    return x[:-1] + (w[1],)
+
+
+def swiglu_ffn(x: Shape, up: Shape, gate: Shape, down: Shape) -> Shape:
+    """(silu(x @ gate) * (x @ up)) @ down."""
+    check_rank("x", x, range(1, 9))
+    check_rank("up", up, (2,))
+    check_exact("up", up, (x[-1], up[1]), "D = last dim of x")
+    check_exact("gate", gate, up, "same as up")
+    check_rank("down", down, (2,))
+    check_exact("down", down, (up[1], down[1]), "F = columns of up")
+    return x[:-1] + (down[1],)
+
+
+def dequant_matmul(x: Shape, w: Shape, scheme: str) -> Shape:
+    """x[..., K] @ dequant(w)^T with w the raw GGUF blocks ui8[N, K/32 * bytes_per_block]."""
+    if scheme not in QUANT_BLOCK_BYTES:
+        raise ShapeError(f"scheme: expected one of {', '.join(QUANT_BLOCK_BYTES)}, got {scheme!r}")
+    check_rank("x", x, range(1, 9))
+    check_rank("w", w, (2,))
+    k = x[-1]
+    if k % QUANT_BLOCK_SIZE:
+        raise ShapeError(f"x: last dim K must be a multiple of {QUANT_BLOCK_SIZE}, got {k}")
+    row_bytes = k // QUANT_BLOCK_SIZE * QUANT_BLOCK_BYTES[scheme]
+    check_exact("w", w, (w[0], row_bytes), f"{scheme}: K/32 blocks of {QUANT_BLOCK_BYTES[scheme]} bytes")
+    return x[:-1] + (w[0],)
+
+
+# ----------------------------------------------------------------------------- reductions, norms
+
+
+def reduce(x: Shape, axes: int | Sequence[int], keepdim: bool) -> Shape:
+    norm = normalize_axes("axes", axes, len(x))
+    if keepdim:
+        return tuple(1 if i in norm else d for i, d in enumerate(x))
+    return tuple(d for i, d in enumerate(x) if i not in norm)
+
+
+def softmax(x: Shape, axis: int) -> Shape:
+    normalize_axis("axis", axis, len(x))
+    return x
+
+
+def norm(x: Shape, gamma: Shape, beta: Shape | None = None) -> Shape:
+    """rms_norm / layer_norm over the last axis: gamma and beta are exactly [N]."""
+    check_rank("x", x, range(1, 9))
+    check_exact("gamma", gamma, x[-1:], "N = last dim of x")
+    if beta is not None:
+        check_exact("beta", beta, x[-1:], "N = last dim of x")
+    return x
+
+
+def residual_norm(x: Shape, residual: Shape, gamma: Shape, beta: Shape | None = None) -> Shape:
+    check_exact("residual", residual, x, "same as x")
+    return norm(x, gamma, beta)
+
+
+# ----------------------------------------------------------------------------- transformer blocks
+
+
+def rope(x: Shape, cos: Shape, sin: Shape, head_dim: int, n_rot: int) -> Shape:
+    check_rank("x", x, (2, 3))
+    if head_dim < 1 or x[-1] % head_dim:
+        raise ShapeError(f"head_dim: must divide the last dim of x {fmt(x)}, got {head_dim}")
+    if n_rot % 2 or not 2 <= n_rot <= head_dim:
+        raise ShapeError(f"n_rot: expected an even value in [2, head_dim={head_dim}], got {n_rot}")
+    check_exact("cos", cos, (x[-2], n_rot // 2), "[S, n_rot/2]")
+    check_exact("sin", sin, (x[-2], n_rot // 2), "[S, n_rot/2]")
+    return x
+
+
+def attention(
+    q: Shape,
+    k: Shape,
+    v: Shape,
+    mask: Shape | None,
+    *,
+    num_heads: int,
+    head_dim: int,
+    num_kv_heads: int,
+    mask_kind: str,
+) -> Shape:
+    """Grouped-query attention with heads packed in the last axis; returns q's shape."""
+    check_rank("q", q, (2, 3))
+    check_rank("k", k, (len(q),))
+    check_rank("v", v, (len(q),))
+    if num_heads < 1 or head_dim < 1 or num_kv_heads < 1:
+        raise ShapeError(
+            f"num_heads, head_dim and num_kv_heads must be >= 1, got "
+            f"{num_heads}, {head_dim}, {num_kv_heads}"
+        )
+    if num_heads % num_kv_heads:
+        raise ShapeError(
+            f"num_kv_heads: must divide num_heads={num_heads} (grouped-query), got {num_kv_heads}"
+        )
+    if not dims_match(q[-1], num_heads * head_dim):
+        raise ShapeError(
+            f"q: last dim must be num_heads*head_dim = {num_heads}*{head_dim} = "
+            f"{num_heads * head_dim}, got {q[-1]}"
+        )
+    batch, seq_q = q[:-2], q[-2]
+    kv_dim = num_kv_heads * head_dim
+    check_exact("k", k, batch + (k[-2], kv_dim), "[B, T, num_kv_heads*head_dim]")
+    check_exact("v", v, k, "same as k")
+    seq_k = k[-2]
+    if mask_kind not in MASK_KINDS:
+        raise ShapeError(f"mask_kind: expected one of {', '.join(MASK_KINDS)}, got {mask_kind!r}")
+    if mask_kind in ("none", "causal") and mask is not None:
+        raise ShapeError(f"mask: mask_kind {mask_kind!r} takes no mask operand, got one")
+    if mask_kind in ("custom", "bias") and mask is None:
+        raise ShapeError(f"mask: mask_kind {mask_kind!r} needs a mask operand, got none")
+    if mask_kind == "causal" and seq_q > seq_k:
+        raise ShapeError(f"causal attention needs S <= T, got S={seq_q} > T={seq_k}")
+    if mask is not None:
+        _check_mask(mask, batch, num_heads, seq_q, seq_k)
+    return q
+
+
+def _check_mask(mask: Shape, batch: Shape, heads: int, seq_q: int, seq_k: int) -> None:
+    if len(mask) == 2:
+        check_exact("mask", mask, (seq_q, seq_k), "[S, T]")
+        return
+    b = batch[0] if batch else 1
+    ok = (
+        len(mask) == 4
+        and mask[0] in (1, b)
+        and mask[1] in (1, heads)
+        and tuple(mask[2:]) == (seq_q, seq_k)
+    )
+    if not ok:
+        raise ShapeError(
+            f"mask: expected [S, T] = [{seq_q}, {seq_k}] or [1|{b}, 1|{heads}, {seq_q}, {seq_k}], "
+            f"got {fmt(mask)}"
+        )
+
+
+def llama_decoder_block(
+    x: Shape,
+    weights: dict[str, Shape | None],
+    *,
+    num_heads: int,
+    head_dim: int,
+    num_kv_heads: int,
+    mask: Shape | None,
+    mask_kind: str,
+) -> Shape:
+    """The pre-norm Llama block; `weights` maps the operand names of SPEC to shapes."""
+    check_rank("x", x, (2, 3))
+    d = x[-1]
+    norm(x, weights["ln1_g"], weights.get("ln1_b"))
+    q = linear(x, weights["q_w"])
+    k = linear(x, weights["k_w"])
+    v = linear(x, weights["v_w"])
+    rope(q, weights["cos"], weights["sin"], head_dim, head_dim)
+    attn = attention(
+        q, k, v, mask,
+        num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads, mask_kind=mask_kind,
+    )
+    check_exact("o_w", weights["o_w"], (attn[-1], d), "[num_heads*head_dim, D]")
+    norm(x, weights["ln2_g"], weights.get("ln2_b"))
+    return swiglu_ffn(x, weights["up_w"], weights["gate_w"], weights["down_w"])
+
+
+def embedding(table: Shape, ids: Shape) -> Shape:
+    check_rank("table", table, (2,))
+    return ids + table[1:]
+
+
+def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape:
+    """x[B, S, C], w[K, C], left_pad[B, K-1, C] -> [B, S, C]."""
+    check_rank("x", x, (3,))
+    check_rank("w", w, (2,))
+    check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
+    if left_pad is not None:
+        if w[0] == 1:
+            raise ShapeError("left_pad: a kernel of size K=1 takes no left_pad (it would be empty)")
+        check_exact("left_pad", left_pad, (x[0], w[0] - 1, x[2]), "[B, K-1, C]")
+    return x
+
+
+def depthwise_conv1d(x: Shape, w: Shape) -> Shape:
+    """Valid depthwise convolution over time: x[B, S+K-1, C], w[K, C] -> [B, S, C]."""
+    check_rank("x", x, (3,))
+    check_rank("w", w, (2,))
+    check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
+    if x[1] < w[0]:
+        raise ShapeError(f"x: time dim must be >= K={w[0]} (input is pre-padded), got {x[1]}")
+    return (x[0], x[1] - w[0] + 1, x[2])
+
+
+# ----------------------------------------------------------------------------- data movement
+
+
+def reshape(x: Shape, target: Sequence[int]) -> Shape:
+    """Resolve at most one -1 in target; element counts must agree."""
+    target = tuple(int(d) for d in target)
+    if target.count(-1) > 1:
+        raise ShapeError(f"reshape: at most one -1 allowed in the target, got {fmt(target)}")
+    total = numel(x)
+    if -1 in target:
+        known = numel(d for d in target if d != -1)
+        if known == 0 or total % known:
+            raise ShapeError(f"reshape: cannot reshape {fmt(x)} ({total} elements) into {target}")
+        target = tuple(total // known if d == -1 else d for d in target)
+    check_shape("reshape target", target)
+    if numel(target) != total:
+        raise ShapeError(
+            f"reshape: element counts differ: input {fmt(x)} has {total}, "
+            f"target {fmt(target)} has {numel(target)}"
+        )
+    return target
+
+
+def transpose(x: Shape, perm: Sequence[int]) -> Shape:
+    rank = len(x)
+    if len(perm) != rank:
+        raise ShapeError(f"perm: expected {rank} entries for rank {rank}, got {tuple(perm)}")
+    norm_perm = [normalize_axis("perm", p, rank) for p in perm]
+    if sorted(norm_perm) != list(range(rank)):
+        raise ShapeError(f"perm: expected a permutation of 0..{rank - 1}, got {tuple(perm)}")
+    return tuple(x[p] for p in norm_perm)
+
+
+def narrow(x: Shape, axis: int, start: int, length: int) -> Shape:
+    ax = normalize_axis("axis", axis, len(x))
+    if start < 0 or length < 1 or start + length > x[ax]:
+        raise ShapeError(
+            f"narrow: start={start}, length={length} must satisfy 0 <= start, 1 <= length, "
+            f"start+length <= {x[ax]} (dim {ax} of {fmt(x)})"
+        )
+    return x[:ax] + (length,) + x[ax + 1 :]
+
+
+def concat(shapes: Sequence[Shape], axis: int) -> Shape:
+    if not shapes:
+        raise ShapeError("concat: expected at least one input, got none")
+    first = shapes[0]
+    ax = normalize_axis("axis", axis, len(first))
+    total = 0
+    for i, s in enumerate(shapes):
+        if len(s) != len(first) or any(
+            not dims_match(a, b) for j, (a, b) in enumerate(zip(s, first, strict=True)) if j != ax
+        ):
+            raise ShapeError(
+                f"concat: input {i} has shape {fmt(s)}, expected {fmt(first)} "
+                f"except along axis {ax}"
+            )
+        total += s[ax]
+    return first[:ax] + (total,) + first[ax + 1 :]
+
+
+def gather(x: Shape, indices: Shape, axis: int) -> Shape:
+    """np.take: x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
+    ax = normalize_axis("axis", axis, len(x))
+    return x[:ax] + tuple(indices) + x[ax + 1 :]
