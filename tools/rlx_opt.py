@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from io import BytesIO
+from typing import IO
 
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from rlx_mlir.dialects import get_all_dialects
+from rlx_mlir.errors import RlxError
 from rlx_mlir.passes import get_all_passes
 
 
@@ -40,13 +44,55 @@ class RlxOptMain(xDSLOptMain):
     def setup_pipeline(self):
         try:
             super().setup_pipeline()
-        except ValueError as err:
+        except (ValueError, ArgSpecParseError) as err:
+            # ArgSpecParseError (a pipeline syntax error) derives from BaseException.
             known = ", ".join(sorted(self.available_passes))
-            raise PipelineError(f"{err}\nknown passes: {known}") from err
+            raise PipelineError(
+                f"invalid pass pipeline {self.args.passes!r}: {err}\nknown passes: {known}"
+            ) from err
+
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        data = chunk.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line_start = data.rfind(b"\n", 0, err.start) + 1
+            line = data.count(b"\n", 0, err.start) + 1 + start_offset
+            col = err.start - line_start + 1
+            raise InputError(
+                f"{self.get_input_name()}:{line}:{col}: expected UTF-8 text, "
+                f"got byte 0x{data[err.start]:02x}"
+            ) from err
+        try:
+            return super().parse_chunk(BytesIO(data), file_extension, start_offset)
+        except ParseError as err:
+            err.msg = _explain_parse_error(err)
+            raise
+
+
+def _explain_parse_error(err: ParseError) -> str:
+    """Reword xDSL's parse errors that name neither what was expected nor what was got."""
+    content = err.span.input.content
+    if err.span.start >= len(content.rstrip()):
+        got = "end of input" + (" (the input is empty)" if not content.strip() else "")
+    else:
+        got = repr(err.span.text)
+    msg = err.msg.strip()
+    if msg == "in block definition":
+        return f"expected an operation or '}}' closing the region, got {got}"
+    if msg == "Could not parse entire input!":
+        return f"expected an operation, got {got}"
+    return err.msg
 
 
 class PipelineError(Exception):
-    """A -p pipeline names an unknown pass or option."""
+    """A -p pipeline names an unknown pass or option, or is not valid pipeline syntax."""
+
+
+class InputError(Exception):
+    """The input is not text the parser can read (e.g. not UTF-8)."""
 
 
 def _report(message: str) -> int:
@@ -63,7 +109,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     except DiagnosticException as err:
         notes = "\n".join(getattr(err, "__notes__", []))
         return _report(f"{err}\n{notes}".rstrip())
-    except PipelineError as err:
+    except (PipelineError, InputError, RlxError) as err:
         return _report(str(err))
     except OSError as err:
         return _report(f"cannot read or write {err.filename!r}: {err.strerror}")
@@ -72,6 +118,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         return _report(f"{type(err).__name__}: {err}")
     except KeyboardInterrupt:
         return 130
+    except SystemExit as err:
+        # argparse (--help, --version, usage errors) and --shrink exit through SystemExit.
+        if err.code is None or isinstance(err.code, int):
+            return err.code or 0
+        print(err.code, file=sys.stderr)
+        return 1
     return 0
 
 
