@@ -1,5 +1,15 @@
-"""rlx-mlir: an ML compiler on xDSL (HIR -> MIR -> LIR -> llvm, JIT-compiled SIMD kernels)."""
+"""rlx-mlir: an ML compiler on xDSL (HIR -> MIR -> LIR -> llvm, JIT-compiled SIMD kernels).
+
+```python
+import rlx_mlir as rlx
+g = rlx.Graph("mlp")
+x = g.input("x", (4, 64))
+g.output(g.softmax(g.linear(x, g.param("w", (64, 10)))))
+print(g.to_mlir())
+```
+"""
 
 from rlx_mlir.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
+from rlx_mlir.graph import Graph, Value
 
-__all__ = ["ArgumentError", "DTypeError", "GraphError", "RlxError", "ShapeError"]
+__all__ = ["ArgumentError", "DTypeError", "Graph", "GraphError", "RlxError", "ShapeError", "Value"]

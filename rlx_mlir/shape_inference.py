@@ -12,7 +12,8 @@ printed `?`) can be admitted later without rewriting the rules.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from rlx_mlir.errors import DTypeError, ShapeError
 
@@ -59,7 +60,10 @@ def check_shape(name: str, shape: Sequence[int]) -> Shape:
 
 def check_rank(name: str, shape: Shape, ranks: Sequence[int]) -> None:
     if len(shape) not in ranks:
-        want = " or ".join(str(r) for r in ranks)
+        if isinstance(ranks, range) and len(ranks) > 2:
+            want = f"{ranks.start} to {ranks.stop - 1}"
+        else:
+            want = " or ".join(str(r) for r in ranks)
         raise ShapeError(f"{name}: expected rank {want}, got rank {len(shape)} (shape {fmt(shape)})")
 
 
@@ -115,7 +119,8 @@ def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Sh
 
 def broadcast_to(x: Shape, target: Shape) -> Shape:
     target = check_shape("broadcast_to target", target)
-    if len(x) > len(target) or broadcast(x, target, ("input", "target")) != target:
+    padded = (1,) * (len(target) - len(x)) + tuple(x)
+    if len(x) > len(target) or any(a not in (1, b) for a, b in zip(padded, target, strict=True)):
         raise ShapeError(f"input of shape {fmt(x)} cannot be broadcast to {fmt(target)}")
     return target
 
@@ -213,7 +218,9 @@ def residual_norm(x: Shape, residual: Shape, gamma: Shape, beta: Shape | None = 
 
 def rope(x: Shape, cos: Shape, sin: Shape, head_dim: int, n_rot: int) -> Shape:
     check_rank("x", x, (2, 3))
-    if head_dim < 1 or x[-1] % head_dim:
+    if head_dim < 1:
+        raise ShapeError(f"head_dim: expected a value >= 1, got {head_dim}")
+    if x[-1] % head_dim:
         raise ShapeError(f"head_dim: must divide the last dim of x {fmt(x)}, got {head_dim}")
     if n_rot % 2 or not 2 <= n_rot <= head_dim:
         raise ShapeError(f"n_rot: expected an even value in [2, head_dim={head_dim}], got {n_rot}")
@@ -297,21 +304,44 @@ def llama_decoder_block(
     mask: Shape | None,
     mask_kind: str,
 ) -> Shape:
-    """The pre-norm Llama block; `weights` maps the operand names of SPEC to shapes."""
+    """The pre-norm Llama block; `weights` maps the operand names of SPEC to shapes.
+
+    Errors of the inner rules are renamed to the block's operand names (`ln2_g`, not `gamma`).
+    """
     check_rank("x", x, (2, 3))
-    d = x[-1]
-    norm(x, weights["ln1_g"], weights.get("ln1_b"))
-    q = linear(x, weights["q_w"])
-    k = linear(x, weights["k_w"])
-    v = linear(x, weights["v_w"])
-    rope(q, weights["cos"], weights["sin"], head_dim, head_dim)
-    attn = attention(
-        q, k, v, mask,
-        num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads, mask_kind=mask_kind,
-    )
-    check_exact("o_w", weights["o_w"], (attn[-1], d), "[num_heads*head_dim, D]")
-    norm(x, weights["ln2_g"], weights.get("ln2_b"))
-    return swiglu_ffn(x, weights["up_w"], weights["gate_w"], weights["down_w"])
+    w = weights
+    with _renamed(gamma="ln1_g", beta="ln1_b"):
+        norm(x, w["ln1_g"], w.get("ln1_b"))
+    with _renamed(w="q_w"):
+        q = linear(x, w["q_w"])
+    with _renamed(w="k_w"):
+        k = linear(x, w["k_w"])
+    with _renamed(w="v_w"):
+        v = linear(x, w["v_w"])
+    with _renamed(n_rot="head_dim"):
+        rope(q, w["cos"], w["sin"], head_dim, head_dim)
+    with _renamed(q="q_w (columns)", k="k_w (columns)", v="v_w (columns)"):
+        attn = attention(
+            q, k, v, mask,
+            num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads, mask_kind=mask_kind,
+        )
+    check_exact("o_w", w["o_w"], (attn[-1], x[-1]), "[num_heads*head_dim, D]")
+    with _renamed(gamma="ln2_g", beta="ln2_b"):
+        norm(x, w["ln2_g"], w.get("ln2_b"))
+    with _renamed(up="up_w", gate="gate_w", down="down_w"):
+        return swiglu_ffn(x, w["up_w"], w["gate_w"], w["down_w"])
+
+
+@contextmanager
+def _renamed(**names: str) -> Iterator[None]:
+    """Re-raise a rule's error with its leading operand name mapped through `names`."""
+    try:
+        yield
+    except (ShapeError, DTypeError) as err:
+        head, sep, rest = str(err).partition(": ")
+        if sep and head in names:
+            raise type(err)(f"{names[head]}: {rest}") from None
+        raise
 
 
 def embedding(table: Shape, ids: Shape) -> Shape:

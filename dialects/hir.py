@@ -1,0 +1,827 @@
+"""The `hir` dialect: model blocks (linear layers, norms, attention, decoder blocks).
+
+Each op is one block of a model as a user writes it; `convert-hir-to-mir` expands it
+into `mir` primitives. Operands and results are ranked builtin tensors. Compute
+operands are f32; `hir.embedding` takes i32/i64 ids and `hir.dequant_matmul` takes the
+raw GGUF block bytes as ui8. Every result is f32.
+
+Shape and dtype rules live in `rlx_mlir.shape_inference` (shared with the Graph
+builder); the verifiers here only call them and compare the declared result type with
+what they infer. Enum properties (activation, mask kind, rope style, quant scheme) are
+the shared `rlx` attributes and print as bare keywords:
+
+```mlir
+%y = hir.linear %x, %w bias %b activation silu
+    : (tensor<4x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<4x128xf32>
+```
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    Float32Type,
+    FloatAttr,
+    IntegerAttr,
+    TensorType,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+from rlx_mlir import shape_inference as rules
+from rlx_mlir.dialects.common import (
+    opt_shape,
+    rule_errors,
+    shape_of,
+    verify_dtype,
+    verify_result,
+)
+from rlx_mlir.dialects.rlx import (
+    Activation,
+    ActivationAttr,
+    MaskKind,
+    MaskKindAttr,
+    QuantScheme,
+    QuantSchemeAttr,
+    RopeStyle,
+    RopeStyleAttr,
+)
+from rlx_mlir.shape_inference import Shape
+
+DEFAULT_EPS = 1e-5
+"""The eps of the norms when none is given (SPEC)."""
+
+F32 = ("f32",)
+INDEX = rules.INDEX_DTYPES
+UI8 = ("ui8",)
+
+
+def _i64(value: int | IntegerAttr) -> IntegerAttr:
+    return value if isinstance(value, IntegerAttr) else IntegerAttr(value, i64)
+
+
+def _f32(value: float | FloatAttr) -> FloatAttr:
+    return value if isinstance(value, FloatAttr) else FloatAttr(value, f32)
+
+
+def _eps_attr(eps: float | FloatAttr | None) -> FloatAttr | None:
+    """None keeps the property's default (1e-5)."""
+    return None if eps is None else _f32(eps)
+
+
+def _enum_attr(cls: type, enum: type, value: object) -> Attribute | None:
+    if value is None or isinstance(value, cls):
+        return value  # type: ignore[return-value]
+    return cls(enum(value))
+
+
+# ----------------------------------------------------------------------------- base
+
+
+class HirOp(IRDLOperation):
+    """Base of every hir op: checks operand element types, dimensions (every one >= 1)
+    and attribute ranges, then that the result is the f32 tensor the shape rule infers.
+
+    Subclasses set `OPERAND_DTYPES` (operand name -> allowed element types; f32 when
+    not listed) and implement `infer_shape` by calling their rule in
+    `rlx_mlir.shape_inference`.
+    """
+
+    OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def operand_values(self) -> dict[str, SSAValue | None]:
+        """Every operand by its definition name (None for an absent optional one)."""
+        return {name: getattr(self, name) for name, _ in self.get_irdl_definition().operands}
+
+    def infer_shape(self) -> Shape:
+        """The result shape the op's shape rule infers from the operands and properties."""
+        raise NotImplementedError
+
+    def verify_attributes(self) -> None:
+        """Range checks of properties that the shape rule does not cover."""
+
+    def verify_(self) -> None:
+        for name, value in self.operand_values().items():
+            if value is None:
+                continue
+            verify_dtype(self, name, value, self.OPERAND_DTYPES.get(name, F32))
+            with rule_errors(self):
+                rules.check_shape(name, shape_of(value))
+        self.verify_attributes()
+        result = self.results[0]
+        verify_dtype(self, "result", result, F32)
+        verify_result(self, result, self.infer_shape)
+
+
+def _verify_eps(op: IRDLOperation, eps: FloatAttr) -> None:
+    value = eps.value.data
+    if not (value > 0 and math.isfinite(value)):
+        raise VerifyException(f"'{op.name}': eps: expected a finite value > 0, got {value:g}")
+
+
+# ----------------------------------------------------------------------------- linear layers
+
+
+@irdl_op_definition
+class LinearOp(HirOp):
+    """A dense layer `activation(x[..., K] @ w[K, N] + bias[N])` of operands `x`, `w` and
+    the optional `bias`; no activation means identity."""
+
+    name = "hir.linear"
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    activation = opt_prop_def(ActivationAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $w (`bias` $bias^)? (`activation` $activation^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue,
+        w: SSAValue,
+        bias: SSAValue | None = None,
+        activation: Activation | str | None = None,
+        *,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[x, w, bias],
+            result_types=[result_type],
+            properties={"activation": _enum_attr(ActivationAttr, Activation, activation)},
+        )
+
+    def infer_shape(self) -> Shape:
+        return rules.linear(shape_of(self.x), shape_of(self.w), opt_shape(self.bias))
+
+
+@irdl_op_definition
+class SwigluFfnOp(HirOp):
+    """The SwiGLU feed-forward block `(silu(x @ gate) * (x @ up)) @ down` of operands
+    `x` [..., D], `up` and `gate` [D, F], `down` [F, E]."""
+
+    name = "hir.swiglu_ffn"
+
+    x = operand_def(TensorType)
+    up = operand_def(TensorType)
+    gate = operand_def(TensorType)
+    down = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` `up` $up `,` `gate` $gate `,` `down` $down attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self, x: SSAValue, up: SSAValue, gate: SSAValue, down: SSAValue, *, result_type: Attribute
+    ):
+        super().__init__(operands=[x, up, gate, down], result_types=[result_type])
+
+    def infer_shape(self) -> Shape:
+        return rules.swiglu_ffn(
+            shape_of(self.x), shape_of(self.up), shape_of(self.gate), shape_of(self.down)
+        )
+
+
+@irdl_op_definition
+class DequantMatmulOp(HirOp):
+    """`x[..., K] @ dequant(w)^T` where `w` holds a GGUF tensor's raw blocks (ui8
+    [N, K/32 * bytes_per_block]) quantized with `scheme` (q8_0 or q4_0); result [..., N]."""
+
+    name = "hir.dequant_matmul"
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    result = result_def(TensorType)
+    scheme = prop_def(QuantSchemeAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$scheme $x `,` $w attr-dict `:` functional-type(operands, results)"
+
+    OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {"w": UI8}
+
+    def __init__(
+        self,
+        x: SSAValue,
+        w: SSAValue,
+        scheme: QuantScheme | str | QuantSchemeAttr,
+        *,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[x, w],
+            result_types=[result_type],
+            properties={"scheme": _enum_attr(QuantSchemeAttr, QuantScheme, scheme)},
+        )
+
+    def infer_shape(self) -> Shape:
+        return rules.dequant_matmul(shape_of(self.x), shape_of(self.w), str(self.scheme.data))
+
+
+@irdl_op_definition
+class EmbeddingOp(HirOp):
+    """Row lookup `table[ids]` of operands `table` (f32 [V, D]) and `ids` (i32 or i64,
+    any shape); result [*ids.shape, D]."""
+
+    name = "hir.embedding"
+
+    table = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$table `[` $ids `]` attr-dict `:` functional-type(operands, results)"
+
+    OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {"ids": INDEX}
+
+    def __init__(self, table: SSAValue, ids: SSAValue, *, result_type: Attribute):
+        super().__init__(operands=[table, ids], result_types=[result_type])
+
+    def infer_shape(self) -> Shape:
+        return rules.embedding(shape_of(self.table), shape_of(self.ids))
+
+
+@irdl_op_definition
+class DepthwiseConv1dCausalOp(HirOp):
+    """Causal depthwise convolution over time of `x` [B, S, C] with kernel `w` [K, C],
+    the optional `left_pad` [B, K-1, C] standing for the previous steps (zeros when
+    absent); result [B, S, C]."""
+
+    name = "hir.depthwise_conv1d_causal"
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    left_pad = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $w (`left_pad` $left_pad^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue,
+        w: SSAValue,
+        left_pad: SSAValue | None = None,
+        *,
+        result_type: Attribute,
+    ):
+        super().__init__(operands=[x, w, left_pad], result_types=[result_type])
+
+    def infer_shape(self) -> Shape:
+        return rules.depthwise_conv1d_causal(
+            shape_of(self.x), shape_of(self.w), opt_shape(self.left_pad)
+        )
+
+
+# ----------------------------------------------------------------------------- norms
+
+
+class NormOpBase(HirOp):
+    """Shared structure of the norms: an `eps` property (f32, default 1e-5, > 0)."""
+
+    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(DEFAULT_EPS, f32))
+
+    def verify_attributes(self) -> None:
+        _verify_eps(self, self.eps)
+
+
+@irdl_op_definition
+class RmsNormOp(NormOpBase):
+    """RMS normalization over the last axis, `x / sqrt(mean(x^2) + eps) * gamma (+ beta)`,
+    of operands `x` [..., N], `gamma` [N] and the optional `beta` [N]."""
+
+    name = "hir.rms_norm"
+
+    x = operand_def(TensorType)
+    gamma = operand_def(TensorType)
+    beta = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $gamma (`beta` $beta^)? (`eps` $eps^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue,
+        gamma: SSAValue,
+        beta: SSAValue | None = None,
+        eps: float | FloatAttr | None = None,
+        *,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[x, gamma, beta],
+            result_types=[result_type],
+            properties={"eps": _eps_attr(eps)},
+        )
+
+    def infer_shape(self) -> Shape:
+        return rules.norm(shape_of(self.x), shape_of(self.gamma), opt_shape(self.beta))
+
+
+@irdl_op_definition
+class ResidualRmsNormOp(NormOpBase):
+    """`rms_norm(x + residual, gamma, beta, eps)` of operands `x`, `residual` (same
+    shape), `gamma` [N] and the optional `beta` [N]; returns the normalized value only."""
+
+    name = "hir.residual_rms_norm"
+
+    x = operand_def(TensorType)
+    residual = operand_def(TensorType)
+    gamma = operand_def(TensorType)
+    beta = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $residual `,` $gamma (`beta` $beta^)? (`eps` $eps^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue,
+        residual: SSAValue,
+        gamma: SSAValue,
+        beta: SSAValue | None = None,
+        eps: float | FloatAttr | None = None,
+        *,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[x, residual, gamma, beta],
+            result_types=[result_type],
+            properties={"eps": _eps_attr(eps)},
+        )
+
+    def infer_shape(self) -> Shape:
+        return rules.residual_norm(
+            shape_of(self.x), shape_of(self.residual), shape_of(self.gamma), opt_shape(self.beta)
+        )
+
+
+@irdl_op_definition
+class LayerNormOp(NormOpBase):
+    """Layer normalization over the last axis (population variance),
+    `(x - mean) / sqrt(var + eps) * gamma + beta`, of operands `x` [..., N], `gamma` and
+    `beta` [N]."""
+
+    name = "hir.layer_norm"
+
+    x = operand_def(TensorType)
+    gamma = operand_def(TensorType)
+    beta = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $gamma `,` $beta (`eps` $eps^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue,
+        gamma: SSAValue,
+        beta: SSAValue,
+        eps: float | FloatAttr | None = None,
+        *,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[x, gamma, beta],
+            result_types=[result_type],
+            properties={"eps": _eps_attr(eps)},
+        )
+
+    def infer_shape(self) -> Shape:
+        return rules.norm(shape_of(self.x), shape_of(self.gamma), shape_of(self.beta))
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+@irdl_op_definition
+class AttentionOp(HirOp):
+    """Grouped-query scaled dot-product attention of `q` [B, S, H*D], `k` and `v`
+    [B, T, Hkv*D] (B optional) with the optional `mask` ([S, T] or [1|B, 1|H, S, T],
+    present exactly when `mask_kind` is custom or bias); result has q's shape."""
+
+    name = "hir.attention"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    num_heads = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    num_kv_heads = prop_def(IntegerAttr[I64])
+    mask_kind = prop_def(MaskKindAttr, default_value=MaskKindAttr(MaskKind.NONE))
+    scale = prop_def(FloatAttr[Float32Type])
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$q `,` $k `,` $v (`mask` $mask^)? (`mask_kind` $mask_kind^)?"
+        " `num_heads` $num_heads `num_kv_heads` $num_kv_heads `head_dim` $head_dim"
+        " `scale` $scale attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        mask: SSAValue | None = None,
+        *,
+        num_heads: int,
+        head_dim: int,
+        num_kv_heads: int | None = None,
+        mask_kind: MaskKind | str = MaskKind.NONE,
+        scale: float | None = None,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[q, k, v, mask],
+            result_types=[result_type],
+            properties={
+                "num_heads": _i64(num_heads),
+                "head_dim": _i64(head_dim),
+                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "mask_kind": _enum_attr(MaskKindAttr, MaskKind, mask_kind),
+                "scale": _f32(1.0 / math.sqrt(head_dim) if scale is None else scale),
+            },
+        )
+
+    def verify_attributes(self) -> None:
+        scale = self.scale.value.data
+        if not math.isfinite(scale):
+            raise VerifyException(f"'{self.name}': scale: expected a finite value, got {scale:g}")
+
+    def infer_shape(self) -> Shape:
+        return rules.attention(
+            shape_of(self.q),
+            shape_of(self.k),
+            shape_of(self.v),
+            opt_shape(self.mask),
+            num_heads=self.num_heads.value.data,
+            head_dim=self.head_dim.value.data,
+            num_kv_heads=self.num_kv_heads.value.data,
+            mask_kind=str(self.mask_kind.data),
+        )
+
+
+@irdl_op_definition
+class RopeOp(HirOp):
+    """Rotary position embedding of `x` [S, H*D] or [B, S, H*D] by the tables `cos` and
+    `sin` [S, n_rot/2]: in every head of `head_dim` dims the first `n_rot` rotate in
+    `style` pairs (half or interleaved) and the rest pass through."""
+
+    name = "hir.rope"
+
+    x = operand_def(TensorType)
+    cos = operand_def(TensorType)
+    sin = operand_def(TensorType)
+    result = result_def(TensorType)
+    head_dim = prop_def(IntegerAttr[I64])
+    n_rot = prop_def(IntegerAttr[I64])
+    style = prop_def(RopeStyleAttr, default_value=RopeStyleAttr(RopeStyle.HALF))
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $cos `,` $sin `head_dim` $head_dim `n_rot` $n_rot (`style` $style^)?"
+        " attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue,
+        cos: SSAValue,
+        sin: SSAValue,
+        *,
+        head_dim: int,
+        n_rot: int | None = None,
+        style: RopeStyle | str = RopeStyle.HALF,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[x, cos, sin],
+            result_types=[result_type],
+            properties={
+                "head_dim": _i64(head_dim),
+                "n_rot": _i64(head_dim if n_rot is None else n_rot),
+                "style": _enum_attr(RopeStyleAttr, RopeStyle, style),
+            },
+        )
+
+    def infer_shape(self) -> Shape:
+        return rules.rope(
+            shape_of(self.x),
+            shape_of(self.cos),
+            shape_of(self.sin),
+            self.head_dim.value.data,
+            self.n_rot.value.data,
+        )
+
+
+# ----------------------------------------------------------------------------- decoder block
+
+LLAMA_WEIGHTS = (
+    "ln1_g",
+    "ln1_b",
+    "q_w",
+    "k_w",
+    "v_w",
+    "o_w",
+    "ln2_g",
+    "ln2_b",
+    "gate_w",
+    "up_w",
+    "down_w",
+    "cos",
+    "sin",
+)
+"""The operands of `hir.llama_decoder_block` between `x` and `mask`, in order."""
+
+LLAMA_SYNTAX_GROUPS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
+    ("ln1", ("ln1_g",), "ln1_b"),
+    ("attn", ("q_w", "k_w", "v_w", "o_w"), None),
+    ("ln2", ("ln2_g",), "ln2_b"),
+    ("ffn", ("gate_w", "up_w", "down_w"), None),
+    ("rope", ("cos", "sin"), None),
+    ("mask", (), "mask"),
+)
+"""The keyword groups of the custom syntax of `hir.llama_decoder_block`, in operand
+order: (keyword, required operands, optional last operand); a group without required
+operands is left out when its operand is absent."""
+
+
+@irdl_op_definition
+class LlamaDecoderBlockOp(HirOp):
+    """The pre-norm Llama decoder layer: `h = x + o_w-projection of attention(rope(q),
+    rope(k), v)` over `rms_norm(x, ln1_g, ln1_b)`, then `h + swiglu_ffn(rms_norm(h, ln2_g,
+    ln2_b), up_w, gate_w, down_w)`; weights are [in, out], `cos`/`sin` are [S, D/2],
+    `ln1_b`, `ln2_b` and `mask` are optional.
+
+    Custom syntax: operands in keyword groups (in operand order), then the properties
+    (`mask_kind`, `rope_style` and `eps` only when not causal, half, 1e-5), then the
+    types of the operands present:
+
+    ```mlir
+    %y = hir.llama_decoder_block %x ln1(%ln1_g) attn(%q_w, %k_w, %v_w, %o_w)
+        ln2(%ln2_g, %ln2_b) ffn(%gate_w, %up_w, %down_w) rope(%cos, %sin) mask(%mask)
+        num_heads 4 num_kv_heads 2 head_dim 8 mask_kind bias eps 1.000000e-06
+        : (tensor<6x32xf32>, ...) -> tensor<6x32xf32>
+    ```
+    """
+
+    name = "hir.llama_decoder_block"
+
+    x = operand_def(TensorType)
+    ln1_g = operand_def(TensorType)
+    ln1_b = opt_operand_def(TensorType)
+    q_w = operand_def(TensorType)
+    k_w = operand_def(TensorType)
+    v_w = operand_def(TensorType)
+    o_w = operand_def(TensorType)
+    ln2_g = operand_def(TensorType)
+    ln2_b = opt_operand_def(TensorType)
+    gate_w = operand_def(TensorType)
+    up_w = operand_def(TensorType)
+    down_w = operand_def(TensorType)
+    cos = operand_def(TensorType)
+    sin = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    num_heads = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    num_kv_heads = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(DEFAULT_EPS, f32))
+    mask_kind = prop_def(MaskKindAttr, default_value=MaskKindAttr(MaskKind.CAUSAL))
+    rope_style = prop_def(RopeStyleAttr, default_value=RopeStyleAttr(RopeStyle.HALF))
+
+    traits = traits_def(Pure())
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        x: SSAValue,
+        ln1_g: SSAValue,
+        ln1_b: SSAValue | None,
+        q_w: SSAValue,
+        k_w: SSAValue,
+        v_w: SSAValue,
+        o_w: SSAValue,
+        ln2_g: SSAValue,
+        ln2_b: SSAValue | None,
+        gate_w: SSAValue,
+        up_w: SSAValue,
+        down_w: SSAValue,
+        cos: SSAValue,
+        sin: SSAValue,
+        mask: SSAValue | None = None,
+        *,
+        num_heads: int,
+        head_dim: int,
+        num_kv_heads: int | None = None,
+        eps: float | None = None,
+        mask_kind: MaskKind | str = MaskKind.CAUSAL,
+        rope_style: RopeStyle | str = RopeStyle.HALF,
+        result_type: Attribute,
+    ):
+        super().__init__(
+            operands=[
+                x,
+                ln1_g,
+                ln1_b,
+                q_w,
+                k_w,
+                v_w,
+                o_w,
+                ln2_g,
+                ln2_b,
+                gate_w,
+                up_w,
+                down_w,
+                cos,
+                sin,
+                mask,
+            ],
+            result_types=[result_type],
+            properties={
+                "num_heads": _i64(num_heads),
+                "head_dim": _i64(head_dim),
+                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "eps": _eps_attr(eps),
+                "mask_kind": _enum_attr(MaskKindAttr, MaskKind, mask_kind),
+                "rope_style": _enum_attr(RopeStyleAttr, RopeStyle, rope_style),
+            },
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LlamaDecoderBlockOp:
+        names: list[str] = ["x"]
+        unresolved = [parser.parse_unresolved_operand()]
+        for keyword, required, optional in LLAMA_SYNTAX_GROUPS:
+            if required:
+                parser.parse_keyword(keyword)
+            elif parser.parse_optional_keyword(keyword) is None:
+                continue
+            parser.parse_punctuation("(")
+            for i, operand in enumerate(required):
+                if i:
+                    parser.parse_punctuation(",")
+                names.append(operand)
+                unresolved.append(parser.parse_unresolved_operand())
+            if optional is not None and (
+                not required or parser.parse_optional_punctuation(",") is not None
+            ):
+                names.append(optional)
+                unresolved.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        props: dict[str, Attribute] = {}
+        for prop in ("num_heads", "num_kv_heads", "head_dim"):
+            parser.parse_keyword(prop)
+            props[prop] = IntegerAttr.parse_with_type(parser, i64)
+        if parser.parse_optional_keyword("mask_kind") is not None:
+            props["mask_kind"] = MaskKindAttr(parser.parse_str_enum(MaskKind))
+        if parser.parse_optional_keyword("rope_style") is not None:
+            props["rope_style"] = RopeStyleAttr(parser.parse_str_enum(RopeStyle))
+        if parser.parse_optional_keyword("eps") is not None:
+            props["eps"] = FloatAttr.parse_with_type(parser, f32)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        fn_type = parser.parse_function_type()
+        if len(fn_type.outputs) != 1:
+            parser.raise_error(
+                f"expected one result type, got {len(fn_type.outputs)}", pos, parser.pos
+            )
+        operands = parser.resolve_operands(unresolved, fn_type.inputs, pos)
+        values = dict(zip(names, operands, strict=True))
+        op = cls.build(
+            operands=[values.get(name) for name in ("x", *LLAMA_WEIGHTS, "mask")],
+            result_types=[fn_type.outputs.data[0]],
+            properties=props,
+            attributes=attributes,
+        )
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.x)
+        for keyword, required, optional in LLAMA_SYNTAX_GROUPS:
+            names = required if optional is None else (*required, optional)
+            values = [v for v in (getattr(self, name) for name in names) if v is not None]
+            if not values:
+                continue
+            printer.print_string(f" {keyword}(")
+            printer.print_list(values, printer.print_ssa_value)
+            printer.print_string(")")
+        for prop in ("num_heads", "num_kv_heads", "head_dim"):
+            printer.print_string(f" {prop} ")
+            getattr(self, prop).print_without_type(printer)
+        default = self.get_irdl_definition().properties
+        if self.mask_kind != default["mask_kind"].default_value:
+            printer.print_string(f" mask_kind {self.mask_kind.data}")
+        if self.rope_style != default["rope_style"].default_value:
+            printer.print_string(f" rope_style {self.rope_style.data}")
+        if self.eps != default["eps"].default_value:
+            printer.print_string(" eps ")
+            self.eps.print_without_type(printer)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type(self.operand_types, self.result_types)
+
+    def weight_shapes(self) -> dict[str, Shape | None]:
+        """The shapes of the weight operands by SPEC name (None for an absent beta)."""
+        return {name: opt_shape(getattr(self, name)) for name in LLAMA_WEIGHTS}
+
+    def verify_attributes(self) -> None:
+        _verify_eps(self, self.eps)
+
+    def infer_shape(self) -> Shape:
+        return rules.llama_decoder_block(
+            shape_of(self.x),
+            self.weight_shapes(),
+            num_heads=self.num_heads.value.data,
+            head_dim=self.head_dim.value.data,
+            num_kv_heads=self.num_kv_heads.value.data,
+            mask=opt_shape(self.mask),
+            mask_kind=str(self.mask_kind.data),
+        )
+
+
+HIR_OPS: tuple[type[HirOp], ...] = (
+    LinearOp,
+    SwigluFfnOp,
+    RmsNormOp,
+    ResidualRmsNormOp,
+    LayerNormOp,
+    AttentionOp,
+    RopeOp,
+    LlamaDecoderBlockOp,
+    DequantMatmulOp,
+    EmbeddingOp,
+    DepthwiseConv1dCausalOp,
+)
+
+HIR = Dialect("hir", list(HIR_OPS), [])
+
+__all__ = [
+    "HIR",
+    "HIR_OPS",
+    "AttentionOp",
+    "DepthwiseConv1dCausalOp",
+    "DequantMatmulOp",
+    "EmbeddingOp",
+    "HirOp",
+    "LayerNormOp",
+    "LinearOp",
+    "LlamaDecoderBlockOp",
+    "ResidualRmsNormOp",
+    "RmsNormOp",
+    "RopeOp",
+    "SwigluFfnOp",
+]

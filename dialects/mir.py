@@ -1,0 +1,1253 @@
+"""The `mir` dialect: tensor primitives between the hir blocks and the lir kernels.
+
+Every op is `Pure` and works on ranked builtin tensors. Element types are f32 for
+compute; integer index tensors (i32, i64) for `gather` indices; the data movement ops
+(`reshape`, `transpose`, `narrow`, `concat`, `broadcast_to`, `gather`, `constant`) accept
+every rlx element type (f32, i32, i64, ui8); `add sub mul max min neg abs relu` also take
+i32 and i64. Shapes follow the rules of `rlx_mlir.shape_inference`, which the verifiers
+call, so the Graph builder and the verifiers agree. A dimension is never 0.
+
+The ops mirror MLIR's `tosa`/`linalg` named ops loosely; unlike them, binary elementwise
+ops broadcast implicitly (numpy rules), and `fused_elementwise` is a `linalg.generic`
+restricted to elementwise maps with a scalar `arith`/`math` body.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    AnyFloatConstr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    TensorType,
+    UnitAttr,
+    f32,
+    i64,
+)
+from xdsl.dialects.utils import AbstractYieldOperation
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    AnyAttr,
+    IRDLOperation,
+    ParamAttrConstraint,
+    VarConstraint,
+    base,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from rlx_mlir import shape_inference as si
+from rlx_mlir.dialects.common import (
+    opt_shape,
+    rule_errors,
+    shape_of,
+    verify_dtype,
+    verify_result,
+    verify_same_dtype,
+)
+from rlx_mlir.dialects.rlx import (
+    Activation,
+    ActivationAttr,
+    MaskKind,
+    MaskKindAttr,
+    QuantScheme,
+    QuantSchemeAttr,
+    ReduceKind,
+    ReduceKindAttr,
+    RopeStyle,
+    RopeStyleAttr,
+)
+from rlx_mlir.errors import RlxError
+
+FLOAT = ("f32",)
+NUMERIC = ("f32", "i32", "i64")
+ANY_DTYPE = si.DTYPES
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def verify_dims(op: IRDLOperation) -> None:
+    """Every tensor operand and result has all dimensions >= 1 (no zero-size tensors)."""
+    op_def = op.get_irdl_definition()
+    for name, _ in [*op_def.operands, *op_def.results]:
+        values = getattr(op, name)
+        if values is None:
+            continue
+        if isinstance(values, SSAValue):
+            values = (values,)
+        for i, value in enumerate(values):
+            label = f"{name} {i}" if len(values) > 1 else name
+            with rule_errors(op):
+                si.check_shape(label, shape_of(value))
+
+
+def _verify_positive(op: Operation, name: str, value: float) -> None:
+    if not value > 0:
+        raise VerifyException(f"'{op.name}': {name}: expected a value > 0, got {value}")
+
+
+def _i64(value: int | IntegerAttr) -> IntegerAttr:
+    return value if isinstance(value, IntegerAttr) else IntegerAttr(value, i64)
+
+
+def _f32(value: float | FloatAttr) -> FloatAttr:
+    return value if isinstance(value, FloatAttr) else FloatAttr(value, f32)
+
+
+def _i64_array(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
+    if isinstance(values, DenseArrayBase):
+        return values
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+def _infer(
+    result_type: Attribute | None, like: SSAValue | Attribute, rule: Callable[[], si.Shape]
+) -> Attribute:
+    """`result_type`, or a tensor of `like`'s element type and the shape `rule` infers.
+
+    The rule's `ShapeError` propagates when the operands do not fit.
+    """
+    if result_type is not None:
+        return result_type
+    ty = like.type if isinstance(like, SSAValue) else like
+    assert isinstance(ty, TensorType)
+    return TensorType(ty.get_element_type(), rule())
+
+
+def _values(*values: SSAValue | Operation) -> list[SSAValue]:
+    return [SSAValue.get(v) for v in values]
+
+
+def _shape(value: SSAValue | Operation) -> si.Shape:
+    return shape_of(SSAValue.get(value))
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+
+class BinaryElementwiseOp(IRDLOperation, ABC):
+    """Base of the binary elementwise ops: `result = f(lhs, rhs)` with numpy broadcasting."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
+
+    DTYPES: ClassVar[tuple[str, ...]] = FLOAT
+
+    def __init__(
+        self,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        result_type: Attribute | None = None,
+    ):
+        lhs, rhs = _values(lhs, rhs)
+        result_type = _infer(result_type, lhs, lambda: si.broadcast(_shape(lhs), _shape(rhs)))
+        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        verify_dtype(self, "lhs", self.lhs, self.DTYPES)
+        verify_same_dtype(self, ["lhs", "rhs", "result"], [self.lhs, self.rhs, self.result])
+        verify_result(
+            self, self.result, lambda: si.broadcast(shape_of(self.lhs), shape_of(self.rhs))
+        )
+
+
+@irdl_op_definition
+class AddOp(BinaryElementwiseOp):
+    """Elementwise `lhs + rhs` (f32, i32 or i64)."""
+
+    name = "mir.add"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class SubOp(BinaryElementwiseOp):
+    """Elementwise `lhs - rhs` (f32, i32 or i64)."""
+
+    name = "mir.sub"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class MulOp(BinaryElementwiseOp):
+    """Elementwise `lhs * rhs` (f32, i32 or i64)."""
+
+    name = "mir.mul"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class DivOp(BinaryElementwiseOp):
+    """Elementwise `lhs / rhs` (f32)."""
+
+    name = "mir.div"
+
+
+@irdl_op_definition
+class MaxOp(BinaryElementwiseOp):
+    """Elementwise `maximum(lhs, rhs)` (f32, i32 or i64)."""
+
+    name = "mir.max"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class MinOp(BinaryElementwiseOp):
+    """Elementwise `minimum(lhs, rhs)` (f32, i32 or i64)."""
+
+    name = "mir.min"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class PowOp(BinaryElementwiseOp):
+    """Elementwise `lhs ** rhs` (f32)."""
+
+    name = "mir.pow"
+
+
+class UnaryElementwiseOp(IRDLOperation, ABC):
+    """Base of the unary elementwise ops: `result = f(input)`, of the input's type."""
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    DTYPES: ClassVar[tuple[str, ...]] = FLOAT
+
+    def __init__(self, input: SSAValue | Operation):
+        input = SSAValue.get(input)
+        super().__init__(operands=[input], result_types=[input.type])
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        verify_dtype(self, "input", self.input, self.DTYPES)
+
+
+@irdl_op_definition
+class NegOp(UnaryElementwiseOp):
+    """Elementwise `-input` (f32, i32 or i64)."""
+
+    name = "mir.neg"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class ExpOp(UnaryElementwiseOp):
+    """Elementwise `exp(input)`."""
+
+    name = "mir.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryElementwiseOp):
+    """Elementwise natural `log(input)`."""
+
+    name = "mir.log"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryElementwiseOp):
+    """Elementwise `sqrt(input)`."""
+
+    name = "mir.sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryElementwiseOp):
+    """Elementwise `1 / sqrt(input)`."""
+
+    name = "mir.rsqrt"
+
+
+@irdl_op_definition
+class TanhOp(UnaryElementwiseOp):
+    """Elementwise `tanh(input)`."""
+
+    name = "mir.tanh"
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryElementwiseOp):
+    """Elementwise `1 / (1 + exp(-input))`."""
+
+    name = "mir.sigmoid"
+
+
+@irdl_op_definition
+class SiluOp(UnaryElementwiseOp):
+    """Elementwise `input * sigmoid(input)`."""
+
+    name = "mir.silu"
+
+
+@irdl_op_definition
+class GeluOp(UnaryElementwiseOp):
+    """Elementwise exact GELU, `0.5 * input * (1 + erf(input / sqrt(2)))`."""
+
+    name = "mir.gelu"
+
+
+@irdl_op_definition
+class GeluTanhOp(UnaryElementwiseOp):
+    """Elementwise tanh-approximated GELU of `input`."""
+
+    name = "mir.gelu_tanh"
+
+
+@irdl_op_definition
+class ReluOp(UnaryElementwiseOp):
+    """Elementwise `max(input, 0)` (f32, i32 or i64)."""
+
+    name = "mir.relu"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+@irdl_op_definition
+class AbsOp(UnaryElementwiseOp):
+    """Elementwise `|input|` (f32, i32 or i64)."""
+
+    name = "mir.abs"
+    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """`np.matmul(lhs, rhs)`: 1-D operands promoted, batch dimensions broadcast (f32)."""
+
+    name = "mir.matmul"
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        result_type: Attribute | None = None,
+    ):
+        lhs, rhs = _values(lhs, rhs)
+        result_type = _infer(result_type, lhs, lambda: si.matmul(_shape(lhs), _shape(rhs)))
+        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        for name, value in (("lhs", self.lhs), ("rhs", self.rhs), ("result", self.result)):
+            verify_dtype(self, name, value, FLOAT)
+        verify_result(self, self.result, lambda: si.matmul(shape_of(self.lhs), shape_of(self.rhs)))
+
+
+@irdl_op_definition
+class FusedMatmulOp(IRDLOperation):
+    """`activation(lhs @ rhs + bias)`: a matmul (as `mir.matmul`) with an optional bias
+    [N] (N = last dim of rhs) and an optional activation fused into its epilogue (f32)."""
+
+    name = "mir.fused_matmul"
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    activation = opt_prop_def(ActivationAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$lhs `,` $rhs (`,` $bias^)? (`activation` $activation^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        bias: SSAValue | Operation | None = None,
+        activation: str | Activation | ActivationAttr | None = None,
+        result_type: Attribute | None = None,
+    ):
+        lhs, rhs = _values(lhs, rhs)
+        bias = None if bias is None else SSAValue.get(bias)
+        if activation is not None and not isinstance(activation, ActivationAttr):
+            activation = ActivationAttr(Activation(activation))
+        result_type = _infer(result_type, lhs, lambda: si.matmul(_shape(lhs), _shape(rhs)))
+        super().__init__(
+            operands=[lhs, rhs, bias],
+            result_types=[result_type],
+            properties={"activation": activation},
+        )
+
+    def _rule(self) -> si.Shape:
+        lhs, rhs = shape_of(self.lhs), shape_of(self.rhs)
+        out = si.matmul(lhs, rhs)
+        bias = opt_shape(self.bias)
+        if bias is not None:
+            si.check_rank("rhs", rhs, range(2, 9))
+            si.check_exact("bias", bias, rhs[-1:], "N = last dim of rhs")
+        return out
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        for name, value in (("lhs", self.lhs), ("rhs", self.rhs), ("bias", self.bias)):
+            if value is not None:
+                verify_dtype(self, name, value, FLOAT)
+        verify_dtype(self, "result", self.result, FLOAT)
+        verify_result(self, self.result, self._rule)
+
+
+@irdl_op_definition
+class DequantMatmulOp(IRDLOperation):
+    """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a q8_0 or
+    q4_0 tensor, ui8 [N, K/32 * bytes_per_block]; x and the result are f32."""
+
+    name = "mir.dequant_matmul"
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    scheme = prop_def(QuantSchemeAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$x `,` $w `scheme` $scheme attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        w: SSAValue | Operation,
+        scheme: str | QuantScheme | QuantSchemeAttr,
+        result_type: Attribute | None = None,
+    ):
+        x, w = _values(x, w)
+        if not isinstance(scheme, QuantSchemeAttr):
+            scheme = QuantSchemeAttr(QuantScheme(scheme))
+        scheme_name = scheme.data.value
+        result_type = _infer(
+            result_type, x, lambda: si.dequant_matmul(_shape(x), _shape(w), scheme_name)
+        )
+        super().__init__(operands=[x, w], result_types=[result_type], properties={"scheme": scheme})
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        verify_dtype(self, "x", self.x, FLOAT)
+        verify_dtype(self, "w", self.w, ("ui8",))
+        verify_dtype(self, "result", self.result, FLOAT)
+        verify_result(
+            self,
+            self.result,
+            lambda: si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value),
+        )
+
+
+@irdl_op_definition
+class DepthwiseConv1dOp(IRDLOperation):
+    """Valid depthwise convolution over time: `input` [B, S+K-1, C] (pre-padded), `weight`
+    [K, C] -> [B, S, C], `y[b, t, c] = sum_k weight[k, c] * input[b, t+k, c]` (f32)."""
+
+    name = "mir.depthwise_conv1d"
+
+    input = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input `,` $weight attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        weight: SSAValue | Operation,
+        result_type: Attribute | None = None,
+    ):
+        input, weight = _values(input, weight)
+        result_type = _infer(
+            result_type, input, lambda: si.depthwise_conv1d(_shape(input), _shape(weight))
+        )
+        super().__init__(operands=[input, weight], result_types=[result_type])
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        for name, value in (
+            ("input", self.input),
+            ("weight", self.weight),
+            ("result", self.result),
+        ):
+            verify_dtype(self, name, value, FLOAT)
+        # The rule names the operands `x` (input) and `w` (weight).
+        verify_result(
+            self,
+            self.result,
+            lambda: si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight)),
+        )
+
+
+# ----------------------------------------------------------------------------- reductions, norms
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """Reduce `input` with `kind` (sum, max, min, mean) over `axes` (non-empty, may be
+    negative, no repeats); `keepdim` keeps the reduced axes as size 1 (f32)."""
+
+    name = "mir.reduce"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    kind = prop_def(ReduceKindAttr)
+    axes = prop_def(DenseArrayBase.constr(i64))
+    keepdim = opt_prop_def(UnitAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$kind $input `axes` $axes (`keepdim` $keepdim^)? attr-dict"
+        " `:` type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        kind: str | ReduceKind | ReduceKindAttr,
+        axes: int | Sequence[int] | DenseArrayBase,
+        keepdim: bool = False,
+        result_type: Attribute | None = None,
+    ):
+        input = SSAValue.get(input)
+        if not isinstance(kind, ReduceKindAttr):
+            kind = ReduceKindAttr(ReduceKind(kind))
+        axes = _i64_array([axes] if isinstance(axes, int) else axes)
+        axis_list = axes.get_values()
+        result_type = _infer(
+            result_type, input, lambda: si.reduce(_shape(input), axis_list, keepdim)
+        )
+        super().__init__(
+            operands=[input],
+            result_types=[result_type],
+            properties={"kind": kind, "axes": axes, "keepdim": UnitAttr() if keepdim else None},
+        )
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        verify_dtype(self, "input", self.input, FLOAT)
+        verify_dtype(self, "result", self.result, FLOAT)
+        axes = self.axes.get_values()
+        if not axes:
+            raise VerifyException(f"'{self.name}': axes: expected at least one axis, got none")
+        verify_result(
+            self,
+            self.result,
+            lambda: si.reduce(shape_of(self.input), axes, self.keepdim is not None),
+        )
+
+
+@irdl_op_definition
+class SoftmaxOp(IRDLOperation):
+    """Numerically stable softmax of `input` along `axis` (may be negative) (f32)."""
+
+    name = "mir.softmax"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    result = result_def(T)
+
+    axis = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input `axis` $axis attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, axis: int | IntegerAttr = -1):
+        input = SSAValue.get(input)
+        super().__init__(
+            operands=[input], result_types=[input.type], properties={"axis": _i64(axis)}
+        )
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        verify_dtype(self, "input", self.input, FLOAT)
+        verify_result(
+            self, self.result, lambda: si.softmax(shape_of(self.input), self.axis.value.data)
+        )
+
+
+class NormOp(IRDLOperation, ABC):
+    """Base of the norms over the last axis of `x`: gamma and beta are exactly [N]."""
+
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        # The subclasses define the operands x, gamma, beta, the result and eps.
+        verify_dims(self)
+        for name, value in (("x", self.x), ("gamma", self.gamma), ("beta", self.beta)):
+            if value is not None:
+                verify_dtype(self, name, value, FLOAT)
+        verify_dtype(self, "result", self.result, FLOAT)
+        _verify_positive(self, "eps", self.eps.value.data)
+        verify_result(
+            self,
+            self.result,
+            lambda: si.norm(shape_of(self.x), shape_of(self.gamma), opt_shape(self.beta)),
+        )
+
+
+@irdl_op_definition
+class RmsNormOp(NormOp):
+    """`x / sqrt(mean(x^2, -1) + eps) * gamma (+ beta)` over the last axis (f32)."""
+
+    name = "mir.rms_norm"
+
+    x = operand_def(TensorType)
+    gamma = operand_def(TensorType)
+    beta = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(1e-5, f32))
+
+    assembly_format = (
+        "$x `,` $gamma (`,` $beta^)? (`eps` $eps^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        gamma: SSAValue | Operation,
+        beta: SSAValue | Operation | None = None,
+        eps: float | FloatAttr = 1e-5,
+    ):
+        x, gamma = _values(x, gamma)
+        beta = None if beta is None else SSAValue.get(beta)
+        super().__init__(
+            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": _f32(eps)}
+        )
+
+
+@irdl_op_definition
+class LayerNormOp(NormOp):
+    """`(x - mean) / sqrt(var + eps) * gamma + beta` over the last axis, population
+    variance (f32)."""
+
+    name = "mir.layer_norm"
+
+    x = operand_def(TensorType)
+    gamma = operand_def(TensorType)
+    beta = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(1e-5, f32))
+
+    assembly_format = (
+        "$x `,` $gamma `,` $beta (`eps` $eps^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        gamma: SSAValue | Operation,
+        beta: SSAValue | Operation,
+        eps: float | FloatAttr = 1e-5,
+    ):
+        x, gamma, beta = _values(x, gamma, beta)
+        super().__init__(
+            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": _f32(eps)}
+        )
+
+
+# ----------------------------------------------------------------------------- transformer
+
+
+@irdl_op_definition
+class RopeOp(IRDLOperation):
+    """Rotary embedding of `x` [S, H*D] or [B, S, H*D] by `cos`, `sin` [S, n_rot/2]: in each
+    head of `head_dim` the first `n_rot` dims rotate in `style` pairs, the rest pass (f32)."""
+
+    name = "mir.rope"
+
+    x = operand_def(TensorType)
+    cos = operand_def(TensorType)
+    sin = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    head_dim = prop_def(IntegerAttr[I64])
+    n_rot = prop_def(IntegerAttr[I64])
+    style = prop_def(RopeStyleAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $cos `,` $sin `head_dim` $head_dim `n_rot` $n_rot `style` $style attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        cos: SSAValue | Operation,
+        sin: SSAValue | Operation,
+        head_dim: int | IntegerAttr,
+        n_rot: int | IntegerAttr | None = None,
+        style: str | RopeStyle | RopeStyleAttr = RopeStyle.HALF,
+    ):
+        x, cos, sin = _values(x, cos, sin)
+        if not isinstance(style, RopeStyleAttr):
+            style = RopeStyleAttr(RopeStyle(style))
+        super().__init__(
+            operands=[x, cos, sin],
+            result_types=[x.type],
+            properties={
+                "head_dim": _i64(head_dim),
+                "n_rot": _i64(head_dim if n_rot is None else n_rot),
+                "style": style,
+            },
+        )
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        for name, value in (("x", self.x), ("cos", self.cos), ("sin", self.sin)):
+            verify_dtype(self, name, value, FLOAT)
+        verify_dtype(self, "result", self.result, FLOAT)
+        verify_result(
+            self,
+            self.result,
+            lambda: si.rope(
+                shape_of(self.x),
+                shape_of(self.cos),
+                shape_of(self.sin),
+                self.head_dim.value.data,
+                self.n_rot.value.data,
+            ),
+        )
+
+
+@irdl_op_definition
+class AttentionOp(IRDLOperation):
+    """Grouped-query scaled dot-product attention, heads packed in the last axis: `q`
+    [B?, S, H*D], `k` and `v` [B?, T, Hkv*D], optional `mask` (custom or bias kinds);
+    the result has q's shape (f32)."""
+
+    name = "mir.attention"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    num_heads = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    num_kv_heads = prop_def(IntegerAttr[I64])
+    mask_kind = prop_def(MaskKindAttr)
+    scale = prop_def(FloatAttr[Float32Type])
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$q `,` $k `,` $v (`,` $mask^)? `num_heads` $num_heads `head_dim` $head_dim"
+        " `num_kv_heads` $num_kv_heads `mask_kind` $mask_kind `scale` $scale attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        q: SSAValue | Operation,
+        k: SSAValue | Operation,
+        v: SSAValue | Operation,
+        mask: SSAValue | Operation | None = None,
+        *,
+        num_heads: int,
+        head_dim: int,
+        num_kv_heads: int | None = None,
+        mask_kind: str | MaskKind | MaskKindAttr = MaskKind.NONE,
+        scale: float | FloatAttr | None = None,
+    ):
+        q, k, v = _values(q, k, v)
+        mask = None if mask is None else SSAValue.get(mask)
+        if not isinstance(mask_kind, MaskKindAttr):
+            mask_kind = MaskKindAttr(MaskKind(mask_kind))
+        super().__init__(
+            operands=[q, k, v, mask],
+            result_types=[q.type],
+            properties={
+                "num_heads": _i64(num_heads),
+                "head_dim": _i64(head_dim),
+                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "mask_kind": mask_kind,
+                "scale": _f32(1 / math.sqrt(head_dim) if scale is None else scale),
+            },
+        )
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        for name, value in (("q", self.q), ("k", self.k), ("v", self.v), ("mask", self.mask)):
+            if value is not None:
+                verify_dtype(self, name, value, FLOAT)
+        verify_dtype(self, "result", self.result, FLOAT)
+        scale = self.scale.value.data
+        if not math.isfinite(scale):
+            raise VerifyException(f"'{self.name}': scale: expected a finite value, got {scale}")
+        verify_result(
+            self,
+            self.result,
+            lambda: si.attention(
+                shape_of(self.q),
+                shape_of(self.k),
+                shape_of(self.v),
+                opt_shape(self.mask),
+                num_heads=self.num_heads.value.data,
+                head_dim=self.head_dim.value.data,
+                num_kv_heads=self.num_kv_heads.value.data,
+                mask_kind=self.mask_kind.data.value,
+            ),
+        )
+
+
+# ----------------------------------------------------------------------------- data movement
+
+
+def _verify_data_movement(op: IRDLOperation, input: SSAValue, result: SSAValue) -> None:
+    """Shared checks of the copy-like ops: any rlx element type, kept by the result."""
+    verify_dims(op)
+    verify_dtype(op, "input", input, ANY_DTYPE)
+    verify_same_dtype(op, ["input", "result"], [input, result])
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation):
+    """`input` reinterpreted (row-major) with the result's shape; element counts agree."""
+
+    name = "mir.reshape"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, result_type: Attribute):
+        super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
+
+    def verify_(self) -> None:
+        _verify_data_movement(self, self.input, self.result)
+        verify_result(
+            self, self.result, lambda: si.reshape(shape_of(self.input), shape_of(self.result))
+        )
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """Permute the axes of `input`: `result.shape[i] = input.shape[perm[i]]` (perm entries
+    may be negative)."""
+
+    name = "mir.transpose"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    perm = prop_def(DenseArrayBase.constr(i64))
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        perm: Sequence[int] | DenseArrayBase,
+        result_type: Attribute | None = None,
+    ):
+        input = SSAValue.get(input)
+        perm = _i64_array(perm)
+        perm_list = perm.get_values()
+        result_type = _infer(result_type, input, lambda: si.transpose(_shape(input), perm_list))
+        super().__init__(operands=[input], result_types=[result_type], properties={"perm": perm})
+
+    def verify_(self) -> None:
+        _verify_data_movement(self, self.input, self.result)
+        verify_result(
+            self, self.result, lambda: si.transpose(shape_of(self.input), self.perm.get_values())
+        )
+
+
+@irdl_op_definition
+class NarrowOp(IRDLOperation):
+    """The slice `[start, start + length)` of `input` along `axis` (may be negative)."""
+
+    name = "mir.narrow"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    axis = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    length = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `axis` $axis `start` $start `length` $length attr-dict"
+        " `:` type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        axis: int | IntegerAttr,
+        start: int | IntegerAttr,
+        length: int | IntegerAttr,
+        result_type: Attribute | None = None,
+    ):
+        input = SSAValue.get(input)
+        axis, start, length = _i64(axis), _i64(start), _i64(length)
+        result_type = _infer(
+            result_type,
+            input,
+            lambda: si.narrow(_shape(input), axis.value.data, start.value.data, length.value.data),
+        )
+        super().__init__(
+            operands=[input],
+            result_types=[result_type],
+            properties={"axis": axis, "start": start, "length": length},
+        )
+
+    def verify_(self) -> None:
+        _verify_data_movement(self, self.input, self.result)
+        verify_result(
+            self,
+            self.result,
+            lambda: si.narrow(
+                shape_of(self.input),
+                self.axis.value.data,
+                self.start.value.data,
+                self.length.value.data,
+            ),
+        )
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation):
+    """Concatenate `inputs` (at least one, same element type) along `axis`."""
+
+    name = "mir.concat"
+
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    axis = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$inputs `axis` $axis attr-dict `:` functional-type($inputs, $result)"
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue | Operation],
+        axis: int | IntegerAttr,
+        result_type: Attribute | None = None,
+    ):
+        values = _values(*inputs)
+        axis = _i64(axis)
+        result_type = _infer(
+            result_type,
+            values[0],
+            lambda: si.concat([_shape(v) for v in values], axis.value.data),
+        )
+        super().__init__(operands=[values], result_types=[result_type], properties={"axis": axis})
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        if not self.inputs:
+            raise VerifyException(f"'{self.name}': inputs: expected at least one input, got none")
+        verify_dtype(self, "input 0", self.inputs[0], ANY_DTYPE)
+        names = [f"input {i}" for i in range(len(self.inputs))]
+        verify_same_dtype(self, [*names, "result"], [*self.inputs, self.result])
+        verify_result(
+            self,
+            self.result,
+            lambda: si.concat([shape_of(v) for v in self.inputs], self.axis.value.data),
+        )
+
+
+@irdl_op_definition
+class BroadcastToOp(IRDLOperation):
+    """Broadcast `input` (numpy rules) to the result's shape."""
+
+    name = "mir.broadcast_to"
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, result_type: Attribute):
+        super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
+
+    def verify_(self) -> None:
+        _verify_data_movement(self, self.input, self.result)
+        verify_result(
+            self,
+            self.result,
+            lambda: si.broadcast_to(shape_of(self.input), shape_of(self.result)),
+        )
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """`np.take(input, indices, axis)`: result shape is
+    `input.shape[:axis] + indices.shape + input.shape[axis+1:]`; indices are i32 or i64."""
+
+    name = "mir.gather"
+
+    input = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    axis = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$input `,` $indices `axis` $axis attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        indices: SSAValue | Operation,
+        axis: int | IntegerAttr = 0,
+        result_type: Attribute | None = None,
+    ):
+        input, indices = _values(input, indices)
+        axis = _i64(axis)
+        result_type = _infer(
+            result_type, input, lambda: si.gather(_shape(input), _shape(indices), axis.value.data)
+        )
+        super().__init__(
+            operands=[input, indices], result_types=[result_type], properties={"axis": axis}
+        )
+
+    def verify_(self) -> None:
+        _verify_data_movement(self, self.input, self.result)
+        verify_dtype(self, "indices", self.indices, si.INDEX_DTYPES)
+        verify_result(
+            self,
+            self.result,
+            lambda: si.gather(shape_of(self.input), shape_of(self.indices), self.axis.value.data),
+        )
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A tensor constant: the result has exactly the type of the dense `value`."""
+
+    name = "mir.constant"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    result = result_def(T)
+
+    value = prop_def(ParamAttrConstraint(DenseIntOrFPElementsAttr, (T, AnyAttr())))
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$value attr-dict"
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(result_types=[value.get_type()], properties={"value": value})
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        verify_dtype(self, "result", self.result, ANY_DTYPE)
+
+
+# ----------------------------------------------------------------------------- fusion
+
+
+@irdl_op_definition
+class FusedElementwiseOp(IRDLOperation):
+    """A fused chain of elementwise ops: every `inputs` tensor (possibly rank-0) broadcasts
+    to the result's shape, and `body` computes one result element from the scalar
+    elements of the inputs (its block arguments, in order) with `arith`/`math` ops,
+    ending in `mir.yield`. Like `linalg.generic` with identity (broadcast) maps."""
+
+    name = "mir.fused_elementwise"
+
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    body = region_def("single_block")
+
+    traits = traits_def(Pure(), IsolatedFromAbove())
+
+    assembly_format = "attr-dict `ins` `(` $inputs `:` type($inputs) `)` `->` type($result) $body"
+
+    BODY_DIALECTS: ClassVar[tuple[str, ...]] = ("arith", "math")
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue | Operation],
+        result_type: Attribute,
+        body: Region,
+    ):
+        super().__init__(operands=[_values(*inputs)], result_types=[result_type], regions=[body])
+
+    def _fail(self, message: str) -> VerifyException:
+        return VerifyException(f"'{self.name}': {message}")
+
+    def verify_(self) -> None:
+        verify_dims(self)
+        if not self.inputs:
+            raise self._fail("inputs: expected at least one input, got none")
+        for i, value in enumerate(self.inputs):
+            verify_dtype(self, f"input {i}", value, NUMERIC)
+        verify_dtype(self, "result", self.result, NUMERIC)
+        out = shape_of(self.result)
+        for i, value in enumerate(self.inputs):
+            try:
+                si.broadcast_to(shape_of(value), out)
+            except RlxError as err:
+                raise self._fail(f"input {i}: {err}") from err
+        self._verify_body()
+
+    def _verify_body(self) -> None:
+        block = self.body.block
+        args = block.args
+        if len(args) != len(self.inputs):
+            raise self._fail(
+                f"body: expected {len(self.inputs)} block arguments (one per input), "
+                f"got {len(args)}"
+            )
+        for i, (arg, value) in enumerate(zip(args, self.inputs, strict=True)):
+            assert isinstance(value.type, TensorType)
+            want = value.type.get_element_type()
+            if arg.type != want:
+                raise self._fail(
+                    f"body: block argument {i}: expected {want} (element type of input {i}), "
+                    f"got {arg.type}"
+                )
+        terminator = block.last_op
+        if not isinstance(terminator, YieldOp):
+            got = "nothing" if terminator is None else f"'{terminator.name}'"
+            raise self._fail(f"body: expected to end in 'mir.yield', got {got}")
+        for op in block.ops:
+            if op is terminator:
+                break
+            if op.dialect_name() not in self.BODY_DIALECTS:
+                raise self._fail(f"body: expected only arith and math ops, got '{op.name}'")
+            for res in op.results:
+                if not _is_scalar(res.type):
+                    raise self._fail(
+                        f"body: '{op.name}' must compute a scalar, got a value of type {res.type}"
+                    )
+        assert isinstance(self.result.type, TensorType)
+        want = self.result.type.get_element_type()
+        yielded = terminator.arguments
+        if len(yielded) != 1:
+            raise self._fail(f"body: 'mir.yield' expected 1 value, got {len(yielded)}")
+        if yielded[0].type != want:
+            raise self._fail(
+                f"body: 'mir.yield' expected a value of type {want} (element type of result), "
+                f"got {yielded[0].type}"
+            )
+
+
+def _is_scalar(ty: Attribute) -> bool:
+    return isinstance(ty, IntegerType | IndexType) or AnyFloatConstr.verifies(ty)
+
+
+@irdl_op_definition
+class YieldOp(AbstractYieldOperation[Attribute]):
+    """Terminator of a `mir.fused_elementwise` body: yields the result's scalar element."""
+
+    name = "mir.yield"
+
+    traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
+
+
+MIR = Dialect(
+    "mir",
+    [
+        AddOp,
+        SubOp,
+        MulOp,
+        DivOp,
+        MaxOp,
+        MinOp,
+        PowOp,
+        NegOp,
+        ExpOp,
+        LogOp,
+        SqrtOp,
+        RsqrtOp,
+        TanhOp,
+        SigmoidOp,
+        SiluOp,
+        GeluOp,
+        GeluTanhOp,
+        ReluOp,
+        AbsOp,
+        MatmulOp,
+        FusedMatmulOp,
+        ReduceOp,
+        SoftmaxOp,
+        RmsNormOp,
+        LayerNormOp,
+        RopeOp,
+        AttentionOp,
+        ReshapeOp,
+        TransposeOp,
+        NarrowOp,
+        ConcatOp,
+        BroadcastToOp,
+        GatherOp,
+        ConstantOp,
+        DequantMatmulOp,
+        DepthwiseConv1dOp,
+        FusedElementwiseOp,
+        YieldOp,
+    ],
+    [],
+)

@@ -1,0 +1,6 @@
+builtin.module {
+  func.func @llama_block(%x: tensor<32x512xf32> {rlx.name = "x", rlx.role = "input"}, %cos: tensor<32x32xf32> {rlx.name = "cos", rlx.role = "input"}, %sin: tensor<32x32xf32> {rlx.name = "sin", rlx.role = "input"}, %ln1_g: tensor<512xf32> {rlx.name = "ln1_g", rlx.role = "param"}, %q_w: tensor<512x512xf32> {rlx.name = "q_w", rlx.role = "param"}, %k_w: tensor<512x128xf32> {rlx.name = "k_w", rlx.role = "param"}, %v_w: tensor<512x128xf32> {rlx.name = "v_w", rlx.role = "param"}, %o_w: tensor<512x512xf32> {rlx.name = "o_w", rlx.role = "param"}, %ln2_g: tensor<512xf32> {rlx.name = "ln2_g", rlx.role = "param"}, %gate_w: tensor<512x1408xf32> {rlx.name = "gate_w", rlx.role = "param"}, %up_w: tensor<512x1408xf32> {rlx.name = "up_w", rlx.role = "param"}, %down_w: tensor<1408x512xf32> {rlx.name = "down_w", rlx.role = "param"}) -> tensor<32x512xf32> {
+    %0 = hir.llama_decoder_block %x ln1(%ln1_g) attn(%q_w, %k_w, %v_w, %o_w) ln2(%ln2_g) ffn(%gate_w, %up_w, %down_w) rope(%cos, %sin) num_heads 8 num_kv_heads 2 head_dim 64 : (tensor<32x512xf32>, tensor<512xf32>, tensor<512x512xf32>, tensor<512x128xf32>, tensor<512x128xf32>, tensor<512x512xf32>, tensor<512xf32>, tensor<512x1408xf32>, tensor<512x1408xf32>, tensor<1408x512xf32>, tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x512xf32>
+    func.return %0 : tensor<32x512xf32>
+  }
+}

@@ -1,0 +1,674 @@
+"""The Graph builder: build a model as xDSL IR (hir blocks, mir primitives) from Python.
+
+```python
+g = rlx.Graph("mlp")
+x = g.input("x", (4, 64))
+w = g.param("w", (64, 10))
+g.output(g.softmax(x @ w))
+print(g.to_mlir())
+```
+
+Shapes are inferred (and checked) at build time by the rules of
+`rlx_mlir.shape_inference`, so a mistake is an `RlxError` at the line that made it.
+IR is built directly, never by printing and re-parsing text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    FunctionType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.irdl import IRDLOperation
+from xdsl.printer import Printer
+
+from rlx_mlir import shape_inference as rules
+from rlx_mlir.dialects import hir, mir
+from rlx_mlir.dialects.common import tensor_type
+from rlx_mlir.dialects.rlx import (
+    Activation,
+    ActivationAttr,
+    MaskKind,
+    MaskKindAttr,
+    QuantScheme,
+    QuantSchemeAttr,
+    ReduceKind,
+    ReduceKindAttr,
+    RopeStyle,
+    RopeStyleAttr,
+)
+from rlx_mlir.errors import DTypeError, GraphError, RlxError
+
+ARG_NAME = "rlx.name"
+"""Argument attribute holding an argument's name (survives every stage)."""
+ARG_ROLE = "rlx.role"
+"""Argument attribute holding an argument's role: "input", "param" (or "output" in LIR)."""
+
+Scalar = float | int
+Operand = "Value | float | int"
+
+_NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8}
+
+
+class Value:
+    """A tensor in a Graph: `.shape` (tuple), `.dtype` ("f32", "i32", "i64", "ui8")."""
+
+    __slots__ = ("graph", "ssa", "shape", "dtype")
+    __array_priority__ = 1000  # numpy scalars on the left defer to our operators
+
+    def __init__(self, graph: Graph, ssa: SSAValue, shape: tuple[int, ...], dtype: str):
+        self.graph = graph
+        self.ssa = ssa
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Value(shape={self.shape}, dtype={self.dtype!r})"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __add__(self, other: Operand) -> Value:
+        return self.graph.add(self, other)
+
+    def __radd__(self, other: Operand) -> Value:
+        return self.graph.add(other, self)
+
+    def __sub__(self, other: Operand) -> Value:
+        return self.graph.sub(self, other)
+
+    def __rsub__(self, other: Operand) -> Value:
+        return self.graph.sub(other, self)
+
+    def __mul__(self, other: Operand) -> Value:
+        return self.graph.mul(self, other)
+
+    def __rmul__(self, other: Operand) -> Value:
+        return self.graph.mul(other, self)
+
+    def __truediv__(self, other: Operand) -> Value:
+        return self.graph.div(self, other)
+
+    def __rtruediv__(self, other: Operand) -> Value:
+        return self.graph.div(other, self)
+
+    def __matmul__(self, other: Value) -> Value:
+        return self.graph.matmul(self, other)
+
+    def __rmatmul__(self, other: Value) -> Value:
+        return self.graph.matmul(other, self)
+
+    def __neg__(self) -> Value:
+        return self.graph.neg(self)
+
+    def __pow__(self, other: Operand) -> Value:
+        return self.graph.pow(self, other)
+
+    def __bool__(self) -> bool:
+        raise GraphError("a graph Value has no truth value (it is symbolic)")
+
+
+@contextmanager
+def _context(method: str) -> Iterator[None]:
+    """Prefix an RlxError raised inside a builder method with the method's name."""
+    try:
+        yield
+    except RlxError as err:
+        raise type(err)(f"{method}: {err}") from None
+
+
+def _i64(value: int) -> IntegerAttr:
+    return IntegerAttr(int(value), i64)
+
+
+def _f32(value: float) -> FloatAttr:
+    return FloatAttr(float(value), f32)
+
+
+def _i64_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+def _enum(enum_cls: type, attr_cls: type, value: str, what: str) -> Attribute:
+    try:
+        return attr_cls(enum_cls(value))
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in enum_cls)
+        raise RlxError(f"{what}: expected one of {allowed}, got {value!r}") from None
+
+
+def _check_dtype(name: str, value: Value, allowed: Sequence[str]) -> None:
+    rules.check_dtype(name, value.dtype, allowed)
+
+
+class Graph:
+    """A model under construction: one function of inputs and params to outputs."""
+
+    def __init__(self, name: str = "main"):
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"Graph name: expected a non-empty string, got {name!r}")
+        self.name = name
+        self._block = Block()
+        self._arg_names: list[str] = []
+        self._arg_roles: list[str] = []
+        self._outputs: list[Value] = []
+
+    # ------------------------------------------------------------------ arguments, output
+
+    def input(self, name: str, shape: Sequence[int], dtype: str = "f32") -> Value:
+        """Declare a graph input (given at every call)."""
+        return self._argument(name, shape, dtype, "input")
+
+    def param(self, name: str, shape: Sequence[int], dtype: str = "f32") -> Value:
+        """Declare a parameter (bound once at `jit(params=...)` or given at call time)."""
+        return self._argument(name, shape, dtype, "param")
+
+    def _argument(self, name: str, shape: Sequence[int], dtype: str, role: str) -> Value:
+        with _context(role):
+            if not isinstance(name, str) or not name.isidentifier():
+                raise GraphError(f"name: expected a Python identifier, got {name!r}")
+            if name in self._arg_names:
+                raise GraphError(f"name: {name!r} is already an argument of graph {self.name!r}")
+            rules.check_dtype(name, dtype, rules.DTYPES)
+            shape = rules.check_shape(name, self._shape_tuple(name, shape))
+        arg = self._block.insert_arg(tensor_type(shape, dtype), len(self._block.args))
+        arg.name_hint = name
+        self._arg_names.append(name)
+        self._arg_roles.append(role)
+        return Value(self, arg, shape, dtype)
+
+    @staticmethod
+    def _shape_tuple(name: str, shape: Sequence[int]) -> tuple[int, ...]:
+        if isinstance(shape, int):
+            shape = (shape,)
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            raise RlxError(f"{name}: expected a shape (tuple of ints), got {shape!r}") from None
+        if not all(isinstance(d, int | np.integer) and not isinstance(d, bool) for d in dims):
+            raise RlxError(f"{name}: expected a shape (tuple of ints), got {shape!r}")
+        return tuple(int(d) for d in dims)
+
+    def output(self, *values: Value) -> None:
+        """Mark the graph's results (in order). Calling it again replaces them."""
+        if not values:
+            raise GraphError("output: expected at least one Value, got none")
+        for i, v in enumerate(values):
+            self._own(f"output {i}", v)
+        self._outputs = list(values)
+
+    @property
+    def inputs(self) -> list[str]:
+        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == "input"]
+
+    @property
+    def params(self) -> list[str]:
+        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == "param"]
+
+    # ------------------------------------------------------------------ module
+
+    def to_module(self) -> ModuleOp:
+        """A fresh `builtin.module` holding the graph as one `func.func` (safe to mutate)."""
+        if not self._outputs:
+            raise GraphError(f"graph {self.name!r} has no output: call g.output(...) first")
+        ret = func.ReturnOp(*(v.ssa for v in self._outputs))
+        self._block.add_op(ret)
+        try:
+            fn = func.FuncOp(
+                self.name,
+                FunctionType.from_lists(
+                    [a.type for a in self._block.args], [v.ssa.type for v in self._outputs]
+                ),
+                Region(self._block),
+                arg_attrs=ArrayAttr(
+                    [
+                        DictionaryAttr({ARG_NAME: StringAttr(n), ARG_ROLE: StringAttr(r)})
+                        for n, r in zip(self._arg_names, self._arg_roles, strict=True)
+                    ]
+                ),
+            )
+            module = ModuleOp([fn]).clone()
+        finally:
+            fn.body.detach_block(self._block)
+            ret.detach()
+            ret.erase()
+        return module
+
+    def to_mlir(self) -> str:
+        """The module's text in custom syntax (what `rlx-opt` parses)."""
+        import io
+
+        out = io.StringIO()
+        Printer(stream=out).print_op(self.to_module())
+        return out.getvalue() + "\n"
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _own(self, name: str, value: Any) -> Value:
+        if not isinstance(value, Value):
+            raise GraphError(f"{name}: expected a graph Value, got {type(value).__name__}")
+        if value.graph is not self:
+            raise GraphError(f"{name}: the Value belongs to graph {value.graph.name!r}, not {self.name!r}")
+        return value
+
+    def _emit(self, op_cls: type[IRDLOperation], operands: Sequence[Value | None],
+              shape: tuple[int, ...], dtype: str = "f32",
+              properties: dict[str, Attribute | None] | None = None) -> Value:
+        op = op_cls.build(
+            operands=[None if v is None else v.ssa for v in operands],
+            result_types=[tensor_type(shape, dtype)],
+            properties={k: v for k, v in (properties or {}).items() if v is not None},
+        )
+        return self._append(op, shape, dtype)
+
+    def _append(self, op: Operation, shape: tuple[int, ...], dtype: str) -> Value:
+        self._block.add_op(op)
+        return Value(self, op.results[0], tuple(shape), dtype)
+
+    def _operand(self, name: str, value: Value | Scalar, like: Value | None = None) -> Value:
+        """A Value, or a Python scalar made a rank-0 constant of `like`'s dtype."""
+        if isinstance(value, Value):
+            return self._own(name, value)
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise GraphError(f"{name}: expected a Value or a Python scalar, got {type(value).__name__}")
+        dtype = like.dtype if like is not None else "f32"
+        if dtype != "f32" and not float(value).is_integer():
+            raise DTypeError(f"{name}: a float scalar {value} cannot combine with a {dtype} tensor")
+        return self.constant(np.asarray(value, dtype=_NUMPY_DTYPES[dtype]))
+
+    def _f32_operands(self, method: str, names: Sequence[str], values: Sequence[Value | None]) -> None:
+        for name, v in zip(names, values, strict=True):
+            if v is not None:
+                self._own(name, v)
+                with _context(method):
+                    _check_dtype(name, v, ("f32",))
+
+    # ------------------------------------------------------------------ constants
+
+    def constant(self, array: Any) -> Value:
+        """A constant tensor from a numpy array or Python scalar (f32, i32, i64 or ui8)."""
+        arr = np.asarray(array)
+        if arr.dtype.kind == "f":
+            arr, dtype = arr.astype(np.float32), "f32"
+        elif arr.dtype == np.int32:
+            dtype = "i32"
+        elif arr.dtype.kind in "iu" and arr.dtype != np.uint8:
+            arr, dtype = arr.astype(np.int64), "i64"
+        elif arr.dtype == np.uint8:
+            dtype = "ui8"
+        else:
+            raise DTypeError(f"constant: expected a float or integer array, got dtype {arr.dtype}")
+        with _context("constant"):
+            shape = rules.check_shape("value", arr.shape)
+        ty = tensor_type(shape, dtype)
+        flat = arr.reshape(-1).tolist()
+        if dtype == "f32":
+            dense = DenseIntOrFPElementsAttr.from_list(ty, flat)
+        else:
+            dense = DenseIntOrFPElementsAttr.from_list(ty, [int(v) for v in flat])
+        op = mir.ConstantOp.build(result_types=[ty], properties={"value": dense})
+        return self._append(op, shape, dtype)
+
+    # ------------------------------------------------------------------ elementwise
+
+    def _binary(self, method: str, op_cls: type[IRDLOperation], a: Value | Scalar, b: Value | Scalar) -> Value:
+        if not isinstance(a, Value) and not isinstance(b, Value):
+            raise GraphError(f"{method}: at least one operand must be a graph Value")
+        like = a if isinstance(a, Value) else b
+        lhs = self._operand("lhs", a, like)
+        rhs = self._operand("rhs", b, like)
+        with _context(method):
+            _check_dtype("lhs", lhs, ("f32",))
+            _check_dtype("rhs", rhs, ("f32",))
+            shape = rules.broadcast(lhs.shape, rhs.shape)
+        return self._emit(op_cls, [lhs, rhs], shape, lhs.dtype)
+
+    def add(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """a + b with numpy broadcasting."""
+        return self._binary("add", mir.AddOp, a, b)
+
+    def sub(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """a - b with numpy broadcasting."""
+        return self._binary("sub", mir.SubOp, a, b)
+
+    def mul(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """a * b with numpy broadcasting."""
+        return self._binary("mul", mir.MulOp, a, b)
+
+    def div(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """a / b with numpy broadcasting."""
+        return self._binary("div", mir.DivOp, a, b)
+
+    def maximum(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """Elementwise max with numpy broadcasting."""
+        return self._binary("maximum", mir.MaxOp, a, b)
+
+    def minimum(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """Elementwise min with numpy broadcasting."""
+        return self._binary("minimum", mir.MinOp, a, b)
+
+    def pow(self, a: Value | Scalar, b: Value | Scalar) -> Value:
+        """a ** b with numpy broadcasting."""
+        return self._binary("pow", mir.PowOp, a, b)
+
+    def _unary(self, method: str, op_cls: type[IRDLOperation], x: Value) -> Value:
+        self._f32_operands(method, ["x"], [x])
+        return self._emit(op_cls, [x], x.shape)
+
+    def neg(self, x: Value) -> Value:
+        return self._unary("neg", mir.NegOp, x)
+
+    def exp(self, x: Value) -> Value:
+        return self._unary("exp", mir.ExpOp, x)
+
+    def log(self, x: Value) -> Value:
+        return self._unary("log", mir.LogOp, x)
+
+    def sqrt(self, x: Value) -> Value:
+        return self._unary("sqrt", mir.SqrtOp, x)
+
+    def rsqrt(self, x: Value) -> Value:
+        return self._unary("rsqrt", mir.RsqrtOp, x)
+
+    def tanh(self, x: Value) -> Value:
+        return self._unary("tanh", mir.TanhOp, x)
+
+    def sigmoid(self, x: Value) -> Value:
+        return self._unary("sigmoid", mir.SigmoidOp, x)
+
+    def silu(self, x: Value) -> Value:
+        """x * sigmoid(x)."""
+        return self._unary("silu", mir.SiluOp, x)
+
+    def gelu(self, x: Value) -> Value:
+        """The exact (erf) GELU."""
+        return self._unary("gelu", mir.GeluOp, x)
+
+    def gelu_tanh(self, x: Value) -> Value:
+        """The tanh approximation of GELU."""
+        return self._unary("gelu_tanh", mir.GeluTanhOp, x)
+
+    def relu(self, x: Value) -> Value:
+        return self._unary("relu", mir.ReluOp, x)
+
+    def abs(self, x: Value) -> Value:
+        return self._unary("abs", mir.AbsOp, x)
+
+    # ------------------------------------------------------------------ linear algebra
+
+    def matmul(self, a: Value, b: Value) -> Value:
+        """np.matmul: 1-D operands promoted, batch dimensions broadcast."""
+        self._f32_operands("matmul", ["lhs", "rhs"], [a, b])
+        with _context("matmul"):
+            shape = rules.matmul(a.shape, b.shape)
+        return self._emit(mir.MatmulOp, [a, b], shape)
+
+    def linear(self, x: Value, w: Value, b: Value | None = None,
+               activation: str | None = None) -> Value:
+        """x[..., K] @ w[K, N] (+ b[N]), then the activation (relu gelu gelu_tanh silu sigmoid tanh)."""
+        self._f32_operands("linear", ["x", "w", "b"], [x, w, b])
+        with _context("linear"):
+            shape = rules.linear(x.shape, w.shape, None if b is None else b.shape)
+            act = None if activation is None else _enum(Activation, ActivationAttr, activation, "activation")
+        return self._emit(hir.LinearOp, [x, w, b], shape, properties={"activation": act})
+
+    def swiglu_ffn(self, x: Value, up: Value, gate: Value, down: Value) -> Value:
+        """(silu(x @ gate) * (x @ up)) @ down."""
+        self._f32_operands("swiglu_ffn", ["x", "up", "gate", "down"], [x, up, gate, down])
+        with _context("swiglu_ffn"):
+            shape = rules.swiglu_ffn(x.shape, up.shape, gate.shape, down.shape)
+        return self._emit(hir.SwigluFfnOp, [x, up, gate, down], shape)
+
+    def dequant_matmul(self, x: Value, w: Value, scheme: str) -> Value:
+        """x[..., K] @ dequant(w)^T for raw GGUF blocks w: ui8[N, K/32 * bytes_per_block]."""
+        self._own("x", x)
+        self._own("w", w)
+        with _context("dequant_matmul"):
+            _check_dtype("x", x, ("f32",))
+            _check_dtype("w", w, ("ui8",))
+            attr = _enum(QuantScheme, QuantSchemeAttr, scheme, "scheme")
+            shape = rules.dequant_matmul(x.shape, w.shape, scheme)
+        return self._emit(hir.DequantMatmulOp, [x, w], shape, properties={"scheme": attr})
+
+    # ------------------------------------------------------------------ reductions, norms
+
+    def _reduce(self, method: str, kind: ReduceKind, x: Value, axes: int | Sequence[int],
+                keepdim: bool) -> Value:
+        self._f32_operands(method, ["x"], [x])
+        with _context(method):
+            if not isinstance(axes, int) and not all(isinstance(a, int) for a in axes):
+                raise RlxError(f"axes: expected an int or a tuple of ints, got {axes!r}")
+            norm = rules.normalize_axes("axes", axes, x.rank)
+            shape = rules.reduce(x.shape, norm, keepdim)
+        props = {
+            "kind": ReduceKindAttr(kind),
+            "axes": _i64_array(norm),
+            "keepdim": UnitAttr() if keepdim else None,
+        }
+        return self._emit(mir.ReduceOp, [x], shape, properties=props)
+
+    def reduce_sum(self, x: Value, axes: int | Sequence[int], keepdim: bool = False) -> Value:
+        return self._reduce("reduce_sum", ReduceKind.SUM, x, axes, keepdim)
+
+    def reduce_max(self, x: Value, axes: int | Sequence[int], keepdim: bool = False) -> Value:
+        return self._reduce("reduce_max", ReduceKind.MAX, x, axes, keepdim)
+
+    def reduce_min(self, x: Value, axes: int | Sequence[int], keepdim: bool = False) -> Value:
+        return self._reduce("reduce_min", ReduceKind.MIN, x, axes, keepdim)
+
+    def reduce_mean(self, x: Value, axes: int | Sequence[int], keepdim: bool = False) -> Value:
+        return self._reduce("reduce_mean", ReduceKind.MEAN, x, axes, keepdim)
+
+    def softmax(self, x: Value, axis: int = -1) -> Value:
+        """Numerically stable softmax along `axis`."""
+        self._f32_operands("softmax", ["x"], [x])
+        with _context("softmax"):
+            ax = rules.normalize_axis("axis", axis, x.rank)
+        return self._emit(mir.SoftmaxOp, [x], x.shape, properties={"axis": _i64(ax)})
+
+    def _eps(self, eps: float) -> FloatAttr:
+        if not isinstance(eps, int | float) or not eps > 0:
+            raise RlxError(f"eps: expected a positive float, got {eps!r}")
+        return _f32(eps)
+
+    def rms_norm(self, x: Value, gamma: Value, beta: Value | None = None, eps: float = 1e-5) -> Value:
+        """x / sqrt(mean(x^2, -1) + eps) * gamma (+ beta)."""
+        self._f32_operands("rms_norm", ["x", "gamma", "beta"], [x, gamma, beta])
+        with _context("rms_norm"):
+            shape = rules.norm(x.shape, gamma.shape, None if beta is None else beta.shape)
+            props = {"eps": self._eps(eps)}
+        return self._emit(hir.RmsNormOp, [x, gamma, beta], shape, properties=props)
+
+    def residual_rms_norm(self, x: Value, residual: Value, gamma: Value,
+                          beta: Value | None = None, eps: float = 1e-5) -> Value:
+        """rms_norm(x + residual, gamma, beta, eps) (the normalized value only)."""
+        names = ["x", "residual", "gamma", "beta"]
+        self._f32_operands("residual_rms_norm", names, [x, residual, gamma, beta])
+        with _context("residual_rms_norm"):
+            shape = rules.residual_norm(x.shape, residual.shape, gamma.shape,
+                                        None if beta is None else beta.shape)
+            props = {"eps": self._eps(eps)}
+        return self._emit(hir.ResidualRmsNormOp, [x, residual, gamma, beta], shape, properties=props)
+
+    def layer_norm(self, x: Value, gamma: Value, beta: Value, eps: float = 1e-5) -> Value:
+        """Layer normalization over the last axis (population variance)."""
+        self._f32_operands("layer_norm", ["x", "gamma", "beta"], [x, gamma, beta])
+        with _context("layer_norm"):
+            if beta is None:
+                raise RlxError("beta: layer_norm needs a beta Value, got None")
+            shape = rules.norm(x.shape, gamma.shape, beta.shape)
+            props = {"eps": self._eps(eps)}
+        return self._emit(hir.LayerNormOp, [x, gamma, beta], shape, properties=props)
+
+    # ------------------------------------------------------------------ data movement
+
+    def reshape(self, x: Value, shape: Sequence[int]) -> Value:
+        """Same elements, new shape; at most one -1 (inferred). `()` for one element."""
+        self._own("x", x)
+        with _context("reshape"):
+            if isinstance(shape, int) or not all(isinstance(d, int) for d in shape):
+                raise RlxError(f"shape: expected a tuple or list of ints, got {shape!r}")
+            new = rules.reshape(x.shape, shape)
+        return self._emit(mir.ReshapeOp, [x], new, x.dtype)
+
+    def transpose(self, x: Value, perm: Sequence[int]) -> Value:
+        """Permute the axes (entries may be negative)."""
+        self._own("x", x)
+        with _context("transpose"):
+            shape = rules.transpose(x.shape, perm)
+            norm = [rules.normalize_axis("perm", p, x.rank) for p in perm]
+        return self._emit(mir.TransposeOp, [x], shape, x.dtype, {"perm": _i64_array(norm)})
+
+    def narrow(self, x: Value, axis: int, start: int, length: int) -> Value:
+        """The slice [start, start + length) along `axis`."""
+        self._own("x", x)
+        with _context("narrow"):
+            shape = rules.narrow(x.shape, axis, start, length)
+            ax = rules.normalize_axis("axis", axis, x.rank)
+        props = {"axis": _i64(ax), "start": _i64(start), "length": _i64(length)}
+        return self._emit(mir.NarrowOp, [x], shape, x.dtype, props)
+
+    def concat(self, values: Sequence[Value], axis: int) -> Value:
+        """Join tensors of the same dtype along `axis`."""
+        values = list(values)
+        for i, v in enumerate(values):
+            self._own(f"values[{i}]", v)
+        with _context("concat"):
+            shape = rules.concat([v.shape for v in values], axis)
+            for i, v in enumerate(values):
+                rules.check_dtype(f"values[{i}]", v.dtype, (values[0].dtype,))
+            ax = rules.normalize_axis("axis", axis, values[0].rank)
+        op = mir.ConcatOp.build(
+            operands=[[v.ssa for v in values]],
+            result_types=[tensor_type(shape, values[0].dtype)],
+            properties={"axis": _i64(ax)},
+        )
+        return self._append(op, shape, values[0].dtype)
+
+    def broadcast_to(self, x: Value, shape: Sequence[int]) -> Value:
+        """numpy.broadcast_to."""
+        self._own("x", x)
+        with _context("broadcast_to"):
+            target = rules.broadcast_to(x.shape, self._shape_tuple("shape", shape))
+        return self._emit(mir.BroadcastToOp, [x], target, x.dtype)
+
+    def gather(self, x: Value, indices: Value, axis: int = 0) -> Value:
+        """np.take(x, indices, axis); out-of-range indices are a call-time error."""
+        self._own("x", x)
+        self._own("indices", indices)
+        with _context("gather"):
+            _check_dtype("indices", indices, rules.INDEX_DTYPES)
+            shape = rules.gather(x.shape, indices.shape, axis)
+            ax = rules.normalize_axis("axis", axis, x.rank)
+        return self._emit(mir.GatherOp, [x, indices], shape, x.dtype, {"axis": _i64(ax)})
+
+    def embedding(self, table: Value, ids: Value) -> Value:
+        """table[V, D] looked up at ids (i32/i64) -> [..., D]."""
+        self._own("table", table)
+        self._own("ids", ids)
+        with _context("embedding"):
+            _check_dtype("table", table, ("f32",))
+            _check_dtype("ids", ids, rules.INDEX_DTYPES)
+            shape = rules.embedding(table.shape, ids.shape)
+        return self._emit(hir.EmbeddingOp, [table, ids], shape)
+
+    # ------------------------------------------------------------------ transformer blocks
+
+    def rope(self, x: Value, cos: Value, sin: Value, head_dim: int, n_rot: int | None = None,
+             style: str = "half") -> Value:
+        """Rotary position embedding of every head of x[S, H*D] or x[B, S, H*D]."""
+        self._f32_operands("rope", ["x", "cos", "sin"], [x, cos, sin])
+        n_rot = head_dim if n_rot is None else n_rot
+        with _context("rope"):
+            shape = rules.rope(x.shape, cos.shape, sin.shape, head_dim, n_rot)
+            props = {"head_dim": _i64(head_dim), "n_rot": _i64(n_rot),
+                     "style": _enum(RopeStyle, RopeStyleAttr, style, "style")}
+        return self._emit(hir.RopeOp, [x, cos, sin], shape, properties=props)
+
+    def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None, *,
+                  num_heads: int, head_dim: int, num_kv_heads: int | None = None,
+                  mask_kind: str = "none", scale: float | None = None) -> Value:
+        """Grouped-query attention with heads packed in the last axis (SPEC "Semantics")."""
+        self._f32_operands("attention", ["q", "k", "v", "mask"], [q, k, v, mask])
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        with _context("attention"):
+            shape = rules.attention(
+                q.shape, k.shape, v.shape, None if mask is None else mask.shape,
+                num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+                mask_kind=mask_kind,
+            )
+            props = self._attention_props(num_heads, head_dim, num_kv_heads, mask_kind, scale)
+        return self._emit(hir.AttentionOp, [q, k, v, mask], shape, properties=props)
+
+    @staticmethod
+    def _attention_props(num_heads: int, head_dim: int, num_kv_heads: int, mask_kind: str,
+                         scale: float | None) -> dict[str, Attribute]:
+        scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+        return {
+            "num_heads": _i64(num_heads),
+            "head_dim": _i64(head_dim),
+            "num_kv_heads": _i64(num_kv_heads),
+            "mask_kind": _enum(MaskKind, MaskKindAttr, mask_kind, "mask_kind"),
+            "scale": _f32(scale),
+        }
+
+    def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None) -> Value:
+        """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C]."""
+        self._f32_operands("depthwise_conv1d_causal", ["x", "w", "left_pad"], [x, w, left_pad])
+        with _context("depthwise_conv1d_causal"):
+            shape = rules.depthwise_conv1d_causal(
+                x.shape, w.shape, None if left_pad is None else left_pad.shape)
+        return self._emit(hir.DepthwiseConv1dCausalOp, [x, w, left_pad], shape)
+
+    def llama_decoder_block(
+        self, x: Value, ln1_g: Value, ln1_b: Value | None, q_w: Value, k_w: Value, v_w: Value,
+        o_w: Value, ln2_g: Value, ln2_b: Value | None, gate_w: Value, up_w: Value,
+        down_w: Value, cos: Value, sin: Value, mask: Value | None = None, *, num_heads: int,
+        head_dim: int, num_kv_heads: int | None = None, eps: float = 1e-5,
+        mask_kind: str = "causal", rope_style: str = "half",
+    ) -> Value:
+        """The pre-norm Llama decoder block (SPEC "Semantics"; matches HF LlamaDecoderLayer)."""
+        operands = dict(x=x, ln1_g=ln1_g, ln1_b=ln1_b, q_w=q_w, k_w=k_w, v_w=v_w, o_w=o_w,
+                        ln2_g=ln2_g, ln2_b=ln2_b, gate_w=gate_w, up_w=up_w, down_w=down_w,
+                        cos=cos, sin=sin, mask=mask)
+        self._f32_operands("llama_decoder_block", list(operands), list(operands.values()))
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        with _context("llama_decoder_block"):
+            shape = rules.llama_decoder_block(
+                x.shape,
+                {k: None if v is None else v.shape for k, v in operands.items()},
+                num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+                mask=None if mask is None else mask.shape, mask_kind=mask_kind,
+            )
+            props = self._attention_props(num_heads, head_dim, num_kv_heads, mask_kind, None)
+            del props["scale"]
+            props["eps"] = self._eps(eps)
+            props["rope_style"] = _enum(RopeStyle, RopeStyleAttr, rope_style, "rope_style")
+        return self._emit(hir.LlamaDecoderBlockOp, list(operands.values()), shape, properties=props)
+
+
+def numpy_dtype(dtype: str) -> type[np.generic]:
+    """The numpy scalar type of an rlx dtype name."""
+    return _NUMPY_DTYPES[dtype]
+
+
+__all__ = ["ARG_NAME", "ARG_ROLE", "Graph", "Value", "numpy_dtype"]

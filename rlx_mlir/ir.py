@@ -1,0 +1,27 @@
+"""Contexts and parsing for rlx IR: every rlx dialect plus the upstream ones rlx-opt reads."""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.universe import Universe
+
+from rlx_mlir.dialects import get_all_dialects
+
+
+def make_context() -> Context:
+    """A Context that knows hir, mir, lir, rlx and xDSL's dialects (all loaded lazily)."""
+    ctx = Context()
+    for name, factory in Universe.get_multiverse().all_dialects.items():
+        ctx.register_dialect(name, factory)
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return ctx
+
+
+def parse_module(text: str, name: str = "<string>") -> ModuleOp:
+    """Parse and verify module text (raises xDSL's ParseError / VerifyException)."""
+    module = Parser(make_context(), text, name).parse_module()
+    module.verify()
+    return module

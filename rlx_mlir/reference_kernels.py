@@ -1,0 +1,756 @@
+"""numpy reference kernels: the oracle every compiled rlx-mlir kernel is compared against.
+
+Every function follows SPEC.md "Semantics" and works on numpy arrays: float inputs are
+converted to float32 and every float result is a fresh float32 array (rank 0 included, never
+a numpy scalar).  Where rounding matters (transcendental functions, matmul and reduction
+accumulation, norms, softmax, attention, the composite blocks) the value is computed in
+float64 and rounded to float32 once, so the oracle sits within half an ulp of the exact
+result and a comparison measures only the compiled kernel's error.  The IEEE-exact ops
+(add sub mul div max min neg abs relu) are computed in float32 directly.
+
+IEEE special values (inf, nan, division by zero, log of 0) give their IEEE results without
+numpy warnings.  Shapes are checked with the shared rules of `rlx_mlir.shape_inference`
+(`ShapeError`); an unknown activation, reduce kind, rope style, mask kind or quantization
+scheme is an `ArgumentError`, as is a negative or out-of-range gather/embedding index.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx_mlir import shape_inference as rules
+from rlx_mlir.errors import ArgumentError, DTypeError, ShapeError
+
+ArrayLike = Any
+F32 = np.float32
+F64 = np.float64
+
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
+UNARY_OPS = (
+    "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
+    "relu", "abs",
+)
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+REDUCE_KINDS = ("sum", "max", "min", "mean")
+ROPE_STYLES = ("half", "interleaved")
+MASK_KINDS = ("none", "causal", "custom", "bias")
+QUANT_SCHEMES = ("q8_0", "q4_0")
+QK = 32
+"""Weights per GGUF block."""
+Q8_0_BYTES = 34
+Q4_0_BYTES = 18
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `fn` with numpy's floating-point warnings off (IEEE results, no noise)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _f32(x: ArrayLike) -> np.ndarray:
+    return np.asarray(x, dtype=F32)
+
+
+def _f64(x: ArrayLike) -> np.ndarray:
+    """float32 view of the input widened to float64 (the input is rounded to f32 first)."""
+    return np.asarray(x, dtype=F32).astype(F64)
+
+
+def _out(x: ArrayLike) -> np.ndarray:
+    """A fresh float32 ndarray (0-d results stay arrays)."""
+    return np.array(x, dtype=F32)
+
+
+def _data(x: ArrayLike) -> np.ndarray:
+    """Data-movement input: keeps integer dtypes, other floats become float32."""
+    a = np.asarray(x)
+    if a.dtype.kind == "f" and a.dtype != F32:
+        a = a.astype(F32)
+    return a
+
+
+def _check_name(what: str, name: str, allowed: Sequence[str]) -> None:
+    if name not in allowed:
+        raise ArgumentError(f"{what}: expected one of {', '.join(allowed)}, got {name!r}")
+
+
+def _shape(x: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(d) for d in x.shape)
+
+
+# ----------------------------------------------------------------------------- float64 cores
+
+
+def _sigmoid64(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _gelu64(x: np.ndarray) -> np.ndarray:
+    # 0.5·x·(1 + erf(x/√2)) written with erfc so the negative tail keeps its precision.
+    return 0.5 * x * np.asarray(_ERFC(-x / math.sqrt(2.0)), dtype=F64)
+
+
+def _gelu_tanh64(x: np.ndarray) -> np.ndarray:
+    # 0.5·x·(1 + tanh(u)) == x·sigmoid(2u), u = √(2/π)·(x + 0.044715·x³).
+    u = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
+    return x * _sigmoid64(2.0 * u)
+
+
+_ACT64: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu": _gelu64,
+    "gelu_tanh": _gelu_tanh64,
+    "silu": lambda x: x * _sigmoid64(x),
+    "sigmoid": _sigmoid64,
+    "tanh": np.tanh,
+}
+
+
+def _act64(name: str | None, x: np.ndarray) -> np.ndarray:
+    if name is None:
+        return x
+    _check_name("activation", name, ACTIVATIONS)
+    return _ACT64[name](x)
+
+
+def _matmul64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    rules.matmul(_shape(a), _shape(b))
+    return np.matmul(a, b)
+
+
+def _rms_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, eps: float):
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+    return y if beta is None else y + beta
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+
+def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    return _out(np.add(_f32(a), _f32(b)))
+
+
+def sub(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    return _out(np.subtract(_f32(a), _f32(b)))
+
+
+def mul(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    return _out(np.multiply(_f32(a), _f32(b)))
+
+
+@_quiet
+def div(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    return _out(np.divide(_f32(a), _f32(b)))
+
+
+def maximum(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """np.maximum (a nan operand gives nan)."""
+    return _out(np.maximum(_f32(a), _f32(b)))
+
+
+def minimum(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """np.minimum (a nan operand gives nan)."""
+    return _out(np.minimum(_f32(a), _f32(b)))
+
+
+@_quiet
+def power(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """a**b (powf semantics: negative base with a non-integer exponent is nan)."""
+    return _out(np.power(_f64(a), _f64(b)))
+
+
+def neg(x: ArrayLike) -> np.ndarray:
+    return _out(np.negative(_f32(x)))
+
+
+@_quiet
+def exp(x: ArrayLike) -> np.ndarray:
+    return _out(np.exp(_f64(x)))
+
+
+@_quiet
+def log(x: ArrayLike) -> np.ndarray:
+    return _out(np.log(_f64(x)))
+
+
+@_quiet
+def sqrt(x: ArrayLike) -> np.ndarray:
+    return _out(np.sqrt(_f64(x)))
+
+
+@_quiet
+def rsqrt(x: ArrayLike) -> np.ndarray:
+    return _out(1.0 / np.sqrt(_f64(x)))
+
+
+@_quiet
+def tanh(x: ArrayLike) -> np.ndarray:
+    return _out(np.tanh(_f64(x)))
+
+
+@_quiet
+def sigmoid(x: ArrayLike) -> np.ndarray:
+    return _out(_sigmoid64(_f64(x)))
+
+
+@_quiet
+def silu(x: ArrayLike) -> np.ndarray:
+    """x·sigmoid(x)."""
+    return _out(_ACT64["silu"](_f64(x)))
+
+
+@_quiet
+def gelu(x: ArrayLike) -> np.ndarray:
+    """Exact gelu: 0.5·x·(1 + erf(x/√2))."""
+    return _out(_gelu64(_f64(x)))
+
+
+@_quiet
+def gelu_tanh(x: ArrayLike) -> np.ndarray:
+    """0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    return _out(_gelu_tanh64(_f64(x)))
+
+
+def relu(x: ArrayLike) -> np.ndarray:
+    """max(x, 0) (nan stays nan)."""
+    return _out(np.maximum(_f32(x), F32(0)))
+
+
+def absolute(x: ArrayLike) -> np.ndarray:
+    """|x|."""
+    return _out(np.abs(_f32(x)))
+
+
+ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
+    "add": add, "sub": sub, "mul": mul, "div": div, "max": maximum, "min": minimum,
+    "pow": power, "neg": neg, "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt,
+    "tanh": tanh, "sigmoid": sigmoid, "silu": silu, "gelu": gelu, "gelu_tanh": gelu_tanh,
+    "relu": relu, "abs": absolute,
+}
+"""Every mir elementwise op by name: binary ones take (a, b), unary ones (x)."""
+
+
+@_quiet
+def activation(name: str | None, x: ArrayLike) -> np.ndarray:
+    """One of relu gelu gelu_tanh silu sigmoid tanh; None is the identity."""
+    if name is None:
+        return _out(x)
+    _check_name("activation", name, ACTIVATIONS)
+    return ELEMENTWISE[name](x)
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+
+def matmul(a: ArrayLike, b: ArrayLike) -> np.ndarray:
+    """np.matmul (1-D operands promoted, batch dims broadcast), float64 accumulation."""
+    return _out(_matmul64(_f64(a), _f64(b)))
+
+
+@_quiet
+def fused_matmul(
+    a: ArrayLike, b: ArrayLike, bias: ArrayLike | None = None, activation: str | None = None
+) -> np.ndarray:
+    """activation(a @ b + bias), bias broadcasting against the product."""
+    y = _matmul64(_f64(a), _f64(b))
+    if bias is not None:
+        bias64 = _f64(bias)
+        rules.broadcast_to(_shape(bias64), _shape(y))
+        y = y + bias64
+    return _out(_act64(activation, y))
+
+
+def linear(
+    x: ArrayLike, w: ArrayLike, b: ArrayLike | None = None, activation: str | None = None
+) -> np.ndarray:
+    """activation(x[..., K] @ w[K, N] + b[N])."""
+    x, w = _f32(x), _f32(w)
+    rules.linear(_shape(x), _shape(w), None if b is None else _shape(_f32(b)))
+    return fused_matmul(x, w, b, activation)
+
+
+@_quiet
+def swiglu_ffn(x: ArrayLike, up: ArrayLike, gate: ArrayLike, down: ArrayLike) -> np.ndarray:
+    """(silu(x @ gate) · (x @ up)) @ down."""
+    x, up, gate, down = _f64(x), _f64(up), _f64(gate), _f64(down)
+    rules.swiglu_ffn(_shape(x), _shape(up), _shape(gate), _shape(down))
+    return _out(_swiglu64(x, up, gate, down))
+
+
+def _swiglu64(x, up, gate, down) -> np.ndarray:
+    g = x @ gate
+    return (g * _sigmoid64(g) * (x @ up)) @ down
+
+
+# ----------------------------------------------------------------------------- reductions, norms
+
+
+@_quiet
+def reduce(
+    x: ArrayLike, kind: str, axes: int | Sequence[int] | None = None, keepdim: bool = False
+) -> np.ndarray:
+    """sum | max | min | mean over `axes` (int, tuple, or None for all; negative allowed)."""
+    _check_name("kind", kind, REDUCE_KINDS)
+    x = _f32(x)
+    if axes is None:
+        axes = tuple(range(x.ndim))
+    rules.reduce(_shape(x), axes, keepdim)
+    ax = rules.normalize_axes("axes", axes, x.ndim)
+    if kind == "sum":
+        y = np.sum(x.astype(F64), axis=ax, keepdims=keepdim)
+    elif kind == "mean":
+        y = np.mean(x.astype(F64), axis=ax, keepdims=keepdim)
+    elif kind == "max":
+        y = np.max(x, axis=ax, keepdims=keepdim)
+    else:
+        y = np.min(x, axis=ax, keepdims=keepdim)
+    return _out(y)
+
+
+@_quiet
+def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
+    """exp(x - max) / sum(exp(x - max)) along `axis` (any axis, negative allowed)."""
+    x = _f64(x)
+    rules.softmax(_shape(x), axis)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return _out(e / np.sum(e, axis=axis, keepdims=True))
+
+
+@_quiet
+def rms_norm(
+    x: ArrayLike, gamma: ArrayLike, beta: ArrayLike | None = None, eps: float = 1e-5
+) -> np.ndarray:
+    """x / sqrt(mean(x², -1) + eps) · gamma (+ beta)."""
+    x, gamma = _f64(x), _f64(gamma)
+    b = None if beta is None else _f64(beta)
+    rules.norm(_shape(x), _shape(gamma), None if b is None else _shape(b))
+    return _out(_rms_norm64(x, gamma, b, eps))
+
+
+def residual_rms_norm(
+    x: ArrayLike,
+    residual: ArrayLike,
+    gamma: ArrayLike,
+    beta: ArrayLike | None = None,
+    eps: float = 1e-5,
+) -> np.ndarray:
+    """rms_norm(x + residual, ...) (the float32 sum, then the norm); returns the norm only."""
+    x, residual = _f32(x), _f32(residual)
+    rules.residual_norm(
+        _shape(x), _shape(residual), _shape(_f32(gamma)),
+        None if beta is None else _shape(_f32(beta)),
+    )
+    return rms_norm(x + residual, gamma, beta, eps)
+
+
+@_quiet
+def layer_norm(
+    x: ArrayLike, gamma: ArrayLike, beta: ArrayLike | None, eps: float = 1e-5
+) -> np.ndarray:
+    """(x - mean) / sqrt(var + eps) · gamma + beta over the last axis, population variance."""
+    x, gamma = _f64(x), _f64(gamma)
+    b = None if beta is None else _f64(beta)
+    rules.norm(_shape(x), _shape(gamma), None if b is None else _shape(b))
+    c = x - np.mean(x, axis=-1, keepdims=True)
+    y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + eps) * gamma
+    return _out(y if b is None else y + b)
+
+
+# ----------------------------------------------------------------------------- transformer blocks
+
+
+def _rope64(x, cos, sin, head_dim: int, n_rot: int, style: str) -> np.ndarray:
+    s, hd = x.shape[-2], x.shape[-1]
+    xh = x.reshape(x.shape[:-1] + (hd // head_dim, head_dim))  # [..., S, H, D]
+    c = cos.reshape(s, 1, n_rot // 2)
+    sn = sin.reshape(s, 1, n_rot // 2)
+    if style == "half":
+        lo, hi = slice(0, n_rot // 2), slice(n_rot // 2, n_rot)
+    else:
+        lo, hi = slice(0, n_rot, 2), slice(1, n_rot, 2)
+    x1, x2 = xh[..., lo], xh[..., hi]
+    out = xh.copy()
+    out[..., lo] = x1 * c - x2 * sn
+    out[..., hi] = x2 * c + x1 * sn
+    return out.reshape(x.shape)
+
+
+@_quiet
+def rope(
+    x: ArrayLike,
+    cos: ArrayLike,
+    sin: ArrayLike,
+    head_dim: int,
+    n_rot: int | None = None,
+    style: str = "half",
+) -> np.ndarray:
+    """Rotary embedding of x [S, H·D] or [B, S, H·D]; cos, sin [S, n_rot/2].
+
+    In each head the first n_rot dims rotate, the rest pass through.  `half`: pairs
+    (x[i], x[i + n_rot/2]); `interleaved`: pairs (x[2i], x[2i+1]); each pair (x1, x2)
+    becomes (x1·cos − x2·sin, x2·cos + x1·sin).
+    """
+    _check_name("style", style, ROPE_STYLES)
+    x, cos, sin = _f64(x), _f64(cos), _f64(sin)
+    n_rot = head_dim if n_rot is None else n_rot
+    rules.rope(_shape(x), _shape(cos), _shape(sin), head_dim, n_rot)
+    return _out(_rope64(x, cos, sin, head_dim, n_rot, style))
+
+
+def _attention64(
+    q, k, v, mask, *, num_heads: int, head_dim: int, num_kv_heads: int, mask_kind: str,
+    scale: float,
+) -> np.ndarray:
+    unbatched = q.ndim == 2
+    if unbatched:
+        q, k, v = q[None], k[None], v[None]
+    b, s, t = q.shape[0], q.shape[1], k.shape[1]
+    group = num_heads // num_kv_heads
+    qh = q.reshape(b, s, num_heads, head_dim).transpose(0, 2, 1, 3)  # [B, H, S, D]
+    kh = k.reshape(b, t, num_kv_heads, head_dim).transpose(0, 2, 1, 3)  # [B, Hkv, T, D]
+    vh = v.reshape(b, t, num_kv_heads, head_dim).transpose(0, 2, 1, 3)
+    kh = np.repeat(kh, group, axis=1)  # query head h reads kv head h // group
+    vh = np.repeat(vh, group, axis=1)
+    scores = scale * (qh @ kh.transpose(0, 1, 3, 2))  # [B, H, S, T]
+    if mask_kind == "causal":
+        keep = np.arange(t)[None, :] <= np.arange(s)[:, None] + (t - s)
+        scores = np.where(keep, scores, -np.inf)
+    elif mask_kind == "custom":
+        scores = np.where(mask != 0, scores, -np.inf)
+    elif mask_kind == "bias":
+        scores = scores + mask
+    m = np.max(scores, axis=-1, keepdims=True)
+    m = np.where(m == -np.inf, 0.0, m)  # a fully dropped row: every exp() below is 0
+    e = np.exp(scores - m)
+    denom = np.sum(e, axis=-1, keepdims=True)
+    p = np.where(denom > 0, e / np.where(denom > 0, denom, 1.0), 0.0)
+    out = (p @ vh).transpose(0, 2, 1, 3).reshape(b, s, num_heads * head_dim)
+    return out[0] if unbatched else out
+
+
+@_quiet
+def attention(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    num_heads: int,
+    head_dim: int,
+    num_kv_heads: int | None = None,
+    mask_kind: str = "none",
+    scale: float | None = None,
+) -> np.ndarray:
+    """Grouped-query scaled dot-product attention, heads packed in the last axis.
+
+    q [B, S, H·D], k and v [B, T, Hkv·D] (B may be absent); causal: key j ≤ i + (T − S);
+    custom: a 0 in the mask drops, anything else keeps; bias: the mask is added to the
+    scaled scores.  The mask is [S, T] or [1|B, 1|H, S, T].  A row that drops every key
+    yields zeros.  The result has q's layout.
+    """
+    _check_name("mask_kind", mask_kind, MASK_KINDS)
+    q, k, v = _f64(q), _f64(k), _f64(v)
+    m = None if mask is None else _f64(mask)
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    rules.attention(
+        _shape(q), _shape(k), _shape(v), None if m is None else _shape(m),
+        num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+        mask_kind=mask_kind,
+    )
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    return _out(
+        _attention64(
+            q, k, v, m, num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+            mask_kind=mask_kind, scale=scale,
+        )
+    )
+
+
+@_quiet
+def llama_decoder_block(
+    x: ArrayLike,
+    ln1_g: ArrayLike,
+    ln1_b: ArrayLike | None,
+    q_w: ArrayLike,
+    k_w: ArrayLike,
+    v_w: ArrayLike,
+    o_w: ArrayLike,
+    ln2_g: ArrayLike,
+    ln2_b: ArrayLike | None,
+    gate_w: ArrayLike,
+    up_w: ArrayLike,
+    down_w: ArrayLike,
+    cos: ArrayLike,
+    sin: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    num_heads: int,
+    head_dim: int,
+    num_kv_heads: int | None = None,
+    eps: float = 1e-5,
+    mask_kind: str = "causal",
+    rope_style: str = "half",
+) -> np.ndarray:
+    """Pre-norm Llama block: h = x + attn(rms_norm(x)) @ o_w; out = h + swiglu(rms_norm(h)).
+
+    Weights are [in, out]; rope over the whole head (n_rot = head_dim) on q and k;
+    attention scale 1/√head_dim.
+    """
+    _check_name("mask_kind", mask_kind, MASK_KINDS)
+    _check_name("rope_style", rope_style, ROPE_STYLES)
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    w = {
+        "ln1_g": ln1_g, "ln1_b": ln1_b, "q_w": q_w, "k_w": k_w, "v_w": v_w, "o_w": o_w,
+        "ln2_g": ln2_g, "ln2_b": ln2_b, "gate_w": gate_w, "up_w": up_w, "down_w": down_w,
+        "cos": cos, "sin": sin,
+    }
+    w64 = {n: None if a is None else _f64(a) for n, a in w.items()}
+    x = _f64(x)
+    m = None if mask is None else _f64(mask)
+    rules.llama_decoder_block(
+        _shape(x), {n: None if a is None else _shape(a) for n, a in w64.items()},
+        num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+        mask=None if m is None else _shape(m), mask_kind=mask_kind,
+    )
+    a = _rms_norm64(x, w64["ln1_g"], w64["ln1_b"], eps)
+    q = _rope64(a @ w64["q_w"], w64["cos"], w64["sin"], head_dim, head_dim, rope_style)
+    k = _rope64(a @ w64["k_w"], w64["cos"], w64["sin"], head_dim, head_dim, rope_style)
+    att = _attention64(
+        q, k, a @ w64["v_w"], m, num_heads=num_heads, head_dim=head_dim,
+        num_kv_heads=num_kv_heads, mask_kind=mask_kind, scale=1.0 / math.sqrt(head_dim),
+    )
+    h = x + att @ w64["o_w"]
+    n2 = _rms_norm64(h, w64["ln2_g"], w64["ln2_b"], eps)
+    return _out(h + _swiglu64(n2, w64["up_w"], w64["gate_w"], w64["down_w"]))
+
+
+# ----------------------------------------------------------------------------- data movement
+# These keep the input's dtype (f32, i32, i64 or ui8) and always return a fresh array.
+
+
+def reshape(x: ArrayLike, shape: Sequence[int]) -> np.ndarray:
+    """Reshape (at most one -1; `()` for a single element)."""
+    x = _data(x)
+    return x.reshape(rules.reshape(_shape(x), tuple(shape))).copy()
+
+
+def transpose(x: ArrayLike, perm: Sequence[int]) -> np.ndarray:
+    """np.transpose with a full permutation (negative entries allowed)."""
+    x = _data(x)
+    rules.transpose(_shape(x), perm)
+    return np.array(np.transpose(x, tuple(p % x.ndim for p in perm)), order="C")
+
+
+def narrow(x: ArrayLike, axis: int, start: int, length: int) -> np.ndarray:
+    """x[..., start:start+length, ...] along `axis`."""
+    x = _data(x)
+    rules.narrow(_shape(x), axis, start, length)
+    ax = axis % x.ndim
+    index = (slice(None),) * ax + (slice(start, start + length),)
+    return x[index].copy()
+
+
+def concat(values: Sequence[ArrayLike], axis: int) -> np.ndarray:
+    """np.concatenate along `axis`."""
+    arrays = [_data(v) for v in values]
+    rules.concat([_shape(a) for a in arrays], axis)
+    return np.concatenate(arrays, axis=axis % arrays[0].ndim)
+
+
+def broadcast_to(x: ArrayLike, shape: Sequence[int]) -> np.ndarray:
+    """np.broadcast_to, materialized."""
+    x = _data(x)
+    target = rules.broadcast_to(_shape(x), tuple(shape))
+    return np.broadcast_to(x, target).copy()
+
+
+def _check_indices(what: str, indices: ArrayLike, size: int) -> np.ndarray:
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"{what}: expected integer indices (i32 or i64), got {idx.dtype}")
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        bad = idx[(idx < 0) | (idx >= size)].flat[0]
+        raise ArgumentError(
+            f"{what}: index {int(bad)} is out of range [0, {size}) "
+            f"(negative and out-of-range indices are errors)"
+        )
+    return idx
+
+
+def gather(x: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
+    """np.take: x.shape[:axis] + indices.shape + x.shape[axis+1:]; indices must be in range."""
+    x = _data(x)
+    idx = np.asarray(indices)
+    rules.gather(_shape(x), _shape(idx), axis)
+    ax = axis % x.ndim
+    idx = _check_indices("gather indices", idx, x.shape[ax])
+    return np.take(x, idx, axis=ax)
+
+
+def embedding(table: ArrayLike, ids: ArrayLike) -> np.ndarray:
+    """table[V, D][ids] -> [..., D]; ids must lie in [0, V)."""
+    table = _f32(table)
+    idx = np.asarray(ids)
+    rules.embedding(_shape(table), _shape(idx))
+    idx = _check_indices("embedding ids", idx, table.shape[0])
+    return np.take(table, idx, axis=0)
+
+
+# ----------------------------------------------------------------------------- GGUF quantization
+
+
+def _blocks(w_bytes: ArrayLike, k: int | None, block_bytes: int, scheme: str) -> np.ndarray:
+    w = np.asarray(w_bytes)
+    if w.dtype != np.uint8:
+        raise DTypeError(f"w: expected element type ui8 (raw {scheme} blocks), got {w.dtype}")
+    rules.check_rank("w", _shape(w), (2,))
+    if k is None:
+        if w.shape[1] % block_bytes:
+            raise ShapeError(
+                f"w: row bytes must be a multiple of {block_bytes} ({scheme}), got {w.shape[1]}"
+            )
+        k = w.shape[1] // block_bytes * QK
+    if k < 1 or k % QK:
+        raise ShapeError(f"k: expected a positive multiple of {QK}, got {k}")
+    rules.check_exact("w", _shape(w), (w.shape[0], k // QK * block_bytes), f"{scheme}, K={k}")
+    return np.ascontiguousarray(w).reshape(w.shape[0], k // QK, block_bytes)
+
+
+def _scales(blocks: np.ndarray) -> np.ndarray:
+    """The little-endian f16 scale of each block as float32, shape [N, K/32, 1]."""
+    return np.ascontiguousarray(blocks[..., :2]).view("<f2").astype(F32)
+
+
+def dequantize_q8_0(w_bytes: ArrayLike, k: int | None = None) -> np.ndarray:
+    """GGUF q8_0 blocks ui8 [N, K/32·34] -> f32 [N, K]: value = f16 scale · int8 q."""
+    blocks = _blocks(w_bytes, k, Q8_0_BYTES, "q8_0")
+    q = np.ascontiguousarray(blocks[..., 2:]).view(np.int8).astype(F32)
+    return (q * _scales(blocks)).reshape(blocks.shape[0], -1)
+
+
+def dequantize_q4_0(w_bytes: ArrayLike, k: int | None = None) -> np.ndarray:
+    """GGUF q4_0 blocks ui8 [N, K/32·18] -> f32 [N, K]: value = f16 scale · (nibble − 8).
+
+    Low nibbles of the 16 packed bytes are elements 0–15, high nibbles elements 16–31.
+    """
+    blocks = _blocks(w_bytes, k, Q4_0_BYTES, "q4_0")
+    qs = blocks[..., 2:]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int8) - np.int8(8)
+    return (q.astype(F32) * _scales(blocks)).reshape(blocks.shape[0], -1)
+
+
+DEQUANTIZE: dict[str, Callable[..., np.ndarray]] = {
+    "q8_0": dequantize_q8_0, "q4_0": dequantize_q4_0,
+}
+
+
+def dequant_matmul(x: ArrayLike, w: ArrayLike, scheme: str) -> np.ndarray:
+    """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/32·bytes]."""
+    _check_name("scheme", scheme, QUANT_SCHEMES)
+    x = _f32(x)
+    w = np.asarray(w)
+    rules.dequant_matmul(_shape(x), _shape(w), scheme)
+    wd = DEQUANTIZE[scheme](w, x.shape[-1])
+    return _out(x.astype(F64) @ wd.T.astype(F64))
+
+
+def _quant_rows(w: ArrayLike, name: str) -> np.ndarray:
+    w = _f32(w)
+    rules.check_rank(name, _shape(w), (2,))
+    if w.shape[1] % QK:
+        raise ShapeError(f"{name}: K (last dim) must be a multiple of {QK}, got {w.shape[1]}")
+    return w.reshape(w.shape[0], w.shape[1] // QK, QK)
+
+
+def _f16_bytes(d: np.ndarray) -> np.ndarray:
+    return d.astype("<f2").view(np.uint8)
+
+
+@_quiet
+def quantize_q8_0(w: ArrayLike) -> np.ndarray:
+    """f32 [N, K] -> ui8 [N, K/32·34] GGUF q8_0 blocks, bit-exact with ggml's reference."""
+    blocks = _quant_rows(w, "w")
+    d = np.max(np.abs(blocks), axis=-1, keepdims=True) / F32(127)
+    inv = np.where(d == 0, F32(0), F32(1) / d).astype(F32)
+    v = blocks * inv
+    a = np.abs(v)
+    fl = np.floor(a)
+    q = np.sign(v) * (fl + np.floor(2 * (a - fl)))  # round half away from zero, exactly
+    qb = q.astype(np.int8).view(np.uint8)
+    out = np.concatenate([_f16_bytes(d), qb], axis=-1)
+    return out.reshape(blocks.shape[0], -1)
+
+
+@_quiet
+def quantize_q4_0(w: ArrayLike) -> np.ndarray:
+    """f32 [N, K] -> ui8 [N, K/32·18] GGUF q4_0 blocks, bit-exact with ggml's reference."""
+    blocks = _quant_rows(w, "w")
+    imax = np.argmax(np.abs(blocks), axis=-1)[..., None]
+    d = np.take_along_axis(blocks, imax, axis=-1) / F32(-8)
+    inv = np.where(d == 0, F32(0), F32(1) / d).astype(F32)
+    q = np.clip(np.trunc(blocks * inv + F32(8.5)), 0, 15).astype(np.uint8)
+    packed = q[..., : QK // 2] | (q[..., QK // 2 :] << np.uint8(4))
+    out = np.concatenate([_f16_bytes(d), packed], axis=-1)
+    return out.reshape(blocks.shape[0], -1)
+
+
+QUANTIZE: dict[str, Callable[[ArrayLike], np.ndarray]] = {
+    "q8_0": quantize_q8_0, "q4_0": quantize_q4_0,
+}
+
+
+# ----------------------------------------------------------------------------- convolution
+
+
+@_quiet
+def depthwise_conv1d(x_padded: ArrayLike, w: ArrayLike) -> np.ndarray:
+    """Valid depthwise conv over time: x [B, S+K−1, C], w [K, C] -> y[b, t, c] =
+    Σₖ w[k, c]·x[b, t+k, c], shape [B, S, C]."""
+    x, w = _f64(x_padded), _f64(w)
+    b, s, c = rules.depthwise_conv1d(_shape(x), _shape(w))
+    y = np.zeros((b, s, c), dtype=F64)
+    for tap in range(w.shape[0]):
+        y += w[tap] * x[:, tap : tap + s, :]
+    return _out(y)
+
+
+def depthwise_conv1d_causal(
+    x: ArrayLike, w: ArrayLike, left_pad: ArrayLike | None = None
+) -> np.ndarray:
+    """Causal depthwise conv: x [B, S, C], w [K, C], left_pad [B, K−1, C] (zeros if absent);
+    y = depthwise_conv1d(concat(left_pad, x) over time, w), shape [B, S, C]."""
+    x, w = _f32(x), _f32(w)
+    pad = None if left_pad is None else _f32(left_pad)
+    rules.depthwise_conv1d_causal(_shape(x), _shape(w), None if pad is None else _shape(pad))
+    if pad is None:
+        pad = np.zeros((x.shape[0], w.shape[0] - 1, x.shape[2]), dtype=F32)
+    return depthwise_conv1d(np.concatenate([pad, x], axis=1), w)
+
+
+__all__ = [
+    "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
+    "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
+    "absolute", "activation", "add", "attention", "broadcast_to", "concat", "depthwise_conv1d",
+    "depthwise_conv1d_causal", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",
+    "embedding", "exp", "fused_matmul", "gather", "gelu", "gelu_tanh", "layer_norm", "linear",
+    "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",
+    "power", "quantize_q4_0", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",
+    "rms_norm", "rope", "rsqrt", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
+    "tanh", "transpose",
+]
