@@ -65,7 +65,7 @@ def _f32(x: ArrayLike) -> np.ndarray:
 
 
 def _f64(x: ArrayLike) -> np.ndarray:
-    """float32 view of the input widened to float64 (the input is rounded to f32 first)."""
+    """The input rounded to float32, then widened (exactly) to float64."""
     return np.asarray(x, dtype=F32).astype(F64)
 
 

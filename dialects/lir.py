@@ -1,0 +1,1297 @@
+"""The `lir` dialect: buffers and destination-passing kernels on builtin memrefs.
+
+LIR is what `convert-mir-to-lir` produces by bufferizing MIR and what
+`convert-lir-to-llvm` lowers to llvm.  Every value is a builtin `MemRefType` with
+a static shape and the identity layout; element types are f32 (compute), i32/i64
+(indices) and ui8 (GGUF blocks), plus i8 for the arena bytes.
+
+Buffers come from `lir.alloc` (one buffer each) or, after `lir-plan-arena`, from
+`lir.slot`s of one `lir.arena`; `lir.view` aliases a contiguous part of a buffer.
+The kernels mirror the MIR compute ops in destination-passing style, like
+linalg's named ops: they read their `ins(...)` and write their `outs(...)`
+buffer and have no results.  Each kernel checks `out` against the shape the MIR
+rule of `rlx_mlir.shape_inference` infers from its inputs.
+
+The `lir.arena` verifier proves an arena plan safe: every slot lies inside the
+arena, is aligned, and no two slots whose live ranges overlap share a byte.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    AnyFloatConstr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    NoneAttr,
+    UnitAttr,
+    f32,
+    i8,
+    i64,
+)
+from xdsl.dialects.utils import AbstractYieldOperation
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from rlx_mlir import shape_inference as si
+from rlx_mlir.dialects.common import (
+    dtype_name,
+    dtype_of,
+    rule_errors,
+    shape_of,
+    verify_dtype,
+    verify_result,
+    verify_same_dtype,
+)
+from rlx_mlir.dialects.rlx import (
+    BINARY_FNS,
+    Activation,
+    ActivationAttr,
+    ArenaStrategy,
+    ArenaStrategyAttr,
+    ElementwiseFn,
+    ElementwiseFnAttr,
+    MaskKind,
+    MaskKindAttr,
+    QuantScheme,
+    QuantSchemeAttr,
+    ReduceKind,
+    ReduceKindAttr,
+    RopeStyle,
+    RopeStyleAttr,
+)
+from rlx_mlir.shape_inference import Shape
+
+# ----------------------------------------------------------------------------- helpers
+
+RLX_DTYPES = si.DTYPES
+"""Element types an lir buffer may hold."""
+
+F32 = ("f32",)
+NUMERIC = ("f32", "i32", "i64")
+
+NUMERIC_FNS = frozenset(
+    {
+        ElementwiseFn.ADD,
+        ElementwiseFn.SUB,
+        ElementwiseFn.MUL,
+        ElementwiseFn.MAX,
+        ElementwiseFn.MIN,
+        ElementwiseFn.NEG,
+        ElementwiseFn.RELU,
+        ElementwiseFn.ABS,
+    }
+)
+"""Elementwise functions that also take i32/i64 (as their mir ops); the rest are f32-only."""
+
+ELEMENT_BYTES = {"f32": 4, "i32": 4, "i64": 8, "ui8": 1, "i8": 1}
+"""Bytes per element of each element type lir buffers (and the arena) use."""
+
+
+def byte_size(memref: MemRefType) -> int:
+    """Bytes of a statically shaped memref: number of elements times element bytes."""
+    name = dtype_name(memref.get_element_type())
+    if name not in ELEMENT_BYTES:
+        raise ValueError(f"no byte size for element type {name}")
+    return si.numel(memref.get_shape()) * ELEMENT_BYTES[name]
+
+
+def check_buffer(
+    op: Operation, name: str, value: SSAValue, dtypes: Sequence[str] = RLX_DTYPES
+) -> None:
+    """An lir buffer: identity layout, static shape with every dim >= 1, allowed element type."""
+    ty = value.type
+    assert isinstance(ty, MemRefType), ty
+    if not isinstance(ty.layout, NoneAttr):
+        raise VerifyException(f"'{op.name}': {name}: expected the identity layout, got {ty}")
+    shape = ty.get_shape()
+    if any(d < 0 for d in shape):  # xDSL stores `?` as a negative dimension
+        raise VerifyException(f"'{op.name}': {name}: expected a static shape, got {ty}")
+    with rule_errors(op):
+        si.check_shape(name, shape)
+    verify_dtype(op, name, value, tuple(dtypes))
+
+
+def named_operands(op: IRDLOperation) -> list[tuple[str, SSAValue]]:
+    """The operands of `op` by their definition names (`inputs[1]` inside a variadic)."""
+    named: list[tuple[str, SSAValue]] = []
+    for name, _ in type(op).get_irdl_definition().operands:
+        value = getattr(op, name)
+        if value is None:
+            continue
+        if isinstance(value, SSAValue):
+            named.append((name, value))
+        else:
+            named.extend((f"{name}[{i}]", v) for i, v in enumerate(value))
+    return named
+
+
+def _int(attr: IntegerAttr) -> int:
+    return attr.value.data
+
+
+def _float(attr: FloatAttr) -> float:
+    return attr.value.data
+
+
+def _i64(value: int | IntegerAttr) -> IntegerAttr:
+    return value if isinstance(value, IntegerAttr) else IntegerAttr(value, i64)
+
+
+def _f32(value: float | FloatAttr) -> FloatAttr:
+    return value if isinstance(value, FloatAttr) else FloatAttr(value, f32)
+
+
+def _i64_array(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
+    if isinstance(values, DenseArrayBase):
+        return values
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+def _require(op: Operation, ok: bool, message: str) -> None:
+    if not ok:
+        raise VerifyException(f"'{op.name}': {message}")
+
+
+def _inout(ins: str) -> str:
+    """The format of `ins(...)`; `ins` lists the operands, `:`, then their types."""
+    return f"`ins` `(` {ins} `)` "
+
+
+def _out_format(props: str = "") -> str:
+    """`outs(%o : T)` then the properties and the attribute dictionary."""
+    return f"`outs` `(` $out `:` type($out) `)` {props} attr-dict"
+
+
+# ----------------------------------------------------------------------------- buffers
+
+
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """A fresh buffer of the result type (`lir-plan-arena` turns it into an arena slot).
+
+    ```mlir
+    %b = lir.alloc : memref<4x8xf32>
+    ```
+    """
+
+    name = "lir.alloc"
+
+    result = result_def(MemRefType)
+
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, result_type: MemRefType):
+        super().__init__(result_types=[result_type])
+
+    def verify_(self) -> None:
+        check_buffer(self, "result", self.result)
+
+
+@irdl_op_definition
+class ArenaOp(IRDLOperation):
+    """The planned bytes of all intermediates: a 1-D i8 buffer of `size` bytes whose
+    uses are `lir.slot`s; the verifier proves the plan safe.
+
+    ```mlir
+    %a = lir.arena size 4096 alignment 64 strategy "greedy-by-size" max_live_bytes 3072 : memref<4096xi8>
+    ```
+    """
+
+    name = "lir.arena"
+
+    result = result_def(MemRefType)
+
+    size = prop_def(IntegerAttr[I64])
+    """The arena's bytes (equal to the result's dimension)."""
+    alignment = prop_def(IntegerAttr[I64])
+    """Every slot offset is a multiple of it (a power of two)."""
+    strategy = prop_def(ArenaStrategyAttr)
+    """How the planner assigned the offsets."""
+    max_live_bytes = opt_prop_def(IntegerAttr[I64])
+    """The planner's lower bound: the most bytes live at once."""
+
+    assembly_format = (
+        "`size` $size `alignment` $alignment `strategy` $strategy "
+        "(`max_live_bytes` $max_live_bytes^)? attr-dict `:` type($result)"
+    )
+
+    def __init__(
+        self,
+        size: int,
+        alignment: int = 64,
+        strategy: ArenaStrategy | str = ArenaStrategy.GREEDY_BY_SIZE,
+        max_live_bytes: int | None = None,
+    ):
+        properties: dict[str, Attribute] = {
+            "size": _i64(size),
+            "alignment": _i64(alignment),
+            "strategy": ArenaStrategyAttr(ArenaStrategy(strategy)),
+        }
+        if max_live_bytes is not None:
+            properties["max_live_bytes"] = _i64(max_live_bytes)
+        super().__init__(result_types=[MemRefType(i8, [size])], properties=properties)
+
+    def verify_(self) -> None:
+        size, alignment = _int(self.size), _int(self.alignment)
+        check_buffer(self, "result", self.result, ("i8",))
+        _require(self, size >= 1, f"size: expected >= 1, got {size}")
+        shape = shape_of(self.result)
+        _require(
+            self,
+            shape == (size,),
+            f"result: expected memref<{size}xi8> (size {size}), got {self.result.type}",
+        )
+        _require(
+            self,
+            alignment >= 1 and alignment & (alignment - 1) == 0,
+            f"alignment: expected a power of two >= 1, got {alignment}",
+        )
+        if self.max_live_bytes is not None:
+            peak = _int(self.max_live_bytes)
+            _require(
+                self,
+                0 <= peak <= size,
+                f"max_live_bytes: expected a value in [0, size={size}], got {peak}",
+            )
+        self._verify_plan(size, alignment)
+
+    def _verify_plan(self, size: int, alignment: int) -> None:
+        """Every use is an in-bounds, aligned slot; slots live together share no byte."""
+        slots: list[tuple[int, int, int, int]] = []  # (live_start, live_end, offset, end)
+        for use in self.result.uses:
+            user = use.operation
+            if not isinstance(user, SlotOp):
+                raise VerifyException(
+                    f"'{self.name}': every use of the arena must be an lir.slot, got {user.name}"
+                )
+            check_buffer(user, "result", user.result)
+            offset = _int(user.offset)
+            end = offset + byte_size(user.result.type)
+            slots.append((_int(user.live_start), _int(user.live_end), offset, end))
+        slots.sort()
+        for _, _, offset, end in slots:
+            _require(
+                self,
+                end <= size,
+                f"slot at bytes [{offset}, {end}) lies outside the arena of {size} bytes",
+            )
+            _require(
+                self,
+                offset % alignment == 0,
+                f"slot at offset {offset} is not a multiple of the alignment {alignment}",
+            )
+        # Sweep over the schedule: `active` holds the slots still live at `start`.
+        active: list[tuple[int, int, int, int]] = []
+        for slot in slots:
+            start, stop, offset, end = slot
+            active = [a for a in active if a[1] >= start]
+            for a_start, a_stop, a_offset, a_end in active:
+                if a_offset < end and offset < a_end:
+                    raise VerifyException(
+                        f"'{self.name}': slots overlap: bytes [{a_offset}, {a_end}) live "
+                        f"[{a_start}, {a_stop}] and bytes [{offset}, {end}) live "
+                        f"[{start}, {stop}] share bytes [{max(offset, a_offset)}, "
+                        f"{min(end, a_end)}) while both are live"
+                    )
+            active.append(slot)
+
+
+@irdl_op_definition
+class SlotOp(IRDLOperation):
+    """A typed view of the `arena` bytes at byte `offset`, live over the inclusive
+    schedule range [live_start, live_end].
+
+    ```mlir
+    %s = lir.slot %a[128] live [2, 5] : memref<4096xi8> -> memref<4x8xf32>
+    ```
+    """
+
+    name = "lir.slot"
+
+    arena = operand_def(MemRefType)
+    result = result_def(MemRefType)
+
+    offset = prop_def(IntegerAttr[I64])
+    """Byte offset of the slot in the arena."""
+    live_start = prop_def(IntegerAttr[I64])
+    """Index of the first op of the schedule that uses the slot."""
+    live_end = prop_def(IntegerAttr[I64])
+    """Index of the last op of the schedule that uses the slot (inclusive)."""
+
+    assembly_format = (
+        "$arena `[` $offset `]` `live` ` ` `[` $live_start `,` $live_end `]` attr-dict "
+        "`:` type($arena) `->` type($result)"
+    )
+
+    def __init__(
+        self,
+        arena: SSAValue | Operation,
+        result_type: MemRefType,
+        offset: int,
+        live_start: int,
+        live_end: int,
+    ):
+        super().__init__(
+            operands=[arena],
+            result_types=[result_type],
+            properties={
+                "offset": _i64(offset),
+                "live_start": _i64(live_start),
+                "live_end": _i64(live_end),
+            },
+        )
+
+    def verify_(self) -> None:
+        check_buffer(self, "arena", self.arena, ("i8",))
+        _require(
+            self,
+            len(shape_of(self.arena)) == 1,
+            f"arena: expected a 1-D memref of i8, got {self.arena.type}",
+        )
+        check_buffer(self, "result", self.result)
+        offset, start, end = _int(self.offset), _int(self.live_start), _int(self.live_end)
+        _require(self, offset >= 0, f"offset: expected >= 0, got {offset}")
+        _require(
+            self,
+            0 <= start <= end,
+            f"live range: expected 0 <= live_start <= live_end, got [{start}, {end}]",
+        )
+        arena_bytes = shape_of(self.arena)[0]
+        stop = offset + byte_size(self.result.type)
+        _require(
+            self,
+            stop <= arena_bytes,
+            f"result: bytes [{offset}, {stop}) lie outside the arena of {arena_bytes} bytes",
+        )
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """A contiguous alias of `source` starting `offset` elements in (a reshape or a
+    contiguous narrow; no copy).
+
+    ```mlir
+    %v = lir.view %b[16] : memref<4x8xf32> -> memref<2x8xf32>
+    ```
+    """
+
+    name = "lir.view"
+
+    source = operand_def(MemRefType)
+    result = result_def(MemRefType)
+
+    offset = prop_def(IntegerAttr[I64])
+    """Offset of the view in `source`, in elements."""
+
+    assembly_format = "$source `[` $offset `]` attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue | Operation, result_type: MemRefType, offset: int = 0):
+        super().__init__(
+            operands=[source], result_types=[result_type], properties={"offset": _i64(offset)}
+        )
+
+    def verify_(self) -> None:
+        check_buffer(self, "source", self.source)
+        check_buffer(self, "result", self.result)
+        verify_same_dtype(self, ["source", "result"], [self.source, self.result])
+        offset = _int(self.offset)
+        _require(self, offset >= 0, f"offset: expected >= 0, got {offset}")
+        total, count = si.numel(shape_of(self.source)), si.numel(shape_of(self.result))
+        _require(
+            self,
+            offset + count <= total,
+            f"result: offset {offset} + {count} elements exceed the {total} elements of source",
+        )
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+class KernelOp(IRDLOperation, ABC):
+    """Base of the destination-passing kernels: operands are the inputs, then `out`.
+
+    The verifier checks every buffer, the element types (`verify_dtypes`, f32 by
+    default) and that `out` has the shape `infer_out` computes with the MIR rule.
+    """
+
+    def verify_(self) -> None:
+        for name, value in named_operands(self):
+            check_buffer(self, name, value)
+        self.verify_dtypes()
+        verify_result(self, self.operands[-1], self.infer_out, "out")
+
+    def verify_dtypes(self) -> None:
+        """Compute kernels read and write f32."""
+        for name, value in named_operands(self):
+            verify_dtype(self, name, value, F32)
+
+    @abstractmethod
+    def infer_out(self) -> Shape:
+        """The shape of `out` by the MIR shape rule (raises ShapeError)."""
+
+
+class DataMovementOp(KernelOp, ABC):
+    """A kernel that moves elements of any rlx type: data operands and `out` share
+    one element type; `INDEX_OPERANDS` are i32 or i64."""
+
+    INDEX_OPERANDS: ClassVar[tuple[str, ...]] = ()
+
+    def verify_dtypes(self) -> None:
+        data = [(n, v) for n, v in named_operands(self) if n not in self.INDEX_OPERANDS]
+        verify_same_dtype(self, [n for n, _ in data], [v for _, v in data])
+        for name in self.INDEX_OPERANDS:
+            verify_dtype(self, name, getattr(self, name), si.INDEX_DTYPES)
+
+
+@irdl_op_definition
+class ElementwiseOp(KernelOp):
+    """Applies `fn` elementwise to `inputs` (one, or two with numpy broadcasting),
+    writing `out`.
+
+    ```mlir
+    lir.elementwise add ins(%a, %b : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>)
+    ```
+    """
+
+    name = "lir.elementwise"
+
+    inputs = var_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    fn = prop_def(ElementwiseFnAttr)
+
+    assembly_format = "$fn " + _inout("$inputs `:` type($inputs)") + _out_format()
+
+    def __init__(
+        self,
+        fn: ElementwiseFn | str,
+        inputs: Sequence[SSAValue | Operation],
+        out: SSAValue | Operation,
+    ):
+        super().__init__(
+            operands=[inputs, out], properties={"fn": ElementwiseFnAttr(ElementwiseFn(fn))}
+        )
+
+    def verify_dtypes(self) -> None:
+        """Inputs and out share one element type: f32, or also i32/i64 for `NUMERIC_FNS`."""
+        dtypes = NUMERIC if self.fn.data in NUMERIC_FNS else F32
+        named = named_operands(self)
+        verify_dtype(self, named[0][0], named[0][1], dtypes)
+        verify_same_dtype(self, [n for n, _ in named], [v for _, v in named])
+
+    def infer_out(self) -> Shape:
+        fn = self.fn.data
+        arity = 2 if fn in BINARY_FNS else 1
+        if len(self.inputs) != arity:
+            raise si.ShapeError(
+                f"inputs: {fn} takes {arity} input{'s' if arity > 1 else ''}, "
+                f"got {len(self.inputs)}"
+            )
+        if arity == 1:
+            return shape_of(self.inputs[0])
+        return si.broadcast(
+            shape_of(self.inputs[0]), shape_of(self.inputs[1]), ("inputs[0]", "inputs[1]")
+        )
+
+
+FUSED_BODY_DIALECTS = ("arith", "math")
+"""Dialects whose scalar ops may appear in a `lir.fused_elementwise` body."""
+
+
+@irdl_op_definition
+class FusedElementwiseOp(KernelOp):
+    """Runs the scalar `body` at every element of `out`, its block arguments taken from
+    the (broadcast) `inputs` at that position; the yielded value is written to `out`.
+
+    ```mlir
+    lir.fused_elementwise ins(%a, %b : memref<8xf32>, memref<8xf32>) outs(%o : memref<8xf32>) {
+    ^bb0(%x: f32, %y: f32):
+      %s = arith.addf %x, %y : f32
+      lir.yield %s : f32
+    }
+    ```
+    """
+
+    name = "lir.fused_elementwise"
+
+    inputs = var_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    body = region_def("single_block")
+
+    traits = traits_def(IsolatedFromAbove())
+
+    assembly_format = (
+        _inout("$inputs `:` type($inputs)") + "`outs` `(` $out `:` type($out) `)` $body attr-dict"
+    )
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue | Operation],
+        out: SSAValue | Operation,
+        body: Region,
+    ):
+        super().__init__(operands=[inputs, out], regions=[body])
+
+    def verify_(self) -> None:
+        _require(self, len(self.inputs) >= 1, "inputs: expected at least one input, got none")
+        super().verify_()
+        self._verify_body()
+
+    def verify_dtypes(self) -> None:
+        """Inputs and out hold f32, i32 or i64 (the body converts between them)."""
+        for name, value in named_operands(self):
+            verify_dtype(self, name, value, NUMERIC)
+
+    def infer_out(self) -> Shape:
+        """As mir.fused_elementwise: every input broadcasts to out's shape."""
+        out = shape_of(self.out)
+        for i, value in enumerate(self.inputs):
+            try:
+                si.broadcast_to(shape_of(value), out)
+            except si.ShapeError as err:
+                raise si.ShapeError(f"inputs[{i}]: {err}") from err
+        return out
+
+    def _verify_body(self) -> None:
+        """Block arguments of the input element types, scalar arith/math ops, then one
+        `lir.yield` of out's element type."""
+        block = self.body.block
+        args = block.args
+        _require(
+            self,
+            len(args) == len(self.inputs),
+            f"body: expected {len(self.inputs)} block arguments (one per input), got {len(args)}",
+        )
+        for i, (arg, value) in enumerate(zip(args, self.inputs, strict=True)):
+            want = value.type.get_element_type()
+            _require(
+                self,
+                arg.type == want,
+                f"body: block argument {i}: expected {want} (element type of inputs[{i}]), "
+                f"got {arg.type}",
+            )
+        last = block.last_op
+        _require(
+            self,
+            isinstance(last, YieldOp),
+            f"body: expected to end in 'lir.yield', got "
+            f"{'nothing' if last is None else repr(last.name)}",
+        )
+        assert isinstance(last, YieldOp)
+        for body_op in block.ops:
+            if body_op is last:
+                break
+            _require(
+                self,
+                body_op.dialect_name() in FUSED_BODY_DIALECTS,
+                f"body: expected only arith and math ops, got '{body_op.name}'",
+            )
+            for res in body_op.results:
+                _require(
+                    self,
+                    _is_scalar(res.type),
+                    f"body: '{body_op.name}' must compute a scalar, got a value of type {res.type}",
+                )
+        want = self.out.type.get_element_type()
+        yielded = [v.type for v in last.arguments]
+        _require(
+            self,
+            yielded == [want],
+            f"body: 'lir.yield' expected one value of type {want} (element type of out), "
+            f"got ({', '.join(map(str, yielded))})",
+        )
+
+
+@irdl_op_definition
+class YieldOp(AbstractYieldOperation[Attribute]):
+    """Ends the body of `lir.fused_elementwise` with the scalar it computes."""
+
+    name = "lir.yield"
+
+    traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
+
+
+def _is_scalar(ty: Attribute) -> bool:
+    return isinstance(ty, IntegerType | IndexType) or AnyFloatConstr.verifies(ty)
+
+
+@irdl_op_definition
+class MatmulOp(KernelOp):
+    """out = lhs @ rhs (np.matmul: 1-D operands promoted, batch dims broadcast).
+
+    ```mlir
+    lir.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>)
+    ```
+    """
+
+    name = "lir.matmul"
+
+    lhs = operand_def(MemRefType)
+    rhs = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    assembly_format = _inout("$lhs `,` $rhs `:` type($lhs) `,` type($rhs)") + _out_format()
+
+    def __init__(
+        self, lhs: SSAValue | Operation, rhs: SSAValue | Operation, out: SSAValue | Operation
+    ):
+        super().__init__(operands=[lhs, rhs, out])
+
+    def infer_out(self) -> Shape:
+        return si.matmul(shape_of(self.lhs), shape_of(self.rhs))
+
+
+@irdl_op_definition
+class FusedMatmulOp(KernelOp):
+    """out = activation(lhs @ rhs + bias), with `bias` ([N]) and `activation` optional.
+
+    ```mlir
+    lir.fused_matmul ins(%a, %b, %c : memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%o : memref<4x16xf32>) activation gelu
+    ```
+    """
+
+    name = "lir.fused_matmul"
+
+    lhs = operand_def(MemRefType)
+    rhs = operand_def(MemRefType)
+    bias = opt_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    activation = opt_prop_def(ActivationAttr)
+
+    assembly_format = _inout(
+        "$lhs `,` $rhs (`,` $bias^)? `:` type($lhs) `,` type($rhs) (`,` type($bias)^)?"
+    ) + _out_format("(`activation` $activation^)?")
+
+    def __init__(
+        self,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        out: SSAValue | Operation,
+        bias: SSAValue | Operation | None = None,
+        activation: Activation | str | None = None,
+    ):
+        properties: dict[str, Attribute] = {}
+        if activation is not None:
+            properties["activation"] = ActivationAttr(Activation(activation))
+        super().__init__(operands=[lhs, rhs, bias, out], properties=properties)
+
+    def infer_out(self) -> Shape:
+        product = si.matmul(shape_of(self.lhs), shape_of(self.rhs))
+        if self.bias is not None:
+            rhs = shape_of(self.rhs)
+            si.check_exact("bias", shape_of(self.bias), rhs[-1:], "N = last dim of rhs")
+        return product
+
+
+@irdl_op_definition
+class ReduceOp(KernelOp):
+    """out = the `kind` reduction (sum, max, min, mean) of `input` over `axes`,
+    reduced dims kept as 1 with `keepdim` (all axes without it: a rank-0 out).
+
+    ```mlir
+    lir.reduce sum ins(%x : memref<4x8xf32>) outs(%o : memref<4xf32>) axes [1]
+    ```
+    """
+
+    name = "lir.reduce"
+
+    input = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    kind = prop_def(ReduceKindAttr)
+    axes = prop_def(DenseArrayBase.constr(i64))
+    keepdim = opt_prop_def(UnitAttr)
+
+    assembly_format = (
+        "$kind "
+        + _inout("$input `:` type($input)")
+        + _out_format("`axes` $axes (`keepdim` $keepdim^)?")
+    )
+
+    def __init__(
+        self,
+        kind: ReduceKind | str,
+        input: SSAValue | Operation,
+        out: SSAValue | Operation,
+        axes: Sequence[int],
+        keepdim: bool = False,
+    ):
+        properties: dict[str, Attribute] = {
+            "kind": ReduceKindAttr(ReduceKind(kind)),
+            "axes": _i64_array(axes),
+        }
+        if keepdim:
+            properties["keepdim"] = UnitAttr()
+        super().__init__(operands=[input, out], properties=properties)
+
+    def infer_out(self) -> Shape:
+        axes = self.axes.get_values()
+        return si.reduce(shape_of(self.input), axes, self.keepdim is not None)
+
+
+@irdl_op_definition
+class SoftmaxOp(KernelOp):
+    """out = softmax of `input` along `axis` (max-subtracted, numerically stable).
+
+    ```mlir
+    lir.softmax ins(%x : memref<4x8xf32>) outs(%o : memref<4x8xf32>) axis -1
+    ```
+    """
+
+    name = "lir.softmax"
+
+    input = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    axis = prop_def(IntegerAttr[I64])
+
+    assembly_format = _inout("$input `:` type($input)") + _out_format("`axis` $axis")
+
+    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, axis: int = -1):
+        super().__init__(operands=[input, out], properties={"axis": _i64(axis)})
+
+    def infer_out(self) -> Shape:
+        return si.softmax(shape_of(self.input), _int(self.axis))
+
+
+class NormOp(KernelOp, ABC):
+    """Base of the norms over the last axis: `x`, `gamma` and `beta` ([N]), and `eps`."""
+
+    def verify_(self) -> None:
+        eps = _float(self.eps)  # pyright: ignore[reportAttributeAccessIssue]
+        _require(
+            self, math.isfinite(eps) and eps > 0, f"eps: expected a finite value > 0, got {eps}"
+        )
+        super().verify_()
+
+    def infer_out(self) -> Shape:
+        x, gamma, *beta = self.operands[:-1]
+        return si.norm(shape_of(x), shape_of(gamma), shape_of(beta[0]) if beta else None)
+
+
+@irdl_op_definition
+class RmsNormOp(NormOp):
+    """out = x / sqrt(mean(x², -1) + eps) * gamma (+ beta).
+
+    ```mlir
+    lir.rms_norm ins(%x, %g : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>) eps 1.000000e-05
+    ```
+    """
+
+    name = "lir.rms_norm"
+
+    x = operand_def(MemRefType)
+    gamma = operand_def(MemRefType)
+    beta = opt_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    eps = prop_def(FloatAttr[Float32Type])
+
+    assembly_format = _inout(
+        "$x `,` $gamma (`,` $beta^)? `:` type($x) `,` type($gamma) (`,` type($beta)^)?"
+    ) + _out_format("`eps` $eps")
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        gamma: SSAValue | Operation,
+        out: SSAValue | Operation,
+        beta: SSAValue | Operation | None = None,
+        eps: float = 1e-5,
+    ):
+        super().__init__(operands=[x, gamma, beta, out], properties={"eps": _f32(eps)})
+
+
+@irdl_op_definition
+class LayerNormOp(NormOp):
+    """out = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis
+    (population variance).
+
+    ```mlir
+    lir.layer_norm ins(%x, %g, %b : memref<4x8xf32>, memref<8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>) eps 1.000000e-05
+    ```
+    """
+
+    name = "lir.layer_norm"
+
+    x = operand_def(MemRefType)
+    gamma = operand_def(MemRefType)
+    beta = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    eps = prop_def(FloatAttr[Float32Type])
+
+    assembly_format = _inout(
+        "$x `,` $gamma `,` $beta `:` type($x) `,` type($gamma) `,` type($beta)"
+    ) + _out_format("`eps` $eps")
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        gamma: SSAValue | Operation,
+        beta: SSAValue | Operation,
+        out: SSAValue | Operation,
+        eps: float = 1e-5,
+    ):
+        super().__init__(operands=[x, gamma, beta, out], properties={"eps": _f32(eps)})
+
+
+@irdl_op_definition
+class RopeOp(KernelOp):
+    """out = `x` ([S, H·D] or [B, S, H·D]) with the first `n_rot` dims of every head
+    rotated by `cos`/`sin` ([S, n_rot/2]), pairs chosen by `style`.
+
+    ```mlir
+    lir.rope ins(%x, %c, %s : memref<4x16xf32>, memref<4x4xf32>, memref<4x4xf32>) outs(%o : memref<4x16xf32>) head_dim 8 n_rot 8 style half
+    ```
+    """
+
+    name = "lir.rope"
+
+    x = operand_def(MemRefType)
+    cos = operand_def(MemRefType)
+    sin = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    head_dim = prop_def(IntegerAttr[I64])
+    n_rot = prop_def(IntegerAttr[I64])
+    style = prop_def(RopeStyleAttr)
+
+    assembly_format = _inout(
+        "$x `,` $cos `,` $sin `:` type($x) `,` type($cos) `,` type($sin)"
+    ) + _out_format("`head_dim` $head_dim `n_rot` $n_rot `style` $style")
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        cos: SSAValue | Operation,
+        sin: SSAValue | Operation,
+        out: SSAValue | Operation,
+        head_dim: int,
+        n_rot: int | None = None,
+        style: RopeStyle | str = RopeStyle.HALF,
+    ):
+        super().__init__(
+            operands=[x, cos, sin, out],
+            properties={
+                "head_dim": _i64(head_dim),
+                "n_rot": _i64(head_dim if n_rot is None else n_rot),
+                "style": RopeStyleAttr(RopeStyle(style)),
+            },
+        )
+
+    def infer_out(self) -> Shape:
+        return si.rope(
+            shape_of(self.x),
+            shape_of(self.cos),
+            shape_of(self.sin),
+            _int(self.head_dim),
+            _int(self.n_rot),
+        )
+
+
+@irdl_op_definition
+class AttentionOp(KernelOp):
+    """out = grouped-query attention of `q` over `k`/`v` (heads packed in the last axis),
+    scores scaled by `scale` and masked by `mask_kind` (with `mask` for custom|bias).
+
+    ```mlir
+    lir.attention ins(%q, %k, %v : memref<4x16xf32>, memref<4x8xf32>, memref<4x8xf32>) outs(%o : memref<4x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 mask_kind causal scale 3.535534e-01
+    ```
+    """
+
+    name = "lir.attention"
+
+    q = operand_def(MemRefType)
+    k = operand_def(MemRefType)
+    v = operand_def(MemRefType)
+    mask = opt_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    num_heads = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    num_kv_heads = prop_def(IntegerAttr[I64])
+    mask_kind = prop_def(MaskKindAttr)
+    scale = prop_def(FloatAttr[Float32Type])
+
+    assembly_format = _inout(
+        "$q `,` $k `,` $v (`,` $mask^)? `:` type($q) `,` type($k) `,` type($v) (`,` type($mask)^)?"
+    ) + _out_format(
+        "`num_heads` $num_heads `head_dim` $head_dim `num_kv_heads` $num_kv_heads "
+        "`mask_kind` $mask_kind `scale` $scale"
+    )
+
+    def __init__(
+        self,
+        q: SSAValue | Operation,
+        k: SSAValue | Operation,
+        v: SSAValue | Operation,
+        out: SSAValue | Operation,
+        *,
+        num_heads: int,
+        head_dim: int,
+        num_kv_heads: int | None = None,
+        mask: SSAValue | Operation | None = None,
+        mask_kind: MaskKind | str = MaskKind.NONE,
+        scale: float | None = None,
+    ):
+        super().__init__(
+            operands=[q, k, v, mask, out],
+            properties={
+                "num_heads": _i64(num_heads),
+                "head_dim": _i64(head_dim),
+                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "mask_kind": MaskKindAttr(MaskKind(mask_kind)),
+                "scale": _f32(1 / math.sqrt(head_dim) if scale is None else scale),
+            },
+        )
+
+    def verify_(self) -> None:
+        scale = _float(self.scale)
+        _require(self, math.isfinite(scale), f"scale: expected a finite value, got {scale}")
+        super().verify_()
+
+    def infer_out(self) -> Shape:
+        return si.attention(
+            shape_of(self.q),
+            shape_of(self.k),
+            shape_of(self.v),
+            None if self.mask is None else shape_of(self.mask),
+            num_heads=_int(self.num_heads),
+            head_dim=_int(self.head_dim),
+            num_kv_heads=_int(self.num_kv_heads),
+            mask_kind=self.mask_kind.data.value,
+        )
+
+
+@irdl_op_definition
+class TransposeOp(DataMovementOp):
+    """out = `input` with its dimensions permuted by `perm` (out dim i = input dim perm[i]).
+
+    ```mlir
+    lir.transpose ins(%x : memref<4x8xf32>) outs(%o : memref<8x4xf32>) perm [1, 0]
+    ```
+    """
+
+    name = "lir.transpose"
+
+    input = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    perm = prop_def(DenseArrayBase.constr(i64))
+
+    assembly_format = _inout("$input `:` type($input)") + _out_format("`perm` $perm")
+
+    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, perm: Sequence[int]):
+        super().__init__(operands=[input, out], properties={"perm": _i64_array(perm)})
+
+    def infer_out(self) -> Shape:
+        return si.transpose(shape_of(self.input), self.perm.get_values())
+
+
+@irdl_op_definition
+class NarrowOp(DataMovementOp):
+    """out = `input`[..., start:start+length, ...] along `axis` (a strided copy; a
+    contiguous narrow is an `lir.view` instead).
+
+    ```mlir
+    lir.narrow ins(%x : memref<4x8xf32>) outs(%o : memref<4x2xf32>) axis 1 start 3 length 2
+    ```
+    """
+
+    name = "lir.narrow"
+
+    input = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    axis = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    length = prop_def(IntegerAttr[I64])
+
+    assembly_format = _inout("$input `:` type($input)") + _out_format(
+        "`axis` $axis `start` $start `length` $length"
+    )
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        out: SSAValue | Operation,
+        axis: int,
+        start: int,
+        length: int,
+    ):
+        super().__init__(
+            operands=[input, out],
+            properties={"axis": _i64(axis), "start": _i64(start), "length": _i64(length)},
+        )
+
+    def infer_out(self) -> Shape:
+        return si.narrow(shape_of(self.input), _int(self.axis), _int(self.start), _int(self.length))
+
+
+@irdl_op_definition
+class ConcatOp(DataMovementOp):
+    """out = `inputs` joined along `axis`.
+
+    ```mlir
+    lir.concat ins(%a, %b : memref<4x8xf32>, memref<2x8xf32>) outs(%o : memref<6x8xf32>) axis 0
+    ```
+    """
+
+    name = "lir.concat"
+
+    inputs = var_operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    axis = prop_def(IntegerAttr[I64])
+
+    assembly_format = _inout("$inputs `:` type($inputs)") + _out_format("`axis` $axis")
+
+    def __init__(
+        self, inputs: Sequence[SSAValue | Operation], out: SSAValue | Operation, axis: int
+    ):
+        super().__init__(operands=[inputs, out], properties={"axis": _i64(axis)})
+
+    def infer_out(self) -> Shape:
+        return si.concat([shape_of(v) for v in self.inputs], _int(self.axis))
+
+
+@irdl_op_definition
+class BroadcastToOp(DataMovementOp):
+    """out = `input` broadcast (numpy rules) to out's shape.
+
+    ```mlir
+    lir.broadcast_to ins(%x : memref<8xf32>) outs(%o : memref<4x8xf32>)
+    ```
+    """
+
+    name = "lir.broadcast_to"
+
+    input = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    assembly_format = _inout("$input `:` type($input)") + _out_format()
+
+    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
+        super().__init__(operands=[input, out])
+
+    def infer_out(self) -> Shape:
+        return si.broadcast_to(shape_of(self.input), shape_of(self.out))
+
+
+@irdl_op_definition
+class GatherOp(DataMovementOp):
+    """out = np.take(`input`, `indices`, `axis`) with i32 or i64 `indices`.
+
+    ```mlir
+    lir.gather ins(%t, %ids : memref<100x8xf32>, memref<4xi32>) outs(%o : memref<4x8xf32>) axis 0
+    ```
+    """
+
+    name = "lir.gather"
+
+    input = operand_def(MemRefType)
+    indices = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    axis = prop_def(IntegerAttr[I64])
+
+    INDEX_OPERANDS: ClassVar[tuple[str, ...]] = ("indices",)
+
+    assembly_format = _inout(
+        "$input `,` $indices `:` type($input) `,` type($indices)"
+    ) + _out_format("`axis` $axis")
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        indices: SSAValue | Operation,
+        out: SSAValue | Operation,
+        axis: int = 0,
+    ):
+        super().__init__(operands=[input, indices, out], properties={"axis": _i64(axis)})
+
+    def infer_out(self) -> Shape:
+        return si.gather(shape_of(self.input), shape_of(self.indices), _int(self.axis))
+
+
+@irdl_op_definition
+class ConstantOp(DataMovementOp):
+    """Writes the elements of `value` into `out` (same shape and element type).
+
+    ```mlir
+    lir.constant dense<[1.0, 2.0]> : tensor<2xf32> outs(%o : memref<2xf32>)
+    ```
+    """
+
+    name = "lir.constant"
+
+    out = operand_def(MemRefType)
+
+    value = prop_def(DenseIntOrFPElementsAttr)
+
+    assembly_format = "$value " + _out_format()
+
+    def __init__(self, value: DenseIntOrFPElementsAttr, out: SSAValue | Operation):
+        super().__init__(operands=[out], properties={"value": value})
+
+    def verify_dtypes(self) -> None:
+        want = dtype_name(self.value.get_element_type())
+        got = dtype_of(self.out)
+        _require(
+            self,
+            want == got,
+            f"out: expected element type {want} (the value's), got {got}",
+        )
+
+    def infer_out(self) -> Shape:
+        return tuple(self.value.get_shape())
+
+
+@irdl_op_definition
+class CopyOp(DataMovementOp):
+    """out = `input` (same shape and element type).
+
+    ```mlir
+    lir.copy ins(%x : memref<4x8xf32>) outs(%o : memref<4x8xf32>)
+    ```
+    """
+
+    name = "lir.copy"
+
+    input = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    assembly_format = _inout("$input `:` type($input)") + _out_format()
+
+    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
+        super().__init__(operands=[input, out])
+
+    def infer_out(self) -> Shape:
+        return shape_of(self.input)
+
+
+@irdl_op_definition
+class DequantMatmulOp(KernelOp):
+    """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/32·bytes]
+    of `scheme`.
+
+    ```mlir
+    lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>)
+    ```
+    """
+
+    name = "lir.dequant_matmul"
+
+    x = operand_def(MemRefType)
+    w = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    scheme = prop_def(QuantSchemeAttr)
+
+    assembly_format = "$scheme " + _inout("$x `,` $w `:` type($x) `,` type($w)") + _out_format()
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        w: SSAValue | Operation,
+        out: SSAValue | Operation,
+        scheme: QuantScheme | str,
+    ):
+        super().__init__(
+            operands=[x, w, out], properties={"scheme": QuantSchemeAttr(QuantScheme(scheme))}
+        )
+
+    def verify_dtypes(self) -> None:
+        verify_dtype(self, "x", self.x, F32)
+        verify_dtype(self, "w", self.w, ("ui8",))
+        verify_dtype(self, "out", self.out, F32)
+
+    def infer_out(self) -> Shape:
+        return si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value)
+
+
+@irdl_op_definition
+class DepthwiseConv1dOp(KernelOp):
+    """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c]: a valid depthwise convolution
+    over time of the pre-padded `input` [B, S+K-1, C] with `weight` [K, C].
+
+    ```mlir
+    lir.depthwise_conv1d ins(%x, %w : memref<1x10x8xf32>, memref<3x8xf32>) outs(%o : memref<1x8x8xf32>)
+    ```
+    """
+
+    name = "lir.depthwise_conv1d"
+
+    input = operand_def(MemRefType)
+    weight = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    assembly_format = (
+        _inout("$input `,` $weight `:` type($input) `,` type($weight)") + _out_format()
+    )
+
+    def __init__(
+        self, input: SSAValue | Operation, weight: SSAValue | Operation, out: SSAValue | Operation
+    ):
+        super().__init__(operands=[input, weight, out])
+
+    def infer_out(self) -> Shape:
+        return si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight))
+
+
+KERNEL_OPS: tuple[type[KernelOp], ...] = (
+    ElementwiseOp,
+    FusedElementwiseOp,
+    MatmulOp,
+    FusedMatmulOp,
+    ReduceOp,
+    SoftmaxOp,
+    RmsNormOp,
+    LayerNormOp,
+    RopeOp,
+    AttentionOp,
+    TransposeOp,
+    NarrowOp,
+    ConcatOp,
+    BroadcastToOp,
+    GatherOp,
+    ConstantOp,
+    CopyOp,
+    DequantMatmulOp,
+    DepthwiseConv1dOp,
+)
+"""Every destination-passing kernel op (the last operand is the `out` buffer)."""
+
+LIR = Dialect(
+    "lir",
+    [AllocOp, ArenaOp, SlotOp, ViewOp, YieldOp, *KERNEL_OPS],
+    [],
+)
