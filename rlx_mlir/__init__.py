@@ -11,5 +11,9 @@ print(g.to_mlir())
 
 from rlx_mlir.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.graph import Graph, Value
+from rlx_mlir.reference import reference
 
-__all__ = ["ArgumentError", "DTypeError", "Graph", "GraphError", "RlxError", "ShapeError", "Value"]
+__all__ = [
+    "ArgumentError", "DTypeError", "Graph", "GraphError", "RlxError", "ShapeError", "Value",
+    "reference",
+]

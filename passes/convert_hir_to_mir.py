@@ -1,0 +1,282 @@
+"""`convert-hir-to-mir`: expand every hir block into mir primitives.
+
+One rewrite pattern per hir op, each following SPEC "Semantics" (the numpy oracle is
+`rlx_mlir.reference_kernels`). Linear layers become `mir.matmul` (+ `mir.add` of the
+bias) (+ the activation's unary op); fusing them into `mir.fused_matmul` is `mir-fuse`'s
+job. The norms, `rope`, `attention`, `dequant_matmul` keep a mir op of their own;
+`llama_decoder_block` becomes the whole block in primitives. Every replacement ends in a
+value of exactly the hir op's result type. After the pass no hir op remains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, f32
+from xdsl.ir import Attribute, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from rlx_mlir.dialects import hir, mir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.rlx import Activation, MaskKindAttr, RopeStyleAttr
+from rlx_mlir.passes.utils import ACTIVATION_OPS, OpSequence, splat_constant
+
+# ----------------------------------------------------------------------------- expansions
+# Module-level builders shared by the patterns (the decoder block reuses the others).
+
+
+def emit_linear(
+    seq: OpSequence,
+    x: SSAValue,
+    w: SSAValue,
+    bias: SSAValue | None,
+    activation: Activation | None,
+    result_type: Attribute,
+) -> SSAValue:
+    """`activation(x @ w + bias)` as matmul (+ add) (+ the activation's unary op)."""
+    y = seq.emit(mir.MatmulOp(x, w, result_type))
+    if bias is not None:
+        y = seq.emit(mir.AddOp(y, bias, result_type))
+    if activation is not None:
+        y = seq.emit(ACTIVATION_OPS[activation](y))
+    return y
+
+
+def emit_swiglu_ffn(
+    seq: OpSequence,
+    x: SSAValue,
+    up: SSAValue,
+    gate: SSAValue,
+    down: SSAValue,
+    result_type: Attribute | None = None,
+) -> SSAValue:
+    """`(silu(x @ gate) * (x @ up)) @ down`."""
+    g = seq.emit(mir.SiluOp(seq.emit(mir.MatmulOp(x, gate))))
+    u = seq.emit(mir.MatmulOp(x, up))
+    return seq.emit(mir.MatmulOp(seq.emit(mir.MulOp(g, u)), down, result_type))
+
+
+def emit_rms_norm(
+    seq: OpSequence, x: SSAValue, gamma: SSAValue, beta: SSAValue | None, eps: FloatAttr
+) -> SSAValue:
+    """`x / sqrt(mean(x^2, -1) + eps) * gamma (+ beta)` as one `mir.rms_norm`."""
+    return seq.emit(mir.RmsNormOp(x, gamma, beta, eps))
+
+
+def emit_llama_decoder_block(seq: OpSequence, op: hir.LlamaDecoderBlockOp) -> SSAValue:
+    """`h = x + attention(rope(a @ q_w), rope(a @ k_w), a @ v_w) @ o_w` with
+    `a = rms_norm(x, ln1)`, then `h + swiglu_ffn(rms_norm(h, ln2))`."""
+    head_dim = op.head_dim.value.data
+    rope_style: RopeStyleAttr = op.rope_style
+    mask_kind: MaskKindAttr = op.mask_kind
+    a = emit_rms_norm(seq, op.x, op.ln1_g, op.ln1_b, op.eps)
+    q = seq.emit(mir.MatmulOp(a, op.q_w))
+    k = seq.emit(mir.MatmulOp(a, op.k_w))
+    v = seq.emit(mir.MatmulOp(a, op.v_w))
+    # mir.rope's head_dim is per head, so q (num_heads) and k (num_kv_heads) both work.
+    q = seq.emit(mir.RopeOp(q, op.cos, op.sin, head_dim, head_dim, rope_style))
+    k = seq.emit(mir.RopeOp(k, op.cos, op.sin, head_dim, head_dim, rope_style))
+    att = seq.emit(
+        mir.AttentionOp(
+            q,
+            k,
+            v,
+            op.mask,
+            num_heads=op.num_heads.value.data,
+            head_dim=head_dim,
+            num_kv_heads=op.num_kv_heads.value.data,
+            mask_kind=mask_kind,
+            scale=FloatAttr(1.0 / math.sqrt(head_dim), f32),
+        )
+    )
+    h = seq.emit(mir.AddOp(op.x, seq.emit(mir.MatmulOp(att, op.o_w))))
+    n2 = emit_rms_norm(seq, h, op.ln2_g, op.ln2_b, op.eps)
+    ffn = emit_swiglu_ffn(seq, n2, op.up_w, op.gate_w, op.down_w)
+    return seq.emit(mir.AddOp(h, ffn, op.result.type))
+
+
+def _replace(rewriter: PatternRewriter, op: hir.HirOp, seq: OpSequence) -> None:
+    """Replace `op` by the emitted ops; the last one's result takes over its uses."""
+    assert seq.result.type == op.results[0].type, (seq.result.type, op.results[0].type)
+    rewriter.replace(op, seq.ops)
+
+
+# ----------------------------------------------------------------------------- patterns
+
+
+class LinearLowering(RewritePattern):
+    """`hir.linear` -> `mir.matmul` (+ `mir.add` bias) (+ activation)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.LinearOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        act = None if op.activation is None else op.activation.data
+        emit_linear(seq, op.x, op.w, op.bias, act, op.result.type)
+        _replace(rewriter, op, seq)
+
+
+class SwigluFfnLowering(RewritePattern):
+    """`hir.swiglu_ffn` -> matmul(x, gate), silu, matmul(x, up), mul, matmul(down)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.SwigluFfnOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        emit_swiglu_ffn(seq, op.x, op.up, op.gate, op.down, op.result.type)
+        _replace(rewriter, op, seq)
+
+
+class RmsNormLowering(RewritePattern):
+    """`hir.rms_norm` -> `mir.rms_norm` (beta as its optional operand)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.RmsNormOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        emit_rms_norm(seq, op.x, op.gamma, op.beta, op.eps)
+        _replace(rewriter, op, seq)
+
+
+class ResidualRmsNormLowering(RewritePattern):
+    """`hir.residual_rms_norm` -> `mir.add` + `mir.rms_norm`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.ResidualRmsNormOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        h = seq.emit(mir.AddOp(op.x, op.residual, op.result.type))
+        emit_rms_norm(seq, h, op.gamma, op.beta, op.eps)
+        _replace(rewriter, op, seq)
+
+
+class LayerNormLowering(RewritePattern):
+    """`hir.layer_norm` -> `mir.layer_norm`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.LayerNormOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        seq.emit(mir.LayerNormOp(op.x, op.gamma, op.beta, op.eps))
+        _replace(rewriter, op, seq)
+
+
+class AttentionLowering(RewritePattern):
+    """`hir.attention` -> `mir.attention` with the same properties."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.AttentionOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        seq.emit(
+            mir.AttentionOp(
+                op.q,
+                op.k,
+                op.v,
+                op.mask,
+                num_heads=op.num_heads.value.data,
+                head_dim=op.head_dim.value.data,
+                num_kv_heads=op.num_kv_heads.value.data,
+                mask_kind=op.mask_kind,
+                scale=op.scale,
+            )
+        )
+        _replace(rewriter, op, seq)
+
+
+class RopeLowering(RewritePattern):
+    """`hir.rope` -> `mir.rope` with the same properties."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.RopeOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        seq.emit(mir.RopeOp(op.x, op.cos, op.sin, op.head_dim, op.n_rot, op.style))
+        _replace(rewriter, op, seq)
+
+
+class LlamaDecoderBlockLowering(RewritePattern):
+    """`hir.llama_decoder_block` -> the whole pre-norm block in mir primitives."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.LlamaDecoderBlockOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        emit_llama_decoder_block(seq, op)
+        _replace(rewriter, op, seq)
+
+
+class EmbeddingLowering(RewritePattern):
+    """`hir.embedding` -> `mir.gather(table, ids, axis 0)`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.EmbeddingOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        seq.emit(mir.GatherOp(op.table, op.ids, 0, op.result.type))
+        _replace(rewriter, op, seq)
+
+
+class DequantMatmulLowering(RewritePattern):
+    """`hir.dequant_matmul` -> `mir.dequant_matmul`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.DequantMatmulOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        seq.emit(mir.DequantMatmulOp(op.x, op.w, op.scheme, op.result.type))
+        _replace(rewriter, op, seq)
+
+
+class DepthwiseConv1dCausalLowering(RewritePattern):
+    """`hir.depthwise_conv1d_causal` -> `mir.concat(left_pad or zeros [B, K-1, C], x)` along
+    time, then a valid `mir.depthwise_conv1d`; with K = 1 there is nothing to pad."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: hir.DepthwiseConv1dCausalOp, rewriter: PatternRewriter, /
+    ) -> None:
+        seq = OpSequence()
+        batch, _, channels = shape_of(op.x)
+        taps = shape_of(op.w)[0]
+        padded = op.x
+        if taps > 1:
+            pad = op.left_pad
+            if pad is None:
+                pad = seq.emit(splat_constant((batch, taps - 1, channels)))
+            padded = seq.emit(mir.ConcatOp([pad, op.x], 1))
+        seq.emit(mir.DepthwiseConv1dOp(padded, op.w, op.result.type))
+        _replace(rewriter, op, seq)
+
+
+HIR_TO_MIR_PATTERNS: tuple[type[RewritePattern], ...] = (
+    LinearLowering,
+    SwigluFfnLowering,
+    RmsNormLowering,
+    ResidualRmsNormLowering,
+    LayerNormLowering,
+    AttentionLowering,
+    RopeLowering,
+    LlamaDecoderBlockLowering,
+    EmbeddingLowering,
+    DequantMatmulLowering,
+    DepthwiseConv1dCausalLowering,
+)
+"""One pattern per hir op."""
+
+
+@dataclass(frozen=True)
+class ConvertHirToMirPass(ModulePass):
+    """Expand every hir block op into mir primitives (SPEC "The pipeline")."""
+
+    name = "convert-hir-to-mir"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [pattern() for pattern in HIR_TO_MIR_PATTERNS], dce_enabled=False
+            ),
+            apply_recursively=False,
+        ).rewrite_module(op)
+
+
+__all__ = ["HIR_TO_MIR_PATTERNS", "ConvertHirToMirPass"]

@@ -1,0 +1,77 @@
+"""The numpy reference executor: run a graph or module at any stage without compiling it.
+
+```python
+ref = rlx.reference(g)                 # a Graph, a ModuleOp or module text
+y = ref(x=X, w1=W1, w2=W2)             # same calling convention as a compiled model
+```
+
+It is the oracle every compiled kernel and every pass is tested against: hir, mir and
+lir ops run through xDSL's interpreter with the numpy kernels of
+`rlx_mlir.reference_kernels` (see `rlx_mlir.interpreters`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from rlx_mlir.errors import ArgumentError
+from rlx_mlir.graph import Graph
+from rlx_mlir.interpreters import make_interpreter
+from rlx_mlir.interpreters.lir import new_buffer
+from rlx_mlir.ir import parse_module
+from rlx_mlir.signature import Signature, convert, entry_function
+
+
+def run_module(module: ModuleOp, arrays: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
+    """Run the graph function of `module` on arrays keyed by argument name.
+
+    Tensor-level functions return their results; LIR functions write into the
+    `rlx.role = "output"` arguments, which are allocated here and returned in order.
+    """
+    fn = entry_function(module)
+    signature = Signature.of(fn)
+    args = []
+    outputs = []
+    for spec in signature.args:
+        if spec.role == "output":
+            buffer = new_buffer(spec.shape, spec.dtype)
+            outputs.append(buffer)
+            args.append(buffer)
+        else:
+            args.append(convert(spec, arrays[spec.name]).copy())
+    results = make_interpreter(module).call_op(fn, tuple(args))
+    return tuple(np.array(r) for r in (outputs if outputs else results))
+
+
+class ReferenceModel:
+    """A graph run by the reference executor, called like a compiled model."""
+
+    def __init__(self, module: ModuleOp, params: Mapping[str, Any] | None = None):
+        self.module = module
+        self.signature = Signature.of(entry_function(module))
+        specs = {a.name: a for a in self.signature.callable_args}
+        self._bound = {}
+        for name, value in (params or {}).items():
+            if name not in specs or specs[name].role != "param":
+                raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r}")
+            self._bound[name] = convert(specs[name], value).copy()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        arrays = self.signature.bind(args, kwargs, self._bound)
+        results = run_module(self.module, arrays)
+        return results[0] if len(results) == 1 else results
+
+
+def reference(graph: Graph | ModuleOp | str, params: Mapping[str, Any] | None = None) -> ReferenceModel:
+    """The reference executor of a Graph, a module, or module text (at any stage)."""
+    if isinstance(graph, Graph):
+        module = graph.to_module()
+    elif isinstance(graph, str):
+        module = parse_module(graph)
+    else:
+        module = graph
+    return ReferenceModel(module, params)
