@@ -135,7 +135,7 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
                 f"{spec.describe()}: values must fit in {spec.dtype} [{info.min}, {info.max}], "
                 f"got range [{low}, {high}]"
             )
-    return np.ascontiguousarray(arr, dtype=want)
+    return np.asarray(arr, dtype=want, order="C")  # (ascontiguousarray makes rank 0 rank 1)
 
 
 def entry_function(module: Any) -> func.FuncOp:
