@@ -477,3 +477,37 @@ def test_to_mlir_is_repeatable_and_graph_stays_usable():
     g.output(g.exp(x) + 1.0)
     assert "mir.add" in g.to_mlir()
     parse_module(g.to_mlir())
+
+
+def _rlx_opt() -> str:
+    import shutil
+    import sys
+    from pathlib import Path
+
+    local = Path(sys.executable).with_name("rlx-opt")
+    return str(local) if local.exists() else shutil.which("rlx-opt")
+
+
+@pytest.mark.parametrize("graph", ["every_method", "llama_block"])
+def test_to_mlir_verifies_in_rlx_opt(tmp_path, graph):
+    import subprocess
+
+    if graph == "llama_block":
+        from examples_loader import load_example
+
+        g = load_example("llama_block").build_llama_block(seq=8, d_model=64, num_heads=4,
+                                                          num_kv_heads=2, head_dim=16, d_ff=96)
+    else:
+        g = every_method_graph()
+    path = tmp_path / f"{graph}.mlir"
+    path.write_text(g.to_mlir())
+    proc = subprocess.run([_rlx_opt(), str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "func.func @" in proc.stdout
+
+
+def test_example_mlir_files_are_up_to_date():
+    from examples_loader import EXAMPLES, load_example
+
+    assert load_example("llama_block").build_llama_block().to_mlir() == (EXAMPLES / "llama_block.mlir").read_text()
+    assert load_example("mlp").build_mlp().to_mlir() == (EXAMPLES / "mlp.mlir").read_text()
