@@ -19,6 +19,7 @@ from abc import ABC
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects.builtin import (
     I64,
     AnyFloatConstr,
@@ -52,7 +53,16 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
+from xdsl.pattern_rewriter import RewritePattern
+from xdsl.traits import (
+    ConstantLike,
+    HasCanonicalizationPatternsTrait,
+    HasFolder,
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    Pure,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir import shape_inference as si
@@ -141,6 +151,57 @@ def _shape(value: SSAValue | Operation) -> si.Shape:
     return shape_of(SSAValue.get(value))
 
 
+# ----------------------------------------------------------------------------- folding
+# The folders and canonicalization patterns live in `mir_canonicalization.py` (imported on
+# first use, like xDSL's `transforms/canonicalization_patterns/`); xDSL's `canonicalize`
+# pass applies them, and `MirConstantMaterialization` turns a folded value into a
+# `mir.constant`.
+
+
+class MirFolder(HasFolder):
+    """Folds a mir op with `mir_canonicalization.fold`: identities forward their input,
+    ops on small constants become a constant."""
+
+    @classmethod
+    def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
+        from rlx_mlir.dialects.mir_canonicalization import fold
+
+        return fold(op)
+
+
+class ReshapeOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from rlx_mlir.dialects.mir_canonicalization import ReshapeOfReshape
+
+        return (ReshapeOfReshape(),)
+
+
+class TransposeOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from rlx_mlir.dialects.mir_canonicalization import TransposeOfTranspose
+
+        return (TransposeOfTranspose(),)
+
+
+class BroadcastToOpHasCanonicalizationPatterns(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from rlx_mlir.dialects.mir_canonicalization import BroadcastToOfBroadcastTo
+
+        return (BroadcastToOfBroadcastTo(),)
+
+
+class MirConstantMaterialization(ConstantMaterializationInterface):
+    """Materializes a folded dense value as a `mir.constant` of the folded result's type."""
+
+    def materialize_constant(self, value: Attribute, type: Attribute) -> Operation | None:
+        if not isinstance(value, DenseIntOrFPElementsAttr) or value.get_type() != type:
+            return None
+        return ConstantOp(value)
+
+
 # ----------------------------------------------------------------------------- elementwise
 
 
@@ -151,7 +212,7 @@ class BinaryElementwiseOp(IRDLOperation, ABC):
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MirFolder())
 
     assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 
@@ -238,7 +299,7 @@ class UnaryElementwiseOp(IRDLOperation, ABC):
     input = operand_def(T)
     result = result_def(T)
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MirFolder())
 
     assembly_format = "$input attr-dict `:` type($result)"
 
@@ -861,7 +922,7 @@ class ReshapeOp(IRDLOperation):
     input = operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MirFolder(), ReshapeOpHasCanonicalizationPatterns())
 
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
@@ -887,7 +948,7 @@ class TransposeOp(IRDLOperation):
 
     perm = prop_def(DenseArrayBase.constr(i64))
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MirFolder(), TransposeOpHasCanonicalizationPatterns())
 
     assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($result)"
 
@@ -923,7 +984,7 @@ class NarrowOp(IRDLOperation):
     start = prop_def(IntegerAttr[I64])
     length = prop_def(IntegerAttr[I64])
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MirFolder())
 
     assembly_format = (
         "$input `axis` $axis `start` $start `length` $length attr-dict"
@@ -1018,7 +1079,7 @@ class BroadcastToOp(IRDLOperation):
     input = operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), MirFolder(), BroadcastToOpHasCanonicalizationPatterns())
 
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
@@ -1091,7 +1152,7 @@ class ConstantOp(IRDLOperation):
 
     value = prop_def(ParamAttrConstraint(DenseIntOrFPElementsAttr, (T, AnyAttr())))
 
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), ConstantLike(), MirFolder())
 
     assembly_format = "$value attr-dict"
 
@@ -1250,4 +1311,5 @@ MIR = Dialect(
         YieldOp,
     ],
     [],
+    [MirConstantMaterialization()],
 )

@@ -1,0 +1,232 @@
+"""Folders and canonicalization patterns of the `mir` dialect.
+
+The mir ops attach them with traits (`MirFolder`, `<Op>HasCanonicalizationPatterns` in
+`mir.py`) that import this module lazily, as xDSL's dialects do with
+`xdsl/transforms/canonicalization_patterns/`; xDSL's own `canonicalize` pass applies them
+(and `cse` merges the equal Pure ops and constants that result).
+
+Folders (`fold`):
+- identities forward their input: a reshape or broadcast_to to the input's own type, a
+  transpose by the identity permutation, a narrow of a whole axis;
+- ops whose operands are all `mir.constant` fold to a constant when the result has at
+  most `MAX_FOLD_ELEMENTS` elements: the elementwise ops (computed by the numpy oracle,
+  `rlx_mlir.reference_kernels`) and reshape, transpose, narrow, broadcast_to.
+  The dialect's constant materializer turns the folded value into a `mir.constant`.
+
+Patterns: reshape of a reshape is one reshape; transpose of a transpose is one
+transpose by the composed permutation (none when it is the identity); broadcast_to of a
+broadcast_to is one broadcast_to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BytesAttr,
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    IntegerType,
+    Signedness,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.traits import ConstantLike
+
+from rlx_mlir import reference_kernels as ref
+from rlx_mlir.dialects import mir
+from rlx_mlir.dialects.common import shape_of
+
+MAX_FOLD_ELEMENTS = 1024
+"""Largest result (in elements) that constant folding creates."""
+
+FoldResult = Sequence[SSAValue | Attribute] | None
+
+_INT_ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "neg": np.negative,
+    "abs": np.abs,
+    "relu": lambda x: np.maximum(x, 0),
+}
+"""The elementwise ops that also take i32/i64 (wrapping integer arithmetic)."""
+
+
+# ----------------------------------------------------------------------------- dense <-> numpy
+
+
+def _numpy_dtype(element_type: Attribute) -> np.dtype | None:
+    if isinstance(element_type, Float32Type):
+        return np.dtype("<f4")
+    if isinstance(element_type, IntegerType) and element_type.width.data in (8, 16, 32, 64):
+        unsigned = element_type.signedness.data == Signedness.UNSIGNED
+        return np.dtype(f"<{'u' if unsigned else 'i'}{element_type.width.data // 8}")
+    return None
+
+
+def to_numpy(value: DenseIntOrFPElementsAttr) -> np.ndarray | None:
+    """The dense value as a (read-only) numpy array of its shape, None for other types."""
+    dtype = _numpy_dtype(value.get_element_type())
+    if dtype is None:
+        return None
+    return np.frombuffer(value.data.data, dtype=dtype).reshape(value.get_shape())
+
+
+def from_numpy(array: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr | None:
+    """`array` as a dense value of `type` (None when `type` has no numpy dtype)."""
+    dtype = _numpy_dtype(type.get_element_type())
+    if dtype is None:
+        return None
+    data = np.ascontiguousarray(np.broadcast_to(array, type.get_shape()), dtype=dtype)
+    return DenseIntOrFPElementsAttr(type, BytesAttr(data.tobytes()))
+
+
+def _constant_operands(op: Operation) -> list[np.ndarray] | None:
+    """The operands' values when every operand is a `mir.constant`, else None."""
+    arrays: list[np.ndarray] = []
+    for operand in op.operands:
+        value = ConstantLike.get_constant_value(operand)
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            return None
+        array = to_numpy(value)
+        if array is None:
+            return None
+        arrays.append(array)
+    return arrays
+
+
+def _fold_constant(op: Operation, compute: Callable[..., np.ndarray]) -> FoldResult:
+    """Fold `op` (one result) to `compute(*operand arrays)` when its operands are constants
+    and its result is small."""
+    result_type = op.results[0].type
+    assert isinstance(result_type, TensorType)
+    if int(np.prod(shape_of(op.results[0]))) > MAX_FOLD_ELEMENTS:
+        return None
+    arrays = _constant_operands(op)
+    if arrays is None:
+        return None
+    result = np.asarray(compute(*arrays))
+    if result.dtype.kind == "f" and not np.isfinite(result).all():
+        # xDSL prints inf/nan in a dense list as hex that it parses back as an integer.
+        return None
+    folded = from_numpy(result, result_type)
+    return None if folded is None else (folded,)
+
+
+# ----------------------------------------------------------------------------- folders
+
+
+def _op_kind(op: Operation) -> str:
+    return op.name.removeprefix("mir.")
+
+
+def fold_elementwise(op: mir.BinaryElementwiseOp | mir.UnaryElementwiseOp) -> FoldResult:
+    """An elementwise op on constants is the numpy oracle's result (f32), or numpy's
+    wrapping integer arithmetic (i32, i64)."""
+    kind = _op_kind(op)
+    assert isinstance(op.result.type, TensorType)
+    if isinstance(op.result.type.get_element_type(), Float32Type):
+        return _fold_constant(op, ref.ELEMENTWISE[kind])
+    if kind in _INT_ELEMENTWISE:
+        return _fold_constant(op, _INT_ELEMENTWISE[kind])
+    return None
+
+
+def fold_reshape(op: mir.ReshapeOp) -> FoldResult:
+    """reshape(x : T) -> T is x; a small constant is reshaped."""
+    if op.input.type == op.result.type:
+        return (op.input,)
+    return _fold_constant(op, lambda x: x.reshape(shape_of(op.result)))
+
+
+def _normalized_perm(perm: Sequence[int]) -> list[int]:
+    return [p % len(perm) for p in perm] if perm else []
+
+
+def fold_transpose(op: mir.TransposeOp) -> FoldResult:
+    """A transpose by the identity permutation is its input; a small constant is
+    transposed."""
+    perm = _normalized_perm(op.perm.get_values())
+    if perm == list(range(len(perm))):
+        return (op.input,)
+    return _fold_constant(op, lambda x: ref.transpose(x, perm))
+
+
+def fold_narrow(op: mir.NarrowOp) -> FoldResult:
+    """A narrow that keeps the whole axis is its input; a small constant is sliced."""
+    if op.input.type == op.result.type:
+        return (op.input,)
+    axis, start, length = (a.value.data for a in (op.axis, op.start, op.length))
+    return _fold_constant(op, lambda x: ref.narrow(x, axis, start, length))
+
+
+def fold_broadcast_to(op: mir.BroadcastToOp) -> FoldResult:
+    """broadcast_to(x : T) -> T is x; a small constant is broadcast."""
+    if op.input.type == op.result.type:
+        return (op.input,)
+    return _fold_constant(op, lambda x: np.broadcast_to(x, shape_of(op.result)))
+
+
+def fold(op: Operation) -> FoldResult:
+    """Fold a mir op: the replacement of each result (an existing value or a dense
+    attribute to materialize), or None when it does not fold."""
+    match op:
+        case mir.ConstantOp():
+            return (op.value,)
+        case mir.BinaryElementwiseOp() | mir.UnaryElementwiseOp():
+            return fold_elementwise(op)
+        case mir.ReshapeOp():
+            return fold_reshape(op)
+        case mir.TransposeOp():
+            return fold_transpose(op)
+        case mir.NarrowOp():
+            return fold_narrow(op)
+        case mir.BroadcastToOp():
+            return fold_broadcast_to(op)
+        case _:
+            return None
+
+
+# ----------------------------------------------------------------------------- patterns
+
+
+class ReshapeOfReshape(RewritePattern):
+    """reshape(reshape(x)) -> reshape(x) (the identity case then folds away)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.ReshapeOp, rewriter: PatternRewriter, /):
+        if not isinstance(inner := op.input.owner, mir.ReshapeOp):
+            return
+        rewriter.replace(op, mir.ReshapeOp(inner.input, op.result.type))
+
+
+class TransposeOfTranspose(RewritePattern):
+    """transpose(transpose(x, p1), p2) -> transpose(x, p1[p2]), or x when p1[p2] is the
+    identity."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.TransposeOp, rewriter: PatternRewriter, /):
+        if not isinstance(inner := op.input.owner, mir.TransposeOp):
+            return
+        first = _normalized_perm(inner.perm.get_values())
+        second = _normalized_perm(op.perm.get_values())
+        composed = [first[p] for p in second]
+        if composed == list(range(len(composed))):
+            rewriter.replace(op, [], [inner.input])
+            return
+        rewriter.replace(op, mir.TransposeOp(inner.input, composed, op.result.type))
+
+
+class BroadcastToOfBroadcastTo(RewritePattern):
+    """broadcast_to(broadcast_to(x)) -> broadcast_to(x) (broadcasting is transitive)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.BroadcastToOp, rewriter: PatternRewriter, /):
+        if not isinstance(inner := op.input.owner, mir.BroadcastToOp):
+            return
+        rewriter.replace(op, mir.BroadcastToOp(inner.input, op.result.type))
