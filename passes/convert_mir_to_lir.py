@@ -1,0 +1,386 @@
+"""`convert-mir-to-lir`: bufferization of mir tensors into lir memrefs.
+
+The output convention every later stage relies on:
+
+- A function's tensor arguments become memref arguments of the same shape and element
+  type (identity layout), keeping their argument attributes; then comes one memref
+  argument per function result, named `out<i>` with `rlx.role = "output"`, and the
+  function returns nothing. No tensor type remains.
+- Every mir compute op becomes its destination-passing lir kernel writing into a fresh
+  `lir.alloc` placed right before it, except a value the function returns: its kernel
+  writes straight into the output argument. When a returned value is a single-use chain
+  of reshapes of a value, that producer writes into an `lir.view` of the output argument.
+- `mir.reshape` and contiguous `mir.narrow`s become `lir.view`s (no copy); views of views
+  are flattened into one view of the base buffer and identity views disappear. A strided
+  narrow is the `lir.narrow` kernel.
+- Wherever the returned value is not already its output argument (a function argument,
+  a view, a value returned twice), `func.return` is preceded by an `lir.copy` into the
+  output argument, so every output is fully written and outputs never alias each other.
+
+How values change type: the conversion runs op by op in program order
+(`PatternRewriteWalker(..., apply_recursively=False)`: every op is visited once, producers
+before users). Each pattern replaces the tensor result of its op by the memref buffer
+(`rewriter.replace(op, new_ops, new_results=[buffer])`), so the later mir ops temporarily
+take memref operands; by the time the walk reaches them their operands are all memrefs and
+they are replaced in turn, and after the walk no mir op remains and the IR verifies. This
+keeps each pattern small and local (no value map to thread through a rebuilt body) and lets
+a pattern see the function's `func.return` to decide where its kernel writes. The signature
+(a `func.func` pattern) is converted first, in a walk of its own, so the output arguments
+exist before any op pattern looks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FunctionType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.irdl import IRDLOperation
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.exceptions import PassFailedException
+
+from rlx_mlir import shape_inference as si
+from rlx_mlir.dialects import lir, mir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.rlx import ElementwiseFn
+
+ROLE_OUTPUT = "output"
+"""The `rlx.role` of the arguments that receive the function's results."""
+
+ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = {
+    mir.AddOp: ElementwiseFn.ADD,
+    mir.SubOp: ElementwiseFn.SUB,
+    mir.MulOp: ElementwiseFn.MUL,
+    mir.DivOp: ElementwiseFn.DIV,
+    mir.MaxOp: ElementwiseFn.MAX,
+    mir.MinOp: ElementwiseFn.MIN,
+    mir.PowOp: ElementwiseFn.POW,
+    mir.NegOp: ElementwiseFn.NEG,
+    mir.ExpOp: ElementwiseFn.EXP,
+    mir.LogOp: ElementwiseFn.LOG,
+    mir.SqrtOp: ElementwiseFn.SQRT,
+    mir.RsqrtOp: ElementwiseFn.RSQRT,
+    mir.TanhOp: ElementwiseFn.TANH,
+    mir.SigmoidOp: ElementwiseFn.SIGMOID,
+    mir.SiluOp: ElementwiseFn.SILU,
+    mir.GeluOp: ElementwiseFn.GELU,
+    mir.GeluTanhOp: ElementwiseFn.GELU_TANH,
+    mir.ReluOp: ElementwiseFn.RELU,
+    mir.AbsOp: ElementwiseFn.ABS,
+}
+"""The function of the `lir.elementwise` kernel of each mir elementwise op."""
+
+KERNELS: dict[type[IRDLOperation], type[lir.KernelOp]] = {
+    # linear algebra
+    mir.MatmulOp: lir.MatmulOp,
+    mir.FusedMatmulOp: lir.FusedMatmulOp,
+    mir.DequantMatmulOp: lir.DequantMatmulOp,
+    mir.DepthwiseConv1dOp: lir.DepthwiseConv1dOp,
+    # reductions and norms
+    mir.ReduceOp: lir.ReduceOp,
+    mir.SoftmaxOp: lir.SoftmaxOp,
+    mir.RmsNormOp: lir.RmsNormOp,
+    mir.LayerNormOp: lir.LayerNormOp,
+    # transformer
+    mir.RopeOp: lir.RopeOp,
+    mir.AttentionOp: lir.AttentionOp,
+    # data movement
+    mir.TransposeOp: lir.TransposeOp,
+    mir.ConcatOp: lir.ConcatOp,
+    mir.BroadcastToOp: lir.BroadcastToOp,
+    mir.GatherOp: lir.GatherOp,
+}
+"""mir ops whose lir kernel takes the same operands (in the same order, optional ones
+included), then `out`, and the same properties."""
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def memref_of(ty: Attribute) -> MemRefType:
+    """The memref (identity layout) with the shape and element type of a ranked tensor."""
+    if not isinstance(ty, TensorType):
+        raise PassFailedException(f"convert-mir-to-lir: expected a ranked tensor, got {ty}")
+    return MemRefType(ty.get_element_type(), ty.get_shape())
+
+
+def _str(attrs: DictionaryAttr, key: str) -> str | None:
+    value = attrs.data.get(key)
+    return value.data if isinstance(value, StringAttr) else None
+
+
+def output_args(ret: func.ReturnOp) -> Sequence[BlockArgument] | None:
+    """The output arguments of the function `ret` returns from (one per return operand),
+    or None unless the function follows the output convention."""
+    func_op = ret.parent_op()
+    block = ret.parent_block()
+    if not isinstance(func_op, func.FuncOp) or block is not func_op.body.blocks.first:
+        return None
+    first = len(block.args) - len(ret.arguments)
+    attrs = func_op.arg_attrs
+    if first < 0 or attrs is None or len(attrs.data) != len(block.args):
+        return None
+    roles = [_str(a, "rlx.role") for a in attrs.data[first:]]
+    return block.args[first:] if all(role == ROLE_OUTPUT for role in roles) else None
+
+
+def output_target(value: SSAValue) -> BlockArgument | None:
+    """The output argument `value`'s buffer should be: the first one the function returns
+    it in, or (for a value whose only use is a reshape) the one of that reshape."""
+    returns = [use for use in value.uses if isinstance(use.operation, func.ReturnOp)]
+    if returns:
+        first = min(returns, key=lambda use: use.index)
+        assert isinstance(ret := first.operation, func.ReturnOp)
+        outputs = output_args(ret)
+        return None if outputs is None else outputs[first.index]
+    user = value.get_user_of_unique_use()
+    if isinstance(user, mir.ReshapeOp):
+        return output_target(user.result)
+    return None
+
+
+def view_of(source: SSAValue, result_type: MemRefType, offset: int = 0) -> list[Operation]:
+    """An `lir.view` of `source` at `offset` elements, flattened to a view of the base
+    buffer when `source` is a view itself; no op when it is the base buffer itself."""
+    owner = source.owner
+    if isinstance(owner, lir.ViewOp):
+        source, offset = owner.source, offset + owner.offset.value.data
+    if offset == 0 and source.type == result_type:
+        return []
+    return [lir.ViewOp(source, result_type, offset)]
+
+
+def destination(value: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """The buffer a kernel computing `value` writes: its output argument (or a view of
+    it), else a fresh `lir.alloc`. Returns the ops to insert before the kernel and the
+    buffer."""
+    ty = memref_of(value.type)
+    target = output_target(value)
+    if target is None:
+        alloc = lir.AllocOp(ty)
+        return [alloc], alloc.result
+    ops = view_of(target, ty)
+    return ops, (ops[-1].results[0] if ops else target)
+
+
+def replace_with_view(
+    rewriter: PatternRewriter, op: Operation, source: SSAValue, offset: int
+) -> None:
+    """Replace the single result of `op` (a reshape or narrow of `source`) by a view of
+    `source`; a view `source` used only by `op` goes away (the new view reads its base)."""
+    new_ops = view_of(source, memref_of(op.results[0].type), offset)
+    rewriter.replace(op, new_ops, [new_ops[-1].results[0] if new_ops else _base(source)])
+    owner = source.owner
+    if isinstance(owner, lir.ViewOp) and not owner.result.uses:
+        rewriter.erase(owner)
+
+
+def _base(value: SSAValue) -> SSAValue:
+    owner = value.owner
+    return owner.source if isinstance(owner, lir.ViewOp) else value
+
+
+def grouped_operands(op: IRDLOperation) -> list[SSAValue | Sequence[SSAValue] | None]:
+    """The operands of `op` grouped by their definitions (None for an absent optional
+    operand, a tuple for a variadic one), as `build` takes them."""
+    return [getattr(op, name) for name, _ in type(op).get_irdl_definition().operands]
+
+
+def narrow_is_contiguous(shape: si.Shape, axis: int, length: int) -> bool:
+    """A narrow is one contiguous range when every dim before `axis` is 1 or it keeps the
+    whole axis."""
+    return si.numel(shape[:axis]) == 1 or length == shape[axis]
+
+
+# ----------------------------------------------------------------------------- signature
+
+
+class FuncSignatureLowering(RewritePattern):
+    """Tensor arguments become memrefs; each result becomes an output memref argument
+    `out<i>` (`rlx.role = "output"`); the function returns nothing."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.FuncOp, rewriter: PatternRewriter, /) -> None:
+        fn_type = op.function_type
+        if not any(isinstance(t, TensorType) for t in (*fn_type.inputs, *fn_type.outputs)):
+            return
+        inputs = [memref_of(t) if isinstance(t, TensorType) else t for t in fn_type.inputs]
+        outputs = [memref_of(t) for t in fn_type.outputs]
+        old_attrs = op.arg_attrs.data if op.arg_attrs is not None else ()
+        attrs = list(old_attrs) or [DictionaryAttr({}) for _ in inputs]
+        attrs += [
+            DictionaryAttr({"rlx.name": StringAttr(f"out{i}"), "rlx.role": StringAttr(ROLE_OUTPUT)})
+            for i in range(len(outputs))
+        ]
+        if not op.is_declaration:
+            block = op.body.block
+            for arg, ty in zip(block.args, inputs, strict=True):
+                if arg.type != ty:
+                    rewriter.replace_value_with_new_type(arg, ty)
+            for i, ty in enumerate(outputs):
+                out = rewriter.insert_block_argument(block, len(block.args), ty)
+                out.name_hint = f"out{i}"
+        op.function_type = FunctionType.from_lists([*inputs, *outputs], [])
+        op.arg_attrs = ArrayAttr(attrs)
+        op.res_attrs = None
+        rewriter.notify_op_modified(op)
+
+
+class ReturnLowering(RewritePattern):
+    """`func.return %v...` -> an `lir.copy` of every returned value that is not already
+    its output argument, then `func.return` with no operands."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.ReturnOp, rewriter: PatternRewriter, /) -> None:
+        if not op.arguments or (outputs := output_args(op)) is None:
+            return
+        copies = [
+            lir.CopyOp(value, out)
+            for value, out in zip(op.arguments, outputs, strict=True)
+            if value is not out
+        ]
+        rewriter.replace(op, [*copies, func.ReturnOp()])
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+class ElementwiseLowering(RewritePattern):
+    """A mir elementwise op -> `lir.elementwise <fn>` (table `ELEMENTWISE_FNS`)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        fn = ELEMENTWISE_FNS.get(type(op))
+        if fn is None:
+            return
+        ops, out = destination(op.results[0])
+        rewriter.replace(op, [*ops, lir.ElementwiseOp(fn, op.operands, out)], [out])
+
+
+class FusedElementwiseLowering(RewritePattern):
+    """`mir.fused_elementwise` -> `lir.fused_elementwise` with the same body region
+    (moved over; its `mir.yield` becomes `lir.yield` by `YieldLowering`)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.FusedElementwiseOp, rewriter: PatternRewriter, /) -> None:
+        ops, out = destination(op.result)
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        rewriter.replace(op, [*ops, lir.FusedElementwiseOp(op.inputs, out, body)], [out])
+
+
+class YieldLowering(RewritePattern):
+    """`mir.yield` in a body moved to `lir.fused_elementwise` -> `lir.yield`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.YieldOp, rewriter: PatternRewriter, /) -> None:
+        if not isinstance(op.parent_op(), lir.FusedElementwiseOp):
+            return
+        rewriter.replace(op, lir.YieldOp(*op.arguments))
+
+
+class KernelLowering(RewritePattern):
+    """A mir compute op -> its lir kernel (table `KERNELS`): the same operands plus the
+    `out` buffer, the same properties."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        kernel = KERNELS.get(type(op))  # pyright: ignore[reportArgumentType]
+        if kernel is None:
+            return
+        assert isinstance(op, IRDLOperation)
+        ops, out = destination(op.results[0])
+        new = kernel.build(operands=[*grouped_operands(op), out], properties=dict(op.properties))
+        rewriter.replace(op, [*ops, new], [out])
+
+
+class ConstantLowering(RewritePattern):
+    """`mir.constant` -> `lir.constant` writing the value (retyped as a memref) into out."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.ConstantOp, rewriter: PatternRewriter, /) -> None:
+        ops, out = destination(op.result)
+        value = DenseIntOrFPElementsAttr(memref_of(op.value.type), op.value.data)
+        rewriter.replace(op, [*ops, lir.ConstantOp(value, out)], [out])
+
+
+class ReshapeLowering(RewritePattern):
+    """`mir.reshape` -> an `lir.view` of the source at offset 0 (no copy)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.ReshapeOp, rewriter: PatternRewriter, /) -> None:
+        replace_with_view(rewriter, op, op.input, 0)
+
+
+class NarrowLowering(RewritePattern):
+    """`mir.narrow` -> an `lir.view` at the slice's first element when the slice is
+    contiguous, else the `lir.narrow` kernel (a strided copy)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.NarrowOp, rewriter: PatternRewriter, /) -> None:
+        shape = shape_of(op.input)
+        axis = op.axis.value.data % len(shape)
+        start, length = op.start.value.data, op.length.value.data
+        if narrow_is_contiguous(shape, axis, length):
+            replace_with_view(rewriter, op, op.input, start * si.numel(shape[axis + 1 :]))
+            return
+        ops, out = destination(op.result)
+        kernel = lir.NarrowOp(op.input, out, op.axis, op.start, op.length)
+        rewriter.replace(op, [*ops, kernel], [out])
+
+
+MIR_TO_LIR_PATTERNS: tuple[type[RewritePattern], ...] = (
+    ElementwiseLowering,
+    FusedElementwiseLowering,
+    YieldLowering,
+    KernelLowering,
+    ConstantLowering,
+    ReshapeLowering,
+    NarrowLowering,
+    ReturnLowering,
+)
+"""The op patterns, applied in one walk in program order after `FuncSignatureLowering`."""
+
+
+@dataclass(frozen=True)
+class ConvertMirToLirPass(ModulePass):
+    """Bufferize mir into destination-passing lir kernels (SPEC "The pipeline")."""
+
+    name = "convert-mir-to-lir"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(FuncSignatureLowering(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [pattern() for pattern in MIR_TO_LIR_PATTERNS], dce_enabled=False
+            ),
+            apply_recursively=False,
+        ).rewrite_module(op)
+
+
+__all__ = [
+    "ELEMENTWISE_FNS",
+    "KERNELS",
+    "MIR_TO_LIR_PATTERNS",
+    "ConvertMirToLirPass",
+    "FuncSignatureLowering",
+    "destination",
+    "memref_of",
+    "output_args",
+]

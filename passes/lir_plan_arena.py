@@ -1,0 +1,216 @@
+"""`lir-plan-arena`: every `lir.alloc` of a function becomes a slot of one `lir.arena`.
+
+The schedule is the order of the top-level ops of the function body, numbered as they
+stand after the pass (the `lir.arena` inserted at the top is op 0, so a slot replacing the
+alloc at op i - 1 of the input is op i). A buffer is live from its first use (its first
+writer in destination-passing style; the alloc itself when it has no use) to its last
+use, inclusive; the uses of `lir.view`s of the buffer (and views of those) count as uses
+of the buffer, the views themselves do not (they touch no memory). A use inside a nested
+region counts at the top-level op holding it.
+
+Each buffer takes `byte_size` of its memref rounded up to the alignment; the offsets come
+from `passes/arena_planner.py` (`greedy-by-size`, or `naive` without reuse). The arena
+records the plan's size, alignment, strategy and the `max_live_bytes` lower bound; every
+alloc becomes `lir.slot %arena[offset] live [start, end]` of the same type, and the
+`lir.arena` verifier re-proves the plan (bounds, alignment, no overlap of slots live
+together). A function without allocs gets no arena (the dialect has no empty arena).
+
+`plan_function` exposes the plan (sizes, offsets, `arena_bytes`, `naive_bytes` = the
+sum of the aligned buffer sizes, `max_live_bytes`) for the Python API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import PassFailedException
+
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.rlx import ArenaStrategy
+from rlx_mlir.passes import arena_planner as planner
+
+PLANNERS = {
+    ArenaStrategy.GREEDY_BY_SIZE: planner.plan_greedy_by_size,
+    ArenaStrategy.NAIVE: planner.plan_naive,
+}
+"""The offset planner of each strategy."""
+
+
+@dataclass(frozen=True)
+class ArenaPlan:
+    """The arena plan of one function: per alloc (in program order) its aligned size,
+    live range and offset, and the totals."""
+
+    allocs: tuple[lir.AllocOp, ...]
+    """The planned buffers, in program order."""
+    intervals: tuple[planner.Interval, ...]
+    """(aligned size in bytes, live start, live end) of each alloc."""
+    offsets: tuple[int, ...]
+    """Byte offset of each alloc in the arena."""
+    alignment: int
+    strategy: ArenaStrategy
+    arena_bytes: int
+    """The arena the plan needs."""
+    naive_bytes: int
+    """The sum of the aligned buffer sizes (the arena without reuse)."""
+    max_live_bytes: int
+    """The most bytes live at once: no plan needs less."""
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(iv.size for iv in self.intervals)
+
+
+def _top_level(block: Block, op: Operation) -> Operation:
+    ancestor = block.find_ancestor_op_in_block(op)
+    assert ancestor is not None, op
+    return ancestor
+
+
+def live_range(buffer: SSAValue, block: Block, index: dict[Operation, int]) -> tuple[int, int]:
+    """[first, last] schedule index of the uses of `buffer`, through views; the index of
+    its defining op when nothing uses it."""
+    steps: list[int] = []
+    pending = [buffer]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            user = _top_level(block, use.operation)
+            if isinstance(user, lir.ViewOp) and user is use.operation:
+                pending.append(user.result)
+            else:
+                steps.append(index[user])
+    if not steps:
+        owner = buffer.owner
+        assert isinstance(owner, Operation)
+        steps.append(index[owner])
+    return min(steps), max(steps)
+
+
+def check_options(alignment: int, strategy: ArenaStrategy | str) -> ArenaStrategy:
+    """The strategy as an `ArenaStrategy`; a PassFailedException names a bad option."""
+    if alignment < 1 or alignment & (alignment - 1):
+        raise PassFailedException(
+            f"lir-plan-arena: alignment: expected a power of two >= 1, got {alignment}"
+        )
+    try:
+        return ArenaStrategy(strategy)
+    except ValueError:
+        known = ", ".join(s.value for s in ArenaStrategy)
+        raise PassFailedException(
+            f"lir-plan-arena: strategy: expected one of {known}, got {strategy!r}"
+        ) from None
+
+
+def plan_function(
+    func_op: func.FuncOp,
+    alignment: int = 64,
+    strategy: ArenaStrategy | str = ArenaStrategy.GREEDY_BY_SIZE,
+) -> ArenaPlan:
+    """Plan the top-level `lir.alloc`s of `func_op` into one arena (see the module doc)."""
+    strategy = check_options(alignment, strategy)
+    allocs: list[lir.AllocOp] = []
+    intervals: list[planner.Interval] = []
+    if not func_op.is_declaration:
+        block = func_op.body.block
+        # Schedule positions after the pass: the arena is op 0.
+        index = {op: i + 1 for i, op in enumerate(block.ops)}
+        for op in block.ops:
+            if isinstance(op, lir.AllocOp):
+                assert isinstance(op.result.type, MemRefType)
+                size = planner.align_up(lir.byte_size(op.result.type), alignment)
+                allocs.append(op)
+                intervals.append(planner.Interval(size, *live_range(op.result, block, index)))
+    offsets = PLANNERS[strategy](intervals, alignment)
+    return ArenaPlan(
+        allocs=tuple(allocs),
+        intervals=tuple(intervals),
+        offsets=tuple(offsets),
+        alignment=alignment,
+        strategy=strategy,
+        arena_bytes=planner.arena_bytes(intervals, offsets),
+        naive_bytes=sum(iv.size for iv in intervals),
+        max_live_bytes=planner.max_live_bytes(intervals),
+    )
+
+
+def planned_bytes(func_op: func.FuncOp) -> tuple[int, int, int]:
+    """(arena_bytes, naive_bytes, max_live_bytes) of a function the pass has planned, read
+    back from its `lir.arena`s and slots; (0, 0, 0) without an arena."""
+    arena_total = naive = peak = 0
+    for op in func_op.walk():
+        if isinstance(op, lir.ArenaOp):
+            alignment = op.alignment.value.data
+            arena_total += op.size.value.data
+            if op.max_live_bytes is not None:
+                peak += op.max_live_bytes.value.data
+            for use in op.result.uses:
+                slot = use.operation
+                assert isinstance(slot, lir.SlotOp) and isinstance(slot.result.type, MemRefType)
+                naive += planner.align_up(lir.byte_size(slot.result.type), alignment)
+    return arena_total, naive, peak
+
+
+@dataclass
+class PlanArena(RewritePattern):
+    """A function with allocs -> one `lir.arena` at the top of its body, each alloc an
+    `lir.slot` of it at the planned offset."""
+
+    alignment: int
+    strategy: str
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.FuncOp, rewriter: PatternRewriter, /) -> None:
+        plan = plan_function(op, self.alignment, self.strategy)
+        if not plan.allocs:
+            return
+        arena = lir.ArenaOp(plan.arena_bytes, plan.alignment, plan.strategy, plan.max_live_bytes)
+        arena.result.name_hint = "arena"
+        rewriter.insert(arena, InsertPoint.at_start(op.body.block))
+        for alloc, iv, offset in zip(plan.allocs, plan.intervals, plan.offsets, strict=True):
+            assert isinstance(alloc.result.type, MemRefType)
+            slot = lir.SlotOp(arena, alloc.result.type, offset, iv.start, iv.end)
+            rewriter.replace(alloc, slot)
+
+
+@dataclass(frozen=True)
+class LirPlanArenaPass(ModulePass):
+    """Plan every function's allocs into one arena (SPEC "The pipeline")."""
+
+    name = "lir-plan-arena"
+
+    alignment: int = 64
+    """Every slot offset (and every buffer size) is a multiple of it (a power of two)."""
+
+    strategy: str = ArenaStrategy.GREEDY_BY_SIZE.value
+    """`greedy-by-size` (reuse the bytes of dead buffers) or `naive` (no reuse)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        check_options(self.alignment, self.strategy)
+        PatternRewriteWalker(
+            PlanArena(self.alignment, self.strategy), apply_recursively=False
+        ).rewrite_module(op)
+
+
+__all__ = [
+    "PLANNERS",
+    "ArenaPlan",
+    "LirPlanArenaPass",
+    "PlanArena",
+    "check_options",
+    "live_range",
+    "plan_function",
+    "planned_bytes",
+]

@@ -1,0 +1,340 @@
+"""lir-plan-arena: the pure interval planner (`passes/arena_planner.py`) on random interval
+sets, liveness over the lir schedule, the pass and its options, and the Llama block
+(greedy-by-size must need at most half the bytes of the naive plan)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import PassFailedException
+
+from rlx_mlir.dialects import lir
+from rlx_mlir.ir import make_context, parse_module
+from rlx_mlir.passes import arena_planner as ap
+from rlx_mlir.passes import get_all_passes
+from rlx_mlir.passes.lir_plan_arena import LirPlanArenaPass, plan_function, planned_bytes
+
+# ----------------------------------------------------------------------------- planner
+
+
+def random_intervals(
+    rng: np.random.Generator, aligned_to: int | None
+) -> list[tuple[int, int, int]]:
+    count = int(rng.integers(0, 40))
+    steps = int(rng.integers(1, 60))
+    intervals = []
+    for _ in range(count):
+        start = int(rng.integers(0, steps))
+        end = start + int(rng.integers(0, max(1, steps - start)))
+        size = int(rng.choice([1, 4, 12, 64, 100, 256, 1000, 4096, int(rng.integers(1, 20000))]))
+        if aligned_to is not None:
+            size = ap.align_up(size, aligned_to)
+        intervals.append((size, start, end))
+    return intervals
+
+
+def assert_safe(intervals: list[tuple[int, int, int]], offsets: list[int], alignment: int) -> None:
+    """Brute force: offsets aligned, and no two simultaneously live buffers share a byte."""
+    assert len(offsets) == len(intervals)
+    for offset in offsets:
+        assert offset >= 0 and offset % alignment == 0
+    for i, (si, ai, bi) in enumerate(intervals):
+        for j in range(i):
+            sj, aj, bj = intervals[j]
+            live_together = ai <= bj and aj <= bi
+            share = offsets[i] < offsets[j] + sj and offsets[j] < offsets[i] + si
+            assert not (live_together and share), (
+                intervals[i],
+                intervals[j],
+                offsets[i],
+                offsets[j],
+            )
+
+
+def brute_max_live(intervals: list[tuple[int, int, int]]) -> int:
+    steps = max((end for _, _, end in intervals), default=-1) + 1
+    return max((sum(s for s, a, b in intervals if a <= t <= b) for t in range(steps)), default=0)
+
+
+SEEDS = range(300)
+
+
+@pytest.mark.parametrize("alignment", [1, 16, 64])
+def test_random_plans_are_safe_and_bounded(alignment: int) -> None:
+    rng = np.random.default_rng(1234 + alignment)
+    for _ in SEEDS:
+        intervals = random_intervals(rng, aligned_to=alignment)
+        greedy = ap.plan_greedy_by_size(intervals, alignment)
+        naive = ap.plan_naive(intervals, alignment)
+        assert_safe(intervals, greedy, alignment)
+        assert_safe(intervals, naive, alignment)
+        ap.check_plan(intervals, greedy, alignment)
+        lower = ap.max_live_bytes(intervals)
+        assert lower == brute_max_live(intervals)
+        greedy_bytes = ap.arena_bytes(intervals, greedy)
+        naive_bytes = ap.arena_bytes(intervals, naive)
+        assert lower <= greedy_bytes <= naive_bytes
+        assert naive_bytes == sum(s for s, _, _ in intervals)
+
+
+def test_random_unaligned_sizes_are_safe() -> None:
+    """Sizes need not be multiples of the alignment: offsets still are, no overlap."""
+    rng = np.random.default_rng(99)
+    for _ in SEEDS:
+        intervals = random_intervals(rng, aligned_to=None)
+        for plan in (ap.plan_greedy_by_size, ap.plan_naive):
+            offsets = plan(intervals, 64)
+            assert_safe(intervals, offsets, 64)
+            assert ap.arena_bytes(intervals, offsets) >= ap.max_live_bytes(intervals)
+
+
+def test_disjoint_lifetimes_share_everything() -> None:
+    intervals = [(256, 0, 1), (128, 2, 3), (256, 4, 4), (64, 5, 9)]
+    assert ap.plan_greedy_by_size(intervals, 64) == [0, 0, 0, 0]
+    assert ap.plan_naive(intervals, 64) == [0, 256, 384, 640]
+
+
+def test_best_fit_takes_the_smallest_gap() -> None:
+    # G1 (256 B) and G2 die at step 1; P1, P2, P3 live all along. Placed first (larger or
+    # earlier): G1 [0, 256), P1 [256, 320), G2 [320, 384), P2 [384, 448), P3 [448, 512).
+    # X (64 B, live [5, 6]) sees gaps [0, 256) and [320, 384): best fit takes the
+    # smaller one (first fit would take 0).
+    intervals = [(256, 0, 1), (64, 0, 9), (64, 0, 1), (64, 0, 9), (64, 0, 9), (64, 5, 6)]
+    offsets = ap.plan_greedy_by_size(intervals, 64)
+    assert offsets == [0, 256, 320, 384, 448, 320]
+    assert_safe(intervals, offsets, 64)
+    assert ap.arena_bytes(intervals, offsets) == 512 == ap.max_live_bytes(intervals)
+
+
+def test_sizes_sorted_largest_first_with_ties_by_start() -> None:
+    # 128 first (at 0), then the 64 starting earlier (above it), then the last 64, which
+    # is not live with the 128 one and takes its bytes.
+    intervals = [(64, 2, 3), (64, 0, 3), (128, 1, 1)]
+    assert ap.plan_greedy_by_size(intervals, 64) == [0, 128, 0]
+
+
+def test_max_live_bytes_and_empty() -> None:
+    assert ap.max_live_bytes([]) == 0
+    assert ap.arena_bytes([], []) == 0
+    assert ap.plan_greedy_by_size([], 64) == []
+    assert ap.max_live_bytes([(10, 0, 2), (20, 2, 3), (40, 3, 3)]) == 60
+    assert ap.align_up(0, 64) == 0 and ap.align_up(65, 64) == 128 and ap.align_up(64, 64) == 64
+
+
+@pytest.mark.parametrize("alignment", [0, 3, 48, -64])
+def test_bad_alignment(alignment: int) -> None:
+    with pytest.raises(ValueError, match="alignment"):
+        ap.plan_greedy_by_size([(4, 0, 0)], alignment)
+
+
+def test_bad_interval() -> None:
+    with pytest.raises(ValueError, match="interval 0"):
+        ap.plan_naive([(4, 3, 1)])
+    with pytest.raises(ValueError, match="share bytes"):
+        ap.check_plan([(64, 0, 1), (64, 1, 2)], [0, 0], 64)
+
+
+# ----------------------------------------------------------------------------- the pass
+
+CHAIN = """
+func.func @chain(%x: memref<16xf32>, %out: memref<4x4xf32>) {
+  %a = lir.alloc : memref<16xf32>
+  lir.elementwise exp ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  %v = lir.view %a[0] : memref<16xf32> -> memref<4x4xf32>
+  %w = lir.view %v[4] : memref<4x4xf32> -> memref<2x4xf32>
+  %b = lir.alloc : memref<16xf32>
+  lir.elementwise neg ins(%a : memref<16xf32>) outs(%b : memref<16xf32>)
+  %c = lir.alloc : memref<100xf32>
+  lir.elementwise abs ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  %d = lir.alloc : memref<4x4xf32>
+  lir.elementwise sqrt ins(%v : memref<4x4xf32>) outs(%d : memref<4x4xf32>)
+  lir.copy ins(%d : memref<4x4xf32>) outs(%out : memref<4x4xf32>)
+  func.return
+}
+"""
+
+
+def the_function(module: ModuleOp) -> func.FuncOp:
+    (fn,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    return fn
+
+
+def test_plan_function_liveness_through_views() -> None:
+    plan = plan_function(the_function(parse_module(CHAIN)), 64, "greedy-by-size")
+    # Positions after the pass (arena = 0): %a 1, exp 2, %v 3, %w 4, %b 5, neg 6, %c 7,
+    # abs 8, %d 9, sqrt 10, copy 11. %a is read through %v at 10; %w is never used.
+    assert [tuple(iv) for iv in plan.intervals] == [
+        (64, 2, 10),
+        (64, 6, 8),
+        (448, 7, 7),
+        (64, 10, 11),
+    ]
+    assert plan.sizes == (64, 64, 448, 64)
+    # %c (largest) at 0, %a above it, %b above both, %d (live with %a only) at 0.
+    assert plan.offsets == (448, 512, 0, 0)
+    assert plan.max_live_bytes == 576 == plan.arena_bytes
+    assert plan.naive_bytes == 640
+
+
+def test_pass_replaces_allocs_by_slots() -> None:
+    module = parse_module(CHAIN)
+    LirPlanArenaPass().apply(make_context(), module)
+    module.verify()
+    ops = list(the_function(module).body.block.ops)
+    arena = ops[0]
+    assert isinstance(arena, lir.ArenaOp)
+    assert (arena.size.value.data, arena.alignment.value.data) == (576, 64)
+    assert arena.strategy.data == "greedy-by-size"
+    assert arena.max_live_bytes is not None and arena.max_live_bytes.value.data == 576
+    slots = [op for op in ops if isinstance(op, lir.SlotOp)]
+    assert [
+        (s.offset.value.data, s.live_start.value.data, s.live_end.value.data) for s in slots
+    ] == [
+        (448, 2, 10),
+        (512, 6, 8),
+        (0, 7, 7),
+        (0, 10, 11),
+    ]
+    for s in slots:
+        assert s.arena is arena.result
+    # Live ranges count positions in the final body: the first writer of each slot.
+    used = [slots[0], slots[1], slots[3]]  # %c is never used: live at its own position 7
+    assert [min(ops.index(u.operation) for u in s.result.uses) for s in used] == [2, 6, 10]
+    assert ops.index(slots[2]) == 7
+    assert not [op for op in ops if isinstance(op, lir.AllocOp)]
+
+
+def test_pass_options() -> None:
+    module = parse_module(CHAIN)
+    LirPlanArenaPass(alignment=256, strategy="naive").apply(make_context(), module)
+    module.verify()
+    arena = next(iter(the_function(module).body.block.ops))
+    assert isinstance(arena, lir.ArenaOp)
+    assert (arena.size.value.data, arena.alignment.value.data) == (1280, 256)
+    assert arena.strategy.data == "naive"
+    slots = [op for op in the_function(module).walk() if isinstance(op, lir.SlotOp)]
+    assert [s.offset.value.data for s in slots] == [0, 256, 512, 1024]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"alignment": 48}, "alignment"),
+        ({"alignment": 0}, "alignment"),
+        ({"strategy": "best"}, "strategy"),
+    ],
+)
+def test_bad_options(options: dict[str, object], message: str) -> None:
+    with pytest.raises(PassFailedException, match=message):
+        LirPlanArenaPass(**options).apply(make_context(), parse_module(CHAIN))  # pyright: ignore[reportArgumentType]
+
+
+def test_function_without_allocs_gets_no_arena() -> None:
+    text = """
+    func.func @f(%x: memref<3xf32>, %o: memref<3xf32>) {
+      lir.copy ins(%x : memref<3xf32>) outs(%o : memref<3xf32>)
+      func.return
+    }
+    """
+    module = parse_module(text)
+    before = str(module)
+    LirPlanArenaPass().apply(make_context(), module)
+    assert str(module) == before
+    plan = plan_function(the_function(module))
+    assert (plan.arena_bytes, plan.naive_bytes, plan.max_live_bytes) == (0, 0, 0)
+    assert planned_bytes(the_function(module)) == (0, 0, 0)
+
+
+def test_pass_is_registered() -> None:
+    assert get_all_passes()["lir-plan-arena"]() is LirPlanArenaPass
+    assert LirPlanArenaPass.name == "lir-plan-arena"
+
+
+# ----------------------------------------------------------------------------- llama block
+
+
+def load_llama_example():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "llama_block.py"
+    spec = importlib.util.spec_from_file_location("examples_llama_block", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def lower_llama(fuse: bool) -> ModuleOp:
+    passes = get_all_passes()
+    if "convert-hir-to-mir" not in passes:
+        pytest.skip("passes/convert_hir_to_mir.py is not there yet")
+    module = load_llama_example().build_llama_block().to_module()
+    ctx = make_context()
+    passes["convert-hir-to-mir"]()().apply(ctx, module)
+    if fuse:
+        if "mir-fuse" not in passes:
+            pytest.skip("passes/mir_fuse.py is not there yet")
+        passes["mir-fuse"]()().apply(ctx, module)
+    passes["convert-mir-to-lir"]()().apply(ctx, module)
+    module.verify()
+    return module
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["unfused", "fused"])
+def test_llama_block_arena(fuse: bool) -> None:
+    """Unfused (hir -> mir -> lir): greedy-by-size needs at most half the naive bytes.
+    Fused, there are fewer (and relatively larger) intermediates; greedy stays at the
+    lower bound there too."""
+    module = lower_llama(fuse)
+    fn = the_function(module)
+    greedy = plan_function(fn, 64, "greedy-by-size")
+    naive = plan_function(fn, 64, "naive")
+    print(
+        f"llama block ({'fused' if fuse else 'unfused'}): naive {naive.arena_bytes} B, "
+        f"greedy-by-size {greedy.arena_bytes} B, lower bound {greedy.max_live_bytes} B"
+    )
+    assert naive.arena_bytes == naive.naive_bytes == greedy.naive_bytes
+    assert greedy.max_live_bytes <= greedy.arena_bytes <= naive.arena_bytes
+    assert greedy.arena_bytes <= 1.1 * greedy.max_live_bytes
+    if not fuse:
+        assert greedy.arena_bytes <= naive.arena_bytes // 2
+
+    LirPlanArenaPass().apply(make_context(), module)
+    module.verify()  # the lir.arena verifier re-proves the plan
+    (arena,) = [op for op in fn.walk() if isinstance(op, lir.ArenaOp)]
+    assert arena.size.value.data == greedy.arena_bytes
+    assert planned_bytes(fn) == (greedy.arena_bytes, naive.naive_bytes, greedy.max_live_bytes)
+    assert not [op for op in fn.walk() if isinstance(op, lir.AllocOp)]
+
+
+def test_llama_block_numerics_with_arena() -> None:
+    """The planned lir block computes what the hir block does (the reference executor
+    poisons the arena, so a wrong plan would show)."""
+    reference = pytest.importorskip("rlx_mlir.reference")
+    example = load_llama_example()
+    graph = example.build_llama_block(
+        seq=8, d_model=64, num_heads=4, num_kv_heads=2, head_dim=16, d_ff=96
+    )
+    module = graph.to_module()
+    rng = np.random.default_rng(0)
+    fn = the_function(module)
+    inputs = {}
+    for arg, attrs in zip(fn.args, fn.arg_attrs.data if fn.arg_attrs else (), strict=True):
+        name = attrs.data["rlx.name"].data  # pyright: ignore[reportAttributeAccessIssue]
+        shape = tuple(arg.type.get_shape())  # pyright: ignore[reportAttributeAccessIssue]
+        inputs[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
+    expected = reference.run_module(module, inputs)
+    passes = get_all_passes()
+    ctx = make_context()
+    lowered = graph.to_module()
+    for name in ("convert-hir-to-mir", "convert-mir-to-lir", "lir-plan-arena"):
+        if name not in passes:
+            pytest.skip(f"{name} is not there yet")
+        passes[name]()().apply(ctx, lowered)
+    lowered.verify()
+    got = reference.run_module(lowered, inputs)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-5)
