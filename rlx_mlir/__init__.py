@@ -9,11 +9,12 @@ print(g.to_mlir())
 ```
 """
 
+from rlx_mlir.compiler import CompiledGraph, compile_mlir, jit
 from rlx_mlir.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.reference import reference
 
 __all__ = [
     "ArgumentError", "DTypeError", "Graph", "GraphError", "RlxError", "ShapeError", "Value",
-    "reference",
+    "reference", "jit", "compile_mlir", "CompiledGraph",
 ]

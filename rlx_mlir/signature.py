@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
 from rlx_mlir.dialects.common import dtype_of, shape_of
@@ -138,12 +138,19 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
     return np.asarray(arr, dtype=want, order="C")  # (ascontiguousarray makes rank 0 rank 1)
 
 
-def entry_function(module: Any) -> func.FuncOp:
-    """The graph function of a module: its only public `func.func` (or the only one)."""
-    funcs = [op for op in module.body.block.ops if isinstance(op, func.FuncOp)]
+def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
+    """The graph function of a module: its only public `func.func` (or the only one), or
+    after convert-lir-to-llvm the `llvm.func` whose last argument is the arena."""
+    ops = list(module.body.block.ops)
+    funcs = [op for op in ops if isinstance(op, func.FuncOp)]
     public = [f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"]
-    candidates = public or funcs
+    candidates = public or funcs or [op for op in ops if isinstance(op, llvm.FuncOp) and _is_entry(op)]
     if len(candidates) != 1:
         names = ", ".join(f.sym_name.data for f in candidates) or "none"
         raise GraphError(f"expected exactly one graph function in the module, got {len(candidates)} ({names})")
     return candidates[0]
+
+
+def _is_entry(fn: llvm.FuncOp) -> bool:
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    return bool(attrs) and _string(attrs[-1].data, ARG_ROLE) == "arena"

@@ -1,0 +1,255 @@
+"""convert-lir-to-llvm: planned lir becomes llvm-dialect functions of SIMD loops.
+
+Every lir kernel op becomes a call to an `llvm.func` built for its exact shapes and
+properties by the kernel builders of `rlx_mlir.codegen` (vectorized over
+`vector<W x f32>`, W from the target or the `vector-width` option); identical kernels
+are built once. The graph function becomes the entry point
+
+    llvm.func @graph(ptr %input..., ptr %param..., ptr %output..., ptr %arena) -> i32
+
+whose arguments keep their `rlx.name`/`rlx.role` attributes plus `rlx.type` (the
+memref type they stand for); `lir.slot`s and `lir.view`s become GEPs into the arena or
+their source. It returns 0, or the status of a failing checked kernel (an out-of-range
+gather index, see `rlx_mlir.codegen.kernels.ERROR_MESSAGES`).
+
+The patterns keep memref-typed uses valid with `builtin.unrealized_conversion_cast`s,
+which `reconcile-unrealized-casts` removes at the end: afterwards only llvm and builtin
+ops remain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func, llvm
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    UnrealizedConversionCastOp,
+    i8,
+    i32,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
+from xdsl.utils.exceptions import PassFailedException
+
+from rlx_mlir.codegen.builder import PTR
+from rlx_mlir.codegen.kernels import CHECKED_KERNELS, kernel_builders
+from rlx_mlir.dialects import lir
+
+ARG_TYPE = "rlx.type"
+"""Entry-argument attribute: the memref type the pointer stands for."""
+ARENA_ROLE = "arena"
+"""`rlx.role` of the entry's last argument, the arena pointer."""
+
+
+def _cast(rewriter: PatternRewriter, value: SSAValue, ty) -> SSAValue:
+    cast = UnrealizedConversionCastOp.get([value], [ty])
+    rewriter.insert_op(cast)
+    return cast.results[0]
+
+
+def _graph_function(op: Operation) -> llvm.FuncOp | func.FuncOp:
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, llvm.FuncOp | func.FuncOp):
+        parent = parent.parent_op()
+    assert parent is not None, f"{op.name} outside a function"
+    return parent
+
+
+class LowerGraphFunction(RewritePattern):
+    """func.func over memrefs -> llvm.func over pointers plus the arena pointer."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.FuncOp, rewriter: PatternRewriter, /):
+        block = op.body.block
+        if op.function_type.outputs.data:
+            raise PassFailedException(
+                f"convert-lir-to-llvm: @{op.sym_name.data} still returns values; "
+                "run convert-mir-to-lir first (outputs become arguments)"
+            )
+        old_attrs = op.arg_attrs.data if op.arg_attrs is not None else [DictionaryAttr({})] * len(block.args)
+        new_attrs = []
+        for arg, attrs in zip(list(block.args), old_attrs, strict=True):
+            if not isinstance(arg.type, MemRefType):
+                raise PassFailedException(
+                    f"convert-lir-to-llvm: argument {arg.index} of @{op.sym_name.data}: "
+                    f"expected a memref, got {arg.type}"
+                )
+            new_attrs.append(DictionaryAttr({**attrs.data, ARG_TYPE: arg.type, "llvm.noalias": UnitAttr()}))
+            pointer = block.insert_arg(PTR, arg.index)
+            cast = UnrealizedConversionCastOp.get([pointer], [arg.type])
+            block.insert_op_before(cast, block.first_op)
+            rewriter.replace_all_uses_with(arg, cast.results[0])
+            block.erase_arg(arg)
+        block.insert_arg(PTR, len(block.args))
+        new_attrs.append(DictionaryAttr({"rlx.role": StringAttr(ARENA_ROLE)}))
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        new = llvm.FuncOp(
+            op.sym_name.data,
+            llvm.LLVMFunctionType([PTR] * len(block.args), i32),
+            linkage=llvm.LinkageAttr("external"),
+            body=body,
+            other_props={"arg_attrs": ArrayAttr(new_attrs)},
+        )
+        rewriter.replace_op(op, new)
+
+
+class LowerReturn(RewritePattern):
+    """func.return -> llvm.return of the OR of the statuses of the checked kernels."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.ReturnOp, rewriter: PatternRewriter, /):
+        status: SSAValue = _constant(rewriter, 0, i32)
+        for call in op.parent_block().ops:
+            if isinstance(call, llvm.CallOp) and call.returned is not None:
+                combined = llvm.OrOp(status, call.returned)
+                rewriter.insert_op(combined)
+                status = combined.results[0]
+        rewriter.replace_op(op, llvm.ReturnOp(status))
+
+
+def _constant(rewriter: PatternRewriter, value: int, ty) -> SSAValue:
+    const = llvm.ConstantOp(IntegerAttr(value, ty), ty)
+    rewriter.insert_op(const)
+    return const.results[0]
+
+
+class LowerArena(RewritePattern):
+    """lir.arena -> the entry function's arena pointer argument."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lir.ArenaOp, rewriter: PatternRewriter, /):
+        fn = _graph_function(op)
+        if not isinstance(fn, llvm.FuncOp):
+            return
+        arena = fn.body.block.args[-1]
+        rewriter.replace_op(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
+
+
+class LowerSlot(RewritePattern):
+    """lir.slot %arena[offset] -> a GEP of `offset` bytes into the arena."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lir.SlotOp, rewriter: PatternRewriter, /):
+        base = _cast(rewriter, op.arena, PTR)
+        gep = llvm.GEPOp.from_mixed_indices(base, [op.offset.value.data], i8, inbounds=True)
+        rewriter.insert_op(gep)
+        rewriter.replace_op(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
+
+
+class LowerView(RewritePattern):
+    """lir.view %source[offset] -> a GEP of `offset` elements into the source."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lir.ViewOp, rewriter: PatternRewriter, /):
+        base = _cast(rewriter, op.source, PTR)
+        element = op.source.type.get_element_type()
+        gep = llvm.GEPOp.from_mixed_indices(base, [op.offset.value.data], element, inbounds=True)
+        rewriter.insert_op(gep)
+        rewriter.replace_op(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
+
+
+class RejectAlloc(RewritePattern):
+    """An lir.alloc has no storage: lir-plan-arena must have turned it into a slot."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lir.AllocOp, rewriter: PatternRewriter, /):
+        raise PassFailedException(
+            "convert-lir-to-llvm: found 'lir.alloc' (an unplanned buffer); run lir-plan-arena first"
+        )
+
+
+@dataclass
+class LowerKernel(RewritePattern):
+    """Any lir kernel op -> a call of the llvm.func built for it (built once per signature)."""
+
+    vector_width: int
+    built: dict[str, str]
+    """Kernel key -> function name, so identical kernels share one function."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if not isinstance(op, lir.KernelOp):
+            return
+        builder = kernel_builders().get(type(op))
+        if builder is None:
+            raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
+        graph = _graph_function(op)
+        name = self._kernel(op, graph, builder)
+        pointers = [_cast(rewriter, operand, PTR) for operand in op.operands]
+        checked = isinstance(op, CHECKED_KERNELS)
+        call = llvm.CallOp(name, *pointers, return_type=i32 if checked else None)
+        rewriter.replace_op(op, call, new_results=[])
+
+    def _kernel(self, op: Operation, graph: Operation, builder) -> str:
+        key = _kernel_key(op)
+        if key not in self.built:
+            name = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
+            kernel = builder(op, name, self.vector_width)
+            graph.parent_block().insert_op_before(kernel, graph)
+            self.built[key] = name
+        return self.built[key]
+
+
+def _kernel_key(op: Operation) -> str:
+    """Ops with the same key compile to the same function (regions are never shared)."""
+    if op.regions:
+        return f"{op.name}@{id(op)}"
+    types = ",".join(str(o.type) for o in op.operands)
+    props = ",".join(f"{k}={v}" for k, v in sorted(op.properties.items()))
+    return f"{op.name}({types}){{{props}}}"
+
+
+@dataclass(frozen=True)
+class ConvertLirToLlvmPass(ModulePass):
+    """Lower planned lir to llvm-dialect functions of SIMD kernels (see module docstring)."""
+
+    name = "convert-lir-to-llvm"
+
+    vector_width: int = 0
+    """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        width = self.vector_width or _target_vector_width()
+        if width not in (4, 8, 16):
+            raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
+        for patterns in (
+            [LowerGraphFunction(), RejectAlloc()],
+            [LowerArena(), LowerSlot(), LowerView(), LowerKernel(width, {})],
+            [LowerReturn()],
+        ):
+            PatternRewriteWalker(
+                GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False
+            ).rewrite_module(op)
+        reconcile_unrealized_casts(op)
+        _check_only_llvm(op)
+
+
+def _target_vector_width() -> int:
+    from rlx_mlir.target import host_target
+
+    return host_target().vector_width
+
+
+def _check_only_llvm(module: ModuleOp) -> None:
+    for op in module.walk():
+        if op is not module and not op.name.startswith("llvm."):
+            raise PassFailedException(
+                f"convert-lir-to-llvm: '{op.name}' is left after lowering (only llvm ops may remain)"
+            )
+
+

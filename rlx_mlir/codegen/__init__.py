@@ -1,0 +1,1 @@
+"""Code generation of lir kernels as llvm-dialect functions (used by convert-lir-to-llvm)."""

@@ -1,0 +1,359 @@
+"""A small structured builder for kernels in the llvm dialect.
+
+Kernels are `llvm.func`s over raw pointers. This builder hides the block plumbing of
+loops (a header block whose arguments are the induction variable and the carried
+values, a body, an exit block whose arguments are the results) and gives short names
+to the llvm ops a kernel needs, typed for `f32`, `vector<W x f32>` and `i64` index math:
+
+```python
+kb = KernelBuilder("axpy", [PTR, PTR], vector_width=16)
+x, y = kb.args
+with kb.loop(0, n // 16 * 16, 16) as i:
+    kb.store(kb.fma(kb.vconst(2.0), kb.load(x, i, vector=True), kb.load(y, i, vector=True)), y, i)
+kb.ret()
+func = kb.finish()
+```
+Every load and store carries an explicit alignment (element alignment unless the
+caller proves more), so numpy buffers need no 64-byte alignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder, InsertPoint
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    UnitAttr,
+    VectorType,
+    f32,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+PTR = llvm.LLVMPointerType()
+"""The opaque pointer type of kernel arguments."""
+
+Value = SSAValue | int | float
+"""An SSA value, or a Python number turned into a constant of the other operand's type."""
+
+_FAST = llvm.FastMathAttr([llvm.FastMathFlag.ALLOW_CONTRACT])
+"""Scalar fadd/fmul may contract into an FMA; everything else keeps IEEE semantics."""
+
+
+def vector_type(width: int, element: Attribute = f32) -> VectorType:
+    return VectorType(element, [width])
+
+
+@dataclass
+class Loop:
+    """A counted loop under construction: `iv` is the induction variable, `carried` the
+    values threaded through iterations; after the `with` block `results` holds their
+    final values."""
+
+    iv: SSAValue
+    carried: list[SSAValue]
+    next_values: list[SSAValue] | None = None
+    results: list[SSAValue] = field(default_factory=list)
+
+    def yield_(self, *values: SSAValue) -> None:
+        """The carried values for the next iteration (default: unchanged)."""
+        self.next_values = list(values)
+
+
+class KernelBuilder:
+    """Builds one `llvm.func` with structured loops and typed arithmetic helpers."""
+
+    def __init__(self, name: str, arg_types: Sequence[Attribute], *, vector_width: int,
+                 result_type: Attribute | None = None, noalias: Sequence[bool] | None = None):
+        self.name = name
+        self.vector_width = vector_width
+        self.vec = vector_type(vector_width)
+        self.result_type = result_type
+        self.entry = Block(arg_types=list(arg_types))
+        self.region = Region(self.entry)
+        self.builder = Builder(InsertPoint.at_end(self.entry))
+        self._constants: dict[tuple[object, Attribute], SSAValue] = {}
+        self._arg_attrs = [
+            DictionaryAttr({"llvm.noalias": UnitAttr()} if is_noalias and ty == PTR else {})
+            for ty, is_noalias in zip(arg_types, noalias or [True] * len(arg_types), strict=True)
+        ]
+
+    # ------------------------------------------------------------------ structure
+
+    @property
+    def args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.entry.args)
+
+    def insert(self, op: Operation) -> SSAValue:
+        self.builder.insert(op)
+        return op.results[0] if op.results else None  # type: ignore[return-value]
+
+    def finish(self) -> llvm.FuncOp:
+        """The finished function (every path must have ended in `ret`)."""
+        fn_type = llvm.LLVMFunctionType(
+            [a.type for a in self.entry.args],
+            self.result_type if self.result_type is not None else llvm.LLVMVoidType(),
+        )
+        return llvm.FuncOp(
+            self.name, fn_type, linkage=llvm.LinkageAttr("external"), body=self.region,
+            other_props={"arg_attrs": ArrayAttr(self._arg_attrs)},
+        )
+
+    def ret(self, value: SSAValue | None = None) -> None:
+        self.insert(llvm.ReturnOp(value) if value is not None else llvm.ReturnOp())
+
+    def _new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
+        block = Block(arg_types=list(arg_types))
+        self.region.add_block(block)
+        return block
+
+    def _move_to(self, block: Block) -> None:
+        self.builder = Builder(InsertPoint.at_end(block))
+
+    @contextmanager
+    def loop(self, start: Value, stop: Value, step: int = 1,
+             carried: Sequence[SSAValue] = ()) -> Iterator[Loop]:
+        """for iv in range(start, stop, step) with loop-carried values (step > 0)."""
+        start_v, stop_v = self.index(start), self.index(stop)
+        header = self._new_block([i64, *(c.type for c in carried)])
+        body = self._new_block()
+        exit_ = self._new_block([c.type for c in carried])
+        self.insert(llvm.BrOp(header, start_v, *carried))
+        self._move_to(header)
+        iv, *state = header.args
+        cond = self.icmp("slt", iv, stop_v)
+        self.insert(llvm.CondBrOp(cond, body, [], exit_, list(state)))
+        self._move_to(body)
+        loop = Loop(iv, list(state))
+        yield loop
+        next_values = loop.next_values if loop.next_values is not None else loop.carried
+        self.insert(llvm.BrOp(header, self.add(iv, step), *next_values))
+        self._move_to(exit_)
+        loop.results = list(exit_.args)
+
+    @contextmanager
+    def if_(self, cond: SSAValue) -> Iterator[None]:
+        """Run the body only when `cond` (an i1) holds."""
+        then, merge = self._new_block(), self._new_block()
+        self.insert(llvm.CondBrOp(cond, then, [], merge, []))
+        self._move_to(then)
+        yield
+        self.insert(llvm.BrOp(merge))
+        self._move_to(merge)
+
+    # ------------------------------------------------------------------ constants
+
+    def constant(self, value: int | float, ty: Attribute) -> SSAValue:
+        key = (value, ty)
+        if key not in self._constants:
+            if isinstance(ty, VectorType):
+                from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+
+                attr = DenseIntOrFPElementsAttr.from_list(ty, [value])
+            elif isinstance(ty, IntegerType):
+                attr = IntegerAttr(int(value), ty)
+            else:
+                attr = FloatAttr(float(value), ty)
+            op = llvm.ConstantOp(attr, ty)
+            # Constants live in the entry block so every later block may use them.
+            first = self.entry.first_op
+            if first is None:
+                self.entry.add_op(op)
+            else:
+                self.entry.insert_op_before(op, first)
+            self._constants[key] = op.results[0]
+        return self._constants[key]
+
+    def index(self, value: Value) -> SSAValue:
+        return value if isinstance(value, SSAValue) else self.constant(int(value), i64)
+
+    def fconst(self, value: float) -> SSAValue:
+        return self.constant(float(value), f32)
+
+    def vconst(self, value: float) -> SSAValue:
+        """A constant vector<W x f32> with every lane `value`."""
+        return self.constant(float(value), self.vec)
+
+    def _like(self, value: Value, other: SSAValue) -> SSAValue:
+        if isinstance(value, SSAValue):
+            return value
+        ty = other.type
+        if isinstance(ty, VectorType):
+            return self.constant(float(value) if ty.element_type == f32 else int(value), ty)
+        if isinstance(ty, IntegerType):
+            return self.constant(int(value), ty)
+        return self.constant(float(value), ty)
+
+    def _pair(self, a: Value, b: Value) -> tuple[SSAValue, SSAValue]:
+        if isinstance(a, SSAValue):
+            return a, self._like(b, a)
+        assert isinstance(b, SSAValue), "at least one operand must be an SSA value"
+        return self._like(a, b), b
+
+    # ------------------------------------------------------------------ integer (index) math
+
+    def add(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.AddOp(*self._pair(a, b)))
+
+    def sub(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.SubOp(*self._pair(a, b)))
+
+    def mul(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.MulOp(*self._pair(a, b)))
+
+    def sdiv(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.SDivOp(*self._pair(a, b)))
+
+    def srem(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.SRemOp(*self._pair(a, b)))
+
+    def icmp(self, predicate: str, a: Value, b: Value) -> SSAValue:
+        lhs, rhs = self._pair(a, b)
+        pred = IntegerAttr(llvm.ICmpPredicateFlag(predicate).to_int(), i64)
+        return self.insert(llvm.ICmpOp(lhs, rhs, pred))
+
+    def or_(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.insert(llvm.OrOp(a, b))
+
+    def sext(self, value: SSAValue, ty: Attribute = i64) -> SSAValue:
+        return self.insert(llvm.SExtOp(value, ty))
+
+    # ------------------------------------------------------------------ float math (scalar or vector)
+
+    def fadd(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.FAddOp(*self._pair(a, b), _FAST))
+
+    def fsub(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.FSubOp(*self._pair(a, b), _FAST))
+
+    def fmul(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.FMulOp(*self._pair(a, b), _FAST))
+
+    def fdiv(self, a: Value, b: Value) -> SSAValue:
+        return self.insert(llvm.FDivOp(*self._pair(a, b)))
+
+    def fneg(self, a: SSAValue) -> SSAValue:
+        return self.insert(llvm.FNegOp(a))
+
+    def fma(self, a: Value, b: Value, c: Value) -> SSAValue:
+        """a * b + c, fused (one rounding)."""
+        ref = next(v for v in (a, b, c) if isinstance(v, SSAValue))
+        return self.insert(llvm.FMAOp(self._like(a, ref), self._like(b, ref), self._like(c, ref)))
+
+    def fcmp(self, predicate: str, a: Value, b: Value) -> SSAValue:
+        lhs, rhs = self._pair(a, b)
+        op = llvm.FCmpOp(lhs, rhs, predicate)
+        if isinstance(lhs.type, VectorType):
+            op.results[0].type = VectorType(i1, lhs.type.get_shape())
+        return self.insert(op)
+
+    def select(self, cond: SSAValue, a: Value, b: Value) -> SSAValue:
+        lhs, rhs = self._pair(a, b)
+        return self.insert(llvm.SelectOp(cond, lhs, rhs))
+
+    def fmax(self, a: Value, b: Value) -> SSAValue:
+        """max(a, b) propagating NaN like numpy.maximum."""
+        lhs, rhs = self._pair(a, b)
+        return self.intrinsic("llvm.maximum", [lhs, rhs], lhs.type)
+
+    def fmin(self, a: Value, b: Value) -> SSAValue:
+        """min(a, b) propagating NaN like numpy.minimum."""
+        lhs, rhs = self._pair(a, b)
+        return self.intrinsic("llvm.minimum", [lhs, rhs], lhs.type)
+
+    def fabs(self, a: SSAValue) -> SSAValue:
+        return self.intrinsic("llvm.fabs", [a], a.type)
+
+    def sqrt(self, a: SSAValue) -> SSAValue:
+        return self.intrinsic("llvm.sqrt", [a], a.type)
+
+    def floor(self, a: SSAValue) -> SSAValue:
+        return self.intrinsic("llvm.floor", [a], a.type)
+
+    def intrinsic(self, name: str, args: Sequence[SSAValue], result_type: Attribute) -> SSAValue:
+        """Call an overloaded LLVM intrinsic; the type suffix is added from `result_type`."""
+        return self.insert(llvm.CallIntrinsicOp(f"{name}.{mangle(result_type)}", args, [result_type]))
+
+    def bitcast(self, value: SSAValue, ty: Attribute) -> SSAValue:
+        return self.insert(llvm.BitcastOp(value, ty))
+
+    def sitofp(self, value: SSAValue, ty: Attribute) -> SSAValue:
+        return self.insert(llvm.SIToFPOp(value, ty))
+
+    # ------------------------------------------------------------------ vectors
+
+    def splat(self, scalar: SSAValue) -> SSAValue:
+        """Broadcast a scalar f32 into every lane of a vector<W x f32>."""
+        one = self.insert(llvm.InsertElementOp(self.insert(llvm.UndefOp(self.vec)), scalar,
+                                               self.constant(0, i32)))
+        mask = DenseArrayBase.from_list(i32, [0] * self.vector_width)
+        return self.insert(llvm.ShuffleVectorOp(one, one, mask, self.vec))
+
+    def hsum(self, v: SSAValue) -> SSAValue:
+        """The sum of the lanes of a vector, as a tree of halving shuffles (not 16 serial adds)."""
+        return self._horizontal(v, self.fadd)
+
+    def hmax(self, v: SSAValue) -> SSAValue:
+        return self._horizontal(v, self.fmax)
+
+    def hmin(self, v: SSAValue) -> SSAValue:
+        return self._horizontal(v, self.fmin)
+
+    def _horizontal(self, v: SSAValue, combine) -> SSAValue:
+        width = v.type.get_shape()[0]
+        while width > 1:
+            half = width // 2
+            ty = vector_type(half)
+            lo = self.insert(llvm.ShuffleVectorOp(v, v, DenseArrayBase.from_list(i32, list(range(half))), ty))
+            hi = self.insert(llvm.ShuffleVectorOp(v, v, DenseArrayBase.from_list(i32, list(range(half, width))), ty))
+            v, width = combine(lo, hi), half
+        return self.bitcast(v, f32)
+
+    # ------------------------------------------------------------------ memory
+
+    def gep(self, ptr: SSAValue, index: Value, element: Attribute = f32) -> SSAValue:
+        """&ptr[index] for elements of type `element`."""
+        return self.insert(llvm.GEPOp.from_mixed_indices(ptr, [self.index(index)], element, inbounds=True))
+
+    def load(self, ptr: SSAValue, index: Value = 0, *, vector: bool = False,
+             element: Attribute = f32, align: int | None = None) -> SSAValue:
+        """ptr[index] (a scalar, or W consecutive elements when `vector`)."""
+        ty = vector_type(self.vector_width, element) if vector else element
+        address = ptr if (isinstance(index, int) and index == 0) else self.gep(ptr, index, element)
+        return self.insert(llvm.LoadOp(address, ty, alignment=align or element_bytes(element)))
+
+    def store(self, value: SSAValue, ptr: SSAValue, index: Value = 0, *,
+              element: Attribute = f32, align: int | None = None) -> None:
+        address = ptr if (isinstance(index, int) and index == 0) else self.gep(ptr, index, element)
+        self.insert(llvm.StoreOp(value, address, alignment=align or element_bytes(element)))
+
+    def call(self, callee: str, args: Sequence[SSAValue], result_type: Attribute | None = None) -> SSAValue | None:
+        return self.insert(llvm.CallOp(callee, *args, return_type=result_type))
+
+
+def element_bytes(ty: Attribute) -> int:
+    if isinstance(ty, IntegerType):
+        return max(1, ty.width.data // 8)
+    return 4
+
+
+def mangle(ty: Attribute) -> str:
+    """LLVM's overload suffix of a type: f32, v16f32, i64, v8i32, ..."""
+    if isinstance(ty, VectorType):
+        return f"v{ty.get_shape()[0]}{mangle(ty.element_type)}"
+    if isinstance(ty, IntegerType):
+        return f"i{ty.width.data}"
+    if ty == f32:
+        return "f32"
+    raise ValueError(f"no LLVM mangling for {ty}")

@@ -1,0 +1,145 @@
+"""Kernels of `lir.gather` and `lir.depthwise_conv1d` as llvm-dialect functions.
+
+`gather` is `np.take` along one axis: it first checks every index (0 ≤ id < dim, an
+unsigned compare so negative ids fail too) and, if one is bad, returns the i32
+status 1 without reading any row; otherwise it copies each selected contiguous inner
+row with vector loads/stores and returns 0.  `depthwise_conv1d` is a valid
+convolution over time of a pre-padded [B, S+K-1, C] input, vectorized along C with
+one FMA per tap.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import IntegerType, MemRefType, f32, i1, i8, i32, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.shape_inference import numel
+
+UNROLL_TAPS = 16
+"""Convolutions with at most this many taps unroll the tap loop in the kernel."""
+
+
+def llvm_element(memref: Attribute) -> Attribute:
+    """The llvm type that moves one element of `memref` (ui8 moves as a signless i8)."""
+    assert isinstance(memref, MemRefType), memref
+    element = memref.get_element_type()
+    if isinstance(element, IntegerType):
+        return {8: i8, 32: i32, 64: i64}[element.width.data]
+    assert element == f32, element
+    return f32
+
+
+def copy_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: int,
+                  element: Attribute = f32) -> None:
+    """dst[0:count] = src[0:count]: a vector loop of W elements, then a scalar tail."""
+    w = kb.vector_width
+    vector_end = count // w * w
+    if vector_end:
+        with kb.loop(0, vector_end, w) as loop:
+            kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
+                     element=element)
+    if vector_end < count:
+        with kb.loop(vector_end, count) as loop:
+            kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
+
+
+def load_index(kb: KernelBuilder, ids: SSAValue, position: Value, element: Attribute) -> SSAValue:
+    """ids[position] as an i64 (i32 ids are sign-extended, so negatives stay negative)."""
+    value = kb.load(ids, position, element=element)
+    return value if element == i64 else kb.sext(value, i64)
+
+
+def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[o, i, :] = input[o, indices[i], :] (np.take along `axis`), returning an i32
+    status: 1 as soon as any index is outside [0, dim) (nothing is read or written
+    then), else 0."""
+    assert isinstance(op, lir.GatherOp)
+    x_shape, ids_shape = shape_of(op.input), shape_of(op.indices)
+    axis = op.axis.value.data % len(x_shape)
+    outer, dim, inner = numel(x_shape[:axis]), x_shape[axis], numel(x_shape[axis + 1:])
+    count = numel(ids_shape)
+    element = llvm_element(op.input.type)
+    id_element = llvm_element(op.indices.type)
+
+    kb = KernelBuilder(name, [PTR, PTR, PTR], vector_width=vector_width, result_type=i32)
+    x, ids, out = kb.args
+
+    # Check every id first; as an unsigned compare, a negative id is out of range too.
+    with kb.loop(0, count, carried=[kb.constant(0, i1)]) as check:
+        bad = kb.icmp("uge", load_index(kb, ids, check.iv, id_element), dim)
+        check.yield_(kb.or_(check.carried[0], bad))
+    any_bad = check.results[0]
+
+    # With a bad id the copy runs zero times: no row is read, `out` stays untouched.
+    rows = kb.select(any_bad, kb.index(0), kb.index(outer))
+    with kb.loop(0, rows) as o_loop:
+        src_base = kb.mul(o_loop.iv, dim * inner)
+        dst_base = kb.mul(o_loop.iv, count * inner)
+        with kb.loop(0, count) as i_loop:
+            row = load_index(kb, ids, i_loop.iv, id_element)
+            src = kb.gep(x, kb.add(src_base, kb.mul(row, inner)), element)
+            dst = kb.gep(out, kb.add(dst_base, kb.mul(i_loop.iv, inner)), element)
+            copy_elements(kb, src, dst, inner, element)
+    kb.ret(kb.select(any_bad, kb.constant(1, i32), kb.constant(0, i32)))
+    return kb.finish()
+
+
+def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c] over the pre-padded input
+    [B, S+K-1, C]: rows of out in order, W channels at a time with one FMA per tap,
+    then a scalar tail of channels."""
+    assert isinstance(op, lir.DepthwiseConv1dOp)
+    batch, padded, channels = shape_of(op.input)
+    taps = shape_of(op.weight)[0]
+    steps = padded - taps + 1
+    w = vector_width
+
+    kb = KernelBuilder(name, [PTR, PTR, PTR], vector_width=w)
+    x, weight, out = kb.args
+
+    def convolve(row: SSAValue, out_row: SSAValue, c: SSAValue, vector: bool) -> None:
+        """out_row[c:c+(W|1)] = Σₖ weight[k, c:...] · row[k·C + c:...]."""
+        def tap(k: Value, acc: SSAValue | None) -> SSAValue:
+            offset = kb.add(kb.mul(k, channels), c) if isinstance(k, SSAValue) else (
+                kb.add(c, k * channels))
+            product_w = kb.load(weight, offset, vector=vector)
+            product_x = kb.load(row, offset, vector=vector)
+            return kb.fmul(product_w, product_x) if acc is None else kb.fma(
+                product_w, product_x, acc)
+
+        if taps <= UNROLL_TAPS:
+            acc = None
+            for k in range(taps):
+                acc = tap(k, acc)
+        else:
+            zero = kb.vconst(0.0) if vector else kb.fconst(0.0)
+            with kb.loop(0, taps, carried=[zero]) as k_loop:
+                k_loop.yield_(tap(k_loop.iv, k_loop.carried[0]))
+            acc = k_loop.results[0]
+        assert acc is not None
+        kb.store(acc, out_row, c)
+
+    vector_end = channels // w * w
+    with kb.loop(0, batch) as b_loop:
+        with kb.loop(0, steps) as t_loop:
+            row = kb.gep(x, kb.mul(kb.add(kb.mul(b_loop.iv, padded), t_loop.iv), channels))
+            out_row = kb.gep(out, kb.mul(kb.add(kb.mul(b_loop.iv, steps), t_loop.iv), channels))
+            if vector_end:
+                with kb.loop(0, vector_end, w) as c_loop:
+                    convolve(row, out_row, c_loop.iv, vector=True)
+            if vector_end < channels:
+                with kb.loop(vector_end, channels) as c_loop:
+                    convolve(row, out_row, c_loop.iv, vector=False)
+    kb.ret()
+    return kb.finish()
+
+
+BUILDERS = {
+    lir.GatherOp: build_gather,
+    lir.DepthwiseConv1dOp: build_depthwise_conv1d,
+}
+"""The kernel builders of this family, by lir op."""

@@ -1,0 +1,479 @@
+"""Kernel builders of the matmul family: `lir.matmul`, `lir.fused_matmul`, `lir.dequant_matmul`.
+
+**matmul / fused_matmul** (np.matmul semantics). The operands are promoted to
+[batch..., M, K] @ [batch..., K, N]; each operand gets per-batch-dim element strides
+(0 where it broadcasts). When the rhs is shared by the whole batch and the lhs is not
+broadcast, the batch folds into M (x[B, S, K] @ w[K, N] is one [B·S, K] @ [K, N]).
+Each [M, K] @ [K, N] is computed by register-blocked micro-kernels (`_gemm_tile`): an
+MR × (NR·W) tile of C lives in MR·NR vector accumulators carried through the K loop,
+which broadcasts A[i, k], loads NR vectors of B[k, j:j+NR·W] and issues MR·NR FMAs.
+The epilogue (bias, activation) runs on the accumulators before the store. Edge tiles
+are smaller static variants of the same micro-kernel (M % MR rows, N % (NR·W) columns
+as 1..NR-1 vectors, then scalar columns; N == 1 uses a dot-product kernel over the
+contiguous K axis). The micro-kernel takes a K range and an `accumulate` flag so K/N
+cache blocking (and packing) can wrap it later without changing it.
+
+**dequant_matmul**: out[m, n] = Σ_k x[m, k]·dequant(w)[n, k] with w the raw GGUF blocks.
+A tile of R rows of x × C rows of w keeps R·C vector accumulators; for every 32-element
+block it loads the f16 scale (i16 → f16 → f32) and the quantized bytes of each of the C
+weight rows, converts them to f32 vectors in registers (q8_0: sitofp of i8; q4_0: low
+/ high nibbles − 8), multiplies by the scale (the exact f32 product of the reference
+dequantizer) and FMAs them with R rows of x. No dequantized weight matrix is stored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import VectorType, f16, f32, i8, i16
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from rlx_mlir import shape_inference as si
+from rlx_mlir.codegen.builder import PTR, KernelBuilder, vector_type
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+
+Index = SSAValue | int
+"""An i64 SSA value or a Python int folded at build time."""
+
+GEMM_TILES: dict[int, tuple[int, int]] = {16: (6, 4), 8: (6, 2), 4: (6, 2)}
+"""(MR, NR) per vector width: an MR × NR·W tile of C in MR·NR vector accumulators.
+W=16 (32 zmm): 24 accumulators + 4 B vectors + 1 broadcast; W=8 (16 ymm): 12 + 2 + 1;
+W=4: 12 xmm accumulators."""
+
+K_UNROLL = 4
+"""K steps per iteration of the micro-kernel's K loop (the K % K_UNROLL rest is unrolled)."""
+
+SCALAR_COLS = 4
+"""Scalar tail columns handled per micro-kernel tile."""
+
+DOT_CHAINS = 4
+"""Independent accumulation chains of the N == 1 dot-product kernel (split over its rows)."""
+
+QK = 32
+"""Elements per GGUF block."""
+
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+
+
+# ----------------------------------------------------------------------------- index helpers
+
+
+def _add(kb: KernelBuilder, a: Index, b: Index) -> Index:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if isinstance(b, int) and b == 0:
+        return a
+    if isinstance(a, int) and a == 0:
+        return b
+    return kb.add(a, b)
+
+
+def _mul(kb: KernelBuilder, a: Index, b: int) -> Index:
+    if isinstance(a, int):
+        return a * b
+    if b == 1:
+        return a
+    return kb.mul(a, b)
+
+
+def _ptr(kb: KernelBuilder, base: SSAValue, offset: Index, element: Attribute = f32) -> SSAValue:
+    """&base[offset] (no GEP for a constant 0)."""
+    if isinstance(offset, int) and offset == 0:
+        return base
+    return kb.gep(base, offset, element)
+
+
+def _zero(kb: KernelBuilder, vector: bool) -> SSAValue:
+    return kb.vconst(0.0) if vector else kb.fconst(0.0)
+
+
+# ----------------------------------------------------------------------------- epilogue
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What happens to an accumulator before its store: `bias` (a pointer) indexed per
+    column ("col"), per row ("row") or a single value ("scalar"), then `activation`."""
+
+    bias: SSAValue | None = None
+    bias_mode: str = "none"
+    activation: str | None = None
+
+    def apply(self, kb: KernelBuilder, value: SSAValue, row: Index, col: Index,
+              vector: bool) -> SSAValue:
+        if self.bias is not None:
+            if self.bias_mode == "col":
+                b = kb.load(self.bias, col, vector=vector)
+            else:
+                b = kb.load(self.bias, row if self.bias_mode == "row" else 0)
+                if vector:
+                    b = kb.splat(b)
+            value = kb.fadd(value, b)
+        if self.activation is not None:
+            from rlx_mlir.codegen import vmath
+
+            value = vmath.activation(kb, self.activation, value)
+        return value
+
+
+NO_EPILOGUE = Epilogue()
+
+
+# ----------------------------------------------------------------------------- geometry
+
+
+@dataclass(frozen=True)
+class GemmGeometry:
+    """out[b..., M, N] = lhs[b..., M, K] @ rhs[b..., K, N] over the broadcast batch dims
+    `batch`, with the element stride of each batch dim in every operand (0: broadcast)."""
+
+    batch: tuple[int, ...]
+    a_strides: tuple[int, ...]
+    b_strides: tuple[int, ...]
+    c_strides: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+
+
+def gemm_geometry(lhs: Sequence[int], rhs: Sequence[int], fold_batch: bool = True) -> GemmGeometry:
+    """The geometry of np.matmul(lhs, rhs): 1-D operands promoted, batch dims broadcast,
+    size-1 batch dims dropped, and (with `fold_batch`) a batch that only the lhs has
+    folded into M."""
+    lhs, rhs = tuple(lhs), tuple(rhs)
+    pa = (1, *lhs) if len(lhs) == 1 else lhs
+    pb = (*rhs, 1) if len(rhs) == 1 else rhs
+    m, k = pa[-2:]
+    n = pb[-1]
+    batch = si.broadcast(pa[:-2], pb[:-2], ("lhs batch", "rhs batch"))
+
+    def strides(dims: tuple[int, ...], matrix: int) -> list[int]:
+        dims = (1,) * (len(batch) - len(dims)) + dims
+        out, step = [], matrix
+        for d in reversed(dims):
+            out.append(0 if d == 1 else step)
+            step *= d
+        return out[::-1]
+
+    sa, sb, sc = strides(pa[:-2], m * k), strides(pb[:-2], k * n), strides(batch, m * n)
+    keep = [i for i, d in enumerate(batch) if d != 1]
+    batch = tuple(batch[i] for i in keep)
+    sa, sb, sc = ([s[i] for i in keep] for s in (sa, sb, sc))
+    if fold_batch and batch and all(s == 0 for s in sb) and all(s != 0 for s in sa):
+        m *= math.prod(batch)
+        batch, sa, sb, sc = (), [], [], []
+    return GemmGeometry(batch, tuple(sa), tuple(sb), tuple(sc), m, n, k)
+
+
+def _bias_mode(lhs: Sequence[int], rhs: Sequence[int], bias_len: int, m: int) -> str:
+    """How bias[L] broadcasts against the product (numpy rules on the real out shape)."""
+    if bias_len == 1:
+        return "scalar"
+    if len(rhs) >= 2:
+        return "col"  # L == N (the lir verifier)
+    if len(lhs) >= 2 and bias_len == m:
+        return "row"  # rhs 1-D: the last out axis is M
+    raise ValueError(f"fused_matmul: bias [{bias_len}] does not broadcast against "
+                     f"matmul({list(lhs)}, {list(rhs)})")
+
+
+# ----------------------------------------------------------------------------- gemm
+
+
+@dataclass(frozen=True)
+class Matrices:
+    """Base pointers and leading dimensions of one C[M, N] = A[M, K] @ B[K, N]."""
+
+    a: SSAValue
+    b: SSAValue
+    c: SSAValue
+    lda: int
+    ldb: int
+    ldc: int
+
+
+def _gemm_tile(kb: KernelBuilder, mats: Matrices, i: Index, j: Index, rows: int, cols: int,
+               width: int, k_range: tuple[int, int], epilogue: Epilogue,
+               accumulate: bool = False) -> None:
+    """The micro-kernel: C[i:i+rows, j:j+cols·width] (+)= A[i:i+rows, K] @ B[K, j:...]
+    over K in `k_range`, `cols` vectors of `width` lanes (width 1: scalars), the
+    accumulators kept in registers, the epilogue applied before the store."""
+    vector = width > 1
+    a_rows = [_ptr(kb, mats.a, _mul(kb, _add(kb, i, r), mats.lda)) for r in range(rows)]
+    b_base = _ptr(kb, mats.b, j)
+    c_base = _ptr(kb, mats.c, _add(kb, _mul(kb, i, mats.ldc), j))
+
+    def step(k: Index, accs: list[SSAValue]) -> list[SSAValue]:
+        row = _ptr(kb, b_base, _mul(kb, k, mats.ldb))
+        bs = [kb.load(row, c * width, vector=vector) for c in range(cols)]
+        accs = list(accs)
+        for r in range(rows):
+            a = kb.load(a_rows[r], k)
+            if vector:
+                a = kb.splat(a)
+            for c in range(cols):
+                accs[r * cols + c] = kb.fma(a, bs[c], accs[r * cols + c])
+        return accs
+
+    k0, k1 = k_range
+    if accumulate:
+        accs = [kb.load(c_base, r * mats.ldc + c * width, vector=vector)
+                for r in range(rows) for c in range(cols)]
+    else:
+        accs = [_zero(kb, vector)] * (rows * cols)
+    k_main = k0 + (k1 - k0) // K_UNROLL * K_UNROLL
+    if k_main > k0:
+        with kb.loop(k0, k_main, K_UNROLL, carried=accs) as loop:
+            cur = loop.carried
+            for u in range(K_UNROLL):
+                cur = step(_add(kb, loop.iv, u), cur)
+            loop.yield_(*cur)
+        accs = loop.results
+    for k in range(k_main, k1):
+        accs = step(k, accs)
+    for r in range(rows):
+        for c in range(cols):
+            value = epilogue.apply(kb, accs[r * cols + c], _add(kb, i, r),
+                                   _add(kb, j, c * width), vector)
+            kb.store(value, c_base, r * mats.ldc + c * width)
+
+
+def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
+              epilogue: Epilogue) -> None:
+    """N == 1: C[i + r] = dot(A[i + r, :], B[:]) over the contiguous K axis, vectorized
+    with several accumulation chains per row, then a horizontal sum and a scalar tail."""
+    w = kb.vector_width
+    chains = max(1, DOT_CHAINS // rows)
+    a_rows = [_ptr(kb, mats.a, _mul(kb, _add(kb, i, r), mats.lda)) for r in range(rows)]
+
+    def step(kk: Index, accs: list[SSAValue], chain_of: int) -> list[SSAValue]:
+        b = kb.load(mats.b, kk, vector=True)
+        accs = list(accs)
+        for r in range(rows):
+            slot = r * chains + chain_of
+            accs[slot] = kb.fma(kb.load(a_rows[r], kk, vector=True), b, accs[slot])
+        return accs
+
+    accs = [kb.vconst(0.0)] * (rows * chains)
+    span = w * chains
+    k_main = k // span * span
+    if k_main:
+        with kb.loop(0, k_main, span, carried=accs) as loop:
+            cur = loop.carried
+            for u in range(chains):
+                cur = step(_add(kb, loop.iv, u * w), cur, u)
+            loop.yield_(*cur)
+        accs = loop.results
+    k_vec = k // w * w
+    for u, kk in enumerate(range(k_main, k_vec, w)):
+        accs = step(kk, accs, u % chains)
+    for r in range(rows):
+        if k_vec:
+            acc = accs[r * chains]
+            for u in range(1, chains):
+                acc = kb.fadd(acc, accs[r * chains + u])
+            total = kb.hsum(acc)
+        else:
+            total = kb.fconst(0.0)
+        for kk in range(k_vec, k):
+            total = kb.fma(kb.load(a_rows[r], kk), kb.load(mats.b, kk), total)
+        row = _add(kb, i, r)
+        kb.store(epilogue.apply(kb, total, row, 0, False), mats.c, row)
+
+
+def _row_sweep(kb: KernelBuilder, m: int, mr: int, tile) -> None:
+    """Run `tile(i, rows)` over the rows of C: full MR tiles in a loop, then the rest."""
+    m_full = m // mr * mr
+    if m_full == mr:
+        tile(0, mr)
+    elif m_full:
+        with kb.loop(0, m_full, mr) as loop:
+            tile(loop.iv, mr)
+    if m - m_full:
+        tile(m_full, m - m_full)
+
+
+def emit_gemm(kb: KernelBuilder, mats: Matrices, m: int, n: int, k: int,
+              epilogue: Epilogue = NO_EPILOGUE) -> None:
+    """C[M, N] = epilogue(A[M, K] @ B[K, N]) with the register-blocked micro-kernels."""
+    w = kb.vector_width
+    mr, nr = GEMM_TILES.get(w, (4, 2))
+    if n == 1 and w > 1 and mats.ldb == 1:
+        _row_sweep(kb, m, mr, lambda i, rows: _dot_tile(kb, mats, i, rows, k, epilogue))
+        return
+
+    def sweep(j: Index, cols: int, width: int) -> None:
+        _row_sweep(kb, m, mr, lambda i, rows: _gemm_tile(
+            kb, mats, i, j, rows, cols, width, (0, k), epilogue))
+
+    block = nr * w
+    n_full = n // block * block
+    if n_full == block:
+        sweep(0, nr, w)
+    elif n_full:
+        with kb.loop(0, n_full, block) as loop:
+            sweep(loop.iv, nr, w)
+    n_vec = (n - n_full) // w
+    if n_vec:
+        sweep(n_full, n_vec, w)
+    for j in range(n_full + n_vec * w, n, SCALAR_COLS):
+        sweep(j, min(SCALAR_COLS, n - j), 1)
+
+
+def _emit_batched(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValue,
+                  c: SSAValue, body) -> None:
+    """Loop over the batch dims of `geom`, calling body(a_ptr, b_ptr, c_ptr) per matrix."""
+
+    def level(d: int, offsets: tuple[Index, Index, Index]) -> None:
+        if d == len(geom.batch):
+            body(*(_ptr(kb, p, off) for p, off in zip((a, b, c), offsets, strict=True)))
+            return
+        with kb.loop(0, geom.batch[d]) as loop:
+            strides = (geom.a_strides[d], geom.b_strides[d], geom.c_strides[d])
+            level(d + 1, tuple(_add(kb, off, _mul(kb, loop.iv, s)) if s else off
+                               for off, s in zip(offsets, strides, strict=True)))
+
+    level(0, (0, 0, 0))
+
+
+def _build_gemm(op: Operation, name: str, vector_width: int, bias: SSAValue | None,
+                activation: str | None) -> llvm.FuncOp:
+    lhs, rhs = shape_of(op.lhs), shape_of(op.rhs)
+    has_bias = bias is not None
+    pa = (1, *lhs) if len(lhs) == 1 else lhs
+    mode = _bias_mode(lhs, rhs, shape_of(bias)[0], pa[-2]) if has_bias else "none"
+    geom = gemm_geometry(lhs, rhs, fold_batch=mode != "row")
+    kb = KernelBuilder(name, [PTR] * (4 if has_bias else 3), vector_width=vector_width)
+    a, b, *rest = kb.args
+    bias_ptr, c = (rest[0], rest[1]) if has_bias else (None, rest[0])
+    epilogue = Epilogue(bias_ptr, mode, activation)
+
+    def matrix(pa_: SSAValue, pb_: SSAValue, pc_: SSAValue) -> None:
+        emit_gemm(kb, Matrices(pa_, pb_, pc_, geom.k, geom.n, geom.n), geom.m, geom.n, geom.k,
+                  epilogue)
+
+    _emit_batched(kb, geom, a, b, c, matrix)
+    kb.ret()
+    return kb.finish()
+
+
+def build_matmul(op: lir.MatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = lhs @ rhs (np.matmul)."""
+    return _build_gemm(op, name, vector_width, None, None)
+
+
+def build_fused_matmul(op: lir.FusedMatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = activation(lhs @ rhs + bias), applied to the accumulators in registers."""
+    activation = op.activation.data.value if op.activation is not None else None
+    return _build_gemm(op, name, vector_width, op.bias, activation)
+
+
+# ----------------------------------------------------------------------------- dequant_matmul
+
+
+def _int_vector(kb: KernelBuilder, element: Attribute) -> VectorType:
+    return vector_type(kb.vector_width, element)
+
+
+def _and(kb: KernelBuilder, a: SSAValue, mask: int) -> SSAValue:
+    return kb.insert(llvm.AndOp(a, kb.constant(mask, a.type)))
+
+
+def _lshr(kb: KernelBuilder, a: SSAValue, bits: int) -> SSAValue:
+    return kb.insert(llvm.LShrOp(a, kb.constant(bits, a.type)))
+
+
+def _f16_scale(kb: KernelBuilder, block: SSAValue) -> SSAValue:
+    """The block's little-endian f16 scale as f32 (bytes 0-1, any alignment)."""
+    raw = kb.load(block, 0, element=i16, align=1)
+    return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
+
+
+def _dequant_chunk(kb: KernelBuilder, scheme: str, block: SSAValue, chunk: int) -> SSAValue:
+    """Elements [chunk·W, chunk·W + W) of a block as f32 integers (scale not applied)."""
+    w = kb.vector_width
+    first = chunk * w
+    if scheme == "q8_0":
+        q = kb.load(block, 2 + first, vector=True, element=i8)
+    else:  # q4_0: byte t holds element t (low nibble) and t + 16 (high nibble)
+        half = QK // 2
+        raw = kb.load(block, 2 + first % half, vector=True, element=i8)
+        nibble = _and(kb, raw, 0x0F) if first < half else _lshr(kb, raw, 4)
+        q = kb.sub(nibble, 8)
+    return kb.sitofp(q, kb.vec)
+
+
+def _dequant_cols(rows: int, width: int) -> int:
+    """Weight rows per tile: R·C accumulators + C weight vectors + 1 x vector fit the
+    vector registers (32 with 16 lanes, else 16), at most 4."""
+    registers = 32 if width >= 16 else 16
+    return max(1, min(4, (registers - 1) // (rows + 1)))
+
+
+DEQUANT_ROWS = 4
+"""Rows of x per dequant_matmul tile."""
+
+
+def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[..., n] = Σ_k x[..., k]·dequant(w)[n, k], dequantized in registers."""
+    scheme = op.scheme.data.value
+    xs, ws = shape_of(op.x), shape_of(op.w)
+    k, n = xs[-1], ws[0]
+    m = math.prod(xs[:-1])
+    block_bytes = BLOCK_BYTES[scheme]
+    row_bytes = k // QK * block_bytes
+    w_lanes = vector_width
+    if QK % w_lanes or (scheme == "q4_0" and (QK // 2) % w_lanes):
+        raise ValueError(f"dequant_matmul: vector width {w_lanes} does not divide a block")
+    chunks = QK // w_lanes
+    kb = KernelBuilder(name, [PTR] * 3, vector_width=vector_width)
+    x, wq, out = kb.args
+
+    def tile(i: Index, j: Index, rows: int, cols: int) -> None:
+        x_rows = [_ptr(kb, x, _mul(kb, _add(kb, i, r), k)) for r in range(rows)]
+        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
+        accs = [kb.vconst(0.0)] * (rows * cols)
+        with kb.loop(0, k // QK, carried=accs) as loop:
+            blk = loop.iv
+            blocks = [kb.gep(w_rows[c], kb.mul(blk, block_bytes), i8) for c in range(cols)]
+            scales = [kb.splat(_f16_scale(kb, blocks[c])) for c in range(cols)]
+            x_off = kb.mul(blk, QK)
+            cur = list(loop.carried)
+            for chunk in range(chunks):
+                weights = [kb.fmul(_dequant_chunk(kb, scheme, blocks[c], chunk), scales[c])
+                           for c in range(cols)]
+                for r in range(rows):
+                    xv = kb.load(x_rows[r], _add(kb, x_off, chunk * w_lanes), vector=True)
+                    for c in range(cols):
+                        cur[r * cols + c] = kb.fma(xv, weights[c], cur[r * cols + c])
+            loop.yield_(*cur)
+        c_base = _ptr(kb, out, _add(kb, _mul(kb, i, n), j))
+        for r in range(rows):
+            for c in range(cols):
+                kb.store(kb.hsum(loop.results[r * cols + c]), c_base, r * n + c)
+
+    def n_sweep(i: Index, rows: int) -> None:
+        cols = _dequant_cols(rows, w_lanes)
+        n_full = n // cols * cols
+        if n_full == cols:
+            tile(i, 0, rows, cols)
+        elif n_full:
+            with kb.loop(0, n_full, cols) as loop:
+                tile(i, loop.iv, rows, cols)
+        if n - n_full:
+            tile(i, n_full, rows, n - n_full)
+
+    _row_sweep(kb, m, DEQUANT_ROWS, n_sweep)
+    kb.ret()
+    return kb.finish()
+
+
+BUILDERS = {
+    lir.MatmulOp: build_matmul,
+    lir.FusedMatmulOp: build_fused_matmul,
+    lir.DequantMatmulOp: build_dequant_matmul,
+}

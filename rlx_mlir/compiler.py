@@ -1,0 +1,273 @@
+"""`rlx.jit` and `rlx.compile_mlir`: the whole pipeline to native code, and the compiled model.
+
+```python
+model = rlx.jit(g, params={"w1": W1})      # hir -> mir -> lir -> llvm -> machine code
+y = model(x=X)                             # numpy in, numpy out (a tuple if several)
+model.run(x=X, out=Y)                      # write into caller-owned arrays
+model.arena_bytes, model.naive_bytes       # planned arena vs the sum of all intermediates
+model.mlir("lir"), model.llvm_ir, model.asm
+```
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from rlx_mlir.backend import (
+    Executable,
+    assembly,
+    cache_key,
+    compile_module,
+    load_cached,
+    optimize,
+)
+from rlx_mlir.codegen.kernels import ERROR_MESSAGES
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.lir import byte_size
+from rlx_mlir.errors import ArgumentError, RlxError
+from rlx_mlir.graph import Graph
+from rlx_mlir.ir import make_context, parse_module
+from rlx_mlir.pipeline import STAGES, PipelineOptions, Timings, lower, stage_of
+from rlx_mlir.signature import ArgSpec, Signature, convert, entry_function
+from rlx_mlir.target import Target, host_target
+
+ARENA_ALIGNMENT = 64
+
+
+def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
+        vector_width: int = 0, alignment: int = 64, strategy: str = "greedy-by-size",
+        time_passes: bool = False) -> CompiledGraph:
+    """Compile a Graph to native code; `params` binds (copies of) some or all params."""
+    if not isinstance(graph, Graph):
+        raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
+    return _compile(graph.to_module(), params, opt_level, PipelineOptions(alignment, strategy, vector_width),
+                    time_passes)
+
+
+def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
+                 vector_width: int = 0, alignment: int = 64, strategy: str = "greedy-by-size",
+                 time_passes: bool = False) -> CompiledGraph:
+    """Compile module text at any stage (hir, mir, lir or llvm) to native code."""
+    if not isinstance(text, str):
+        raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
+    try:
+        module = parse_module(text)
+    except Exception as err:  # xDSL's ParseError / VerifyException carry the location
+        raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
+    return _compile(module, params, opt_level, PipelineOptions(alignment, strategy, vector_width),
+                    time_passes)
+
+
+def _text(module: ModuleOp) -> str:
+    import io
+
+    out = io.StringIO()
+    Printer(stream=out).print_op(module)
+    return out.getvalue()
+
+
+def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
+             options: PipelineOptions, time_passes: bool) -> CompiledGraph:
+    if opt_level not in (0, 1, 2, 3):
+        raise RlxError(f"opt_level: expected 0, 1, 2 or 3, got {opt_level!r}")
+    target = host_target()
+    if options.vector_width:
+        target = Target(target.cpu, target.features, target.triple, options.vector_width)
+    source = _text(module)
+    key = cache_key(source, target, opt_level, f"{options}")
+    timings = Timings() if time_passes else None
+    executable = None if time_passes else load_cached(key, target)
+    stages: dict[str, ModuleOp] = {}
+    if executable is None:
+        stages = _lower_all(module, options, timings)
+        executable = compile_module(
+            stages["llvm"], target, key=key, opt_level=opt_level,
+            metadata=_metadata(stages), timings=timings,
+        )
+    if timings is not None:
+        print(timings.report())
+    return CompiledGraph(executable, source, options, opt_level, params, stages)
+
+
+def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:
+    stages: dict[str, ModuleOp] = {}
+    lower(module, "llvm", options, ctx=make_context(), timings=timings,
+          snapshot=lambda stage, m: stages.__setitem__(stage, m.clone()))
+    return stages
+
+
+def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
+    """What a compiled graph needs to run without re-running the pipeline (cached on disk)."""
+    entry = entry_function(stages["llvm"])
+    args = []
+    for attrs in entry.arg_attrs.data[:-1]:
+        ty = attrs.data["rlx.type"]
+        spec = ArgSpec(attrs.data["rlx.name"].data, attrs.data["rlx.role"].data,
+                       tuple(ty.get_shape()), _dtype(ty))
+        args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
+    arena, naive = _arena_sizes(stages.get("lir"))
+    return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena, "naive_bytes": naive}
+
+
+def _dtype(memref) -> str:
+    from rlx_mlir.dialects.common import dtype_of
+
+    return dtype_of(memref)
+
+
+def _arena_sizes(module: ModuleOp | None) -> tuple[int, int]:
+    if module is None:
+        return 0, 0
+    arena = sum(op.size.value.data for op in module.walk() if isinstance(op, lir.ArenaOp))
+    naive = sum(byte_size(op.results[0].type) for op in module.walk() if isinstance(op, lir.SlotOp))
+    return arena, naive
+
+
+class CompiledGraph:
+    """A graph compiled to native code; call it like a function of numpy arrays.
+
+    Positional arguments are the inputs in declaration order, then the params not bound
+    at compile time; keywords work for all. Outputs are fresh arrays (a tuple if several).
+    Two compiled graphs can run on two threads at once (calls release the GIL); calls of
+    the same graph are serialized (they share its arena).
+    """
+
+    def __init__(self, executable: Executable, source: str, options: PipelineOptions,
+                 opt_level: int, params: Mapping[str, Any] | None,
+                 stages: dict[str, ModuleOp]):
+        meta = executable.metadata
+        self._executable = executable
+        self._source = source
+        self._options = options
+        self._opt_level = opt_level
+        self._stages = stages
+        specs = tuple(ArgSpec(n, r, tuple(s), d) for n, r, s, d in meta["args"])
+        self.signature = Signature(meta["name"], specs, tuple(a for a in specs if a.role == "output"))
+        self.arena_bytes: int = meta["arena_bytes"]
+        """Bytes of the planned arena of intermediate buffers."""
+        self.naive_bytes: int = meta["naive_bytes"]
+        """Bytes all intermediate buffers would take without reuse."""
+        self._bound = self._bind_params(params or {})
+        self._arena = _aligned_empty(self.arena_bytes)
+        self._lock = threading.Lock()
+        entry = executable.address(meta["name"])
+        self._entry = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (len(specs) + 1)))(entry)
+
+    def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        specs = {a.name: a for a in self.signature.args}
+        bound = {}
+        for name, value in params.items():
+            if name not in specs or specs[name].role != "param":
+                known = ", ".join(a.name for a in self.signature.args if a.role == "param") or "none"
+                raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r} (params: {known})")
+            bound[name] = convert(specs[name], value).copy()
+        return bound
+
+    @property
+    def outputs(self) -> tuple[ArgSpec, ...]:
+        return self.signature.results
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        outs = tuple(np.empty(o.shape, dtype=_numpy(o.dtype)) for o in self.outputs)
+        self._execute(args, kwargs, outs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def run(self, *args: Any, out: np.ndarray | tuple[np.ndarray, ...], **kwargs: Any):
+        """Run writing into caller-owned `out` array(s) of exactly the declared shape and dtype."""
+        outs = (out,) if isinstance(out, np.ndarray) else tuple(out) if isinstance(out, tuple | list) else None
+        if outs is None or len(outs) != len(self.outputs):
+            raise ArgumentError(f"out: expected {len(self.outputs)} numpy array(s), got {type(out).__name__}")
+        for spec, array in zip(self.outputs, outs, strict=True):
+            _check_out(spec, array)
+        self._execute(args, kwargs, outs)
+        return out
+
+    def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[np.ndarray, ...]) -> None:
+        arrays = self.signature.bind(args, kwargs, self._bound)
+        for out_array in outs:
+            for name, array in arrays.items():
+                if np.may_share_memory(out_array, array):
+                    raise ArgumentError(f"out: must not overlap the memory of argument {name!r}")
+        outputs = iter(outs)
+        pointers = [
+            (next(outputs) if spec.role == "output" else arrays[spec.name]).ctypes.data
+            for spec in self.signature.args
+        ]
+        with self._lock:
+            status = self._entry(*pointers, self._arena.ctypes.data)
+        if status:
+            message = ERROR_MESSAGES.get(status, f"error code {status}")
+            raise ArgumentError(f"{self.signature.name}: {message}")
+
+    # ------------------------------------------------------------------ introspection
+
+    def mlir(self, stage: str = "hir") -> str:
+        """The module text at `stage`: hir (as built), mir (after mir-fuse), lir (after
+        lir-plan-arena) or llvm (after rlx-lower)."""
+        if stage not in STAGES:
+            raise RlxError(f"mlir: expected a stage in {', '.join(STAGES)}, got {stage!r}")
+        if not self._stages:
+            self._stages = _lower_all(parse_module(self._source), self._options, None)
+        if stage not in self._stages:
+            raise RlxError(f"mlir: this module was compiled from the "
+                           f"{stage_of(parse_module(self._source))} stage; {stage!r} is not available")
+        return _text(self._stages[stage])
+
+    @property
+    def llvm_ir(self) -> str:
+        """The optimized LLVM IR."""
+        if self._executable.llvm_ir is None:  # loaded from the disk cache: rebuild it
+            self.mlir("llvm")
+            parsed = optimize(self._stages["llvm"], self._executable.target, self._opt_level)
+            self._executable.llvm_ir = str(parsed)
+        return self._executable.llvm_ir
+
+    @property
+    def asm(self) -> str:
+        """The host assembly of the compiled code."""
+        if self._executable.asm is None:
+            self._executable.asm = assembly(self.llvm_ir, self._executable.target, self._opt_level)
+        return self._executable.asm
+
+    def __repr__(self) -> str:
+        ins = ", ".join(a.describe() for a in self.signature.callable_args if a.name not in self._bound)
+        return f"<CompiledGraph {self.signature.name}({ins}), arena {self.arena_bytes} B>"
+
+
+def _numpy(dtype: str) -> type[np.generic]:
+    from rlx_mlir.signature import NUMPY_DTYPES
+
+    return NUMPY_DTYPES[dtype]
+
+
+def _check_out(spec: ArgSpec, array: Any) -> None:
+    if not isinstance(array, np.ndarray):
+        raise ArgumentError(f"out {spec.name!r}: expected a numpy array, got {type(array).__name__}")
+    problems = []
+    if array.shape != spec.shape:
+        problems.append(f"shape {list(spec.shape)} (got {list(array.shape)})")
+    if array.dtype != np.dtype(_numpy(spec.dtype)):
+        problems.append(f"dtype {spec.dtype} (got {array.dtype})")
+    if not array.flags.c_contiguous:
+        problems.append("a C-contiguous array")
+    if not array.flags.writeable:
+        problems.append("a writable array")
+    if problems:
+        raise ArgumentError(f"out {spec.name!r}: expected {', '.join(problems)}")
+
+
+def _aligned_empty(nbytes: int) -> np.ndarray:
+    """A byte buffer whose data pointer is ARENA_ALIGNMENT-aligned."""
+    raw = np.empty(nbytes + ARENA_ALIGNMENT, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ARENA_ALIGNMENT
+    return raw[offset : offset + nbytes]
+
+
+__all__ = ["CompiledGraph", "compile_mlir", "jit"]
