@@ -1,0 +1,64 @@
+"""Reproducible random arguments that are valid for the role each argument plays.
+
+Ids that feed a gather or embedding are drawn within the indexed dimension, GGUF weight
+bytes are real quantized blocks (finite f16 scales), custom attention masks hold 0/1,
+everything else is normal(0, 0.5) float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from rlx_mlir import reference_kernels as K
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.shape_inference import QUANT_BLOCK_BYTES, QUANT_BLOCK_SIZE
+from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
+
+
+def random_arguments(module: ModuleOp, specs: Iterable[ArgSpec], seed: int = 0) -> dict[str, np.ndarray]:
+    """One array per spec, shaped and typed as declared, valid for how `module` uses it."""
+    fn = entry_function(module)
+    uses = _argument_uses(fn)
+    rng = np.random.default_rng(seed)
+    return {spec.name: _random(spec, uses.get(spec.name, []), rng) for spec in specs}
+
+
+def _argument_uses(fn: Operation) -> dict[str, list[tuple[Operation, int]]]:
+    from rlx_mlir.signature import Signature
+
+    names = [a.name for a in Signature.of(fn).args] if hasattr(fn, "function_type") else []
+    result: dict[str, list[tuple[Operation, int]]] = {}
+    for name, arg in zip(names, fn.body.block.args, strict=False):
+        result[name] = [(use.operation, use.index) for use in _uses(arg)]
+    return result
+
+
+def _uses(value: SSAValue):
+    for use in value.uses:
+        if use.operation.name == "builtin.unrealized_conversion_cast":
+            yield from _uses(use.operation.results[0])
+        else:
+            yield use
+
+
+def _random(spec: ArgSpec, uses: list[tuple[Operation, int]], rng: np.random.Generator) -> np.ndarray:
+    for op, index in uses:
+        kind = op.name.split(".", 1)[1]
+        if kind in ("gather", "embedding") and index == 1:
+            table = shape_of(op.operands[0])
+            axis = op.axis.value.data if kind == "gather" else 0
+            return rng.integers(0, table[axis], spec.shape).astype(NUMPY_DTYPES[spec.dtype])
+        if kind == "dequant_matmul" and index == 1:
+            scheme = op.scheme.data.value
+            k = spec.shape[1] // QUANT_BLOCK_BYTES[scheme] * QUANT_BLOCK_SIZE
+            weights = rng.standard_normal((spec.shape[0], k)).astype(np.float32)
+            return K.QUANTIZE[scheme](weights)
+        if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
+            return (rng.random(spec.shape) > 0.3).astype(np.float32)
+    if spec.dtype == "f32":
+        return (0.5 * rng.standard_normal(spec.shape)).astype(np.float32)
+    return rng.integers(0, 8, spec.shape).astype(NUMPY_DTYPES[spec.dtype])

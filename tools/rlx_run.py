@@ -1,0 +1,116 @@
+"""rlx-run: JIT-compile a module (at any stage) and run it on numpy data.
+
+    rlx-run model.mlir --random --check --bench 20
+    rlx-run model.mlir --inputs x.npz --params w.npz -o out.npz
+
+npz keys are argument names. `--random` fills every argument not given with
+reproducible data valid for its role; `--check` compares with the numpy reference
+executor and prints `max abs error: <x>`; `--bench N` prints timing over N runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rlx_mlir.errors import RlxError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlx-run", description=__doc__.splitlines()[0])
+    parser.add_argument("file", help="module text (.mlir) at the hir, mir, lir or llvm stage")
+    parser.add_argument("--inputs", type=Path, help="npz file of inputs, keyed by argument name")
+    parser.add_argument("--params", type=Path, help="npz file of params, keyed by argument name")
+    parser.add_argument("--random", action="store_true", help="fill arguments not given with random data")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
+    parser.add_argument("--check", action="store_true", help="compare with the reference executor")
+    parser.add_argument("--bench", type=int, metavar="N", default=0, help="time N runs")
+    parser.add_argument("-o", "--output", type=Path, help="write the outputs to this npz file")
+    parser.add_argument("--time-passes", action="store_true", help="print the time of each pass and of LLVM")
+    parser.add_argument("--tolerance", type=float, default=1e-3,
+                        help="--check fails (exit 1) above this max abs error (default 1e-3)")
+    return parser
+
+
+def _load_npz(path: Path | None) -> dict[str, np.ndarray]:
+    if path is None:
+        return {}
+    try:
+        with np.load(path) as data:
+            return {key: data[key] for key in data.files}
+    except (OSError, ValueError) as err:
+        raise RlxError(f"cannot read npz file {str(path)!r}: {err}") from err
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run rlx-run on `argv`; return the exit status."""
+    args = _parser().parse_args(argv)
+    import rlx_mlir as rlx
+    from rlx_mlir.ir import parse_module
+    from rlx_mlir.pipeline import stage_of
+    from rlx_mlir.random_inputs import random_arguments
+
+    try:
+        text = Path(args.file).read_text()
+    except OSError as err:
+        raise RlxError(f"cannot read {args.file!r}: {err.strerror}") from err
+    start = time.perf_counter()
+    model = rlx.compile_mlir(text, time_passes=args.time_passes)
+    print(f"compiled {model.signature.name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
+          f"(arena {model.arena_bytes} B, naive {model.naive_bytes} B)")
+    given = {**_load_npz(args.inputs), **_load_npz(args.params)}
+    wanted = [a for a in model.signature.callable_args if a.name not in given]
+    if wanted and args.random:
+        given.update(random_arguments(parse_module(text), wanted, args.seed))
+    outputs = model(**given)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    for spec, value in zip(model.outputs, outputs, strict=True):
+        print(f"{spec.name}: {spec.dtype}{list(spec.shape)} mean {value.mean():.6g} "
+              f"std {value.std():.6g}")
+    if args.output is not None:
+        np.savez(args.output, **{spec.name: v for spec, v in zip(model.outputs, outputs, strict=True)})
+    status = 0
+    if args.check:
+        module = parse_module(text)
+        if stage_of(module) == "llvm":
+            raise RlxError("--check needs a module at the hir, mir or lir stage (llvm has no reference)")
+        expected = rlx.reference(module)(**given)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        error = max(float(np.max(np.abs(o.astype(np.float64) - e))) for o, e in zip(outputs, expected, strict=True))
+        print(f"max abs error: {error:.3g}")
+        if not error <= args.tolerance:
+            print(f"rlx-run: error: max abs error {error:.3g} exceeds the tolerance {args.tolerance:g}",
+                  file=sys.stderr)
+            status = 1
+    if args.bench > 0:
+        _bench(model, given, args.bench)
+    return status
+
+
+def _bench(model, arrays: dict[str, np.ndarray], runs: int) -> None:
+    model(**arrays)  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        model(**arrays)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    print(f"bench: {runs} runs, median {times[len(times) // 2] * 1e3:.3f} ms, "
+          f"min {times[0] * 1e3:.3f} ms")
+
+
+def main() -> None:
+    try:
+        sys.exit(run())
+    except RlxError as err:
+        print(f"rlx-run: error: {err}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
