@@ -13,7 +13,10 @@ buffer and have no results.  Each kernel checks `out` against the shape the MIR
 rule of `rlx_mlir.shape_inference` infers from its inputs.
 
 The `lir.arena` verifier proves an arena plan safe: every slot lies inside the
-arena, is aligned, and no two slots whose live ranges overlap share a byte.
+arena, is aligned, and no two slots whose live ranges overlap share a byte, except an
+in-place pair: an elementwise kernel at position k (the index of the op in the arena's
+block, the arena being 0) writes its `out` slot over an input slot of the same offset and
+memref type whose live range ends at k where out's starts.
 """
 
 from __future__ import annotations
@@ -281,9 +284,11 @@ class ArenaOp(IRDLOperation):
         self._verify_plan(size, alignment)
 
     def _verify_plan(self, size: int, alignment: int) -> None:
-        """Every use is an in-bounds, aligned slot; slots live together share no byte."""
-        slots: list[tuple[int, int, int, int]] = []  # (live_start, live_end, offset, end)
-        for use in self.result.uses:
+        """Every use is an in-bounds, aligned slot; slots live together share no byte,
+        except an in-place pair (`_is_inplace_pair`)."""
+        # (live_start, live_end, offset, end, use number, slot)
+        slots: list[tuple[int, int, int, int, int, SlotOp]] = []
+        for number, use in enumerate(self.result.uses):
             user = use.operation
             if not isinstance(user, SlotOp):
                 raise VerifyException(
@@ -292,9 +297,9 @@ class ArenaOp(IRDLOperation):
             check_buffer(user, "result", user.result)
             offset = _int(user.offset)
             end = offset + byte_size(user.result.type)
-            slots.append((_int(user.live_start), _int(user.live_end), offset, end))
-        slots.sort()
-        for _, _, offset, end in slots:
+            slots.append((_int(user.live_start), _int(user.live_end), offset, end, number, user))
+        slots.sort(key=lambda slot: slot[:5])
+        for _, _, offset, end, _, _ in slots:
             _require(
                 self,
                 end <= size,
@@ -305,13 +310,20 @@ class ArenaOp(IRDLOperation):
                 offset % alignment == 0,
                 f"slot at offset {offset} is not a multiple of the alignment {alignment}",
             )
+        schedule: list[Operation] | None = None  # the ops by position, built on demand
         # Sweep over the schedule: `active` holds the slots still live at `start`.
-        active: list[tuple[int, int, int, int]] = []
+        active: list[tuple[int, int, int, int, int, SlotOp]] = []
         for slot in slots:
-            start, stop, offset, end = slot
+            start, stop, offset, end, _, op = slot
             active = [a for a in active if a[1] >= start]
-            for a_start, a_stop, a_offset, a_end in active:
+            for a_start, a_stop, a_offset, a_end, _, a_op in active:
                 if a_offset < end and offset < a_end:
+                    if schedule is None:
+                        schedule = self._schedule()
+                    if self._is_inplace_pair(a_op, op, schedule) or self._is_inplace_pair(
+                        op, a_op, schedule
+                    ):
+                        continue
                     raise VerifyException(
                         f"'{self.name}': slots overlap: bytes [{a_offset}, {a_end}) live "
                         f"[{a_start}, {a_stop}] and bytes [{offset}, {end}) live "
@@ -319,6 +331,44 @@ class ArenaOp(IRDLOperation):
                         f"{min(end, a_end)}) while both are live"
                     )
             active.append(slot)
+
+    def _schedule(self) -> list[Operation]:
+        """The ops of the arena's parent block from the arena on: position k is op k (the
+        arena is position 0, as `lir-plan-arena` numbers the live ranges)."""
+        block = self.parent_block()
+        if block is None:
+            return [self]
+        ops = list(block.ops)
+        return ops[ops.index(self) :]
+
+    @staticmethod
+    def _is_inplace_pair(src: SlotOp, dst: SlotOp, schedule: list[Operation]) -> bool:
+        """`dst` may share the bytes of `src` (in-place reuse): `src` ends where `dst` starts,
+        at position k; both have one offset and one memref type; op k is an elementwise
+        kernel writing `dst` from inputs that include `src` and no other view of `src`.
+        The index maps of `src` and `out` are then identical, so element i is read before
+        it is overwritten and nothing else reads those bytes at k."""
+        step = _int(src.live_end)
+        if (
+            step != _int(dst.live_start)
+            or _int(src.offset) != _int(dst.offset)
+            or src.result.type != dst.result.type
+            or not 0 <= step < len(schedule)
+        ):
+            return False
+        kernel = schedule[step]
+        if not isinstance(kernel, ElementwiseOp | FusedElementwiseOp):
+            return False
+        if kernel.out is not dst.result or src.result not in kernel.inputs:
+            return False
+        return all(v is src.result or _view_root(v) is not src.result for v in kernel.operands)
+
+
+def _view_root(value: SSAValue) -> SSAValue:
+    """The buffer a chain of `lir.view`s aliases (the value itself when not a view)."""
+    while isinstance(owner := value.owner, ViewOp):
+        value = owner.source
+    return value
 
 
 @irdl_op_definition

@@ -13,10 +13,20 @@ from `passes/arena_planner.py` (`greedy-by-size`, or `naive` without reuse). The
 records the plan's size, alignment, strategy and the `max_live_bytes` lower bound; every
 alloc becomes `lir.slot %arena[offset] live [start, end]` of the same type, and the
 `lir.arena` verifier re-proves the plan (bounds, alignment, no overlap of slots live
-together). A function without allocs gets no arena (the dialect has no empty arena).
+together, in-place pairs aside). A function without allocs gets no arena (the dialect
+has no empty arena).
 
-`plan_function` exposes the plan (sizes, offsets, `arena_bytes`, `naive_bytes` = the
-sum of the aligned buffer sizes, `max_live_bytes`) for the Python API.
+In-place reuse (option `inplace`, default on, `greedy-by-size` only): an elementwise
+kernel (`lir.elementwise`, `lir.fused_elementwise`) at position k whose `out` is an alloc
+first used there may write into the bytes of one of its inputs when that input is an
+alloc (not a function argument, not a view) of exactly `out`'s memref type whose last
+use is k, and no other operand of the kernel is a view of it. Same shape and element
+type mean the same index map, so the kernel reads `in[i]` before it writes `out[i]` over
+it. The two buffers (and chains of them) get one offset; their slots overlap at k only,
+which the `lir.arena` verifier accepts for exactly this pattern.
+
+`plan_function` exposes the plan (sizes, offsets, in-place pairs, `arena_bytes`,
+`naive_bytes` = the sum of the aligned buffer sizes, `max_live_bytes`) for the Python API.
 """
 
 from __future__ import annotations
@@ -61,12 +71,14 @@ class ArenaPlan:
     """Byte offset of each alloc in the arena."""
     alignment: int
     strategy: ArenaStrategy
+    inplace: tuple[tuple[int, int], ...]
+    """In-place pairs `(src, dst)` (alloc indices): `dst` took the bytes of `src`."""
     arena_bytes: int
     """The arena the plan needs."""
     naive_bytes: int
     """The sum of the aligned buffer sizes (the arena without reuse)."""
     max_live_bytes: int
-    """The most bytes live at once: no plan needs less."""
+    """The most bytes live at once (an in-place pair counted once): no plan needs less."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -99,6 +111,47 @@ def live_range(buffer: SSAValue, block: Block, index: dict[Operation, int]) -> t
     return min(steps), max(steps)
 
 
+def _root(value: SSAValue) -> SSAValue:
+    """The buffer a chain of `lir.view`s aliases (the value itself when not a view)."""
+    while isinstance(owner := value.owner, lir.ViewOp):
+        value = owner.source
+    return value
+
+
+INPLACE_KERNELS = (lir.ElementwiseOp, lir.FusedElementwiseOp)
+"""Kernels that read `inputs[j][i]` before writing `out[i]` with one index map per input."""
+
+
+def inplace_pairs(
+    block: Block,
+    allocs: list[lir.AllocOp],
+    intervals: list[planner.Interval],
+    index: dict[Operation, int],
+) -> list[tuple[int, int]]:
+    """`(src, dst)` alloc indices where an elementwise kernel may write `out` (alloc `dst`)
+    over its input alloc `src` (see the module doc)."""
+    buffers = {alloc.result: i for i, alloc in enumerate(allocs)}
+    pairs: list[tuple[int, int]] = []
+    for op in block.ops:
+        if not isinstance(op, INPLACE_KERNELS):
+            continue
+        step = index[op]
+        dst = buffers.get(op.out)
+        if dst is None or intervals[dst].start != step or op.out in op.inputs:
+            continue
+        for value in op.inputs:
+            src = buffers.get(value)
+            if (
+                src is not None
+                and value.type == op.out.type
+                and intervals[src].end == step
+                and all(v is value or _root(v) is not value for v in op.operands)
+            ):
+                pairs.append((src, dst))
+                break
+    return pairs
+
+
 def check_options(alignment: int, strategy: ArenaStrategy | str) -> ArenaStrategy:
     """The strategy as an `ArenaStrategy`; a PassFailedException names a bad option."""
     if alignment < 1 or alignment & (alignment - 1):
@@ -118,11 +171,15 @@ def plan_function(
     func_op: func.FuncOp,
     alignment: int = 64,
     strategy: ArenaStrategy | str = ArenaStrategy.GREEDY_BY_SIZE,
+    inplace: bool = True,
 ) -> ArenaPlan:
-    """Plan the top-level `lir.alloc`s of `func_op` into one arena (see the module doc)."""
+    """Plan the top-level `lir.alloc`s of `func_op` into one arena (see the module doc);
+    `inplace` lets `greedy-by-size` give an elementwise kernel's out the bytes of an input
+    that dies there."""
     strategy = check_options(alignment, strategy)
     allocs: list[lir.AllocOp] = []
     intervals: list[planner.Interval] = []
+    pairs: list[tuple[int, int]] = []
     if not func_op.is_declaration:
         block = func_op.body.block
         # Schedule positions after the pass: the arena is op 0.
@@ -133,16 +190,22 @@ def plan_function(
                 size = planner.align_up(lir.byte_size(op.result.type), alignment)
                 allocs.append(op)
                 intervals.append(planner.Interval(size, *live_range(op.result, block, index)))
-    offsets = PLANNERS[strategy](intervals, alignment)
+        if inplace and strategy is ArenaStrategy.GREEDY_BY_SIZE:
+            pairs = inplace_pairs(block, allocs, intervals, index)
+    if strategy is ArenaStrategy.GREEDY_BY_SIZE:
+        offsets = planner.plan_greedy_by_size(intervals, alignment, pairs)
+    else:
+        offsets = PLANNERS[strategy](intervals, alignment)
     return ArenaPlan(
         allocs=tuple(allocs),
         intervals=tuple(intervals),
         offsets=tuple(offsets),
         alignment=alignment,
         strategy=strategy,
+        inplace=tuple(pairs),
         arena_bytes=planner.arena_bytes(intervals, offsets),
         naive_bytes=sum(iv.size for iv in intervals),
-        max_live_bytes=planner.max_live_bytes(intervals),
+        max_live_bytes=planner.max_live_bytes(intervals, pairs),
     )
 
 
@@ -170,10 +233,11 @@ class PlanArena(RewritePattern):
 
     alignment: int
     strategy: str
+    inplace: bool = True
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.FuncOp, rewriter: PatternRewriter, /) -> None:
-        plan = plan_function(op, self.alignment, self.strategy)
+        plan = plan_function(op, self.alignment, self.strategy, self.inplace)
         if not plan.allocs:
             return
         arena = lir.ArenaOp(plan.arena_bytes, plan.alignment, plan.strategy, plan.max_live_bytes)
@@ -197,19 +261,25 @@ class LirPlanArenaPass(ModulePass):
     strategy: str = ArenaStrategy.GREEDY_BY_SIZE.value
     """`greedy-by-size` (reuse the bytes of dead buffers) or `naive` (no reuse)."""
 
+    inplace: bool = True
+    """With `greedy-by-size`: an elementwise kernel may write its out over an input of the
+    same memref type that dies there (`naive` never reuses bytes)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         check_options(self.alignment, self.strategy)
         PatternRewriteWalker(
-            PlanArena(self.alignment, self.strategy), apply_recursively=False
+            PlanArena(self.alignment, self.strategy, self.inplace), apply_recursively=False
         ).rewrite_module(op)
 
 
 __all__ = [
+    "INPLACE_KERNELS",
     "PLANNERS",
     "ArenaPlan",
     "LirPlanArenaPass",
     "PlanArena",
     "check_options",
+    "inplace_pairs",
     "live_range",
     "plan_function",
     "planned_bytes",

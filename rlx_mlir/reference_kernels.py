@@ -6,7 +6,10 @@ a numpy scalar).  Where rounding matters (transcendental functions, matmul and r
 accumulation, norms, softmax, attention, the composite blocks) the value is computed in
 float64 and rounded to float32 once, so the oracle sits within half an ulp of the exact
 result and a comparison measures only the compiled kernel's error.  The IEEE-exact ops
-(add sub mul div max min neg abs relu) are computed in float32 directly.
+(add sub mul div max min neg abs relu) are computed in float32 directly.  The ops mir
+also allows on integers (add sub mul max min neg abs relu) keep an integer input's dtype
+(i32 or i64) and wrap on overflow as numpy does; Python ints next to an integer array take
+its dtype.
 
 IEEE special values (inf, nan, division by zero, log of 0) give their IEEE results without
 numpy warnings.  Shapes are checked with the shared rules of `rlx_mlir.shape_inference`
@@ -82,6 +85,27 @@ def _data(x: ArrayLike) -> np.ndarray:
     return a
 
 
+def _is_int_array(x: ArrayLike) -> bool:
+    return isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "iu"
+
+
+def _integers(*xs: ArrayLike) -> bool:
+    """Whether an integer op stays integer: some input is an integer numpy array (or numpy
+    integer) and the others are too, or Python ints."""
+    return any(_is_int_array(x) for x in xs) and all(
+        _is_int_array(x) or (isinstance(x, int) and not isinstance(x, bool)) for x in xs
+    )
+
+
+def _numeric(op: Callable[..., Any], *xs: ArrayLike) -> np.ndarray:
+    """`op` in the inputs' integer dtype (numpy's wrapping arithmetic) when they are
+    integers (`_integers`), else in float32; a fresh array either way."""
+    if _integers(*xs):
+        with np.errstate(all="ignore"):
+            return np.array(op(*(x if isinstance(x, int) else np.asarray(x) for x in xs)))
+    return _out(op(*(_f32(x) for x in xs)))
+
+
 def _check_name(what: str, name: str, allowed: Sequence[str]) -> None:
     if name not in allowed:
         raise ArgumentError(f"{what}: expected one of {', '.join(allowed)}, got {name!r}")
@@ -143,15 +167,15 @@ def _rms_norm64(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None, eps: 
 
 
 def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
-    return _out(np.add(_f32(a), _f32(b)))
+    return _numeric(np.add, a, b)
 
 
 def sub(a: ArrayLike, b: ArrayLike) -> np.ndarray:
-    return _out(np.subtract(_f32(a), _f32(b)))
+    return _numeric(np.subtract, a, b)
 
 
 def mul(a: ArrayLike, b: ArrayLike) -> np.ndarray:
-    return _out(np.multiply(_f32(a), _f32(b)))
+    return _numeric(np.multiply, a, b)
 
 
 @_quiet
@@ -161,12 +185,12 @@ def div(a: ArrayLike, b: ArrayLike) -> np.ndarray:
 
 def maximum(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """np.maximum (a nan operand gives nan)."""
-    return _out(np.maximum(_f32(a), _f32(b)))
+    return _numeric(np.maximum, a, b)
 
 
 def minimum(a: ArrayLike, b: ArrayLike) -> np.ndarray:
     """np.minimum (a nan operand gives nan)."""
-    return _out(np.minimum(_f32(a), _f32(b)))
+    return _numeric(np.minimum, a, b)
 
 
 @_quiet
@@ -176,7 +200,8 @@ def power(a: ArrayLike, b: ArrayLike) -> np.ndarray:
 
 
 def neg(x: ArrayLike) -> np.ndarray:
-    return _out(np.negative(_f32(x)))
+    """-x (on integers, -MIN wraps to MIN)."""
+    return _numeric(np.negative, x)
 
 
 @_quiet
@@ -229,12 +254,12 @@ def gelu_tanh(x: ArrayLike) -> np.ndarray:
 
 def relu(x: ArrayLike) -> np.ndarray:
     """max(x, 0) (nan stays nan)."""
-    return _out(np.maximum(_f32(x), F32(0)))
+    return _numeric(lambda v: np.maximum(v, v.dtype.type(0)), x)
 
 
 def absolute(x: ArrayLike) -> np.ndarray:
-    """|x|."""
-    return _out(np.abs(_f32(x)))
+    """|x| (on integers, |MIN| wraps to MIN)."""
+    return _numeric(np.abs, x)
 
 
 ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {

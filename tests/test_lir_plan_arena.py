@@ -1,6 +1,7 @@
 """lir-plan-arena: the pure interval planner (`passes/arena_planner.py`) on random interval
-sets, liveness over the lir schedule, the pass and its options, and the Llama block
-(greedy-by-size must need at most half the bytes of the naive plan)."""
+sets (with and without in-place pairs), liveness over the lir schedule, the pass and its
+options, in-place reuse (which pairs, numerics on the reference executor's real arena),
+and the Llama block (greedy-by-size must need at most half the bytes of the naive plan)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import PassFailedException
+from xdsl.passes import PassPipeline
+from xdsl.transforms import get_all_passes as xdsl_passes
+from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 from rlx_mlir.dialects import lir
 from rlx_mlir.ir import make_context, parse_module
@@ -37,8 +40,14 @@ def random_intervals(
     return intervals
 
 
-def assert_safe(intervals: list[tuple[int, int, int]], offsets: list[int], alignment: int) -> None:
-    """Brute force: offsets aligned, and no two simultaneously live buffers share a byte."""
+def assert_safe(
+    intervals: list[tuple[int, int, int]],
+    offsets: list[int],
+    alignment: int,
+    inplace: list[tuple[int, int]] = (),  # pyright: ignore[reportArgumentType]
+) -> None:
+    """Brute force: offsets aligned, and no two simultaneously live buffers share a byte,
+    except an in-place pair (src, dst) at one offset, live together only at src's end."""
     assert len(offsets) == len(intervals)
     for offset in offsets:
         assert offset >= 0 and offset % alignment == 0
@@ -47,6 +56,13 @@ def assert_safe(intervals: list[tuple[int, int, int]], offsets: list[int], align
             sj, aj, bj = intervals[j]
             live_together = ai <= bj and aj <= bi
             share = offsets[i] < offsets[j] + sj and offsets[j] < offsets[i] + si
+            for src, dst in ((i, j), (j, i)):
+                if (
+                    (src, dst) in inplace
+                    and offsets[i] == offsets[j]
+                    and intervals[src][2] == intervals[dst][1]
+                ):
+                    share = False
             assert not (live_together and share), (
                 intervals[i],
                 intervals[j],
@@ -129,6 +145,87 @@ def test_max_live_bytes_and_empty() -> None:
 def test_bad_alignment(alignment: int) -> None:
     with pytest.raises(ValueError, match="alignment"):
         ap.plan_greedy_by_size([(4, 0, 0)], alignment)
+
+
+def random_inplace(
+    rng: np.random.Generator, alignment: int
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """Random intervals plus chains of equal-size buffers, each starting where the previous
+    one ends (and live over two steps at least), linked by in-place pairs (listed in a
+    shuffled order)."""
+    intervals = random_intervals(rng, aligned_to=alignment)
+    pairs: list[tuple[int, int]] = []
+    for _ in range(int(rng.integers(0, 6))):
+        size = ap.align_up(int(rng.integers(1, 5000)), alignment)
+        step = int(rng.integers(0, 50))
+        previous = None
+        for _ in range(int(rng.integers(2, 5))):
+            end = step + int(rng.integers(1, 6))
+            intervals.append((size, step, end))
+            if previous is not None:
+                pairs.append((previous, len(intervals) - 1))
+            previous, step = len(intervals) - 1, end
+    order = rng.permutation(len(pairs))
+    return intervals, [pairs[i] for i in order]
+
+
+def brute_max_live_merged(
+    intervals: list[tuple[int, int, int]], pairs: list[tuple[int, int]]
+) -> int:
+    """Most bytes live at one step, an in-place pair live together at step k counted once."""
+    steps = max((end for _, _, end in intervals), default=-1) + 1
+    peak = 0
+    for t in range(steps):
+        live = {i for i, (_, a, b) in enumerate(intervals) if a <= t <= b}
+        # The src of a pair meeting at t shares its bytes with the dst (equal sizes here).
+        live -= {src for src, dst in pairs if src in live and dst in live}
+        peak = max(peak, sum(intervals[i][0] for i in live))
+    return peak
+
+
+@pytest.mark.parametrize("alignment", [1, 64])
+def test_random_inplace_plans_are_safe_and_bounded(alignment: int) -> None:
+    rng = np.random.default_rng(77 + alignment)
+    for _ in SEEDS:
+        intervals, pairs = random_inplace(rng, alignment)
+        offsets = ap.plan_greedy_by_size(intervals, alignment, pairs)
+        assert_safe(intervals, offsets, alignment, pairs)
+        ap.check_plan(intervals, offsets, alignment, pairs)
+        for src, dst in pairs:
+            assert offsets[src] == offsets[dst]
+        lower = ap.max_live_bytes(intervals, pairs)
+        assert lower == brute_max_live_merged(intervals, pairs)
+        assert lower <= ap.max_live_bytes(intervals)
+        assert lower <= ap.arena_bytes(intervals, offsets)
+        if pairs:
+            # Without the pairs the plan is (generally) not safe: check_plan says so.
+            with pytest.raises(ValueError, match="share bytes"):
+                ap.check_plan(intervals, offsets, alignment)
+
+
+def test_merge_inplace() -> None:
+    intervals = [(64, 0, 2), (64, 2, 3), (128, 2, 2), (64, 3, 5)]
+    group_of, merged = ap.merge_inplace(intervals, [(1, 3), (0, 1)])
+    assert group_of == [0, 0, 1, 0]
+    assert merged == [ap.Interval(64, 0, 5), ap.Interval(128, 2, 2)]
+    assert ap.plan_greedy_by_size(intervals, 64, [(0, 1), (1, 3)]) == [128, 128, 0, 128]
+    assert ap.max_live_bytes(intervals, [(0, 1), (1, 3)]) == 192
+    assert ap.max_live_bytes(intervals) == 256
+    with pytest.raises(ValueError, match="must end where"):
+        ap.merge_inplace(intervals, [(0, 3)])
+    with pytest.raises(ValueError, match="two pairs"):
+        ap.merge_inplace([(4, 0, 1), (4, 1, 2), (4, 1, 3)], [(0, 1), (0, 2)])
+    with pytest.raises(ValueError, match="distinct"):
+        ap.merge_inplace(intervals, [(1, 1)])
+    # A chain through a buffer live at one step: its neighbours meet there unpaired.
+    with pytest.raises(ValueError, match="one step only"):
+        ap.merge_inplace([(4, 0, 1), (4, 1, 1), (4, 1, 2)], [(0, 1), (1, 2)])
+    # check_plan accepts the pair only at one offset and only where src ends.
+    ap.check_plan([(64, 0, 1), (64, 1, 2)], [0, 0], 64, [(0, 1)])
+    with pytest.raises(ValueError, match="share bytes"):
+        ap.check_plan([(64, 0, 1), (64, 1, 2)], [0, 0], 64, [(1, 0)])
+    with pytest.raises(ValueError, match="share bytes"):
+        ap.check_plan([(128, 0, 1), (128, 1, 2)], [0, 64], 64, [(0, 1)])
 
 
 def test_bad_interval() -> None:
@@ -233,6 +330,84 @@ def test_bad_options(options: dict[str, object], message: str) -> None:
         LirPlanArenaPass(**options).apply(make_context(), parse_module(CHAIN))  # pyright: ignore[reportArgumentType]
 
 
+INPLACE = """
+func.func @f(%g: memref<4x8xf32> {rlx.name = "g", rlx.role = "input"},
+             %u: memref<4x8xf32> {rlx.name = "u", rlx.role = "input"},
+             %r: memref<8xf32> {rlx.name = "r", rlx.role = "input"},
+             %out: memref<4x8xf32> {rlx.name = "out0", rlx.role = "output"}) {
+  %gate = lir.alloc : memref<4x8xf32>
+  lir.elementwise silu ins(%g : memref<4x8xf32>) outs(%gate : memref<4x8xf32>)
+  %up = lir.alloc : memref<4x8xf32>
+  lir.elementwise exp ins(%u : memref<4x8xf32>) outs(%up : memref<4x8xf32>)
+  %prod = lir.alloc : memref<4x8xf32>
+  lir.elementwise mul ins(%gate, %up : memref<4x8xf32>, memref<4x8xf32>) outs(%prod : memref<4x8xf32>)
+  %sum = lir.alloc : memref<4x8xf32>
+  lir.fused_elementwise ins(%r, %prod : memref<8xf32>, memref<4x8xf32>) outs(%sum : memref<4x8xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %y : f32
+    %t = arith.mulf %s, %y : f32
+    lir.yield %t : f32
+  }
+  %row = lir.view %sum[8] : memref<4x8xf32> -> memref<8xf32>
+  %bad = lir.alloc : memref<4x8xf32>
+  lir.elementwise add ins(%sum, %row : memref<4x8xf32>, memref<8xf32>) outs(%bad : memref<4x8xf32>)
+  %neg = lir.alloc : memref<4x8xf32>
+  lir.elementwise neg ins(%bad : memref<4x8xf32>) outs(%neg : memref<4x8xf32>)
+  lir.elementwise sub ins(%neg, %up : memref<4x8xf32>, memref<4x8xf32>) outs(%out : memref<4x8xf32>)
+  func.return
+}
+"""
+"""In place: mul over %gate (not %up, still read at the end), the fused body over %prod,
+%neg over %bad. Refused: %bad over %sum (another input is a view of %sum)."""
+
+
+def test_inplace_pairs_and_option() -> None:
+    fn = the_function(parse_module(INPLACE))
+    plan = plan_function(fn)
+    assert plan.inplace == ((0, 2), (2, 3), (4, 5))
+    assert plan.offsets[0] == plan.offsets[2] == plan.offsets[3]
+    assert plan.offsets[4] == plan.offsets[5] != plan.offsets[3]
+    assert len({plan.offsets[0], plan.offsets[1], plan.offsets[4]}) == 3
+    assert (plan.arena_bytes, plan.max_live_bytes, plan.naive_bytes) == (384, 384, 768)
+    off = plan_function(fn, inplace=False)
+    assert off.inplace == () and off.arena_bytes == off.max_live_bytes == 384
+    assert off.offsets[0] != off.offsets[2] != off.offsets[3]
+    naive = plan_function(fn, strategy="naive")
+    assert naive.inplace == () and naive.arena_bytes == naive.naive_bytes == 768
+
+
+@pytest.mark.parametrize("options", [{}, {"inplace": False}, {"strategy": "naive"}])
+def test_inplace_numerics_on_a_real_arena(options: dict[str, object]) -> None:
+    """The reference executor runs the planned kernels on numpy views of one arena: the
+    planned function computes exactly (bit for bit) what the unplanned one does."""
+    reference = pytest.importorskip("rlx_mlir.reference")
+    rng = np.random.default_rng(5)
+    inputs = {
+        "g": rng.standard_normal((4, 8)).astype(np.float32),
+        "u": rng.standard_normal((4, 8)).astype(np.float32),
+        "r": rng.standard_normal(8).astype(np.float32),
+    }
+    module = parse_module(INPLACE)
+    (expected,) = reference.run_module(module, inputs)
+    LirPlanArenaPass(**options).apply(make_context(), module)  # pyright: ignore[reportArgumentType]
+    module.verify()
+    (got,) = reference.run_module(module, inputs)
+    np.testing.assert_array_equal(got, expected)
+    assert np.isfinite(got).all()
+
+
+def test_verifier_rejects_inplace_with_a_view_operand() -> None:
+    """A hand-made plan putting %bad over %sum (the refused pair) does not verify."""
+    module = parse_module(INPLACE)
+    LirPlanArenaPass().apply(make_context(), module)
+    slots = [op for op in the_function(module).walk() if isinstance(op, lir.SlotOp)]
+    sum_slot, bad_slot = slots[3], slots[4]
+    assert sum_slot.live_end.value.data == bad_slot.live_start.value.data
+    bad_slot.offset = sum_slot.offset
+    with pytest.raises(VerifyException, match="slots overlap"):
+        module.verify()
+
+
 def test_function_without_allocs_gets_no_arena() -> None:
     text = """
     func.func @f(%x: memref<3xf32>, %o: memref<3xf32>) {
@@ -266,6 +441,89 @@ def load_llama_example():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+FULL_PIPELINE = "convert-hir-to-mir,canonicalize,cse,mir-fuse,convert-mir-to-lir"
+"""The issue's pipeline up to lir-plan-arena."""
+
+
+def run_pipeline(module: ModuleOp, spec: str) -> None:
+    passes = {**xdsl_passes(), **get_all_passes()}
+    for name in spec.split(","):
+        if name.split("{")[0] not in passes:
+            pytest.skip(f"{name} is not there yet")
+    PassPipeline.parse_spec(passes, spec).apply(make_context(), module)
+
+
+def llama_mlir() -> ModuleOp:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "llama_block.mlir"
+    return parse_module(path.read_text(), str(path))
+
+
+def test_llama_block_full_pipeline_inplace() -> None:
+    """examples/llama_block.mlir through convert-hir-to-mir, canonicalize, cse, mir-fuse,
+    convert-mir-to-lir: greedy-by-size with in-place reuse needs at most half the naive
+    bytes (the SwiGLU mul writes over the gate, the residual adds over their inputs)."""
+    module = llama_mlir()
+    run_pipeline(module, FULL_PIPELINE)
+    module.verify()
+    fn = the_function(module)
+    greedy = plan_function(fn)
+    no_inplace = plan_function(fn, inplace=False)
+    naive = plan_function(fn, strategy="naive")
+    print(
+        f"llama block ({FULL_PIPELINE}): naive {naive.arena_bytes} B, greedy-by-size "
+        f"{greedy.arena_bytes} B ({greedy.arena_bytes / naive.arena_bytes:.3f} of naive), "
+        f"lower bound {greedy.max_live_bytes} B; without in-place {no_inplace.arena_bytes} B "
+        f"(lower bound {no_inplace.max_live_bytes} B)"
+    )
+    assert naive.arena_bytes == naive.naive_bytes == greedy.naive_bytes
+    assert greedy.arena_bytes <= 0.5 * naive.arena_bytes
+    assert greedy.max_live_bytes <= greedy.arena_bytes < no_inplace.arena_bytes
+    kernels = {
+        alloc.result: next(
+            use.operation for use in alloc.result.uses if use.operation.operands[-1] is alloc.result
+        )
+        for alloc in greedy.allocs
+    }
+    writers = [kernels[greedy.allocs[dst].result] for _, dst in greedy.inplace]
+    assert any(isinstance(k, lir.ElementwiseOp) and k.fn.data == "mul" for k in writers)
+    for kernel in writers:
+        assert isinstance(kernel, lir.ElementwiseOp | lir.FusedElementwiseOp)
+
+    LirPlanArenaPass().apply(make_context(), module)
+    module.verify()  # the lir.arena verifier accepts exactly these in-place pairs
+    assert planned_bytes(fn) == (greedy.arena_bytes, naive.naive_bytes, greedy.max_live_bytes)
+
+
+def test_llama_block_full_pipeline_numerics() -> None:
+    """The llama block before (hir) and after planning in place (lir on the reference
+    executor's real arena) agree; in-place and separate buffers agree bit for bit."""
+    reference = pytest.importorskip("rlx_mlir.reference")
+    hir_module = llama_mlir()
+    fn = the_function(hir_module)
+    rng = np.random.default_rng(1)
+    inputs = {}
+    for arg, attrs in zip(fn.args, fn.arg_attrs.data if fn.arg_attrs else (), strict=True):
+        name = attrs.data["rlx.name"].data  # pyright: ignore[reportAttributeAccessIssue]
+        shape = tuple(arg.type.get_shape())  # pyright: ignore[reportAttributeAccessIssue]
+        inputs[name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    (expected,) = reference.run_module(hir_module, inputs)
+    results = {}
+    for spec in (
+        FULL_PIPELINE,
+        FULL_PIPELINE + ",lir-plan-arena",
+        FULL_PIPELINE + ",lir-plan-arena{inplace=false}",
+    ):
+        module = llama_mlir()
+        run_pipeline(module, spec)
+        module.verify()
+        (results[spec],) = reference.run_module(module, inputs)
+        np.testing.assert_allclose(results[spec], expected, rtol=1e-4, atol=1e-5)
+    for got in results.values():
+        np.testing.assert_array_equal(got, results[FULL_PIPELINE])
 
 
 def lower_llama(fuse: bool) -> ModuleOp:

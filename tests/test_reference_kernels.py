@@ -263,6 +263,78 @@ def test_elementwise_special_values_are_ieee_and_silent():
     assert np.isnan(R.maximum(np.nan, 1.0)) and np.isnan(R.minimum(1.0, np.nan))
 
 
+INT_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "max": max, "min": min,
+}
+INT_UNARY = {"neg": lambda v: -v, "abs": abs, "relu": lambda v: max(v, 0)}
+
+
+def wrap(value: int, bits: int) -> int:
+    """Two's complement wrap-around of a Python int to `bits` bits."""
+    half = 1 << (bits - 1)
+    return (value + half) % (1 << bits) - half
+
+
+def int_operand(dtype, shape, seed):
+    """Random values with the extremes of the dtype mixed in."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-1000, 1000, size=shape).astype(dtype)
+    flat = x.reshape(-1)
+    for i, v in enumerate((info.max, info.min, -1, 0, info.max - 1)):
+        if i < flat.size:
+            flat[(i * 7) % flat.size] = v
+    return x
+
+
+def int_loop(fn, bits, *xs):
+    shape = bshape(*(x.shape for x in xs))
+    out = np.empty(shape, dtype=object)
+    for idx in np.ndindex(shape):
+        out[idx] = wrap(fn(*(int(x[bidx(idx, x.shape)]) for x in xs)), bits)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("name", sorted(INT_BINARY))
+@pytest.mark.parametrize("sa,sb", [((), ()), ((6,), (6,)), ((2, 1, 3), (4, 1)), ((5,), ())])
+def test_integer_binary_keeps_dtype_and_wraps(dtype, name, sa, sb):
+    a, b = int_operand(dtype, sa, 1), int_operand(dtype, sb, 2)
+    bits = np.iinfo(dtype).bits
+    for x, y in ((a, b), (b, a)):
+        got = R.ELEMENTWISE[name](x, y)
+        assert isinstance(got, np.ndarray) and got.dtype == dtype
+        assert got.tolist() == int_loop(INT_BINARY[name], bits, x, y).tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("name", sorted(INT_UNARY))
+@pytest.mark.parametrize("shape", [(), (7,), (2, 5)])
+def test_integer_unary_keeps_dtype_and_wraps(dtype, name, shape):
+    x = int_operand(dtype, shape, 3)
+    got = R.ELEMENTWISE[name](x)
+    assert isinstance(got, np.ndarray) and got.dtype == dtype
+    assert got.tolist() == int_loop(INT_UNARY[name], np.iinfo(dtype).bits, x).tolist()
+
+
+def test_integer_edges_and_scalars():
+    i32 = np.array([np.iinfo(np.int32).max, np.iinfo(np.int32).min], dtype=np.int32)
+    assert R.add(i32, np.int32(1)).tolist() == [-(2**31), -(2**31) + 1]
+    assert R.neg(i32).tolist() == [-(2**31) + 1, -(2**31)]
+    assert R.absolute(i32).tolist() == [2**31 - 1, -(2**31)]
+    # A Python int takes the array's dtype; a float anywhere gives float32.
+    assert R.mul(i32, 2).dtype == np.int32 and R.sub(3, i32).dtype == np.int32
+    assert R.mul(i32, 2).tolist() == [-2, 0]
+    check(R.add(np.arange(3, dtype=np.int64), 0.5), [0.5, 1.5, 2.5])
+    check(R.add(1, 2), np.array(3.0))  # Python ints alone: float32 as before
+    r = R.relu(np.array(-3, dtype=np.int64))
+    assert r.dtype == np.int64 and r.shape == () and int(r) == 0
+    # Fresh arrays, never the input.
+    x = np.arange(4, dtype=np.int32)
+    assert not np.shares_memory(R.absolute(x), x)
+
+
 def test_gelu_reference_values():
     # Exact erf gelu, not the tanh form: known values to float32 precision.
     check(R.gelu(np.array([0.0, 1.0, -1.0, 3.0])),

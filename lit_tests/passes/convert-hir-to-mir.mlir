@@ -270,6 +270,16 @@ func.func @embedding(%t: tensor<16x8xf32>, %ids: tensor<2x3xi32>) -> tensor<2x3x
   func.return %y : tensor<2x3x8xf32>
 }
 
+// hir.embedding with one i64 id (rank 0): one row of the table.
+// CHECK-LABEL: func.func @embedding_i64_scalar(
+// CHECK-SAME:    %[[T:[^:]*]]: tensor<16x8xf32>, %[[IDS:[^:]*]]: tensor<i64>)
+// CHECK-NEXT:    %[[GATHER:.*]] = mir.gather %[[T]], %[[IDS]] axis 0 : (tensor<16x8xf32>, tensor<i64>) -> tensor<8xf32>
+// CHECK-NEXT:    func.return %[[GATHER]] : tensor<8xf32>
+func.func @embedding_i64_scalar(%t: tensor<16x8xf32>, %ids: tensor<i64>) -> tensor<8xf32> {
+  %y = hir.embedding %t[%ids] : (tensor<16x8xf32>, tensor<i64>) -> tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}
+
 // hir.dequant_matmul stays one mir op.
 // CHECK-LABEL: func.func @dequant_matmul_q8_0(
 // CHECK-SAME:    %[[X:[^:]*]]: tensor<4x64xf32>, %[[W:[^:]*]]: tensor<8x68xui8>)

@@ -137,6 +137,109 @@
 
 // -----
 
+// In-place reuse (two slots sharing bytes, live together at k only) is accepted for an
+// elementwise kernel at position k (arena = 0) writing out over a dying input of the
+// same offset and type; each case below breaks one condition and stays an overlap.
+
+// Op 4 (where %s0 ends and %s1 starts) is a matmul: out[i, j] reads a whole row.
+func.func @f(%x: memref<4x4xf32>, %w: memref<4x4xf32>, %o: memref<4x4xf32>) {
+  %a = lir.arena size 64 alignment 64 strategy "greedy-by-size" : memref<64xi8>
+  %s0 = lir.slot %a[0] live [2, 4] : memref<64xi8> -> memref<4x4xf32>
+  lir.elementwise exp ins(%x : memref<4x4xf32>) outs(%s0 : memref<4x4xf32>)
+  %s1 = lir.slot %a[0] live [4, 5] : memref<64xi8> -> memref<4x4xf32>
+  lir.matmul ins(%s0, %w : memref<4x4xf32>, memref<4x4xf32>) outs(%s1 : memref<4x4xf32>)
+  lir.copy ins(%s1 : memref<4x4xf32>) outs(%o : memref<4x4xf32>)
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.arena': slots overlap: bytes [0, 64) live [2, 4] and bytes [0, 64) live [4, 5] share bytes [0, 64) while both are live
+
+// -----
+
+// Same offset, different types: the input broadcasts, every out row reads its bytes.
+func.func @f(%x: memref<16xf32>, %y: memref<4x16xf32>, %o: memref<4x16xf32>) {
+  %a = lir.arena size 256 alignment 64 strategy "greedy-by-size" : memref<256xi8>
+  %s0 = lir.slot %a[0] live [2, 4] : memref<256xi8> -> memref<16xf32>
+  lir.elementwise exp ins(%x : memref<16xf32>) outs(%s0 : memref<16xf32>)
+  %s1 = lir.slot %a[0] live [4, 5] : memref<256xi8> -> memref<4x16xf32>
+  lir.elementwise add ins(%s0, %y : memref<16xf32>, memref<4x16xf32>) outs(%s1 : memref<4x16xf32>)
+  lir.copy ins(%s1 : memref<4x16xf32>) outs(%o : memref<4x16xf32>)
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.arena': slots overlap: bytes [0, 64) live [2, 4] and bytes [0, 256) live [4, 5] share bytes [0, 64) while both are live
+
+// -----
+
+// Partial overlap at op 4: out[i] lands on in[i + 16].
+func.func @f(%x: memref<32xf32>, %o: memref<32xf32>) {
+  %a = lir.arena size 192 alignment 64 strategy "greedy-by-size" : memref<192xi8>
+  %s0 = lir.slot %a[0] live [2, 4] : memref<192xi8> -> memref<32xf32>
+  lir.elementwise exp ins(%x : memref<32xf32>) outs(%s0 : memref<32xf32>)
+  %s1 = lir.slot %a[64] live [4, 5] : memref<192xi8> -> memref<32xf32>
+  lir.elementwise neg ins(%s0 : memref<32xf32>) outs(%s1 : memref<32xf32>)
+  lir.copy ins(%s1 : memref<32xf32>) outs(%o : memref<32xf32>)
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.arena': slots overlap: bytes [0, 128) live [2, 4] and bytes [64, 192) live [4, 5] share bytes [64, 128) while both are live
+
+// -----
+
+// Another input of op 5 is a view of %s0 (its first row, broadcast).
+func.func @f(%x: memref<4x16xf32>, %o: memref<4x16xf32>) {
+  %a = lir.arena size 256 alignment 64 strategy "greedy-by-size" : memref<256xi8>
+  %s0 = lir.slot %a[0] live [2, 5] : memref<256xi8> -> memref<4x16xf32>
+  lir.elementwise exp ins(%x : memref<4x16xf32>) outs(%s0 : memref<4x16xf32>)
+  %row = lir.view %s0[0] : memref<4x16xf32> -> memref<16xf32>
+  %s1 = lir.slot %a[0] live [5, 6] : memref<256xi8> -> memref<4x16xf32>
+  lir.elementwise add ins(%s0, %row : memref<4x16xf32>, memref<16xf32>) outs(%s1 : memref<4x16xf32>)
+  lir.copy ins(%s1 : memref<4x16xf32>) outs(%o : memref<4x16xf32>)
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.arena': slots overlap: bytes [0, 256) live [2, 5] and bytes [0, 256) live [5, 6] share bytes [0, 256) while both are live
+
+// -----
+
+// Op 4 writes %s1 but does not read %s0.
+func.func @f(%x: memref<16xf32>, %o: memref<16xf32>) {
+  %a = lir.arena size 64 alignment 64 strategy "greedy-by-size" : memref<64xi8>
+  %s0 = lir.slot %a[0] live [2, 4] : memref<64xi8> -> memref<16xf32>
+  lir.elementwise exp ins(%x : memref<16xf32>) outs(%s0 : memref<16xf32>)
+  %s1 = lir.slot %a[0] live [4, 5] : memref<64xi8> -> memref<16xf32>
+  lir.elementwise neg ins(%x : memref<16xf32>) outs(%s1 : memref<16xf32>)
+  lir.copy ins(%s1 : memref<16xf32>) outs(%o : memref<16xf32>)
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.arena': slots overlap: bytes [0, 64) live [2, 4] and bytes [0, 64) live [4, 5] share bytes [0, 64) while both are live
+
+// -----
+
+// The elementwise kernel reading %s0 and writing %s1 is op 5, not op 4 where the
+// live ranges meet.
+func.func @f(%x: memref<16xf32>, %o: memref<16xf32>) {
+  %a = lir.arena size 64 alignment 64 strategy "greedy-by-size" : memref<64xi8>
+  %s0 = lir.slot %a[0] live [2, 4] : memref<64xi8> -> memref<16xf32>
+  lir.elementwise exp ins(%x : memref<16xf32>) outs(%s0 : memref<16xf32>)
+  %s1 = lir.slot %a[0] live [4, 5] : memref<64xi8> -> memref<16xf32>
+  lir.copy ins(%x : memref<16xf32>) outs(%o : memref<16xf32>)
+  lir.elementwise neg ins(%s0 : memref<16xf32>) outs(%s1 : memref<16xf32>)
+  lir.copy ins(%s1 : memref<16xf32>) outs(%o : memref<16xf32>)
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.arena': slots overlap: bytes [0, 64) live [2, 4] and bytes [0, 64) live [4, 5] share bytes [0, 64) while both are live
+
+// -----
+
 func.func @f(%m: memref<64xf32>) {
   %s = lir.slot %m[0] live [0, 0] : memref<64xf32> -> memref<4xf32>
   func.return

@@ -64,6 +64,44 @@ func.func @arena_naive(%ext: memref<16xi8>) {
 
 // -----
 
+// In-place reuse: %s1 and %s2 share the bytes of %s0 although the live ranges meet
+// (at 4 and 6): the elementwise kernel at that position (arena = 0) reads the dying
+// slot and writes the next one, of the same offset and type.
+
+// CHECK-LABEL: func.func @arena_inplace
+// CHECK-SAME:    (%[[X:.*]]: memref<4x8xf32>, %[[Y:.*]]: memref<8xf32>, %[[O:.*]]: memref<4x8xf32>)
+// CHECK-NEXT:    %[[A:.*]] = lir.arena size 128 alignment 64 strategy "greedy-by-size" max_live_bytes 128 : memref<128xi8>
+// CHECK-NEXT:    %[[S0:.*]] = lir.slot %[[A]][0] live [2, 4] : memref<128xi8> -> memref<4x8xf32>
+// CHECK-NEXT:    lir.elementwise exp ins(%[[X]] : memref<4x8xf32>) outs(%[[S0]] : memref<4x8xf32>)
+// CHECK-NEXT:    %[[S1:.*]] = lir.slot %[[A]][0] live [4, 6] : memref<128xi8> -> memref<4x8xf32>
+// CHECK-NEXT:    lir.elementwise add ins(%[[S0]], %[[Y]] : memref<4x8xf32>, memref<8xf32>) outs(%[[S1]] : memref<4x8xf32>)
+// CHECK-NEXT:    %[[S2:.*]] = lir.slot %[[A]][0] live [6, 7] : memref<128xi8> -> memref<4x8xf32>
+// CHECK-NEXT:    lir.fused_elementwise ins(%[[Y]], %[[S1]] : memref<8xf32>, memref<4x8xf32>) outs(%[[S2]] : memref<4x8xf32>) {
+// CHECK-NEXT:    ^{{.*}}(%[[P:.*]]: f32, %[[Q:.*]]: f32):
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[P]], %[[Q]] : f32
+// CHECK-NEXT:      lir.yield %[[M]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    lir.copy ins(%[[S2]] : memref<4x8xf32>) outs(%[[O]] : memref<4x8xf32>)
+// GENERIC-LABEL: "func.func"() <{sym_name = "arena_inplace"
+// GENERIC:         "lir.slot"(%{{.*}}) <{offset = 0 : i64, live_start = 4 : i64, live_end = 6 : i64}> : (memref<128xi8>) -> memref<4x8xf32>
+func.func @arena_inplace(%x: memref<4x8xf32>, %y: memref<8xf32>, %o: memref<4x8xf32>) {
+  %a = lir.arena size 128 alignment 64 strategy "greedy-by-size" max_live_bytes 128 : memref<128xi8>
+  %s0 = lir.slot %a[0] live [2, 4] : memref<128xi8> -> memref<4x8xf32>
+  lir.elementwise exp ins(%x : memref<4x8xf32>) outs(%s0 : memref<4x8xf32>)
+  %s1 = lir.slot %a[0] live [4, 6] : memref<128xi8> -> memref<4x8xf32>
+  lir.elementwise add ins(%s0, %y : memref<4x8xf32>, memref<8xf32>) outs(%s1 : memref<4x8xf32>)
+  %s2 = lir.slot %a[0] live [6, 7] : memref<128xi8> -> memref<4x8xf32>
+  lir.fused_elementwise ins(%y, %s1 : memref<8xf32>, memref<4x8xf32>) outs(%s2 : memref<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32):
+    %m = arith.mulf %p, %q : f32
+    lir.yield %m : f32
+  }
+  lir.copy ins(%s2 : memref<4x8xf32>) outs(%o : memref<4x8xf32>)
+  func.return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @elementwise
 // CHECK-SAME:    (%[[A:.*]]: memref<4x8xf32>, %[[B:.*]]: memref<8xf32>, %[[O:.*]]: memref<4x8xf32>, %[[I:.*]]: memref<3xi32>, %[[IO:.*]]: memref<2x3xi32>)
 // CHECK-NEXT:    lir.elementwise add ins(%[[A]], %[[B]] : memref<4x8xf32>, memref<8xf32>) outs(%[[O]] : memref<4x8xf32>)
