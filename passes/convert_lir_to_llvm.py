@@ -59,7 +59,7 @@ ARENA_ROLE = "arena"
 
 def _cast(rewriter: PatternRewriter, value: SSAValue, ty) -> SSAValue:
     cast = UnrealizedConversionCastOp.get([value], [ty])
-    rewriter.insert_op(cast)
+    rewriter.insert(cast)
     return cast.results[0]
 
 
@@ -106,7 +106,7 @@ class LowerGraphFunction(RewritePattern):
             body=body,
             other_props={"arg_attrs": ArrayAttr(new_attrs)},
         )
-        rewriter.replace_op(op, new)
+        rewriter.replace(op, new)
 
 
 class LowerReturn(RewritePattern):
@@ -118,14 +118,14 @@ class LowerReturn(RewritePattern):
         for call in op.parent_block().ops:
             if isinstance(call, llvm.CallOp) and call.returned is not None:
                 combined = llvm.OrOp(status, call.returned)
-                rewriter.insert_op(combined)
+                rewriter.insert(combined)
                 status = combined.results[0]
-        rewriter.replace_op(op, llvm.ReturnOp(status))
+        rewriter.replace(op, llvm.ReturnOp(status))
 
 
 def _constant(rewriter: PatternRewriter, value: int, ty) -> SSAValue:
     const = llvm.ConstantOp(IntegerAttr(value, ty), ty)
-    rewriter.insert_op(const)
+    rewriter.insert(const)
     return const.results[0]
 
 
@@ -138,7 +138,7 @@ class LowerArena(RewritePattern):
         if not isinstance(fn, llvm.FuncOp):
             return
         arena = fn.body.block.args[-1]
-        rewriter.replace_op(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
+        rewriter.replace(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
 
 
 class LowerSlot(RewritePattern):
@@ -148,8 +148,8 @@ class LowerSlot(RewritePattern):
     def match_and_rewrite(self, op: lir.SlotOp, rewriter: PatternRewriter, /):
         base = _cast(rewriter, op.arena, PTR)
         gep = llvm.GEPOp.from_mixed_indices(base, [op.offset.value.data], i8, inbounds=True)
-        rewriter.insert_op(gep)
-        rewriter.replace_op(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
+        rewriter.insert(gep)
+        rewriter.replace(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
 
 
 class LowerView(RewritePattern):
@@ -160,8 +160,8 @@ class LowerView(RewritePattern):
         base = _cast(rewriter, op.source, PTR)
         element = op.source.type.get_element_type()
         gep = llvm.GEPOp.from_mixed_indices(base, [op.offset.value.data], element, inbounds=True)
-        rewriter.insert_op(gep)
-        rewriter.replace_op(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
+        rewriter.insert(gep)
+        rewriter.replace(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
 
 
 class RejectAlloc(RewritePattern):
@@ -193,7 +193,7 @@ class LowerKernel(RewritePattern):
         pointers = [_cast(rewriter, operand, PTR) for operand in op.operands]
         checked = isinstance(op, CHECKED_KERNELS)
         call = llvm.CallOp(name, *pointers, return_type=i32 if checked else None)
-        rewriter.replace_op(op, call, new_results=[])
+        rewriter.replace(op, call, new_results=[])
 
     def _kernel(self, op: Operation, graph: Operation, builder) -> str:
         key = _kernel_key(op)

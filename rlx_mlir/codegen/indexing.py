@@ -103,13 +103,15 @@ def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.
 
     def convolve(row: SSAValue, out_row: SSAValue, c: SSAValue, vector: bool) -> None:
         """out_row[c:c+(W|1)] = Σₖ weight[k, c:...] · row[k·C + c:...]."""
+
         def tap(k: Value, acc: SSAValue | None) -> SSAValue:
-            offset = kb.add(kb.mul(k, channels), c) if isinstance(k, SSAValue) else (
-                kb.add(c, k * channels))
-            product_w = kb.load(weight, offset, vector=vector)
-            product_x = kb.load(row, offset, vector=vector)
-            return kb.fmul(product_w, product_x) if acc is None else kb.fma(
-                product_w, product_x, acc)
+            if isinstance(k, SSAValue):
+                offset = kb.add(kb.mul(k, channels), c)
+            else:
+                offset = kb.add(c, k * channels) if k else c
+            wk = kb.load(weight, offset, vector=vector)
+            xk = kb.load(row, offset, vector=vector)
+            return kb.fmul(wk, xk) if acc is None else kb.fma(wk, xk, acc)
 
         if taps <= UNROLL_TAPS:
             acc = None

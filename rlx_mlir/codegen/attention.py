@@ -1,0 +1,457 @@
+"""Kernels of `lir.attention` and `lir.rope` as llvm-dialect functions.
+
+Attention is fused per query row (batch b, position s, head h) with an online
+softmax, flash-attention style: the row keeps a running max `m`, a running sum `total`
+and an accumulator `acc[D]` (vector registers, or the row of `out` when D is very large),
+and never materializes the S×T scores.  Keys arrive in blocks of W:
+
+* W dot products q·k_j, vectorized along D; their W partial vectors are reduced with
+  a transpose-add tree into ONE vector of W scores (instead of W horizontal sums);
+* scores are scaled, masked (custom: a 0 drops the key; bias: added, −inf allowed;
+  causal: keys past i + (T − S) are not visited, or masked off in the last block),
+  then `p = exp(scores − m_new)` is ONE vector exp, and `exp(m_old − m_new)` one
+  scalar exp rescales `total` and `acc`;
+* acc = acc·alpha + Σ_j p_j·v_j with vector FMAs along D.
+
+A dropped key has p = 0 exactly, so a row whose keys are all dropped keeps total = 0
+and yields zeros.  Query head h reads kv head h // (H / Hkv) by indexing (grouped-query).
+
+Rope rotates the first n_rot dims of every head: `half` pairs (x[i], x[i + n_rot/2]),
+vectorized along i; `interleaved` pairs (x[2i], x[2i+1]), vectorized by
+de-interleaving 2W elements with shuffles and interleaving the results back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    f32,
+    i32,
+)
+from xdsl.ir import Operation, SSAValue
+
+from rlx_mlir.codegen import vmath
+from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value, vector_type
+from rlx_mlir.codegen.indexing import copy_elements
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
+
+MAX_REGISTER_CHUNKS = 32
+"""Head dims of at most this many vectors keep q and acc in registers (unrolled along D);
+larger ones loop along D and accumulate in the row of `out`."""
+
+NEG_INF = -math.inf
+
+
+# ----------------------------------------------------------------------------- vector helpers
+
+
+def shuffle(kb: KernelBuilder, a: SSAValue, b: SSAValue, lanes: list[int]) -> SSAValue:
+    """shufflevector(a, b, lanes): lanes index the concatenation of a and b."""
+    ty = vector_type(len(lanes), a.type.element_type)  # pyright: ignore[reportAttributeAccessIssue]
+    return kb.insert(llvm.ShuffleVectorOp(a, b, DenseArrayBase.from_list(i32, lanes), ty))
+
+
+def lane(kb: KernelBuilder, v: SSAValue, index: int) -> SSAValue:
+    """Lane `index` of a vector as a scalar (shuffle to one lane, then bitcast)."""
+    return kb.bitcast(shuffle(kb, v, v, [index]), f32)
+
+
+def lane_splat(kb: KernelBuilder, v: SSAValue, index: int) -> SSAValue:
+    """A vector with every lane equal to lane `index` of `v`."""
+    return shuffle(kb, v, v, [index] * kb.vector_width)
+
+
+def insert_lane(kb: KernelBuilder, v: SSAValue, scalar: SSAValue, index: int) -> SSAValue:
+    return kb.insert(llvm.InsertElementOp(v, scalar, kb.constant(index, i32)))
+
+
+def vector_constant(kb: KernelBuilder, values: list[float]) -> SSAValue:
+    """A constant vector<W x f32> with the given lanes (splats go through kb.vconst)."""
+    if len(set(values)) == 1:
+        return kb.vconst(values[0])
+    attr = DenseIntOrFPElementsAttr.from_list(kb.vec, values)
+    return kb.insert(llvm.ConstantOp(attr, kb.vec))
+
+
+def transpose_add(kb: KernelBuilder, partials: list[SSAValue | None]) -> SSAValue:
+    """W vectors -> one vector whose lane j is the sum of the lanes of partials[j].
+
+    Pairs are combined as soon as both exist (a binary counter), so at most
+    log2(W) + 1 vectors are live: combine(x, y) halves every segment of x and y and
+    concatenates them, so after log2(W) levels each lane holds one whole sum, in order.
+    """
+    w = kb.vector_width
+    zero = kb.vconst(0.0)
+    stack: list[tuple[int, SSAValue]] = []  # (segment length, vector)
+    for partial in partials:
+        item = (w, partial if partial is not None else zero)
+        while stack and stack[-1][0] == item[0]:
+            seg, x = stack.pop()
+            y = item[1]
+            half, count = seg // 2, w // seg
+            lo = [s * seg + i for s in range(count) for i in range(half)]
+            hi = [s * seg + half + i for s in range(count) for i in range(half)]
+            item = (half, kb.fadd(shuffle(kb, x, y, lo + [w + j for j in lo]),
+                                  shuffle(kb, x, y, hi + [w + j for j in hi])))
+        stack.append(item)
+    assert len(stack) == 1 and stack[0][0] == 1, [s for s, _ in stack]
+    return stack[0][1]
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+@dataclass
+class _RowState:
+    """The online-softmax state of one query row: running max `m`, running sum `total`,
+    and the accumulator chunks (None when acc lives in the row of `out`)."""
+
+    m: SSAValue
+    total: SSAValue
+    acc: list[SSAValue] | None
+
+    def values(self) -> list[SSAValue]:
+        return [self.m, self.total, *(self.acc or [])]
+
+    def like(self, values: list[SSAValue]) -> _RowState:
+        m, total, *acc = values
+        return _RowState(m, total, acc if self.acc is not None else None)
+
+
+class _Attention:
+    """The code generator of one `lir.attention` kernel (shapes baked in)."""
+
+    def __init__(self, op: lir.AttentionOp, name: str, vector_width: int):
+        self.w = w = vector_width
+        q_shape, k_shape = shape_of(op.q), shape_of(op.k)
+        self.batch = q_shape[0] if len(q_shape) == 3 else 1
+        self.seq_q, self.seq_k = q_shape[-2], k_shape[-2]
+        self.heads = op.num_heads.value.data
+        self.dim = op.head_dim.value.data
+        self.kv_heads = op.num_kv_heads.value.data
+        self.group = self.heads // self.kv_heads
+        self.kind = MaskKind(op.mask_kind.data)
+        self.scale = op.scale.value.data
+        self.mask_shape = None if op.mask is None else shape_of(op.mask)
+        self.n_vec, self.d_tail = divmod(self.dim, w)
+        self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
+
+        n_ptrs = 5 if op.mask is not None else 4
+        self.kb = kb = KernelBuilder(name, [PTR] * n_ptrs, vector_width=w)
+        self.q, self.k, self.v, *rest = kb.args
+        self.mask = rest[0] if op.mask is not None else None
+        self.out = rest[-1]
+
+    # --------------------------------------------------------------- structure
+
+    def build(self) -> llvm.FuncOp:
+        kb = self.kb
+        with kb.loop(0, self.batch) as b_loop:
+            with kb.loop(0, self.seq_q) as s_loop:
+                with kb.loop(0, self.heads) as h_loop:
+                    self.row(b_loop.iv, s_loop.iv, h_loop.iv)
+        kb.ret()
+        return kb.finish()
+
+    def row(self, b: SSAValue, s: SSAValue, h: SSAValue) -> None:
+        """out[b, s, h·D:(h+1)·D] = softmax(scale·q·Kᵀ + mask)·V for one query row."""
+        kb, w, dim, seq_k = self.kb, self.w, self.dim, self.seq_k
+        q_offset = kb.mul(kb.add(kb.mul(kb.add(kb.mul(b, self.seq_q), s), self.heads), h), dim)
+        self.q_row = kb.gep(self.q, q_offset)
+        self.out_row = kb.gep(self.out, q_offset)
+        kv_offset = kb.add(kb.mul(b, seq_k * self.kv_heads * dim),
+                           kb.mul(kb.sdiv(h, self.group), dim))
+        self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
+        self.mask_row = None if self.mask is None else kb.gep(self.mask, self.mask_offset(b, s, h))
+        self.q_chunks = self.load_q() if self.in_registers else None
+
+        if self.in_registers:
+            acc = [kb.vconst(0.0)] * self.n_vec + [kb.fconst(0.0)] * self.d_tail
+        else:
+            acc = None
+            self.for_chunks(lambda c, vector: kb.store(
+                kb.vconst(0.0) if vector else kb.fconst(0.0), self.out_row, c))
+        state = _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
+
+        if self.kind == MaskKind.CAUSAL:
+            # Query s sees keys j < s + (T - S) + 1 (>= 1 since S <= T): full blocks up
+            # to a multiple of W, then one block masked to [full_end, visible).
+            visible = kb.add(s, seq_k - self.seq_q + 1)
+            full_end = kb.sub(visible, kb.srem(visible, w))
+            state = self.block_loop(full_end, state)
+            if seq_k >= w:
+                start = vmath.select(kb, kb.icmp("slt", full_end, seq_k - w), full_end,
+                                     kb.index(seq_k - w))
+                state = self.block(start, w, state, (full_end, visible))
+            else:
+                state = self.block(kb.index(0), seq_k, state, (kb.index(0), visible))
+        else:
+            full_end = seq_k // w * w
+            if full_end:
+                state = self.block_loop(full_end, state)
+            if full_end < seq_k:
+                state = self.block(kb.index(full_end), seq_k - full_end, state, None)
+        self.finish_row(state)
+
+    def mask_offset(self, b: SSAValue, s: SSAValue, h: SSAValue) -> SSAValue:
+        """Start of the mask row of (b, h, s): [S, T] or [1|B, 1|H, S, T] broadcast."""
+        kb, plane = self.kb, self.seq_q * self.seq_k
+        assert self.mask_shape is not None
+        row = kb.mul(s, self.seq_k)
+        if len(self.mask_shape) == 2:
+            return row
+        mask_b, mask_h = self.mask_shape[0], self.mask_shape[1]
+        index: Value = 0
+        if mask_b > 1:
+            index = kb.mul(b, mask_h)
+        if mask_h > 1:
+            index = kb.add(h, index) if isinstance(index, SSAValue) else h
+        if isinstance(index, int):
+            return row
+        return kb.add(kb.mul(index, plane), row)
+
+    def block_loop(self, stop: Value, state: _RowState) -> _RowState:
+        with self.kb.loop(0, stop, self.w, carried=state.values()) as loop:
+            loop.yield_(*self.block(loop.iv, self.w, state.like(loop.carried), None).values())
+        return state.like(loop.results)
+
+    # --------------------------------------------------------------- head-dim chunks
+
+    def for_chunks(self, body) -> None:
+        """body(offset, vector) over the vector chunks then the scalar tail of D, as
+        loops (the head dim too large to unroll)."""
+        kb, w = self.kb, self.w
+        if self.n_vec:
+            with kb.loop(0, self.n_vec * w, w) as loop:
+                body(loop.iv, True)
+        if self.d_tail:
+            with kb.loop(self.n_vec * w, self.dim) as loop:
+                body(loop.iv, False)
+
+    def chunk_offsets(self) -> list[tuple[int, bool]]:
+        """(offset, vector) of every chunk of D when unrolled."""
+        w = self.w
+        return [(i * w, True) for i in range(self.n_vec)] + [
+            (self.n_vec * w + t, False) for t in range(self.d_tail)]
+
+    def load_q(self) -> list[SSAValue]:
+        return [self.kb.load(self.q_row, c, vector=vector) for c, vector in self.chunk_offsets()]
+
+    def dot_parts(self, k_row: SSAValue) -> tuple[SSAValue | None, SSAValue | None]:
+        """q·k_row as (a vector of partial sums, a scalar sum of the tail of D)."""
+        kb = self.kb
+        if self.in_registers:
+            assert self.q_chunks is not None
+            partial = tail = None
+            for (c, vector), q in zip(self.chunk_offsets(), self.q_chunks, strict=True):
+                kv = kb.load(k_row, c, vector=vector)
+                if vector:
+                    partial = kb.fmul(q, kv) if partial is None else kb.fma(q, kv, partial)
+                else:
+                    tail = kb.fmul(q, kv) if tail is None else kb.fma(q, kv, tail)
+            return partial, tail
+        partial = tail = None
+        if self.n_vec:
+            with kb.loop(0, self.n_vec * self.w, self.w, carried=[kb.vconst(0.0)]) as loop:
+                loop.yield_(kb.fma(kb.load(self.q_row, loop.iv, vector=True),
+                                   kb.load(k_row, loop.iv, vector=True), loop.carried[0]))
+            partial = loop.results[0]
+        if self.d_tail:
+            with kb.loop(self.n_vec * self.w, self.dim, carried=[kb.fconst(0.0)]) as loop:
+                loop.yield_(kb.fma(kb.load(self.q_row, loop.iv), kb.load(k_row, loop.iv),
+                                   loop.carried[0]))
+            tail = loop.results[0]
+        return partial, tail
+
+    # --------------------------------------------------------------- one block of keys
+
+    def block(self, start: SSAValue, count: int, state: _RowState,
+              window: tuple[SSAValue, SSAValue] | None) -> _RowState:
+        """Feed keys start .. start+count-1 (count <= W, known) into the row state;
+        with `window` = (lo, hi) only keys in [lo, hi) count, the others are dropped."""
+        kb, w = self.kb, self.w
+        kv_stride = self.kv_heads * self.dim
+        first = kb.mul(start, kv_stride)
+        k_block, v_block = kb.gep(self.k_base, first), kb.gep(self.v_base, first)
+        k_rows = [kb.gep(k_block, j * kv_stride) if j else k_block for j in range(count)]
+        v_rows = [kb.gep(v_block, j * kv_stride) if j else v_block for j in range(count)]
+
+        # Scores of the W lanes, scaled and masked; lanes >= count are -inf.
+        parts = [self.dot_parts(row) for row in k_rows]
+        scores = None
+        if self.n_vec:
+            scores = transpose_add(kb, [p for p, _ in parts] + [None] * (w - count))
+        if self.d_tail:
+            tails = kb.vconst(0.0)
+            for j, (_, tail) in enumerate(parts):
+                tails = insert_lane(kb, tails, tail, j)
+            scores = tails if scores is None else kb.fadd(scores, tails)
+        assert scores is not None
+        scores = kb.fmul(scores, kb.vconst(self.scale))
+        if count < w:
+            scores = kb.fadd(scores, vector_constant(kb, [0.0] * count + [NEG_INF] * (w - count)))
+        scores = self.apply_mask(scores, start, count)
+        if window is not None:
+            lanes = vector_constant(kb, [float(j) for j in range(w)])
+            keys = kb.fadd(lanes, kb.splat(kb.sitofp(start, f32)))
+            lo, hi = (kb.splat(kb.sitofp(x, f32)) for x in window)
+            dropped = kb.vconst(NEG_INF)
+            scores = vmath.select(kb, vmath.fcmp(kb, "olt", keys, lo), dropped, scores)
+            scores = vmath.select(kb, vmath.fcmp(kb, "oge", keys, hi), dropped, scores)
+
+        # Online softmax update: m_new, alpha = exp(m - m_new), p = exp(scores - m_new).
+        m_new = kb.fmax(state.m, kb.hmax(scores))
+        m_ref = vmath.select(kb, vmath.fcmp(kb, "oeq", m_new, NEG_INF), kb.fconst(0.0), m_new)
+        # exp(-inf) is exactly 0: dropped keys add nothing, and m = -inf gives alpha = 0
+        alpha = vmath.exp(kb, kb.fsub(state.m, m_ref))
+        p = vmath.exp(kb, kb.fsub(scores, kb.splat(m_ref)))
+        total_new = kb.fma(state.total, alpha, kb.hsum(p))
+
+        p_vectors = [lane_splat(kb, p, j) for j in range(count)] if self.n_vec else []
+        p_scalars = [lane(kb, p, j) for j in range(count)] if self.d_tail else []
+        alpha_vector = kb.splat(alpha) if self.n_vec else None
+
+        def update(acc: SSAValue, v_offset: Value, vector: bool) -> SSAValue:
+            acc = kb.fmul(acc, alpha_vector if vector else alpha)
+            for j in range(count):
+                weight = p_vectors[j] if vector else p_scalars[j]
+                acc = kb.fma(weight, kb.load(v_rows[j], v_offset, vector=vector), acc)
+            return acc
+
+        if state.acc is not None:
+            acc = [update(a, c, vector)
+                   for a, (c, vector) in zip(state.acc, self.chunk_offsets(), strict=True)]
+            return _RowState(m_new, total_new, acc)
+        self.for_chunks(lambda c, vector: kb.store(
+            update(kb.load(self.out_row, c, vector=vector), c, vector), self.out_row, c))
+        return _RowState(m_new, total_new, None)
+
+    def apply_mask(self, scores: SSAValue, start: SSAValue, count: int) -> SSAValue:
+        kb, w = self.kb, self.w
+        if self.mask_row is None:
+            return scores
+        if count == w:
+            mask = kb.load(self.mask_row, start, vector=True)
+        else:
+            mask = kb.vconst(0.0)
+            for j in range(count):
+                mask = insert_lane(kb, mask, kb.load(self.mask_row, kb.add(start, j)), j)
+        if self.kind == MaskKind.BIAS:
+            return kb.fadd(scores, mask)
+        # custom: 0 drops the key, anything else (NaN included) keeps it
+        return vmath.select(kb, vmath.fcmp(kb, "une", mask, 0.0), scores, kb.vconst(NEG_INF))
+
+    def finish_row(self, state: _RowState) -> None:
+        """out_row = acc / total, or zeros when every key was dropped (total == 0)."""
+        kb = self.kb
+        inverse = vmath.select(kb, vmath.fcmp(kb, "ogt", state.total, 0.0),
+                               kb.fdiv(kb.fconst(1.0), state.total), kb.fconst(0.0))
+        inverse_vector = kb.splat(inverse) if self.n_vec else None
+        if state.acc is not None:
+            for a, (c, vector) in zip(state.acc, self.chunk_offsets(), strict=True):
+                kb.store(kb.fmul(a, inverse_vector if vector else inverse), self.out_row, c)
+            return
+        self.for_chunks(lambda c, vector: kb.store(
+            kb.fmul(kb.load(self.out_row, c, vector=vector),
+                    inverse_vector if vector else inverse), self.out_row, c))
+
+
+def build_attention(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """Grouped-query attention with an online softmax, fused per query row (see module doc)."""
+    assert isinstance(op, lir.AttentionOp)
+    return _Attention(op, name, vector_width).build()
+
+
+# ----------------------------------------------------------------------------- rope
+
+
+def build_rope(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """Rotary embedding of x [S, H·D] or [B, S, H·D] by cos/sin [S, n_rot/2]; dims past
+    n_rot of each head are copied."""
+    assert isinstance(op, lir.RopeOp)
+    x_shape = shape_of(op.x)
+    batch = x_shape[0] if len(x_shape) == 3 else 1
+    seq, width = x_shape[-2], x_shape[-1]
+    dim, n_rot = op.head_dim.value.data, op.n_rot.value.data
+    heads, half = width // dim, n_rot // 2
+    style = RopeStyle(op.style.data)
+    w = vector_width
+
+    kb = KernelBuilder(name, [PTR] * 4, vector_width=w)
+    x, cos, sin, out = kb.args
+
+    def rotate(a: SSAValue, b: SSAValue, c: SSAValue, s: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """(a·c − b·s, b·c + a·s)."""
+        return kb.fsub(kb.fmul(a, c), kb.fmul(b, s)), kb.fma(a, s, kb.fmul(b, c))
+
+    def half_style(x_row: SSAValue, o_row: SSAValue, c_row: SSAValue, s_row: SSAValue) -> None:
+        def pair(i: SSAValue, vector: bool) -> None:
+            c, s = kb.load(c_row, i, vector=vector), kb.load(s_row, i, vector=vector)
+            upper = kb.add(i, half)
+            a, b = kb.load(x_row, i, vector=vector), kb.load(x_row, upper, vector=vector)
+            ra, rb = rotate(a, b, c, s)
+            kb.store(ra, o_row, i)
+            kb.store(rb, o_row, upper)
+
+        vector_end = half // w * w
+        if vector_end:
+            with kb.loop(0, vector_end, w) as loop:
+                pair(loop.iv, True)
+        if vector_end < half:
+            with kb.loop(vector_end, half) as loop:
+                pair(loop.iv, False)
+
+    def interleaved_style(x_row: SSAValue, o_row: SSAValue, c_row: SSAValue,
+                          s_row: SSAValue) -> None:
+        evens, odds = list(range(0, 2 * w, 2)), list(range(1, 2 * w, 2))
+        low = [i // 2 + (w if i % 2 else 0) for i in range(w)]
+        high = [w // 2 + i // 2 + (w if i % 2 else 0) for i in range(w)]
+        vector_end = half // w * w
+        if vector_end:
+            with kb.loop(0, vector_end, w) as loop:
+                i = loop.iv
+                first, second = kb.mul(i, 2), kb.add(kb.mul(i, 2), w)
+                lo_in = kb.load(x_row, first, vector=True)
+                hi_in = kb.load(x_row, second, vector=True)
+                a, b = shuffle(kb, lo_in, hi_in, evens), shuffle(kb, lo_in, hi_in, odds)
+                ra, rb = rotate(a, b, kb.load(c_row, i, vector=True),
+                                kb.load(s_row, i, vector=True))
+                kb.store(shuffle(kb, ra, rb, low), o_row, first)
+                kb.store(shuffle(kb, ra, rb, high), o_row, second)
+        if vector_end < half:
+            with kb.loop(vector_end, half) as loop:
+                i = loop.iv
+                first = kb.mul(i, 2)
+                second = kb.add(first, 1)
+                ra, rb = rotate(kb.load(x_row, first), kb.load(x_row, second),
+                                kb.load(c_row, i), kb.load(s_row, i))
+                kb.store(ra, o_row, first)
+                kb.store(rb, o_row, second)
+
+    rotate_head = half_style if style == RopeStyle.HALF else interleaved_style
+    with kb.loop(0, batch) as b_loop:
+        with kb.loop(0, seq) as s_loop:
+            c_row, s_row = (kb.gep(p, kb.mul(s_loop.iv, half)) for p in (cos, sin))
+            position = kb.mul(kb.add(kb.mul(b_loop.iv, seq), s_loop.iv), width)
+            with kb.loop(0, heads) as h_loop:
+                offset = kb.add(position, kb.mul(h_loop.iv, dim))
+                x_row, o_row = kb.gep(x, offset), kb.gep(out, offset)
+                rotate_head(x_row, o_row, c_row, s_row)
+                if n_rot < dim:
+                    copy_elements(kb, kb.gep(x_row, n_rot), kb.gep(o_row, n_rot), dim - n_rot)
+    kb.ret()
+    return kb.finish()
+
+
+BUILDERS = {
+    lir.AttentionOp: build_attention,
+    lir.RopeOp: build_rope,
+}
+"""The kernel builders of this family, by lir op."""
