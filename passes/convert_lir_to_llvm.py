@@ -181,6 +181,8 @@ class LowerKernel(RewritePattern):
     vector_width: int
     built: dict[str, str]
     """Kernel key -> function name, so identical kernels share one function."""
+    in_place: set[Operation]
+    """Kernels whose operands share memory (in-place reuse): their pointers are not noalias."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, lir.KernelOp):
@@ -196,13 +198,48 @@ class LowerKernel(RewritePattern):
         rewriter.replace(op, call, new_results=[])
 
     def _kernel(self, op: Operation, graph: Operation, builder) -> str:
-        key = _kernel_key(op)
+        aliased = op in self.in_place
+        key = _kernel_key(op) + ("&aliased" if aliased else "")
         if key not in self.built:
             name = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
             kernel = builder(op, name, self.vector_width)
+            if aliased:
+                _drop_noalias(kernel)
             graph.parent_block().insert_op_before(kernel, graph)
             self.built[key] = name
         return self.built[key]
+
+
+def _drop_noalias(kernel: llvm.FuncOp) -> None:
+    attrs = [DictionaryAttr({k: v for k, v in a.data.items() if k != "llvm.noalias"})
+             for a in kernel.arg_attrs.data]
+    kernel.properties["arg_attrs"] = ArrayAttr(attrs)
+
+
+def _byte_range(value: SSAValue) -> tuple[SSAValue, int, int]:
+    """(base buffer, first byte, end byte) of a buffer value, through slots and views."""
+    owner = value.owner
+    if isinstance(owner, lir.SlotOp):
+        start = owner.offset.value.data
+        return owner.arena, start, start + lir.byte_size(value.type)
+    if isinstance(owner, lir.ViewOp):
+        base, start, _ = _byte_range(owner.source)
+        start += owner.offset.value.data * lir.byte_size(MemRefType(value.type.element_type, [1]))
+        return base, start, start + lir.byte_size(value.type)
+    return value, 0, lir.byte_size(value.type)
+
+
+def in_place_kernels(module: ModuleOp) -> set[Operation]:
+    """Kernels two of whose operands share bytes (the planner's in-place reuse)."""
+    found = set()
+    for op in module.walk():
+        if isinstance(op, lir.KernelOp):
+            ranges = [_byte_range(v) for v in op.operands]
+            for i, (base_a, start_a, end_a) in enumerate(ranges):
+                if any(base_a is base_b and start_a < end_b and start_b < end_a
+                       for base_b, start_b, end_b in ranges[i + 1 :]):
+                    found.add(op)
+    return found
 
 
 def _kernel_key(op: Operation) -> str:
@@ -227,9 +264,10 @@ class ConvertLirToLlvmPass(ModulePass):
         width = self.vector_width or _target_vector_width()
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
+        in_place = in_place_kernels(op)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
-            [LowerArena(), LowerSlot(), LowerView(), LowerKernel(width, {})],
+            [LowerArena(), LowerSlot(), LowerView(), LowerKernel(width, {}, in_place)],
             [LowerReturn()],
         ):
             PatternRewriteWalker(

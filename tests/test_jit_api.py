@@ -1,0 +1,208 @@
+"""The compiled-model API: binding, argument errors, out=, threads, caches, introspection."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlx_mlir as rlx
+
+RNG = np.random.default_rng(3)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(int(np.prod(shape))).astype(np.float32).reshape(shape)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def gather_graph(name: str = "take") -> rlx.Graph:
+    g = rlx.Graph(name)
+    table = g.param("table", (10, 6))
+    ids = g.input("ids", (4,), dtype="i32")
+    g.output(g.gather(table, ids), table)
+    return g
+
+
+def test_call_by_position_keyword_and_bound_params():
+    table = rand(10, 6)
+    ids = np.array([9, 0, 3, 3], dtype=np.int32)
+    model = rlx.jit(gather_graph())
+    rows, copy = model(ids, table)
+    np.testing.assert_array_equal(rows, table[ids])
+    np.testing.assert_array_equal(copy, table)
+    assert copy is not table and not np.shares_memory(copy, table)
+    bound = rlx.jit(gather_graph(), params={"table": table})
+    table[:] = 0  # params are copied at jit time
+    np.testing.assert_array_equal(bound(ids=ids)[0], rows)
+
+
+def test_outputs_are_fresh_and_survive_the_next_call():
+    model = rlx.jit(gather_graph(), params={"table": rand(10, 6)})
+    first, _ = model(np.array([1, 2, 3, 4], np.int32))
+    kept = first.copy()
+    model(np.array([5, 6, 7, 8], np.int32))
+    np.testing.assert_array_equal(first, kept)
+
+
+@pytest.mark.parametrize(
+    "ids, error",
+    [
+        (np.array([0, 10, 1, 2], np.int32), "negative or out of range"),
+        (np.array([0, -1, 1, 2], np.int32), "negative or out of range"),
+        (np.array([0, 1, 2], np.int32), r"expected shape \[4\], got \[3\]"),
+        (np.array([0.0, 1.0, 2.0, 3.0]), "expected dtype i32"),
+        (np.array([0, 1, 2, 2**33]), "values must fit in i32"),
+        ([[0, 1, 2, 3]], r"expected shape \[4\], got \[1, 4\]"),
+    ],
+)
+def test_bad_inputs_raise_and_the_process_survives(ids, error):
+    model = rlx.jit(gather_graph(), params={"table": rand(10, 6)})
+    with pytest.raises(rlx.ArgumentError, match=error):
+        model(ids)
+    np.testing.assert_array_equal(model(np.array([1, 1, 1, 1], np.int32))[0].shape, (4, 6))
+
+
+def test_missing_unknown_and_rebound_arguments():
+    model = rlx.jit(gather_graph(), params={"table": rand(10, 6)})
+    with pytest.raises(rlx.ArgumentError, match="missing argument.*ids"):
+        model()
+    with pytest.raises(rlx.ArgumentError, match="unknown argument 'idz'"):
+        model(idz=np.zeros(4, np.int32))
+    with pytest.raises(rlx.ArgumentError, match="was bound at compile time"):
+        model(np.zeros(4, np.int32), table=rand(10, 6))
+    with pytest.raises(rlx.ArgumentError, match="'weights' is not a param"):
+        rlx.jit(gather_graph(), params={"weights": rand(10, 6)})
+
+
+def test_run_into_caller_owned_outputs():
+    table = rand(10, 6)
+    model = rlx.jit(gather_graph(), params={"table": table})
+    ids = np.array([1, 2, 3, 4], np.int32)
+    rows, copy = np.empty((4, 6), np.float32), np.empty((10, 6), np.float32)
+    result = model.run(ids, out=(rows, copy))
+    assert result[0] is rows
+    np.testing.assert_array_equal(rows, table[ids])
+    for bad, words in [
+        ((np.empty((4, 5), np.float32), copy), r"shape \[4, 6\]"),
+        ((np.empty((4, 6), np.float64), copy), "dtype f32"),
+        ((np.empty((6, 4), np.float32).T, copy), "C-contiguous"),
+        (rows, "expected 2 numpy array"),
+    ]:
+        with pytest.raises(rlx.ArgumentError, match=words):
+            model.run(ids, out=bad)
+
+
+def test_out_may_not_overlap_an_input():
+    g = rlx.Graph("ident")
+    x = g.input("x", (3,), dtype="i64")
+    g.output(x)
+    model = rlx.jit(g)
+    data = np.arange(3)
+    with pytest.raises(rlx.ArgumentError, match="must not overlap"):
+        model.run(data, out=data)
+
+
+def test_introspection():
+    model = rlx.jit(gather_graph())
+    assert "mir.gather" in model.mlir("hir")
+    assert "lir.gather" in model.mlir("lir")
+    llvm_text = model.mlir("llvm")
+    assert "llvm.func @take(" in llvm_text and "lir." not in llvm_text
+    assert "define" in model.llvm_ir
+    assert ".text" in model.asm or "take" in model.asm
+    with pytest.raises(rlx.RlxError, match="expected a stage"):
+        model.mlir("asm")
+
+
+def test_compile_mlir_at_every_stage():
+    g = gather_graph()
+    model = rlx.jit(g)
+    table, ids = rand(10, 6), np.array([3, 1, 4, 1], np.int32)
+    expected = model(ids, table)
+    for stage in ("hir", "mir", "lir", "llvm"):
+        again = rlx.compile_mlir(model.mlir(stage))
+        for got, want in zip(again(ids=ids, table=table), expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_compile_mlir_reports_bad_text():
+    with pytest.raises(rlx.RlxError, match="does not parse or verify"):
+        rlx.compile_mlir("func.func @f(")
+
+
+def test_two_graphs_run_on_two_threads_at_once():
+    # Calls release the GIL: two threads finish faster than the same calls in a row.
+    n = 512
+    g = rlx.Graph("mm")
+    a = g.input("a", (n, n))
+    g.output(g.matmul(a, g.param("b", (n, n))))
+    models = [rlx.jit(g, params={"b": rand(n, n)}) for _ in range(2)]
+    x = rand(n, n)
+    results = [None, None]
+
+    def work(i):
+        for _ in range(3):
+            results[i] = models[i](x)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(2):
+        np.testing.assert_allclose(results[i], models[i](x), rtol=0, atol=0)
+
+
+CACHE_SCRIPT = """
+import time, numpy as np, rlx_mlir as rlx
+g = rlx.Graph("cached")
+t = g.param("t", (8, 3)); i = g.input("i", (2,), dtype="i64")
+g.output(g.gather(t, i))
+start = time.perf_counter()
+m = rlx.jit(g)
+print(m._executable.metadata.get("cache", "compiled"), time.perf_counter() - start)
+print(m(np.array([7, 0]), np.arange(24, dtype=np.float32).reshape(8, 3)).sum())
+"""
+
+
+def _fresh_process(env: dict[str, str]) -> tuple[str, str]:
+    proc = subprocess.run([sys.executable, "-c", CACHE_SCRIPT], capture_output=True, text=True,
+                          env={**os.environ, **env}, check=True)
+    how, total = proc.stdout.split("\n")[:2]
+    return how.split()[0], total
+
+
+def test_disk_cache_hit_in_a_second_process_and_miss_for_another_cpu(tmp_path):
+    env = {"RLX_CACHE_DIR": str(tmp_path / "disk")}
+    assert _fresh_process(env) == ("compiled", "24.0")
+    assert _fresh_process(env) == ("disk", "24.0")
+    assert len(list(Path(env["RLX_CACHE_DIR"]).glob("*.o"))) == 1
+    assert _fresh_process({**env, "RLX_TARGET_CPU": "haswell"})[0] == "compiled"
+    assert len(list(Path(env["RLX_CACHE_DIR"]).glob("*.o"))) == 2
+    assert _fresh_process({"RLX_CACHE_DIR": "off"})[0] == "compiled"
+
+
+def test_same_graph_twice_in_a_process_compiles_once():
+    start = time.perf_counter()
+    first = rlx.jit(gather_graph("twice"))
+    cold = time.perf_counter() - start
+    second = rlx.jit(gather_graph("twice"))
+    assert second._executable is first._executable
+    assert cold > 0
+
+
+def test_unknown_target_cpu_is_an_error(monkeypatch):
+    monkeypatch.setenv("RLX_TARGET_CPU", "pentium-9000")
+    with pytest.raises(rlx.RlxError, match="RLX_TARGET_CPU: expected one of"):
+        rlx.jit(gather_graph())
