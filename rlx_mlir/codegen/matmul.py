@@ -6,16 +6,21 @@
 broadcast, the batch folds into M (x[B, S, K] @ w[K, N] is one [B·S, K] @ [K, N]).
 Each [M, K] @ [K, N] is computed by register-blocked micro-kernels (`_gemm_tile`): an
 MR × (NR·W) tile of C lives in MR·NR vector accumulators carried through the K loop,
-which broadcasts A[i, k], loads NR vectors of B[k, j:j+NR·W] and issues MR·NR FMAs.
-The epilogue (bias, activation) runs on the accumulators before the store. Edge tiles
-are smaller static variants of the same micro-kernel (M % MR rows, N % (NR·W) columns
-as 1..NR-1 vectors, then scalar columns; N == 1 uses a dot-product kernel over the
-contiguous K axis). The micro-kernel takes a K range and an `accumulate` flag so K/N
-cache blocking (and packing) can wrap it later without changing it.
+which broadcasts A[i, k], loads NR vectors of B[k, j:j+NR·W] and issues MR·NR FMAs
+(`llvm.fmuladd`: an FMA where the target has one, never a libm call). Edge tiles are
+smaller static variants of the same micro-kernel (M % MR rows; N % (NR·W) columns as
+1..NR-1 vectors, then scalar columns; N == 1 uses a dot-product kernel over the
+contiguous K axis). K is cut into blocks of at most K_BLOCK by a run-time loop around
+the tile sweep (`KBlock`: the first block starts from 0, later ones accumulate into C,
+the last applies the epilogue), which keeps the B panel in cache; packing and N
+blocking can wrap the same micro-kernel later. The epilogue adds the bias to the
+accumulators in registers; relu too, while polynomial activations run as one loop over
+the just-stored tile (still in L1) so code size does not grow per accumulator.
 
 **dequant_matmul**: out[m, n] = Σ_k x[m, k]·dequant(w)[n, k] with w the raw GGUF blocks.
 A tile of R rows of x × C rows of w keeps R·C vector accumulators; for every 32-element
-block it loads the f16 scale (i16 → f16 → f32) and the quantized bytes of each of the C
+block it loads the f16 scale (i16 → f16 → f32; an exact integer widening for W=4, as
+SSE-only CPUs lack F16C) and the quantized bytes of each of the C
 weight rows, converts them to f32 vectors in registers (q8_0: sitofp of i8; q4_0: low
 / high nibbles − 8), multiplies by the scale (the exact f32 product of the reference
 dequantizer) and FMAs them with R rows of x. No dequantized weight matrix is stored.
@@ -28,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import VectorType, f16, f32, i8, i16
+from xdsl.dialects.builtin import VectorType, f16, f32, i8, i16, i32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir import shape_inference as si
@@ -46,6 +51,9 @@ W=4: 12 xmm accumulators."""
 
 K_UNROLL = 4
 """K steps per iteration of the micro-kernel's K loop (the K % K_UNROLL rest is unrolled)."""
+
+K_BLOCK = 128
+"""K rows of B per cache block (the micro-kernel accumulates into C across blocks)."""
 
 SCALAR_COLS = 4
 """Scalar tail columns handled per micro-kernel tile."""
@@ -94,17 +102,33 @@ def _zero(kb: KernelBuilder, vector: bool) -> SSAValue:
 # ----------------------------------------------------------------------------- epilogue
 
 
+INLINE_ACTIVATIONS = ("relu",)
+"""Activations cheap enough to apply to every accumulator in registers; the others
+(polynomials of ~40-80 ops) run as one loop over the just-stored, L1-resident tile, so
+the code does not grow by one polynomial per accumulator (compile time)."""
+
+
 @dataclass(frozen=True)
 class Epilogue:
-    """What happens to an accumulator before its store: `bias` (a pointer) indexed per
-    column ("col"), per row ("row") or a single value ("scalar"), then `activation`."""
+    """What happens to the accumulators of a tile: `bias` (a pointer) indexed per column
+    ("col"), per row ("row") or a single value ("scalar") is added in registers, then
+    `activation` (in registers for INLINE_ACTIVATIONS, else over the stored tile)."""
 
     bias: SSAValue | None = None
     bias_mode: str = "none"
     activation: str | None = None
 
+    @property
+    def trivial(self) -> bool:
+        return self.bias is None and self.activation is None
+
+    @property
+    def inline(self) -> bool:
+        return self.activation is None or self.activation in INLINE_ACTIVATIONS
+
     def apply(self, kb: KernelBuilder, value: SSAValue, row: Index, col: Index,
               vector: bool) -> SSAValue:
+        """The register part of the epilogue for the accumulator of C[row, col:...]."""
         if self.bias is not None:
             if self.bias_mode == "col":
                 b = kb.load(self.bias, col, vector=vector)
@@ -113,11 +137,46 @@ class Epilogue:
                 if vector:
                     b = kb.splat(b)
             value = kb.fadd(value, b)
-        if self.activation is not None:
-            from rlx_mlir.codegen import vmath
-
-            value = vmath.activation(kb, self.activation, value)
+        if self.activation is not None and self.inline:
+            value = _activation(kb, self.activation, value)
         return value
+
+    def finish_tile(self, kb: KernelBuilder, c_base: SSAValue, rows: int, cols: int,
+                    width: int, ldc: int) -> None:
+        """The activation of a stored tile C[rows, cols·width] (row stride `ldc`), unless
+        it was applied in registers: loops, so one polynomial serves the whole tile."""
+        if self.inline:
+            return
+        vector = width > 1
+
+        def row(ptr: SSAValue) -> None:
+            def element(col: Index) -> None:
+                value = kb.load(ptr, col, vector=vector)
+                kb.store(_activation(kb, self.activation, value), ptr, col)
+
+            if cols == 1:
+                element(0)
+            else:
+                with kb.loop(0, cols * width, width) as loop:
+                    element(loop.iv)
+
+        if rows == 1:
+            row(c_base)
+        else:
+            with kb.loop(0, rows) as loop:
+                row(kb.gep(c_base, _mul(kb, loop.iv, ldc)))
+
+
+def _activation(kb: KernelBuilder, name: str, value: SSAValue) -> SSAValue:
+    from rlx_mlir.codegen import vmath
+
+    return vmath.activation(kb, name, value)
+
+
+def _fma(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue) -> SSAValue:
+    """a·b + c as `llvm.fmuladd`: one FMA instruction where the target has FMA, a multiply
+    and an add on SSE-only targets (where `llvm.fma` would be a libm call per lane)."""
+    return kb.intrinsic("llvm.fmuladd", [a, b, c], a.type)
 
 
 NO_EPILOGUE = Epilogue()
@@ -196,16 +255,29 @@ class Matrices:
     ldc: int
 
 
+@dataclass(frozen=True)
+class KBlock:
+    """The K range [start, start + length) a micro-kernel covers; `first` (start from 0,
+    not from C) and `last` (apply the epilogue) are Python bools or run-time i1 values,
+    `length` a Python int or a run-time i64."""
+
+    start: Index = 0
+    length: Index = 0
+    first: SSAValue | bool = True
+    last: SSAValue | bool = True
+
+
 def _gemm_tile(kb: KernelBuilder, mats: Matrices, i: Index, j: Index, rows: int, cols: int,
-               width: int, k_range: tuple[int, int], epilogue: Epilogue,
-               accumulate: bool = False) -> None:
-    """The micro-kernel: C[i:i+rows, j:j+cols·width] (+)= A[i:i+rows, K] @ B[K, j:...]
-    over K in `k_range`, `cols` vectors of `width` lanes (width 1: scalars), the
-    accumulators kept in registers, the epilogue applied before the store."""
+               width: int, ks: KBlock, epilogue: Epilogue) -> None:
+    """The micro-kernel: C[i:i+rows, j:j+cols·width] (+)= A[i:i+rows, ks] @ B[ks, j:...]
+    with `cols` vectors of `width` lanes (width 1: scalars) and the accumulators in
+    registers: they start at 0 (first K block) or from C, and the epilogue is applied
+    before the store of the last K block."""
     vector = width > 1
     a_rows = [_ptr(kb, mats.a, _mul(kb, _add(kb, i, r), mats.lda)) for r in range(rows)]
     b_base = _ptr(kb, mats.b, j)
     c_base = _ptr(kb, mats.c, _add(kb, _mul(kb, i, mats.ldc), j))
+    offsets = [r * mats.ldc + c * width for r in range(rows) for c in range(cols)]
 
     def step(k: Index, accs: list[SSAValue]) -> list[SSAValue]:
         row = _ptr(kb, b_base, _mul(kb, k, mats.ldb))
@@ -216,30 +288,53 @@ def _gemm_tile(kb: KernelBuilder, mats: Matrices, i: Index, j: Index, rows: int,
             if vector:
                 a = kb.splat(a)
             for c in range(cols):
-                accs[r * cols + c] = kb.fma(a, bs[c], accs[r * cols + c])
+                accs[r * cols + c] = _fma(kb, a, bs[c], accs[r * cols + c])
         return accs
 
-    k0, k1 = k_range
-    if accumulate:
-        accs = [kb.load(c_base, r * mats.ldc + c * width, vector=vector)
-                for r in range(rows) for c in range(cols)]
-    else:
-        accs = [_zero(kb, vector)] * (rows * cols)
-    k_main = k0 + (k1 - k0) // K_UNROLL * K_UNROLL
-    if k_main > k0:
-        with kb.loop(k0, k_main, K_UNROLL, carried=accs) as loop:
+    def k_loop(start: Index, stop: Index, step_: int, accs: list[SSAValue]) -> list[SSAValue]:
+        with kb.loop(start, stop, step_, carried=accs) as loop:
             cur = loop.carried
-            for u in range(K_UNROLL):
+            for u in range(step_):
                 cur = step(_add(kb, loop.iv, u), cur)
             loop.yield_(*cur)
-        accs = loop.results
-    for k in range(k_main, k1):
-        accs = step(k, accs)
-    for r in range(rows):
-        for c in range(cols):
-            value = epilogue.apply(kb, accs[r * cols + c], _add(kb, i, r),
-                                   _add(kb, j, c * width), vector)
-            kb.store(value, c_base, r * mats.ldc + c * width)
+        return loop.results
+
+    zero = _zero(kb, vector)
+    if ks.first is True:
+        accs = [zero] * len(offsets)
+    else:
+        accs = [kb.load(c_base, off, vector=vector) for off in offsets]
+        if ks.first is not False:  # run time: C may hold anything before the first block
+            accs = [kb.select(ks.first, zero, acc) for acc in accs]
+    if isinstance(ks.length, int):
+        k_main = ks.length // K_UNROLL * K_UNROLL
+        if k_main:
+            accs = k_loop(ks.start, _add(kb, ks.start, k_main), K_UNROLL, accs)
+        for t in range(k_main, ks.length):
+            accs = step(_add(kb, ks.start, t), accs)
+    else:
+        stop = kb.add(ks.start, ks.length)
+        main = kb.add(ks.start, kb.insert(llvm.AndOp(ks.length, kb.index(-K_UNROLL))))
+        accs = k_loop(ks.start, main, K_UNROLL, accs)
+        accs = k_loop(main, stop, 1, accs)
+
+    def store(with_epilogue: bool) -> None:
+        for r in range(rows):
+            for c in range(cols):
+                value = accs[r * cols + c]
+                if with_epilogue:
+                    value = epilogue.apply(kb, value, _add(kb, i, r), _add(kb, j, c * width),
+                                           vector)
+                kb.store(value, c_base, r * mats.ldc + c * width)
+        if with_epilogue:
+            epilogue.finish_tile(kb, c_base, rows, cols, width, mats.ldc)
+
+    if ks.last is True or ks.last is False or epilogue.trivial:
+        store(ks.last is True and not epilogue.trivial)
+    else:  # run time: every block stores, the last one stores again after the epilogue
+        store(False)
+        with kb.if_(ks.last):
+            store(True)
 
 
 def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
@@ -255,7 +350,7 @@ def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
         accs = list(accs)
         for r in range(rows):
             slot = r * chains + chain_of
-            accs[slot] = kb.fma(kb.load(a_rows[r], kk, vector=True), b, accs[slot])
+            accs[slot] = _fma(kb, kb.load(a_rows[r], kk, vector=True), b, accs[slot])
         return accs
 
     accs = [kb.vconst(0.0)] * (rows * chains)
@@ -280,9 +375,10 @@ def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
         else:
             total = kb.fconst(0.0)
         for kk in range(k_vec, k):
-            total = kb.fma(kb.load(a_rows[r], kk), kb.load(mats.b, kk), total)
+            total = _fma(kb, kb.load(a_rows[r], kk), kb.load(mats.b, kk), total)
         row = _add(kb, i, r)
         kb.store(epilogue.apply(kb, total, row, 0, False), mats.c, row)
+    epilogue.finish_tile(kb, _ptr(kb, mats.c, i), rows, 1, 1, 1)
 
 
 def _row_sweep(kb: KernelBuilder, m: int, mr: int, tile) -> None:
@@ -299,29 +395,57 @@ def _row_sweep(kb: KernelBuilder, m: int, mr: int, tile) -> None:
 
 def emit_gemm(kb: KernelBuilder, mats: Matrices, m: int, n: int, k: int,
               epilogue: Epilogue = NO_EPILOGUE) -> None:
-    """C[M, N] = epilogue(A[M, K] @ B[K, N]) with the register-blocked micro-kernels."""
+    """C[M, N] = epilogue(A[M, K] @ B[K, N]) with the register-blocked micro-kernels.
+
+    K is split into near-equal blocks of at most K_BLOCK (the B panel of a column block
+    stays in cache and its rows are read as consecutive runs) by a run-time loop around
+    one copy of the tile sweep: the first block writes C, the next ones accumulate into
+    it, the last one also applies the epilogue."""
     w = kb.vector_width
     mr, nr = GEMM_TILES.get(w, (4, 2))
     if n == 1 and w > 1 and mats.ldb == 1:
         _row_sweep(kb, m, mr, lambda i, rows: _dot_tile(kb, mats, i, rows, k, epilogue))
         return
 
-    def sweep(j: Index, cols: int, width: int) -> None:
+    def sweep(j: Index, cols: int, width: int, ks: KBlock) -> None:
         _row_sweep(kb, m, mr, lambda i, rows: _gemm_tile(
-            kb, mats, i, j, rows, cols, width, (0, k), epilogue))
+            kb, mats, i, j, rows, cols, width, ks, epilogue))
 
-    block = nr * w
-    n_full = n // block * block
-    if n_full == block:
-        sweep(0, nr, w)
-    elif n_full:
-        with kb.loop(0, n_full, block) as loop:
-            sweep(loop.iv, nr, w)
-    n_vec = (n - n_full) // w
-    if n_vec:
-        sweep(n_full, n_vec, w)
-    for j in range(n_full + n_vec * w, n, SCALAR_COLS):
-        sweep(j, min(SCALAR_COLS, n - j), 1)
+    def column_sweep(ks: KBlock) -> None:
+        block = nr * w
+        n_full = n // block * block
+        if n_full == block:
+            sweep(0, nr, w, ks)
+        elif n_full:
+            with kb.loop(0, n_full, block) as loop:
+                sweep(loop.iv, nr, w, ks)
+        n_vec = (n - n_full) // w
+        if n_vec:
+            sweep(n_full, n_vec, w, ks)
+        n_scalar = n_full + n_vec * w
+        groups_end = n_scalar + (n - n_scalar) // SCALAR_COLS * SCALAR_COLS
+        if groups_end - n_scalar == SCALAR_COLS:
+            sweep(n_scalar, SCALAR_COLS, 1, ks)
+        elif groups_end > n_scalar:
+            with kb.loop(n_scalar, groups_end, SCALAR_COLS) as loop:
+                sweep(loop.iv, SCALAR_COLS, 1, ks)
+        if n - groups_end:
+            sweep(groups_end, n - groups_end, 1, ks)
+
+    blocks = -(-k // K_BLOCK)
+    if blocks == 1:
+        column_sweep(KBlock(0, k))
+        return
+    kc = -(-k // blocks)
+    kc = -(-kc // K_UNROLL) * K_UNROLL  # near-equal blocks, whole unrolled steps
+    with kb.loop(0, k, kc) as loop:
+        k0 = loop.iv
+        if k % kc:
+            rest = kb.sub(k, k0)
+            length = kb.select(kb.icmp("slt", rest, kc), rest, kb.index(kc))
+        else:
+            length = kc
+        column_sweep(KBlock(k0, length, kb.icmp("eq", k0, 0), kb.icmp("sge", k0, k - kc)))
 
 
 def _emit_batched(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValue,
@@ -387,10 +511,32 @@ def _lshr(kb: KernelBuilder, a: SSAValue, bits: int) -> SSAValue:
     return kb.insert(llvm.LShrOp(a, kb.constant(bits, a.type)))
 
 
+def _int_op(kb: KernelBuilder, op_type: type[Operation], a: SSAValue, b: int) -> SSAValue:
+    return kb.insert(op_type(a, kb.constant(b, a.type)))
+
+
+def _f16_to_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
+    """An f16 (as its i16 bits) widened to f32 exactly, with integer ops and one exact
+    multiply: (|h| << 13) read as f32 is h's magnitude scaled by 2^-112 (normal and
+    subnormal alike), inf/NaN get the all-ones exponent, then the sign is or-ed in.
+    SSE-only targets lack F16C, where `fpext half` would become a libcall MCJIT cannot
+    resolve."""
+    h = kb.insert(llvm.ZExtOp(raw, i32))
+    magnitude = _int_op(kb, llvm.AndOp, h, 0x7FFF)
+    shifted = _int_op(kb, llvm.ShlOp, magnitude, 13)
+    scaled = kb.bitcast(kb.fmul(kb.bitcast(shifted, f32), kb.fconst(2.0**112)), i32)
+    special = kb.icmp("uge", magnitude, kb.constant(0x7C00, i32))
+    bits = kb.select(special, _int_op(kb, llvm.OrOp, shifted, 0x7F800000), scaled)
+    sign = _int_op(kb, llvm.ShlOp, _int_op(kb, llvm.AndOp, h, 0x8000), 16)
+    return kb.bitcast(kb.or_(bits, sign), f32)
+
+
 def _f16_scale(kb: KernelBuilder, block: SSAValue) -> SSAValue:
     """The block's little-endian f16 scale as f32 (bytes 0-1, any alignment)."""
     raw = kb.load(block, 0, element=i16, align=1)
-    return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
+    if kb.vector_width >= 8:  # AVX targets: F16C's vcvtph2ps
+        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
+    return _f16_to_f32(kb, raw)
 
 
 def _dequant_chunk(kb: KernelBuilder, scheme: str, block: SSAValue, chunk: int) -> SSAValue:
@@ -449,7 +595,7 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int) 
                 for r in range(rows):
                     xv = kb.load(x_rows[r], _add(kb, x_off, chunk * w_lanes), vector=True)
                     for c in range(cols):
-                        cur[r * cols + c] = kb.fma(xv, weights[c], cur[r * cols + c])
+                        cur[r * cols + c] = _fma(kb, xv, weights[c], cur[r * cols + c])
             loop.yield_(*cur)
         c_base = _ptr(kb, out, _add(kb, _mul(kb, i, n), j))
         for r in range(rows):

@@ -1,0 +1,278 @@
+"""Native matmul kernels (rlx_mlir.codegen.matmul) against the numpy reference kernels.
+
+Each kernel is built from a hand-made lir op over memref-typed block arguments, lowered
+with xDSL's llvm converter and JIT-compiled with llvmlite; vector widths 16, 8 and 4.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Callable
+
+import llvmlite.binding as llvmb
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import MemRefType, ModuleOp, f32, i16
+from xdsl.ir import Block, Operation
+
+from rlx_mlir import reference_kernels as ref
+from rlx_mlir.backend import optimize
+from rlx_mlir.codegen import matmul as mm
+from rlx_mlir.codegen.builder import PTR, KernelBuilder
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import ui8
+from rlx_mlir.target import Target, host_target
+
+WIDTHS = (16, 8, 4)
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+
+
+# ----------------------------------------------------------------------------- harness
+
+
+def _target(width: int) -> Target:
+    """W=16: the host (AVX-512); W=8: haswell (AVX2, 16 ymm); W=4: x86-64 (SSE2, no FMA)."""
+    host = host_target()
+    if width == 8:
+        return Target("haswell", "", host.triple, 8)
+    if width == 4:
+        return Target("x86-64", "", host.triple, 4)
+    return host
+
+
+def _host_has_avx512() -> bool:
+    return "+avx512f" in llvmb.get_host_cpu_features().flatten().split(",")
+
+
+def _compile(fns, width: int):
+    target = _target(width)
+    module = optimize(ModuleOp(fns), target)
+    engine = llvmb.create_mcjit_compiler(module, target.machine())
+    engine.finalize_object()
+    return module, engine, target
+
+
+class Kernels:
+    """Kernels of one vector width compiled in one module (an MCJIT engine owns its target
+    machine, so every compile takes a fresh one)."""
+
+    def __init__(self, width: int):
+        self.width = width
+        self.cases: list[tuple[str, Operation, Callable, list[np.ndarray], np.ndarray, float]] = []
+
+    def add(self, label: str, op: Operation, build: Callable, inputs: list[np.ndarray],
+            out_shape: tuple[int, ...], check) -> None:
+        op.verify()
+        self.cases.append((label, op, build, inputs, out_shape, check))
+
+    def compile(self):
+        fns = [build(op, f"k{i}", self.width)
+               for i, (_, op, build, _, _, _) in enumerate(self.cases)]
+        self.module, self.engine, self.target = _compile(fns, self.width)
+        return self
+
+    def run(self) -> None:
+        self.compile()
+        failures = []
+        for i, (label, _, _, inputs, out_shape, check) in enumerate(self.cases):
+            out = np.full(out_shape, np.nan, np.float32)
+            args = [*inputs, out]
+            proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(args))
+            proto(self.engine.get_function_address(f"k{i}"))(*(a.ctypes.data for a in args))
+            try:
+                check(out)
+            except AssertionError as err:
+                failures.append(f"{label} (W={self.width}): {err}")
+        assert not failures, "\n".join(failures)
+
+    @property
+    def asm(self) -> str:
+        return self.target.machine().emit_assembly(self.module)
+
+
+def _args(*types):
+    return Block(arg_types=[MemRefType(dt, list(shape)) for shape, dt in types]).args
+
+
+def _f32(*shapes):
+    return _args(*((s, f32) for s in shapes))
+
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(shape, lo=-1.0, hi=1.0):
+    return RNG.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def _close(want, k):
+    def check(got):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * max(1.0, np.sqrt(k)))
+    return check
+
+
+def add_matmul(kernels: Kernels, lhs_shape, rhs_shape, *, bias=False, activation=None,
+               fused=None) -> None:
+    out_shape = ref.matmul(np.zeros(lhs_shape), np.zeros(rhs_shape)).shape
+    k = lhs_shape[-1]
+    fused = fused if fused is not None else (bias or activation is not None)
+    a, b = _rand(lhs_shape), _rand(rhs_shape)
+    if fused:
+        # the lir verifier wants bias == rhs[-1:] (= (K,) for a 1-D rhs)
+        bias_shape = rhs_shape[-1:]
+        vals = _f32(lhs_shape, rhs_shape, *([bias_shape] if bias else []), out_shape)
+        op = lir.FusedMatmulOp(vals[0], vals[1], vals[-1], bias=vals[2] if bias else None,
+                               activation=activation)
+        c = _rand(bias_shape) if bias else None
+        inputs = [a, b, c] if bias else [a, b]
+        want = ref.fused_matmul(a, b, c, activation)
+        build = mm.build_fused_matmul
+    else:
+        op = lir.MatmulOp(*_f32(lhs_shape, rhs_shape, out_shape))
+        inputs, want, build = [a, b], ref.matmul(a, b), mm.build_matmul
+    label = f"{'fused_' if fused else ''}matmul {lhs_shape}@{rhs_shape} bias={bias} {activation}"
+    kernels.add(label, op, build, inputs, out_shape, _close(want, k))
+
+
+# ----------------------------------------------------------------------------- matmul
+
+SHAPES_2D = [  # (M, K, N): every edge of the tiles (MR=6, NR·W = 64/16/8) and of K_UNROLL
+    (1, 1, 1),
+    (1, 257, 100),
+    (3, 7, 17),
+    (7, 3, 33),
+    (17, 100, 257),
+    (33, 17, 3),
+    (100, 33, 1),
+    (257, 1, 7),
+    (6, 64, 64),
+    (12, 5, 128),
+    (13, 4, 200),
+    (257, 257, 33),  # K in 3 blocks of run-time length
+    (5, 256, 40),  # K in 2 equal blocks
+]
+
+
+ONE_D_AND_BATCHED = [
+    ((7,), (7, 33)),  # 1-D lhs
+    ((17, 100), (100,)),  # 1-D rhs: the N == 1 dot kernel
+    ((33,), (33,)),  # rank-0 result
+    ((5,), (3, 5, 17)),  # 1-D lhs against a batch
+    ((7, 3), (2, 3, 3, 4)),  # rhs batched, lhs broadcast
+    ((2, 3, 7, 9), (9, 20)),  # batch folded into M
+    ((2, 1, 5, 7), (3, 7, 9)),  # both operands broadcast
+    ((2, 3, 4, 5), (2, 3, 5, 6)),  # full batch
+    ((1, 4, 9), (2, 9, 3)),  # size-1 lhs batch
+]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_matmul(width):
+    kernels = Kernels(width)
+    for m, k, n in SHAPES_2D:
+        add_matmul(kernels, (m, k), (k, n))
+    for lhs, rhs in ONE_D_AND_BATCHED:
+        add_matmul(kernels, lhs, rhs)
+    kernels.run()
+
+
+# ----------------------------------------------------------------------------- fused_matmul
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_fused_matmul(width):
+    kernels = Kernels(width)
+    add_matmul(kernels, (13, 33), (33, 100), bias=True)  # bias, no activation
+    add_matmul(kernels, (2, 3, 17), (17, 7), bias=True)  # folded batch, scalar columns
+    add_matmul(kernels, (5, 5), (5,), bias=True)  # rhs 1-D: bias [K] (= [M]), one per row
+    add_matmul(kernels, (3, 4), (4, 1), bias=True)  # a 1-element bias
+    add_matmul(kernels, (3, 4), (4, 5), fused=True)  # neither bias nor activation
+    add_matmul(kernels, (7, 300), (300, 40), bias=True, activation="gelu")  # K blocks
+    add_matmul(kernels, (2, 3, 256), (256, 17), bias=True, activation="relu")
+    for activation in ACTIVATIONS:
+        add_matmul(kernels, (7, 17), (17, 70), bias=True, activation=activation)
+        add_matmul(kernels, (3, 33), (33, 20), activation=activation)  # no bias
+        add_matmul(kernels, (5, 9), (9, 1), bias=True, activation=activation)  # dot kernel
+    kernels.run()
+
+
+# ----------------------------------------------------------------------------- assembly
+
+
+def _fma_registers(asm: str) -> set[str]:
+    return set(re.findall(r"vfmadd\w*\s+[^\n]*?%([xyz]mm)\d+", asm))
+
+
+@pytest.mark.skipif(not _host_has_avx512(), reason="needs AVX-512")
+def test_asm_w16_uses_zmm_fma():
+    kernels = Kernels(16)
+    add_matmul(kernels, (12, 64), (64, 128))
+    add_matmul(kernels, (6, 16), (16, 64), bias=True, activation="gelu")
+    kernels.run()
+    asm = kernels.asm
+    assert "zmm" in _fma_registers(asm)
+    assert not re.search(r"call\s+\S*(exp|erf|tanh)", asm)
+
+
+def test_asm_w8_uses_ymm_fma():
+    kernels = Kernels(8)
+    add_matmul(kernels, (12, 64), (64, 32))
+    kernels.run()
+    asm = kernels.asm
+    assert _fma_registers(asm) == {"ymm"}
+    assert "zmm" not in asm
+
+
+# ----------------------------------------------------------------------------- dequant_matmul
+
+
+def add_dequant(kernels: Kernels, x_shape, n, scheme, x=None, exact=False) -> None:
+    k = x_shape[-1]
+    w = ref.QUANTIZE[scheme](RNG.normal(size=(n, k)).astype(np.float32))
+    out_shape = (*x_shape[:-1], n)
+    vals = _args((x_shape, f32), (w.shape, ui8), (out_shape, f32))
+    op = lir.DequantMatmulOp(*vals, scheme=scheme)
+    x = _rand(x_shape) if x is None else x
+    if exact:  # x = identity: out = dequant(w)ᵀ, each element one product plus exact zeros
+        want = ref.DEQUANTIZE[scheme](w, k).T + np.float32(0)  # (-0 + 0 sums to +0)
+
+        def check(got):
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    else:
+        check = _close(ref.dequant_matmul(x, w, scheme), k)
+    kernels.add(f"dequant_matmul {scheme} {x_shape} N={n} exact={exact}", op,
+                mm.build_dequant_matmul, [x, np.ascontiguousarray(w)], out_shape, check)
+
+
+DEQUANT_SHAPES = [((1, 32), 1), ((3, 64), 7), ((5, 96), 17), ((2, 4, 256), 33), ((64,), 3),
+                  ((9, 32), 8)]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_dequant_matmul(width):
+    kernels = Kernels(width)
+    for scheme in ("q8_0", "q4_0"):
+        for x_shape, n in DEQUANT_SHAPES:
+            add_dequant(kernels, x_shape, n, scheme)
+        add_dequant(kernels, (64, 64), 9, scheme, x=np.eye(64, dtype=np.float32), exact=True)
+    kernels.run()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_f16_scales_widen_exactly(width):
+    """Every f16 bit pattern: fpext (W >= 8) or the integer widening (W = 4, no F16C)."""
+    kb = KernelBuilder("widen", [PTR, PTR], vector_width=width)
+    src, dst = kb.args
+    with kb.loop(0, 1 << 16) as loop:
+        kb.store(mm._f16_scale(kb, kb.gep(src, loop.iv, i16)), dst, loop.iv)
+    kb.ret()
+    _, engine, _ = _compile([kb.finish()], width)
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    out = np.empty(1 << 16, np.float32)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(
+        engine.get_function_address("widen"))(halves.ctypes.data, out.ctypes.data)
+    want = halves.view("<f2").astype(np.float32)
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(out), nan)
+    np.testing.assert_array_equal(out[~nan].view(np.uint32), want[~nan].view(np.uint32))
