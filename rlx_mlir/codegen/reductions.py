@@ -3,21 +3,29 @@
 Each builder is `build_X(op, name, vector_width) -> llvm.FuncOp` over one pointer per memref
 operand (the `out` buffer last). Shapes are static and baked in.
 
-Building blocks, all over vector<W x f32> with scalar tails:
+A `Reduction` is a fold of f32 values (scalars or vector<W x f32>) into one or more
+accumulators. The building blocks, all over vectors with scalar tails:
 
-- `_row_reduce`: reduce a contiguous run of elements with several independent vector
-  accumulators (ILP), a tree merge of the accumulators, a shuffle-tree horizontal
-  reduction, then a scalar tail.
-- `_column_reduce`: out[j] = reduce_i x[i, j] over a strided outer axis, vectorized along
-  the contiguous kept dim with a register tile of several vectors per column block.
+- `_row_reduce`: reduce a contiguous run of elements with several independent sets of
+  vector accumulators (ILP), merged as a tree, reduced across lanes with the builder's
+  shuffle trees (`hsum`/`hmax`/`hmin`), then a scalar tail.
+- `_outer_reduce`: out[j] = reduce_i x[i, j] over an outer axis, vectorized along the
+  contiguous kept dim j, rows in blocks combined in registers (sequential streams, one
+  update of `out` per block).
 - `_row_map`: a vector loop plus scalar tail calling a body on each chunk.
+
+Multiply-adds are `llvm.fmuladd` (`vmath.muladd`): an FMA where the target has one, never
+a libcall on targets without.
+
+max/min accumulate with a plain compare+select (one `maxps`/`minps`) and keep a NaN mask
+(`fcmp uno`, or-ed), so the result is NaN whenever an input is, like numpy, at a third of
+the cost of `llvm.maximum` (which also orders signed zeros).
 
 `lir.reduce` first canonicalizes its iteration space: size-1 dims are dropped and adjacent
 dims that are both reduced or both kept are merged, leaving alternating groups. The groups
-`[R]` and `[K, R]` use `_row_reduce` per row, `[R, K]` and `[K, R, K]` use `_column_reduce`
+`[R]` and `[K, R]` use `_row_reduce` per row, `[R, K]` and `[K, R, K]` use `_outer_reduce`
 per batch, and every other pattern (e.g. axes (0, 2) of a rank-3 input) initializes `out`
 with the identity and combines into it with the same two building blocks in nested loops.
-max/min use `llvm.maximum`/`llvm.minimum`, which propagate NaN like numpy.
 """
 
 from __future__ import annotations
@@ -27,54 +35,112 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import VectorType
+from xdsl.dialects.builtin import IntegerType, VectorType
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir import shape_inference as rules
+from rlx_mlir.codegen import vmath
 from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 
 UNROLL = 4
-"""Independent vector accumulators of a contiguous reduction (hides the add latency)."""
+"""Independent sets of vector accumulators of a contiguous reduction (hide the latency)."""
 
-Step = Callable[[SSAValue, SSAValue], SSAValue]
-"""acc, x -> acc (scalar or vector)."""
-
+Accs = list[SSAValue]
 Chunk = Callable[[SSAValue, bool], SSAValue]
-"""(element offset, vector?) -> the loaded (and transformed) value at that offset."""
+"""(element offset, vector?) -> the loaded (and transformed) value(s) at that offset."""
 
 
 @dataclass(frozen=True)
-class Combiner:
-    """How a reduction kind combines: `step` folds a value into an accumulator and
-    merges two accumulators, `horizontal` reduces the lanes of a vector."""
+class Reduction:
+    """A fold of f32 scalars or vectors into accumulators.
 
-    identity: float
-    step: Step
-    horizontal: Callable[[SSAValue], SSAValue]
+    `init(vector)` gives the initial accumulators (vectors or scalars), `step(accs, x)`
+    folds a value in, `lift(x)` = step(init, x) without the identity operation, `merge`
+    combines two sets of accumulators, `horizontal` turns vector accumulators into scalar
+    ones, and `final` gives the result (scalar or per lane).
+    """
+
+    init: Callable[[bool], Accs]
+    step: Callable[[Accs, SSAValue], Accs]
+    lift: Callable[[SSAValue], Accs]
+    merge: Callable[[Accs, Accs], Accs]
+    horizontal: Callable[[Accs], Accs]
+    final: Callable[[Accs], SSAValue] = lambda accs: accs[0]
 
 
-def combiner(kb: KernelBuilder, kind: str) -> Combiner:
+def _const(kb: KernelBuilder, value: float, vector: bool) -> SSAValue:
+    return kb.vconst(value) if vector else kb.fconst(value)
+
+
+def fold(kb: KernelBuilder, identity: float, step: Callable[[SSAValue, SSAValue], SSAValue],
+         horizontal: Callable[[SSAValue], SSAValue],
+         merge: Callable[[SSAValue, SSAValue], SSAValue] | None = None,
+         lift: Callable[[SSAValue], SSAValue] | None = None) -> Reduction:
+    """A single-accumulator reduction; `merge` defaults to `step` (right for sum, max, ...),
+    `lift` (step from the identity) to step(identity, x)."""
+    merge2 = merge or step
+
+    def lift_default(x: SSAValue) -> SSAValue:
+        return step(_const(kb, identity, isinstance(x.type, VectorType)), x)
+
+    lift1 = lift or lift_default
+    return Reduction(
+        init=lambda vector: [_const(kb, identity, vector)],
+        step=lambda accs, x: [step(accs[0], x)],
+        lift=lambda x: [lift1(x)],
+        merge=lambda a, b: [merge2(a[0], b[0])],
+        horizontal=lambda accs: [horizontal(accs[0])],
+    )
+
+
+def extremum(kb: KernelBuilder, kind: str) -> Reduction:
+    """max or min: a plain compare+select accumulator (x86 `maxps`/`minps`, which drop
+    NaNs) plus a mask of the NaNs seen, so that any NaN makes the result NaN."""
+    is_max = kind == "max"
+    predicate = "ogt" if is_max else "olt"
+
+    def plain(a: SSAValue, b: SSAValue) -> SSAValue:
+        return vmath.select(kb, vmath.fcmp(kb, predicate, a, b), a, b)
+
+    def any_lane(mask: SSAValue) -> SSAValue:
+        width = mask.type.get_shape()[0]  # type: ignore[attr-defined]
+        return kb.icmp("ne", kb.bitcast(mask, IntegerType(width)), 0)
+
+    def init(vector: bool) -> Accs:
+        mask = vmath.mask_type(kb.vec if vector else kb.fconst(0.0).type)
+        return [_const(kb, -math.inf if is_max else math.inf, vector), kb.constant(0, mask)]
+
+    def is_nan(x: SSAValue) -> SSAValue:
+        return vmath.fcmp(kb, "uno", x, x)
+
+    return Reduction(
+        init=init,
+        step=lambda accs, x: [plain(accs[0], x), vmath.or_(kb, accs[1], is_nan(x))],
+        lift=lambda x: [x, is_nan(x)],
+        merge=lambda a, b: [plain(a[0], b[0]), vmath.or_(kb, a[1], b[1])],
+        horizontal=lambda accs: [(kb.hmax if is_max else kb.hmin)(accs[0]), any_lane(accs[1])],
+        final=lambda accs: vmath.select(kb, accs[1], math.nan, accs[0]),
+    )
+
+
+def reduction(kb: KernelBuilder, kind: str) -> Reduction:
+    """The reduction of a `lir.reduce` kind (mean: the sum; the caller divides)."""
     if kind in ("sum", "mean"):
-        return Combiner(0.0, kb.fadd, kb.hsum)
-    if kind == "max":
-        return Combiner(-math.inf, kb.fmax, kb.hmax)
-    if kind == "min":
-        return Combiner(math.inf, kb.fmin, kb.hmin)
+        return fold(kb, 0.0, kb.fadd, kb.hsum, lift=lambda x: x)
+    if kind in ("max", "min"):
+        return extremum(kb, kind)
     raise ValueError(f"unknown reduce kind {kind!r}")
+
+
+def combine(kb: KernelBuilder, kind: str) -> Callable[[SSAValue, SSAValue], SSAValue]:
+    """Combine two partial results of a kind (NaN-propagating for max/min)."""
+    return {"sum": kb.fadd, "mean": kb.fadd, "max": kb.fmax, "min": kb.fmin}[kind]
 
 
 def _prod(dims: Sequence[int]) -> int:
     return math.prod(dims)
-
-
-def _is_vector(value: SSAValue) -> bool:
-    return isinstance(value.type, VectorType)
-
-
-def _identity(kb: KernelBuilder, value: float, vector: bool) -> SSAValue:
-    return kb.vconst(value) if vector else kb.fconst(value)
 
 
 def _offset(kb: KernelBuilder, base: Value, i: Value) -> Value:
@@ -86,48 +152,51 @@ def _offset(kb: KernelBuilder, base: Value, i: Value) -> Value:
     return kb.add(kb.index(base), i)
 
 
-def _tree(values: list[SSAValue], merge: Step) -> SSAValue:
-    """Merge values pairwise (a balanced tree, not a serial chain)."""
-    while len(values) > 1:
-        values = [merge(values[k], values[k + 1]) if k + 1 < len(values) else values[k]
-                  for k in range(0, len(values), 2)]
-    return values[0]
-
-
 # ----------------------------------------------------------------------------- building blocks
 
 
-def _row_reduce(kb: KernelBuilder, n: int, chunk: Chunk, step: Step, identity: float,
-                horizontal: Callable[[SSAValue], SSAValue], merge: Step | None = None,
+def _row_reduce(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
                 unroll: int = UNROLL) -> SSAValue:
-    """reduce(chunk(i) for i in range(n)) as a scalar f32.
+    """red over chunk(i) for i in range(n), as a scalar."""
+    return red.final(_row_accumulate(kb, n, chunk, red, unroll))
 
-    `step(acc, value)` folds a chunk into an accumulator; `merge` combines two
-    accumulators (default: `step`, right for sum/max/min but not for e.g. sum of squares).
+
+def _row_accumulate(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
+                    unroll: int = UNROLL) -> Accs:
+    """The scalar accumulators of red over chunk(i) for i in range(n).
+
+    Full vectors go through `unroll` independent sets of vector accumulators (then one set
+    for the leftover vectors), merged as a tree and reduced across lanes; the scalar tail
+    continues from those scalars.
     """
-    merge = merge or step
     w = kb.vector_width
     nvec = n // w * w
-    acc: SSAValue
+    accs: Accs
     if nvec:
         u = max(1, min(unroll, nvec // w))
         nmain = nvec // (u * w) * (u * w)
-        with kb.loop(0, nmain, u * w, carried=[kb.vconst(identity)] * u) as loop:
-            loop.yield_(*[step(a, chunk(_offset(kb, loop.iv, k * w), True))  # type: ignore[arg-type]
-                          for k, a in enumerate(loop.carried)])
-        accs = list(loop.results)
+        init = red.init(True)
+        k = len(init)
+        with kb.loop(0, nmain, u * w, carried=init * u) as loop:
+            carried = loop.carried
+            loop.yield_(*[a for t in range(u) for a in red.step(
+                carried[t * k:(t + 1) * k], chunk(_offset(kb, loop.iv, t * w), True))])  # type: ignore[arg-type]
+        sets = [list(loop.results[t * k:(t + 1) * k]) for t in range(u)]
         if nmain < nvec:
-            with kb.loop(nmain, nvec, w, carried=[accs[0]]) as loop:
-                loop.yield_(step(loop.carried[0], chunk(loop.iv, True)))
-            accs[0] = loop.results[0]
-        acc = horizontal(_tree(accs, merge))
+            with kb.loop(nmain, nvec, w, carried=sets[0]) as loop:
+                loop.yield_(*red.step(loop.carried, chunk(loop.iv, True)))
+            sets[0] = list(loop.results)
+        while len(sets) > 1:
+            sets = [red.merge(sets[t], sets[t + 1]) if t + 1 < len(sets) else sets[t]
+                    for t in range(0, len(sets), 2)]
+        accs = red.horizontal(sets[0])
     else:
-        acc = kb.fconst(identity)
+        accs = red.init(False)
     if nvec < n:
-        with kb.loop(nvec, n, 1, carried=[acc]) as loop:
-            loop.yield_(step(loop.carried[0], chunk(loop.iv, False)))
-        acc = loop.results[0]
-    return acc
+        with kb.loop(nvec, n, 1, carried=accs) as loop:
+            loop.yield_(*red.step(loop.carried, chunk(loop.iv, False)))
+        accs = list(loop.results)
+    return accs
 
 
 def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None]) -> None:
@@ -142,37 +211,56 @@ def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None]) 
             body(loop.iv, False)
 
 
-def _column_reduce(kb: KernelBuilder, x: SSAValue, in_base: Value, nred: int, k: int,
-                   comb: Combiner, finish: Callable[[SSAValue, SSAValue, bool], None],
-                   unroll: int = UNROLL) -> None:
-    """For j in range(k): finish(j, reduce_i x[in_base + i*k + j], vector?) with i < nred.
+ROW_BLOCK = 8
+"""Rows of an outer-axis reduction combined in registers before one update of `out`."""
 
-    Columns go in register tiles of `unroll` vectors, then single vectors, then scalars;
-    the reduction loop over i is innermost, so each tile's accumulators stay in registers.
+
+def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
+                  out_base: Value, nred: int, k: int, kind: str, divisor: float | None,
+                  accumulate: bool = False, stride: int | None = None) -> None:
+    """out[out_base + j] = kind-reduce_i x[in_base + i*stride + j] over i < nred, for j < k
+    (stride defaults to k; combined with the present out[out_base + j] when `accumulate`).
+
+    Rows go in blocks of ROW_BLOCK: each block reads its rows as parallel sequential
+    streams, vectorized along j, combines them as a tree in registers and updates `out`
+    once (the first block stores). `out` (k floats) stays in cache between blocks.
     """
-    w = kb.vector_width
-    kvec = k // w * w
+    red, comb = reduction(kb, kind), combine(kb, kind)
+    stride = k if stride is None else stride
+    rows = min(ROW_BLOCK, nred)
+    nfull = nred // rows
+    rest = nred - nfull * rows
+    single = nfull == 1 and rest == 0  # one block: store the finished value directly
 
-    def tile(j: SSAValue, vectors: int, vector: bool) -> None:
-        width = w if vector else 1
-        with kb.loop(0, nred, 1, carried=[_identity(kb, comb.identity, vector)] * vectors) as loop:
-            row = _offset(kb, in_base, kb.add(kb.mul(loop.iv, k), j))
-            loop.yield_(*[comb.step(a, kb.load(x, _offset(kb, row, t * width), vector=vector))
-                          for t, a in enumerate(loop.carried)])
-        for t, acc in enumerate(loop.results):
-            finish(_offset(kb, j, t * width), acc, vector)  # type: ignore[arg-type]
+    def block(i0: Value, count: int, first: bool) -> None:
+        def body(j: SSAValue, vec: bool) -> None:
+            row0 = i0 * stride if isinstance(i0, int) else kb.mul(i0, stride)
+            start = _offset(kb, in_base, _offset(kb, row0, j))
+            sets = [red.lift(kb.load(x, _offset(kb, start, r * stride), vector=vec))
+                    for r in range(count)]
+            while len(sets) > 1:
+                sets = [red.merge(sets[t], sets[t + 1]) if t + 1 < len(sets) else sets[t]
+                        for t in range(0, len(sets), 2)]
+            value = red.final(sets[0])
+            at = _offset(kb, out_base, j)
+            if not first:
+                value = comb(kb.load(out, at, vector=vec), value)
+            if single and divisor is not None:
+                value = kb.fdiv(value, divisor)
+            kb.store(value, out, at)
+        _row_map(kb, k, body)
 
-    if kvec:
-        u = max(1, min(unroll, kvec // w))
-        kmain = kvec // (u * w) * (u * w)
-        with kb.loop(0, kmain, u * w) as cols:
-            tile(cols.iv, u, True)
-        if kmain < kvec:
-            with kb.loop(kmain, kvec, w) as cols:
-                tile(cols.iv, 1, True)
-    if kvec < k:
-        with kb.loop(kvec, k, 1) as cols:
-            tile(cols.iv, 1, False)
+    block(0, rows, not accumulate)
+    if nfull > 1:
+        with kb.loop(rows, nfull * rows, rows) as loop:
+            block(loop.iv, rows, False)
+    if rest:
+        block(nfull * rows, rest, False)
+    if divisor is not None and not single:
+        def scale(j: SSAValue, vec: bool) -> None:
+            at = _offset(kb, out_base, j)
+            kb.store(kb.fdiv(kb.load(out, at, vector=vec), divisor), out, at)
+        _row_map(kb, k, scale)
 
 
 # ----------------------------------------------------------------------------- lir.reduce
@@ -194,31 +282,25 @@ def reduce_groups(shape: Sequence[int], axes: Sequence[int]) -> list[tuple[int, 
 
 
 def build_reduce(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """lir.reduce: (x, out) over the canonical groups (see the module docstring)."""
     assert isinstance(op, lir.ReduceOp)
     shape = shape_of(op.input)
     axes = rules.normalize_axes("axes", op.axes.get_values(), len(shape))
     kind = str(op.kind.data)
     kb = KernelBuilder(name, [PTR, PTR], vector_width=vector_width)
     x, out = kb.args
-    comb = combiner(kb, kind)
+    red = reduction(kb, kind)
     count = _prod([shape[a] for a in axes])
+    divisor = float(count) if kind == "mean" and count != 1 else None
     groups = reduce_groups(shape, axes)
     sizes = [s for s, _ in groups]
     roles = tuple(r for _, r in groups)
 
-    divisor = float(count) if kind == "mean" and count != 1 else None
-
     def finish(v: SSAValue) -> SSAValue:
         return v if divisor is None else kb.fdiv(v, divisor)
 
-    def store_at(base: Value) -> Callable[[SSAValue, SSAValue, bool], None]:
-        def store(j: SSAValue, acc: SSAValue, vector: bool) -> None:
-            kb.store(finish(acc), out, _offset(kb, base, j))
-        return store
-
     def row(base: Value, n: int) -> SSAValue:
-        return _row_reduce(kb, n, lambda i, vec: kb.load(x, _offset(kb, base, i), vector=vec),
-                           comb.step, comb.identity, comb.horizontal)
+        return _row_reduce(kb, n, lambda i, vec: kb.load(x, _offset(kb, base, i), vector=vec), red)
 
     if True not in roles:
         # Nothing to combine (only size-1 axes reduce): a copy.
@@ -234,51 +316,55 @@ def build_reduce(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     elif roles in ((True, False), (False, True, False)):
         b, nred, k = ([1] if len(sizes) == 2 else []) + sizes
         if b == 1:
-            _column_reduce(kb, x, 0, nred, k, comb, store_at(0))
+            _outer_reduce(kb, x, out, 0, 0, nred, k, kind, divisor)
         else:
             with kb.loop(0, b) as batch:
-                _column_reduce(kb, x, kb.mul(batch.iv, nred * k), nred, k, comb,
-                               store_at(kb.mul(batch.iv, k)))
+                _outer_reduce(kb, x, out, kb.mul(batch.iv, nred * k), kb.mul(batch.iv, k),
+                              nred, k, kind, divisor)
     else:
-        _general_reduce(kb, x, out, groups, comb, divisor)
+        _general_reduce(kb, x, out, groups, kind, divisor)
     kb.ret()
     return kb.finish()
 
 
 def _general_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, groups: list[tuple[int, bool]],
-                    comb: Combiner, divisor: float | None) -> None:
-    """Any group pattern: out = identity, then nested loops over all groups but the last,
-    which combines into `out` a contiguous row reduction (reduced last group) or a
-    vectorized column update (kept last group); then a pass dividing by `divisor` (mean)."""
+                    kind: str, divisor: float | None) -> None:
+    """Any group pattern: out = identity, then nested loops over the outer groups whose
+    body combines into `out` a contiguous row reduction (reduced last group) or an outer
+    reduction of the last two groups (kept last group); then a pass dividing by
+    `divisor` (mean)."""
+    red, comb = reduction(kb, kind), combine(kb, kind)
+    identity = {"max": -math.inf, "min": math.inf}.get(kind, 0.0)
     n_out = _prod([s for s, r in groups if not r])
     in_strides = [_prod([s for s, _ in groups[g + 1:]]) for g in range(len(groups))]
     out_strides = [_prod([s for s, r in groups[g + 1:] if not r]) for g in range(len(groups))]
 
     def fill(i: SSAValue, vec: bool) -> None:
-        kb.store(_identity(kb, comb.identity, vec), out, i)
+        kb.store(_const(kb, identity, vec), out, i)
     _row_map(kb, n_out, fill)
 
+    # The innermost group is reduced (a row reduction per row), or kept after a reduced
+    # one (an outer reduction of the last two groups, accumulated into out).
+    inner_reduced = groups[-1][1]
+    depth = len(groups) - (1 if inner_reduced else 2)
+
     def innermost(in_off: Value, out_off: Value) -> None:
-        size, red = groups[-1]
-        if red:
-            r = _row_reduce(kb, size, lambda i, vec: kb.load(x, _offset(kb, in_off, i), vector=vec),
-                            comb.step, comb.identity, comb.horizontal)
-            kb.store(comb.step(kb.load(out, out_off), r), out, out_off)
+        if inner_reduced:
+            r = _row_reduce(kb, groups[-1][0],
+                            lambda i, vec: kb.load(x, _offset(kb, in_off, i), vector=vec), red)
+            kb.store(comb(kb.load(out, out_off), r), out, out_off)
         else:
-            def update(j: SSAValue, vec: bool) -> None:
-                o = _offset(kb, out_off, j)
-                v = kb.load(x, _offset(kb, in_off, j), vector=vec)
-                kb.store(comb.step(kb.load(out, o, vector=vec), v), out, o)
-            _row_map(kb, size, update)
+            _outer_reduce(kb, x, out, in_off, out_off, groups[-2][0], groups[-1][0], kind, None,
+                          accumulate=True)
 
     def nest(g: int, in_off: Value, out_off: Value) -> None:
-        if g == len(groups) - 1:
+        if g == depth:
             innermost(in_off, out_off)
             return
-        size, red = groups[g]
+        size, reduced = groups[g]
         with kb.loop(0, size) as loop:
             nest(g + 1, _offset(kb, in_off, kb.mul(loop.iv, in_strides[g])),
-                 out_off if red else _offset(kb, out_off, kb.mul(loop.iv, out_strides[g])))
+                 out_off if reduced else _offset(kb, out_off, kb.mul(loop.iv, out_strides[g])))
 
     nest(0, 0, 0)
 
@@ -291,21 +377,26 @@ def _general_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, groups: list[
 # ----------------------------------------------------------------------------- lir.softmax
 
 
+SOFTMAX_TILE = 1024
+"""Columns per tile of a softmax along a strided axis (stack scratch: 2 tiles of floats)."""
+
+
 def build_softmax(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
-    global vmath
-    from rlx_mlir.codegen import vmath
+    """lir.softmax: (x, out); contiguous rows for the last axis (or any axis followed only
+    by size-1 dims), column tiles with stack scratch otherwise."""
     assert isinstance(op, lir.SoftmaxOp)
     shape = shape_of(op.input)
     axis = rules.normalize_axis("axis", op.axis.value.data, len(shape))
     outer, n, inner = _prod(shape[:axis]), shape[axis], _prod(shape[axis + 1:])
     kb = KernelBuilder(name, [PTR, PTR], vector_width=vector_width)
     x, out = kb.args
+    scratch = kb.alloca(2 * min(inner, SOFTMAX_TILE)) if inner > 1 else None
     with kb.loop(0, outer) as rows:
         base = kb.mul(rows.iv, n * inner)
-        if inner == 1:
+        if scratch is None:
             _softmax_row(kb, x, out, base, n)
         else:
-            _softmax_columns(kb, x, out, base, n, inner)
+            _softmax_columns(kb, x, out, base, n, inner, scratch)
     kb.ret()
     return kb.finish()
 
@@ -314,7 +405,7 @@ def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, 
     """Softmax of the contiguous row x[base : base+n]: a max pass, an exp+sum pass that
     stores the exponentials, and a scaling pass."""
     m = _row_reduce(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec),
-                    kb.fmax, -math.inf, kb.hmax)
+                    extremum(kb, "max"))
     m_vec = kb.splat(m)
 
     def exp_store(i: SSAValue, vec: bool) -> SSAValue:
@@ -323,7 +414,7 @@ def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, 
         kb.store(e, out, at)
         return e
 
-    s = _row_reduce(kb, n, exp_store, kb.fadd, 0.0, kb.hsum, unroll=2)
+    s = _row_reduce(kb, n, exp_store, fold(kb, 0.0, kb.fadd, kb.hsum), unroll=2)
     inv = kb.fdiv(1.0, s)
     inv_vec = kb.splat(inv)
 
@@ -335,25 +426,48 @@ def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, 
 
 
 def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue,
-                     n: int, inner: int) -> None:
-    """Softmax along a strided axis of x[base + i*inner + j] (i < n), vectorized along j."""
+                     n: int, inner: int, scratch: SSAValue) -> None:
+    """Softmax along a strided axis: x[base + i*inner + j], i < n, for every column j.
 
-    def column(j: SSAValue, vec: bool) -> None:
-        def at(i: SSAValue) -> SSAValue:
-            return kb.add(base, kb.add(kb.mul(i, inner), j))
+    Columns go in tiles of up to SOFTMAX_TILE; per tile, the column maxima (an outer
+    reduction, rows in register blocks) and sums live in `scratch`, and each of the
+    three passes (max; exp, store and sum; scale) reads the tile's rows as contiguous
+    runs, vectorized along j.
+    """
+    tile = min(inner, SOFTMAX_TILE)
+    m_ptr, s_ptr = scratch, kb.gep(scratch, tile)
+    ntiles = inner // tile
 
-        with kb.loop(0, n, 1, carried=[_identity(kb, -math.inf, vec)]) as loop:
-            loop.yield_(kb.fmax(loop.carried[0], kb.load(x, at(loop.iv), vector=vec)))
-        m = loop.results[0]
-        with kb.loop(0, n, 1, carried=[_identity(kb, 0.0, vec)]) as loop:
-            e = vmath.exp(kb, kb.fsub(kb.load(x, at(loop.iv), vector=vec), m))
-            kb.store(e, out, at(loop.iv))
-            loop.yield_(kb.fadd(loop.carried[0], e))
-        inv = kb.fdiv(_identity(kb, 1.0, vec), loop.results[0])
-        with kb.loop(0, n) as loop:
-            kb.store(kb.fmul(kb.load(out, at(loop.iv), vector=vec), inv), out, at(loop.iv))
+    def do_tile(j0: Value, width: int) -> None:
+        start = _offset(kb, base, j0)
+        _outer_reduce(kb, x, m_ptr, start, 0, n, width, "max", None, stride=inner)
+        _row_map(kb, width, lambda c, vec: kb.store(_const(kb, 0.0, vec), s_ptr, c))
+        with kb.loop(0, n) as rows:
+            row = _offset(kb, start, kb.mul(rows.iv, inner))
 
-    _row_map(kb, inner, column)
+            def exp_sum(c: SSAValue, vec: bool) -> None:
+                at = kb.add(row, c)
+                e = vmath.exp(kb, kb.fsub(kb.load(x, at, vector=vec), kb.load(m_ptr, c, vector=vec)))
+                kb.store(e, out, at)
+                kb.store(kb.fadd(kb.load(s_ptr, c, vector=vec), e), s_ptr, c)
+            _row_map(kb, width, exp_sum)
+        _row_map(kb, width, lambda c, vec: kb.store(
+            kb.fdiv(_const(kb, 1.0, vec), kb.load(s_ptr, c, vector=vec)), s_ptr, c))
+        with kb.loop(0, n) as rows:
+            row = _offset(kb, start, kb.mul(rows.iv, inner))
+
+            def scale(c: SSAValue, vec: bool) -> None:
+                at = kb.add(row, c)
+                kb.store(kb.fmul(kb.load(out, at, vector=vec), kb.load(s_ptr, c, vector=vec)), out, at)
+            _row_map(kb, width, scale)
+
+    if ntiles > 1:
+        with kb.loop(0, ntiles * tile, tile) as cols:
+            do_tile(cols.iv, tile)
+    else:
+        do_tile(0, tile)
+    if inner > ntiles * tile:
+        do_tile(ntiles * tile, inner - ntiles * tile)
 
 
 # ----------------------------------------------------------------------------- norms
@@ -372,31 +486,33 @@ def _norm_setup(op: Operation, name: str, vector_width: int):
 
 
 def _sum_of_squares(kb: KernelBuilder, n: int, chunk: Chunk) -> SSAValue:
-    return _row_reduce(kb, n, chunk, lambda acc, v: kb.fma(v, v, acc), 0.0, kb.hsum,
-                       merge=kb.fadd)
+    return _row_reduce(kb, n, chunk, fold(kb, 0.0, lambda acc, v: vmath.muladd(kb, v, v, acc), kb.hsum,
+                                          merge=kb.fadd))
 
 
 def _normalize_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAValue | None,
                    out: SSAValue, base: SSAValue, n: int, scale: SSAValue,
-                   shift: SSAValue | None = None) -> None:
-    """out[base+j] = (x[base+j] (- shift)) * scale * gamma[j] (+ beta[j])."""
+                   *shifts: SSAValue) -> None:
+    """out[base+j] = (x[base+j] - shifts...) * scale * gamma[j] (+ beta[j])."""
     scale_vec = kb.splat(scale)
-    shift_vec = kb.splat(shift) if shift is not None else None
+    shift_vecs = [kb.splat(s) for s in shifts]
 
     def body(j: SSAValue, vec: bool) -> None:
         at = kb.add(base, j)
         v = kb.load(x, at, vector=vec)
-        if shift is not None:
+        for shift, shift_vec in zip(shifts, shift_vecs, strict=True):
             v = kb.fsub(v, shift_vec if vec else shift)
         v = kb.fmul(v, scale_vec if vec else scale)
         g = kb.load(gamma, j, vector=vec)
-        y = kb.fma(v, g, kb.load(beta, j, vector=vec)) if beta is not None else kb.fmul(v, g)
+        y = vmath.muladd(kb, v, g, kb.load(beta, j, vector=vec)) if beta is not None else kb.fmul(v, g)
         kb.store(y, out, at)
 
     _row_map(kb, n, body)
 
 
 def build_rms_norm(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """Per row: one pass for the sum of squares (FMAs into vector accumulators), one pass
+    writing x · (1/sqrt(mean + eps)) · gamma (+ beta)."""
     assert isinstance(op, lir.RmsNormOp)
     kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width)
     with kb.loop(0, rows) as r:
@@ -409,21 +525,34 @@ def build_rms_norm(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
 
 
 def build_layer_norm(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """Per row: a sum pass gives a first mean m0; a second pass sums d = x - m0 and d²
+    (x - m0 is exact near the mean), so mean = m0 + c with c = Σd/n and
+    var = Σd²/n - c² (the corrected two-pass algorithm, accurate also when |mean| >> std);
+    the last pass writes ((x - m0) - c) · rstd · gamma + beta."""
     assert isinstance(op, lir.LayerNormOp)
     kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width)
     with kb.loop(0, rows) as r:
         base = kb.mul(r.iv, n)
         total = _row_reduce(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec),
-                            kb.fadd, 0.0, kb.hsum)
-        mean = kb.fdiv(total, float(n))
-        mean_vec = kb.splat(mean)
+                            fold(kb, 0.0, kb.fadd, kb.hsum))
+        m0 = kb.fdiv(total, float(n))
+        m0_vec = kb.splat(m0)
 
         def centered(i: SSAValue, vec: bool) -> SSAValue:
-            return kb.fsub(kb.load(x, kb.add(base, i), vector=vec), mean_vec if vec else mean)
+            return kb.fsub(kb.load(x, kb.add(base, i), vector=vec), m0_vec if vec else m0)
 
-        var = kb.fdiv(_sum_of_squares(kb, n, centered), float(n))
+        moments = Reduction(  # Σd and Σd²
+            init=lambda vec: [_const(kb, 0.0, vec)] * 2,
+            step=lambda accs, d: [kb.fadd(accs[0], d), vmath.muladd(kb, d, d, accs[1])],
+            lift=lambda d: [d, kb.fmul(d, d)],
+            merge=lambda a, b: [kb.fadd(a[0], b[0]), kb.fadd(a[1], b[1])],
+            horizontal=lambda accs: [kb.hsum(accs[0]), kb.hsum(accs[1])],
+        )
+        s1, s2 = _row_accumulate(kb, n, centered, moments)
+        c = kb.fdiv(s1, float(n))
+        var = kb.fmax(kb.fsub(kb.fdiv(s2, float(n)), kb.fmul(c, c)), 0.0)
         scale = kb.fdiv(1.0, kb.sqrt(kb.fadd(var, eps)))
-        _normalize_row(kb, x, gamma, beta, out, base, n, scale, mean)
+        _normalize_row(kb, x, gamma, beta, out, base, n, scale, m0, c)
     kb.ret()
     return kb.finish()
 
