@@ -155,7 +155,7 @@ class KernelBuilder:
     # ------------------------------------------------------------------ constants
 
     def constant(self, value: int | float, ty: Attribute) -> SSAValue:
-        key = (value, ty)
+        key = (repr(value), ty)  # repr keeps -0.0 apart from 0.0
         if key not in self._constants:
             if isinstance(ty, VectorType):
                 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
@@ -247,9 +247,11 @@ class KernelBuilder:
         return self.insert(llvm.FNegOp(a))
 
     def fma(self, a: Value, b: Value, c: Value) -> SSAValue:
-        """a * b + c, fused (one rounding)."""
+        """a * b + c: one fused instruction where the target has FMA (`llvm.fmuladd`, so a
+        CPU without FMA gets a multiply and an add instead of a libm `fmaf` call)."""
         ref = next(v for v in (a, b, c) if isinstance(v, SSAValue))
-        return self.insert(llvm.FMAOp(self._like(a, ref), self._like(b, ref), self._like(c, ref)))
+        args = [self._like(a, ref), self._like(b, ref), self._like(c, ref)]
+        return self.intrinsic("llvm.fmuladd", args, ref.type)
 
     def fcmp(self, predicate: str, a: Value, b: Value) -> SSAValue:
         lhs, rhs = self._pair(a, b)
@@ -340,6 +342,18 @@ class KernelBuilder:
 
     def call(self, callee: str, args: Sequence[SSAValue], result_type: Attribute | None = None) -> SSAValue | None:
         return self.insert(llvm.CallOp(callee, *args, return_type=result_type))
+
+    def alloca(self, count: int, element: Attribute = f32, align: int = 64) -> SSAValue:
+        """A stack buffer of `count` elements, allocated once in the entry block (an
+        alloca inside a loop would grow the stack every iteration). Keep it small."""
+        size = self.index(count)
+        op = llvm.AllocaOp(size, element, alignment=align)
+        self.entry.insert_op_after(op, size.owner)  # right after its size constant
+        # xDSL converts an alloca to a typed `float*` in llvmlite, which refuses to store
+        # vectors through it (also after a GEP); a ptr -> ptr bitcast makes it opaque.
+        address = llvm.BitcastOp(op.results[0], PTR)
+        self.entry.insert_op_after(address, op)
+        return address.results[0]
 
 
 def element_bytes(ty: Attribute) -> int:

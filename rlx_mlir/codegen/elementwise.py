@@ -1,0 +1,561 @@
+"""Kernels of the "map" family: `lir.elementwise`, `lir.fused_elementwise`, `lir.broadcast_to`,
+`lir.copy`, `lir.constant`, `lir.transpose`, `lir.narrow` and `lir.concat`.
+
+Each builder is `build_X(op, name, vector_width) -> llvm.FuncOp` over one pointer per memref
+operand (the `out` buffer last); shapes are static and baked in.
+
+All of them but `constant` are one shared N-D *strided map* (`strided_map`): `out` is
+visited over an iteration shape in row-major order, and every operand (out included) has
+a base offset and one stride per iteration dim, in elements: 0 where an input broadcasts,
+permuted for `transpose`, the source's strides plus a start offset for `narrow`, the
+destination's strides plus a slice offset for `concat`. Before emitting loops the map is
+canonicalized: size-1 dims are dropped and adjacent dims merge when every operand is
+contiguous across them, so a same-shape op is one flat loop over numel and
+[4, 8, 32] + [32] is a 32 × 32 nest. The innermost dim is vectorized (vector<W x T> loop,
+then a scalar tail) when out's and every input's innermost stride is 1 or 0; an input
+with stride 0 there is loaded once per row (and splat). Otherwise (a transpose) the
+innermost loop is scalar with strided loads, blocked TILE x TILE with the outer dim along
+which the input is contiguous, so both the reads and the writes of a block hit the cache.
+
+Element functions come from `rlx_mlir.codegen.vmath` (polynomial exp/log/tanh/erf/...),
+so no loop calls libm. `fused_elementwise` translates its scalar region of arith/math ops
+op by op, once for the vector body and once for the scalar tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import arith, llvm
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    VectorType,
+    f32,
+    i1,
+    i8,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from rlx_mlir.codegen import vmath
+from rlx_mlir.codegen.builder import PTR, KernelBuilder, vector_type
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.rlx import ElementwiseFn
+
+# ----------------------------------------------------------------------------- types
+
+
+def llvm_element(memref: Attribute) -> Attribute:
+    """The llvm element type that holds one element of `memref` (ui8 as signless i8)."""
+    assert isinstance(memref, MemRefType), memref
+    element = memref.get_element_type()
+    if isinstance(element, IntegerType):
+        return {8: i8, 32: i32, 64: i64}[element.width.data]
+    assert element == f32, f"unsupported element type {element}"
+    return f32
+
+
+def _is_float(ty: Attribute) -> bool:
+    return (ty.element_type if isinstance(ty, VectorType) else ty) == f32
+
+
+def row_major_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return strides[::-1]
+
+
+def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> list[int]:
+    """Strides (in elements) of a row-major `shape` broadcast numpy-style to `target`."""
+    own = row_major_strides(shape)
+    lead = len(target) - len(shape)
+    return [0] * lead + [0 if dim == 1 else stride for dim, stride in zip(shape, own, strict=True)]
+
+
+# ----------------------------------------------------------------------------- the strided map
+
+
+@dataclass
+class Operand:
+    """A buffer visited by a strided map: element (i, j, ...) of the iteration space is
+    `ptr[offset + i·strides[0] + j·strides[1] + ...]`."""
+
+    ptr: SSAValue
+    strides: list[int]
+    offset: int = 0
+    element: Attribute = f32
+
+
+ElementFn = Callable[[list[SSAValue], bool], SSAValue]
+"""(the inputs' values at one position, vector?) -> out's value there; the values are
+scalars, or vectors of W lanes when `vector`."""
+
+
+def canonicalize(shape: Sequence[int],
+                 strides: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge adjacent dims over which every operand is contiguous
+    (stride[d] == stride[d+1]·size[d+1]); returns the new shape and per-operand strides."""
+    keep = [d for d, size in enumerate(shape) if size != 1]
+    dims = [shape[d] for d in keep]
+    per = [[s[d] for d in keep] for s in strides]
+    d = len(dims) - 1
+    while d > 0:
+        if all(s[d - 1] == s[d] * dims[d] for s in per):
+            dims[d - 1 : d + 1] = [dims[d - 1] * dims[d]]
+            for s in per:
+                s[d - 1 : d + 1] = [s[d]]
+        d -= 1
+    return dims, per
+
+
+def splat(kb: KernelBuilder, scalar: SSAValue, width: int) -> SSAValue:
+    """A vector<width x T> with every lane `scalar` (any element type)."""
+    ty = vector_type(width, scalar.type)
+    undef = kb.insert(llvm.UndefOp(ty))
+    one = kb.insert(llvm.InsertElementOp(undef, scalar, kb.constant(0, i32)))
+    return kb.insert(llvm.ShuffleVectorOp(one, one, DenseArrayBase.from_list(i32, [0] * width), ty))
+
+
+def _offset(kb: KernelBuilder, base: SSAValue | int, index: SSAValue,
+            stride: int) -> SSAValue | int:
+    if stride == 0:
+        return base
+    step = index if stride == 1 else kb.mul(index, stride)
+    return step if isinstance(base, int) and base == 0 else kb.add(base, step)
+
+
+def strided_map(kb: KernelBuilder, shape: Sequence[int], out: Operand, inputs: Sequence[Operand],
+                fn: ElementFn) -> None:
+    """out[p] = fn(inputs[p]) for every position p of `shape` (see the module docstring)."""
+    operands = [*inputs, out]
+    dims, strides = canonicalize(shape, [op.strides for op in operands])
+    if not dims:  # a single element
+        dims, strides = [1], [[0] for _ in operands]
+    bases: list[SSAValue | int] = [op.offset for op in operands]
+    k = tile_dim(dims, strides)
+    if k is None:
+        _map_level(kb, dims, strides, operands, bases, fn, 0)
+        return
+    # a transpose-like map: visit dim k and the innermost dim in TILE x TILE blocks
+    order = [d for d in range(len(dims) - 1) if d != k] + [k, len(dims) - 1]
+    dims = [dims[d] for d in order]
+    strides = [[s[d] for d in order] for s in strides]
+    _map_outer_then_tiles(kb, dims, strides, operands, bases, fn, 0)
+
+
+TILE = 16
+"""Block edge of transpose-like maps (reads and writes of a block stay in L1)."""
+
+
+def tile_dim(dims: Sequence[int], strides: Sequence[Sequence[int]]) -> int | None:
+    """When an input is read with a stride other than 0 or 1 along the innermost dim (a
+    transpose), an outer dim along which that input is contiguous, if it and the
+    innermost dim are both at least TILE long; else None."""
+    last = len(dims) - 1
+    for s in strides[:-1]:
+        if s[last] not in (0, 1):
+            for k in range(last - 1, -1, -1):
+                if s[k] == 1 and dims[k] >= TILE and dims[last] >= TILE:
+                    return k
+            return None
+    return None
+
+
+def _block_end(kb: KernelBuilder, start: SSAValue, n: int) -> SSAValue:
+    end = kb.add(start, TILE)
+    if n % TILE == 0:
+        return end
+    return vmath.select(kb, kb.icmp("slt", end, n), end, kb.index(n))
+
+
+def _map_outer_then_tiles(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
+                          operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+                          level: int) -> None:
+    """Loops over dims[:-2], then TILE x TILE blocks of the last two dims, scalar inside."""
+    if level < len(dims) - 2:
+        with kb.loop(0, dims[level]) as loop:
+            inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
+            _map_outer_then_tiles(kb, dims, strides, operands, inner, fn, level + 1)
+        return
+    rows, cols = dims[-2:]
+    *ins, out = operands
+    with kb.loop(0, rows, TILE) as row_block, kb.loop(0, cols, TILE) as col_block:
+        row_end = _block_end(kb, row_block.iv, rows)
+        col_end = _block_end(kb, col_block.iv, cols)
+        with kb.loop(row_block.iv, row_end) as row:
+            row_bases = [_offset(kb, b, row.iv, s[-2]) for b, s in zip(bases, strides, strict=True)]
+            with kb.loop(col_block.iv, col_end) as col:
+                at = [_offset(kb, b, col.iv, s[-1])
+                      for b, s in zip(row_bases, strides, strict=True)]
+                values = [kb.load(op.ptr, a, element=op.element)
+                          for op, a in zip(ins, at[:-1], strict=True)]
+                kb.store(fn(values, False), out.ptr, at[-1], element=out.element)
+
+
+def _map_level(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
+               operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+               level: int) -> None:
+    if level < len(dims) - 1:
+        with kb.loop(0, dims[level]) as loop:
+            inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
+            _map_level(kb, dims, strides, operands, inner, fn, level + 1)
+        return
+    n = dims[level]
+    inner_strides = [s[level] for s in strides]
+    *ins, out = operands
+    *in_bases, out_base = bases
+    *in_strides, out_stride = inner_strides
+    # inputs constant along the innermost dim: one load per row, hoisted out of the loop
+    hoisted = {i: kb.load(op.ptr, b, element=op.element)
+               for i, (op, b, s) in enumerate(zip(ins, in_bases, in_strides, strict=True))
+               if s == 0}
+    w = kb.vector_width
+    vectorize = out_stride == 1 and all(s in (0, 1) for s in in_strides) and n >= w
+    vector_end = n // w * w if vectorize else 0
+    if vectorize:
+        splats = {i: splat(kb, v, w) for i, v in hoisted.items()}
+        with kb.loop(0, vector_end, w) as loop:
+            values = [splats[i] if i in splats else
+                      kb.load(op.ptr, _offset(kb, b, loop.iv, 1), vector=True, element=op.element)
+                      for i, (op, b) in enumerate(zip(ins, in_bases, strict=True))]
+            kb.store(fn(values, True), out.ptr, _offset(kb, out_base, loop.iv, 1),
+                     element=out.element)
+    if vector_end < n:
+        with kb.loop(vector_end, n) as loop:
+            values = [hoisted[i] if i in hoisted else
+                      kb.load(op.ptr, _offset(kb, b, loop.iv, s), element=op.element)
+                      for i, (op, b, s) in enumerate(zip(ins, in_bases, in_strides, strict=True))]
+            kb.store(fn(values, False), out.ptr, _offset(kb, out_base, loop.iv, out_stride),
+                     element=out.element)
+
+
+# ----------------------------------------------------------------------------- element functions
+
+
+def _imax(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "sgt", a, b), a, b)
+
+
+def _imin(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "slt", a, b), a, b)
+
+
+def _ineg(kb: KernelBuilder, a: SSAValue) -> SSAValue:
+    return kb.sub(vmath.const(kb, 0, a.type), a)
+
+
+def _iabs(kb: KernelBuilder, a: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "slt", a, 0), _ineg(kb, a), a)
+
+
+def _irelu(kb: KernelBuilder, a: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "slt", a, 0), vmath.const(kb, 0, a.type), a)
+
+
+FLOAT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
+    ElementwiseFn.ADD: lambda kb, a, b: kb.fadd(a, b),
+    ElementwiseFn.SUB: lambda kb, a, b: kb.fsub(a, b),
+    ElementwiseFn.MUL: lambda kb, a, b: kb.fmul(a, b),
+    ElementwiseFn.DIV: lambda kb, a, b: kb.fdiv(a, b),
+    ElementwiseFn.MAX: lambda kb, a, b: kb.fmax(a, b),
+    ElementwiseFn.MIN: lambda kb, a, b: kb.fmin(a, b),
+    ElementwiseFn.POW: vmath.pow,
+    ElementwiseFn.NEG: lambda kb, a: kb.fneg(a),
+    ElementwiseFn.EXP: vmath.exp,
+    ElementwiseFn.LOG: vmath.log,
+    ElementwiseFn.SQRT: vmath.sqrt,
+    ElementwiseFn.RSQRT: vmath.rsqrt,
+    ElementwiseFn.TANH: vmath.tanh,
+    ElementwiseFn.SIGMOID: vmath.sigmoid,
+    ElementwiseFn.SILU: vmath.silu,
+    ElementwiseFn.GELU: vmath.gelu,
+    ElementwiseFn.GELU_TANH: vmath.gelu_tanh,
+    ElementwiseFn.RELU: vmath.relu,
+    ElementwiseFn.ABS: lambda kb, a: kb.fabs(a),
+}
+"""The f32 function of every `lir.elementwise` fn (IEEE max/min propagate NaN, as numpy)."""
+
+INT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
+    ElementwiseFn.ADD: lambda kb, a, b: kb.add(a, b),
+    ElementwiseFn.SUB: lambda kb, a, b: kb.sub(a, b),
+    ElementwiseFn.MUL: lambda kb, a, b: kb.mul(a, b),
+    ElementwiseFn.MAX: _imax,
+    ElementwiseFn.MIN: _imin,
+    ElementwiseFn.NEG: _ineg,
+    ElementwiseFn.RELU: _irelu,
+    ElementwiseFn.ABS: _iabs,
+}
+"""The i32/i64 functions (wrapping like numpy's fixed-width integers)."""
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _kernel(op: Operation, name: str, vector_width: int) -> tuple[KernelBuilder, list[SSAValue]]:
+    kb = KernelBuilder(name, [PTR] * len(op.operands), vector_width=vector_width)
+    return kb, list(kb.args)
+
+
+def _broadcast_inputs(kb_args: Sequence[SSAValue], values: Sequence[SSAValue],
+                      out_shape: Sequence[int]) -> list[Operand]:
+    return [Operand(ptr, broadcast_strides(shape_of(v), out_shape), 0, llvm_element(v.type))
+            for ptr, v in zip(kb_args, values, strict=True)]
+
+
+def _out_operand(ptr: SSAValue, value: SSAValue) -> Operand:
+    return Operand(ptr, row_major_strides(shape_of(value)), 0, llvm_element(value.type))
+
+
+def build_elementwise(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = fn(inputs...) with the inputs broadcast numpy-style to out's shape."""
+    assert isinstance(op, lir.ElementwiseOp)
+    fn = ElementwiseFn(op.fn.data)
+    kb, args = _kernel(op, name, vector_width)
+    element = llvm_element(op.out.type)
+    table = FLOAT_FNS if element == f32 else INT_FNS
+    if fn not in table:
+        raise NotImplementedError(f"lir.elementwise {fn} on {element}")
+    scalar_fn = table[fn]
+    out_shape = shape_of(op.out)
+    inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
+    strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs,
+                lambda values, _: scalar_fn(kb, *values))
+    kb.ret()
+    return kb.finish()
+
+
+def _copy_map(op: Operation, name: str, vector_width: int,
+              input_strides: Callable[[Sequence[int], Sequence[int]], tuple[list[int], int]],
+              ) -> llvm.FuncOp:
+    """out = input viewed through (strides, offset) = input_strides(input shape, out shape)."""
+    kb, (src, dst) = _kernel(op, name, vector_width)
+    source, out = op.operands
+    strides, offset = input_strides(shape_of(source), shape_of(out))
+    strided_map(kb, shape_of(out), _out_operand(dst, out),
+                [Operand(src, strides, offset, llvm_element(source.type))], lambda v, _: v[0])
+    kb.ret()
+    return kb.finish()
+
+
+def build_broadcast_to(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = input broadcast (numpy rules) to out's shape."""
+    assert isinstance(op, lir.BroadcastToOp)
+    return _copy_map(op, name, vector_width, lambda s, o: (broadcast_strides(s, o), 0))
+
+
+def build_copy(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = input (one flat vector loop)."""
+    assert isinstance(op, lir.CopyOp)
+    return _copy_map(op, name, vector_width, lambda s, o: (row_major_strides(s), 0))
+
+
+def build_transpose(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = input with its dims permuted: out dim i walks input dim perm[i]."""
+    assert isinstance(op, lir.TransposeOp)
+    rank = len(shape_of(op.input))
+    perm = [p % rank for p in op.perm.get_values()] if rank else []
+
+    def strides(shape: Sequence[int], _: Sequence[int]) -> tuple[list[int], int]:
+        own = row_major_strides(shape)
+        return [own[p] for p in perm], 0
+
+    return _copy_map(op, name, vector_width, strides)
+
+
+def build_narrow(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = input[..., start:start+length, ...] along `axis` (a strided copy)."""
+    assert isinstance(op, lir.NarrowOp)
+    shape = shape_of(op.input)
+    axis = op.axis.value.data % len(shape)
+    start = op.start.value.data
+
+    def strides(shape: Sequence[int], _: Sequence[int]) -> tuple[list[int], int]:
+        own = row_major_strides(shape)
+        return own, start * own[axis]
+
+    return _copy_map(op, name, vector_width, strides)
+
+
+def build_concat(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = inputs joined along `axis`: each input is copied into its slice of out."""
+    assert isinstance(op, lir.ConcatOp)
+    kb, args = _kernel(op, name, vector_width)
+    out_shape = shape_of(op.out)
+    axis = op.axis.value.data % len(out_shape)
+    out_strides = row_major_strides(out_shape)
+    element = llvm_element(op.out.type)
+    position = 0
+    for ptr, value in zip(args[:-1], op.inputs, strict=True):
+        shape = shape_of(value)
+        target = Operand(args[-1], out_strides, position * out_strides[axis], element)
+        strided_map(kb, shape, target,
+                    [Operand(ptr, row_major_strides(shape), 0, element)], lambda v, _: v[0])
+        position += shape[axis]
+    kb.ret()
+    return kb.finish()
+
+
+_NUMPY_BITS = {f32: np.int32, i32: np.int32, i64: np.int64, i8: np.int8}
+_BIT_TYPES = {f32: i32, i32: i32, i64: i64, i8: i8}
+
+
+def build_constant(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = the op's dense value: a fill loop for a splat, else the value's bit patterns
+    stored W elements at a time from vector constants (the data lives in the code)."""
+    assert isinstance(op, lir.ConstantOp)
+    kb, (dst,) = _kernel(op, name, vector_width)
+    element = llvm_element(op.out.type)
+    bits_type = _BIT_TYPES[element]
+    data = np.frombuffer(op.value.data.data, dtype=_NUMPY_BITS[element]).ravel()
+    shape = shape_of(op.out)
+    if data.size and (data == data[0]).all():
+        value = int(data[0])
+        strided_map(kb, shape, Operand(dst, row_major_strides(shape), 0, bits_type), [],
+                    lambda _, vector: kb.constant(value, _lane_type(kb, bits_type, vector)))
+    else:
+        w = vector_width
+        vec = vector_type(w, bits_type)
+        chunks: dict[bytes, SSAValue] = {}
+        full = data.size // w * w
+        for start in range(0, full, w):
+            chunk = data[start : start + w]
+            key = chunk.tobytes()
+            if key not in chunks:
+                attr = DenseIntOrFPElementsAttr.from_list(vec, [int(v) for v in chunk])
+                chunks[key] = kb.insert(llvm.ConstantOp(attr, vec))
+            kb.store(chunks[key], dst, start, element=bits_type)
+        for start in range(full, data.size):
+            kb.store(kb.constant(int(data[start]), bits_type), dst, start, element=bits_type)
+    kb.ret()
+    return kb.finish()
+
+
+# ----------------------------------------------------------------------------- fused_elementwise
+
+
+def _lane_type(kb: KernelBuilder, scalar: Attribute, vector: bool) -> Attribute:
+    if isinstance(scalar, IndexType):
+        scalar = i64
+    return vector_type(kb.vector_width, scalar) if vector else scalar
+
+
+def _cmpf(kb: KernelBuilder, op: arith.CmpfOp, a: SSAValue, b: SSAValue) -> SSAValue:
+    predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+    if predicate in ("false", "true"):
+        return vmath.const(kb, int(predicate == "true"), vmath.mask_type(a.type))
+    return vmath.fcmp(kb, predicate, a, b)
+
+
+def _cmpi(kb: KernelBuilder, op: arith.CmpiOp, a: SSAValue, b: SSAValue) -> SSAValue:
+    return vmath.icmp(kb, arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data], a, b)
+
+
+def _float_or_int(float_fn: Callable[..., SSAValue], int_fn: Callable[..., SSAValue]):
+    def apply(kb: KernelBuilder, *args: SSAValue) -> SSAValue:
+        return (float_fn if _is_float(args[0].type) else int_fn)(kb, *args)
+
+    return apply
+
+
+BODY_OPS: dict[type[Operation], Callable[..., SSAValue]] = {
+    arith.AddfOp: FLOAT_FNS[ElementwiseFn.ADD],
+    arith.SubfOp: FLOAT_FNS[ElementwiseFn.SUB],
+    arith.MulfOp: FLOAT_FNS[ElementwiseFn.MUL],
+    arith.DivfOp: FLOAT_FNS[ElementwiseFn.DIV],
+    arith.NegfOp: FLOAT_FNS[ElementwiseFn.NEG],
+    arith.MaximumfOp: FLOAT_FNS[ElementwiseFn.MAX],
+    arith.MinimumfOp: FLOAT_FNS[ElementwiseFn.MIN],
+    arith.MaxnumfOp: lambda kb, a, b: kb.intrinsic("llvm.maxnum", [a, b], a.type),
+    arith.MinnumfOp: lambda kb, a, b: kb.intrinsic("llvm.minnum", [a, b], a.type),
+    arith.AddiOp: INT_FNS[ElementwiseFn.ADD],
+    arith.SubiOp: INT_FNS[ElementwiseFn.SUB],
+    arith.MuliOp: INT_FNS[ElementwiseFn.MUL],
+    arith.MaxSIOp: _imax,
+    arith.MinSIOp: _imin,
+    arith.SelectOp: vmath.select,
+    xmath.ExpOp: vmath.exp,
+    xmath.LogOp: vmath.log,
+    xmath.SqrtOp: vmath.sqrt,
+    xmath.RsqrtOp: vmath.rsqrt,
+    xmath.TanhOp: vmath.tanh,
+    xmath.ErfOp: vmath.erf,
+    xmath.PowFOp: vmath.pow,
+    xmath.AbsFOp: FLOAT_FNS[ElementwiseFn.ABS],
+    xmath.AbsIOp: _iabs,
+    xmath.FmaOp: vmath.muladd,
+}
+"""How each scalar arith/math op of a fused body is emitted (on scalars or vectors)."""
+
+BODY_OPS_WITH_OP: dict[type[Operation], Callable[..., SSAValue]] = {
+    arith.CmpfOp: _cmpf,
+    arith.CmpiOp: _cmpi,
+}
+"""Ops whose emission also needs the op itself (the comparison predicate)."""
+
+
+def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
+                   vector: bool) -> SSAValue:
+    """Emit the scalar body `block` (arith/math ops, ending in a yield) on `values`, the
+    block arguments' values: scalars, or vectors of W lanes when `vector` (then every op
+    works on vectors and constants become splats). Returns the yielded value."""
+    env: dict[SSAValue, SSAValue] = dict(zip(block.args, values, strict=True))
+    for body_op in block.ops:
+        if body_op is block.last_op:
+            return env[body_op.operands[0]]
+        args = [env[v] for v in body_op.operands]
+        if isinstance(body_op, arith.ConstantOp):
+            attr = body_op.value
+            assert isinstance(attr, FloatAttr | IntegerAttr), attr
+            ty = _lane_type(kb, body_op.result.type, vector)
+            value = attr.value.data
+            if isinstance(attr, IntegerAttr) and body_op.result.type == i1:
+                value = int(bool(value))
+            result = vmath.const(kb, value, ty)
+        elif type(body_op) in BODY_OPS:
+            result = BODY_OPS[type(body_op)](kb, *args)
+        elif type(body_op) in BODY_OPS_WITH_OP:
+            result = BODY_OPS_WITH_OP[type(body_op)](kb, body_op, *args)
+        else:
+            raise NotImplementedError(
+                f"lir.fused_elementwise: no code generation for '{body_op.name}'")
+        env[body_op.results[0]] = result
+    raise AssertionError("a verified fused_elementwise body ends in lir.yield")
+
+
+def build_fused_elementwise(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out = body(inputs...) at every element, the inputs broadcast to out's shape."""
+    assert isinstance(op, lir.FusedElementwiseOp)
+    kb, args = _kernel(op, name, vector_width)
+    out_shape = shape_of(op.out)
+    inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
+    block = op.body.block
+    strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs,
+                lambda values, vector: translate_body(kb, block, values, vector))
+    kb.ret()
+    return kb.finish()
+
+
+BUILDERS: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = {
+    lir.ElementwiseOp: build_elementwise,
+    lir.FusedElementwiseOp: build_fused_elementwise,
+    lir.BroadcastToOp: build_broadcast_to,
+    lir.CopyOp: build_copy,
+    lir.ConstantOp: build_constant,
+    lir.TransposeOp: build_transpose,
+    lir.NarrowOp: build_narrow,
+    lir.ConcatOp: build_concat,
+}
+"""The kernel builders of this family by lir op class (collected by `codegen.kernels`)."""
