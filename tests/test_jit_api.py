@@ -118,7 +118,7 @@ def test_introspection():
     assert "mir.gather" in model.mlir("hir")
     assert "lir.gather" in model.mlir("lir")
     llvm_text = model.mlir("llvm")
-    assert "llvm.func @take(" in llvm_text and "lir." not in llvm_text
+    assert "llvm.func @take(" in llvm_text and " lir." not in llvm_text
     assert "define" in model.llvm_ir
     assert ".text" in model.asm or "take" in model.asm
     with pytest.raises(rlx.RlxError, match="expected a stage"):
@@ -185,8 +185,8 @@ def _fresh_process(env: dict[str, str]) -> tuple[str, str]:
 
 def test_disk_cache_hit_in_a_second_process_and_miss_for_another_cpu(tmp_path):
     env = {"RLX_CACHE_DIR": str(tmp_path / "disk")}
-    assert _fresh_process(env) == ("compiled", "24.0")
-    assert _fresh_process(env) == ("disk", "24.0")
+    assert _fresh_process(env) == ("compiled", "69.0")
+    assert _fresh_process(env) == ("disk", "69.0")
     assert len(list(Path(env["RLX_CACHE_DIR"]).glob("*.o"))) == 1
     assert _fresh_process({**env, "RLX_TARGET_CPU": "haswell"})[0] == "compiled"
     assert len(list(Path(env["RLX_CACHE_DIR"]).glob("*.o"))) == 2
