@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     UnrealizedConversionCastOp,
     i8,
     i32,
+    i64,
 )
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -129,6 +130,14 @@ def _constant(rewriter: PatternRewriter, value: int, ty) -> SSAValue:
     return const.results[0]
 
 
+def _offset(rewriter: PatternRewriter, base: SSAValue, offset: int, element) -> SSAValue:
+    """&base[offset]; static GEP indices are i32, so large offsets go through an i64 value."""
+    index: int | SSAValue = offset if offset < 2**31 else _constant(rewriter, offset, i64)
+    gep = llvm.GEPOp.from_mixed_indices(base, [index], element, inbounds=True)
+    rewriter.insert(gep)
+    return gep.result
+
+
 class LowerArena(RewritePattern):
     """lir.arena -> the entry function's arena pointer argument."""
 
@@ -146,10 +155,8 @@ class LowerSlot(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: lir.SlotOp, rewriter: PatternRewriter, /):
-        base = _cast(rewriter, op.arena, PTR)
-        gep = llvm.GEPOp.from_mixed_indices(base, [op.offset.value.data], i8, inbounds=True)
-        rewriter.insert(gep)
-        rewriter.replace(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
+        address = _offset(rewriter, _cast(rewriter, op.arena, PTR), op.offset.value.data, i8)
+        rewriter.replace(op, UnrealizedConversionCastOp.get([address], [op.results[0].type]))
 
 
 class LowerView(RewritePattern):
@@ -157,11 +164,9 @@ class LowerView(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: lir.ViewOp, rewriter: PatternRewriter, /):
-        base = _cast(rewriter, op.source, PTR)
         element = op.source.type.get_element_type()
-        gep = llvm.GEPOp.from_mixed_indices(base, [op.offset.value.data], element, inbounds=True)
-        rewriter.insert(gep)
-        rewriter.replace(op, UnrealizedConversionCastOp.get([gep.result], [op.results[0].type]))
+        address = _offset(rewriter, _cast(rewriter, op.source, PTR), op.offset.value.data, element)
+        rewriter.replace(op, UnrealizedConversionCastOp.get([address], [op.results[0].type]))
 
 
 class RejectAlloc(RewritePattern):

@@ -8,6 +8,7 @@ the rlx-mlir and llvmlite versions, and the target CPU name, features and vector
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -40,8 +41,24 @@ def cache_dir() -> Path | None:
 
 
 def cache_key(source: str, target: Target, opt_level: int, extra: str = "") -> str:
-    text = "\n".join([VERSION, llvmlite.__version__, target.key, f"O{opt_level}", extra, source])
+    text = "\n".join([VERSION, code_fingerprint(), llvmlite.__version__, target.key,
+                      f"O{opt_level}", extra, source])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of the compiler's own source, so a changed kernel never loads stale code."""
+    import rlx_mlir
+    import rlx_mlir.dialects
+    import rlx_mlir.passes
+
+    digest = hashlib.sha256()
+    for package in (rlx_mlir, rlx_mlir.dialects, rlx_mlir.passes):
+        for folder in package.__path__:
+            for path in sorted(Path(folder).rglob("*.py")):
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass

@@ -29,8 +29,6 @@ from rlx_mlir.backend import (
     optimize,
 )
 from rlx_mlir.codegen.kernels import ERROR_MESSAGES
-from rlx_mlir.dialects import lir
-from rlx_mlir.dialects.lir import byte_size
 from rlx_mlir.errors import ArgumentError, RlxError
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
@@ -123,10 +121,12 @@ def _dtype(memref) -> str:
 
 
 def _arena_sizes(module: ModuleOp | None) -> tuple[int, int]:
+    """(arena bytes, naive bytes: every intermediate buffer, aligned, without reuse)."""
+    from rlx_mlir.passes.lir_plan_arena import planned_bytes
+
     if module is None:
         return 0, 0
-    arena = sum(op.size.value.data for op in module.walk() if isinstance(op, lir.ArenaOp))
-    naive = sum(byte_size(op.results[0].type) for op in module.walk() if isinstance(op, lir.SlotOp))
+    arena, naive, _ = planned_bytes(entry_function(module))
     return arena, naive
 
 

@@ -5,18 +5,14 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
-from xdsl.universe import Universe
 
-from rlx_mlir.dialects import get_all_dialects
+from rlx_mlir.dialects import register_all_dialects
 
 
 def make_context() -> Context:
     """A Context that knows hir, mir, lir, rlx and xDSL's dialects (all loaded lazily)."""
     ctx = Context()
-    for name, factory in Universe.get_multiverse().all_dialects.items():
-        ctx.register_dialect(name, factory)
-    for name, factory in get_all_dialects().items():
-        ctx.register_dialect(name, factory)
+    register_all_dialects(ctx)
     return ctx
 
 

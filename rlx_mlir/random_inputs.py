@@ -2,7 +2,8 @@
 
 Ids that feed a gather or embedding are drawn within the indexed dimension, GGUF weight
 bytes are real quantized blocks (finite f16 scales), custom attention masks hold 0/1,
-everything else is normal(0, 0.5) float32.
+weight matrices are normal with std 1/sqrt(fan_in), vector params (norm gains,
+biases) are near 1, other f32 data is normal(0, 0.5).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def _random(spec: ArgSpec, uses: list[tuple[Operation, int]], rng: np.random.Gen
             return K.QUANTIZE[scheme](weights)
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
             return (rng.random(spec.shape) > 0.3).astype(np.float32)
+    if spec.dtype == "f32" and spec.role == "param" and len(spec.shape) >= 2:
+        # Weights scaled by 1/sqrt(fan_in) keep activations O(1) through deep graphs.
+        return (rng.standard_normal(spec.shape) / np.sqrt(spec.shape[-2])).astype(np.float32)
+    if spec.dtype == "f32" and spec.role == "param":
+        return (1.0 + 0.1 * rng.standard_normal(spec.shape)).astype(np.float32)
     if spec.dtype == "f32":
         return (0.5 * rng.standard_normal(spec.shape)).astype(np.float32)
     return rng.integers(0, 8, spec.shape).astype(NUMPY_DTYPES[spec.dtype])

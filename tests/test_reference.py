@@ -212,3 +212,27 @@ def test_overlapping_plan_gives_wrong_numbers():
         bad_module.verify()
     (bad,) = run_module(bad_module, {"x": x})
     assert not np.allclose(bad, np.exp(x) - x)
+
+
+@pytest.mark.parametrize(
+    "predicate, expected",
+    [("olt", [1, 0, 0]), ("ult", [1, 0, 1]), ("oge", [0, 1, 0]), ("uge", [0, 1, 1]),
+     ("one", [1, 0, 0]), ("ueq", [0, 1, 1]), ("uno", [0, 0, 1]), ("ord", [1, 1, 0])],
+)
+def test_fused_body_comparisons_follow_ieee_nan_rules(predicate, expected):
+    text = f"""
+    func.func @f(%a: tensor<3xf32> {{rlx.name = "a", rlx.role = "input"}},
+                 %b: tensor<3xf32> {{rlx.name = "b", rlx.role = "input"}}) -> tensor<3xf32> {{
+      %r = mir.fused_elementwise ins(%a, %b : tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32> {{
+      ^bb0(%x: f32, %y: f32):
+        %c = arith.cmpf {predicate}, %x, %y : f32
+        %one = arith.constant 1.0 : f32
+        %zero = arith.constant 0.0 : f32
+        %s = arith.select %c, %one, %zero : f32
+        mir.yield %s : f32
+      }}
+      func.return %r : tensor<3xf32>
+    }}"""
+    a = np.array([1.0, 2.0, np.nan], np.float32)
+    b = np.array([2.0, 2.0, 1.0], np.float32)
+    np.testing.assert_array_equal(rlx.reference(text)(a, b), np.array(expected, np.float32))

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from rlx_mlir.dialects import get_all_dialects
+from rlx_mlir.dialects import register_all_dialects
 from rlx_mlir.errors import RlxError
 from rlx_mlir.passes import get_all_passes
 
@@ -27,9 +27,7 @@ class RlxOptMain(xDSLOptMain):
     version_format = "rlx-opt (xDSL {xdsl_version})"
 
     def register_all_dialects(self):
-        super().register_all_dialects()
-        for name, factory in get_all_dialects().items():
-            self.ctx.register_dialect(name, factory)
+        register_all_dialects(self.ctx)
 
     def register_all_passes(self):
         super().register_all_passes()

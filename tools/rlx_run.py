@@ -32,8 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bench", type=int, metavar="N", default=0, help="time N runs")
     parser.add_argument("-o", "--output", type=Path, help="write the outputs to this npz file")
     parser.add_argument("--time-passes", action="store_true", help="print the time of each pass and of LLVM")
-    parser.add_argument("--tolerance", type=float, default=1e-3,
-                        help="--check fails (exit 1) above this max abs error (default 1e-3)")
+    parser.add_argument("--tolerance", type=float, default=1e-4,
+                        help="--check fails (exit 1) when the max abs error exceeds this times "
+                             "max(1, largest |reference value|) (default 1e-4)")
     return parser
 
 
@@ -82,10 +83,11 @@ def run(argv: Sequence[str] | None = None) -> int:
         expected = rlx.reference(module)(**given)
         expected = expected if isinstance(expected, tuple) else (expected,)
         error = max(float(np.max(np.abs(o.astype(np.float64) - e))) for o, e in zip(outputs, expected, strict=True))
-        print(f"max abs error: {error:.3g}")
-        if not error <= args.tolerance:
-            print(f"rlx-run: error: max abs error {error:.3g} exceeds the tolerance {args.tolerance:g}",
-                  file=sys.stderr)
+        scale = max(1.0, *(float(np.max(np.abs(e))) for e in expected))
+        print(f"max abs error: {error:.3g} (largest reference magnitude {scale:.3g})")
+        if not error <= args.tolerance * scale:
+            print(f"rlx-run: error: max abs error {error:.3g} exceeds the tolerance "
+                  f"{args.tolerance:g} x {scale:.3g}", file=sys.stderr)
             status = 1
     if args.bench > 0:
         _bench(model, given, args.bench)

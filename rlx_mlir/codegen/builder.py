@@ -28,6 +28,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
+    DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
     IntegerAttr,
@@ -35,11 +36,12 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     VectorType,
     f32,
-    i1,
     i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from rlx_mlir.dialects.llvm_vector import VectorFCmpOp, VectorSelectOp
 
 PTR = llvm.LLVMPointerType()
 """The opaque pointer type of kernel arguments."""
@@ -84,6 +86,7 @@ class KernelBuilder:
         self.region = Region(self.entry)
         self.builder = Builder(InsertPoint.at_end(self.entry))
         self._constants: dict[tuple[object, Attribute], SSAValue] = {}
+        self._prologue_tail: Operation | None = None
         self._arg_attrs = [
             DictionaryAttr({"llvm.noalias": UnitAttr()} if is_noalias and ty == PTR else {})
             for ty, is_noalias in zip(arg_types, noalias or [True] * len(arg_types), strict=True)
@@ -155,25 +158,40 @@ class KernelBuilder:
     # ------------------------------------------------------------------ constants
 
     def constant(self, value: int | float, ty: Attribute) -> SSAValue:
+        """A constant of type `ty` (a vector type gives a splat), made once per kernel in
+        the entry block so that every later block may use it."""
         key = (repr(value), ty)  # repr keeps -0.0 apart from 0.0
         if key not in self._constants:
-            if isinstance(ty, VectorType):
-                from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
-
-                attr = DenseIntOrFPElementsAttr.from_list(ty, [value])
+            if isinstance(ty, VectorType) and not isinstance(ty.element_type, IntegerType):
+                # xDSL prints some f32 splats as hex bits that it parses back as an
+                # integer value (dense<0x4B400000> -> 1.26e9), so splat a scalar instead.
+                scalar = self.constant(value, ty.element_type)
+                undef = llvm.UndefOp(ty)
+                one = llvm.InsertElementOp(undef, scalar, self.constant(0, i32))
+                mask = DenseArrayBase.from_list(i32, [0] * ty.get_shape()[0])
+                ops: list[Operation] = [undef, one, llvm.ShuffleVectorOp(one, one, mask, ty)]
+            elif isinstance(ty, VectorType):
+                ops = [llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [int(value)]), ty)]
             elif isinstance(ty, IntegerType):
-                attr = IntegerAttr(int(value), ty)
+                ops = [llvm.ConstantOp(IntegerAttr(int(value), ty), ty)]
             else:
-                attr = FloatAttr(float(value), ty)
-            op = llvm.ConstantOp(attr, ty)
-            # Constants live in the entry block so every later block may use them.
+                ops = [llvm.ConstantOp(FloatAttr(float(value), ty), ty)]
+            for op in ops:
+                self._add_to_entry_prologue(op)
+            self._constants[key] = ops[-1].results[0]
+        return self._constants[key]
+
+    def _add_to_entry_prologue(self, op: Operation) -> None:
+        """Append to the run of constants at the top of the entry block (creation order)."""
+        if self._prologue_tail is None:
             first = self.entry.first_op
             if first is None:
                 self.entry.add_op(op)
             else:
                 self.entry.insert_op_before(op, first)
-            self._constants[key] = op.results[0]
-        return self._constants[key]
+        else:
+            self.entry.insert_op_after(op, self._prologue_tail)
+        self._prologue_tail = op
 
     def index(self, value: Value) -> SSAValue:
         return value if isinstance(value, SSAValue) else self.constant(int(value), i64)
@@ -254,15 +272,14 @@ class KernelBuilder:
         return self.intrinsic("llvm.fmuladd", args, ref.type)
 
     def fcmp(self, predicate: str, a: Value, b: Value) -> SSAValue:
+        """Compare floats (`olt`, `uge`, `uno`, ...): an i1, or a vector<W x i1> mask."""
         lhs, rhs = self._pair(a, b)
-        op = llvm.FCmpOp(lhs, rhs, predicate)
-        if isinstance(lhs.type, VectorType):
-            op.results[0].type = VectorType(i1, lhs.type.get_shape())
-        return self.insert(op)
+        return self.insert(VectorFCmpOp(lhs, rhs, predicate))
 
     def select(self, cond: SSAValue, a: Value, b: Value) -> SSAValue:
+        """cond ? a : b (lane by lane for a mask)."""
         lhs, rhs = self._pair(a, b)
-        return self.insert(llvm.SelectOp(cond, lhs, rhs))
+        return self.insert(VectorSelectOp(cond, lhs, rhs))
 
     def fmax(self, a: Value, b: Value) -> SSAValue:
         """max(a, b) propagating NaN like numpy.maximum."""

@@ -20,46 +20,26 @@ erfc, gelu and gelu_tanh to keep exp's argument exact) use a real `llvm.fma` whe
 `has_fma(kb)` (vector width 8 or 16, or `kb.has_fma`) and Dekker's product otherwise, so
 results differ in the last bit between FMA and SSE-only code but meet the same bounds.
 
-The llvm dialect of xDSL 0.74 types `llvm.fcmp` and `llvm.select` for scalars only; this
-module defines same-named subclasses accepting vectors (`VectorFCmpOp`,
-`VectorSelectOp`; they convert with xDSL's own llvm converter and pass `verify()`, but
-text printed from them re-parses as xDSL's scalar-only ops). Use `fcmp` and `select`
-below for values that may be vectors.
+Comparisons and selects on vectors use `KernelBuilder.fcmp`/`select`, built on the
+vector-capable `llvm.fcmp`/`llvm.select` of `rlx_mlir.dialects.llvm_vector`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import ClassVar
 
 import numpy as np
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
-    I1,
-    AnyFloatConstr,
-    IntegerAttr,
     IntegerType,
     VectorType,
     f32,
-    i1,
-    i64,
 )
 from xdsl.ir import Attribute, SSAValue
-from xdsl.irdl import (
-    AnyAttr,
-    ParsePropInAttrDict,
-    VarConstraint,
-    irdl_op_definition,
-    operand_def,
-    prop_def,
-    result_def,
-    traits_def,
-)
-from xdsl.traits import Pure
-from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.codegen.builder import KernelBuilder, Value
+from rlx_mlir.dialects.llvm_vector import mask_type
 
 NAN = float("nan")
 INF = float("inf")
@@ -67,71 +47,9 @@ INF = float("inf")
 # ----------------------------------------------------------------------------- vector-capable ops
 
 
-@irdl_op_definition
-class VectorFCmpOp(llvm.FCmpOp):
-    """`llvm.fcmp` on scalars or vectors of floats (result i1 or vector<N x i1>)."""
-
-    name = "llvm.fcmp"
-
-    T: ClassVar = VarConstraint("T", AnyFloatConstr | VectorType.constr(AnyFloatConstr))
-
-    lhs = operand_def(T)
-    rhs = operand_def(T)
-    res = result_def(I1 | VectorType.constr(I1))
-
-    predicate = prop_def(IntegerAttr[i64])
-    fastmathFlags = prop_def(llvm.FastMathAttr, default_value=llvm.FastMathAttr(None))
-
-    traits = traits_def(Pure())
-
-    irdl_options = (ParsePropInAttrDict(),)
-
-    def __init__(self, lhs: SSAValue, rhs: SSAValue, predicate: str):
-        super(llvm.FCmpOp, self).__init__(
-            operands=[lhs, rhs],
-            result_types=[mask_type(lhs.type)],
-            properties={
-                "predicate": IntegerAttr(llvm.FCmpPredicateFlag(predicate).to_int(), i64)
-            },
-        )
-
-    def verify_(self) -> None:
-        if self.res.type != mask_type(self.lhs.type):
-            raise VerifyException(f"llvm.fcmp: expected result {mask_type(self.lhs.type)}, "
-                                  f"got {self.res.type}")
-
-
-@irdl_op_definition
-class VectorSelectOp(llvm.SelectOp):
-    """`llvm.select` with an i1 or a vector<N x i1> condition."""
-
-    name = "llvm.select"
-
-    T: ClassVar = VarConstraint("T", AnyAttr())
-
-    cond = operand_def(I1 | VectorType.constr(I1))
-    lhs = operand_def(T)
-    rhs = operand_def(T)
-    res = result_def(T)
-
-    fastmathFlags = prop_def(llvm.FastMathAttr, default_value=llvm.FastMathAttr(None))
-
-    traits = traits_def(Pure())
-
-    assembly_format = None  # the generic form (the parent's format types the condition i1)
-
-    irdl_options = (ParsePropInAttrDict(),)
-
-    def verify_(self) -> None:
-        pass
-
-
 # ----------------------------------------------------------------------------- typed helpers
 
 
-def mask_type(ty: Attribute) -> Attribute:
-    """i1, or vector<N x i1> for a vector type."""
-    return VectorType(i1, ty.get_shape()) if isinstance(ty, VectorType) else i1
 
 
 def int_type(ty: Attribute, width: int = 32) -> Attribute:
@@ -160,8 +78,7 @@ def _pair(kb: KernelBuilder, a: Value, b: Value) -> tuple[SSAValue, SSAValue]:
 
 def fcmp(kb: KernelBuilder, predicate: str, a: Value, b: Value) -> SSAValue:
     """An ordered/unordered float comparison (`olt`, `uge`, `uno`, ...), scalar or vector."""
-    lhs, rhs = _pair(kb, a, b)
-    return kb.insert(VectorFCmpOp(lhs, rhs, predicate))
+    return kb.fcmp(predicate, *_pair(kb, a, b))
 
 
 def icmp(kb: KernelBuilder, predicate: str, a: Value, b: Value) -> SSAValue:
@@ -170,8 +87,7 @@ def icmp(kb: KernelBuilder, predicate: str, a: Value, b: Value) -> SSAValue:
 
 def select(kb: KernelBuilder, cond: SSAValue, a: Value, b: Value) -> SSAValue:
     """cond ? a : b, lane by lane for a vector condition."""
-    lhs, rhs = _pair(kb, a, b)
-    return kb.insert(VectorSelectOp(cond, lhs, rhs))
+    return kb.select(cond, *_pair(kb, a, b))
 
 
 def and_(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
@@ -658,7 +574,7 @@ UNARY: dict[str, Callable[[KernelBuilder, SSAValue], SSAValue]] = {
 """Every one-argument function of this module by name."""
 
 __all__ = [
-    "ACTIVATIONS", "UNARY", "VectorFCmpOp", "VectorSelectOp", "activation", "and_", "ashr",
+    "ACTIVATIONS", "UNARY", "activation", "and_", "ashr",
     "bits", "const", "copysign", "erf", "erfc", "exp", "fcmp", "float_type", "from_bits",
     "gelu", "gelu_tanh", "has_fma", "icmp", "int_type", "log", "lshr", "mask_type", "max_",
     "min_", "mul_exact", "muladd", "or_", "polynomial", "pow", "relu", "rsqrt", "select",

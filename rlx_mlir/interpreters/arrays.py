@@ -35,10 +35,27 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
     return np.float32(1) / np.sqrt(x)
 
 
-_CMPF = {
+def _unordered(compare: Any) -> Any:
+    """The unordered form of a comparison: true when either operand is NaN."""
+    return lambda a, b: compare(a, b) | np.isnan(a) | np.isnan(b)
+
+
+_ORDERED = {
     "oeq": np.equal, "ogt": np.greater, "oge": np.greater_equal, "olt": np.less,
-    "ole": np.less_equal, "one": np.not_equal, "ueq": np.equal, "ugt": np.greater,
-    "uge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "une": np.not_equal,
+    "ole": np.less_equal, "one": lambda a, b: np.less(a, b) | np.greater(a, b),
+    "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
+}
+_CMPF = {
+    **_ORDERED,
+    **{"u" + name[1:]: _unordered(fn) for name, fn in _ORDERED.items() if name != "ord"},
+    "une": np.not_equal,
+    "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+    "false": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
+    "true": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+}
+_CMPI = {
+    "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal,
+    "sgt": np.greater, "sge": np.greater_equal,
 }
 
 _ARRAY_OPS: dict[type[Operation], Any] = {
@@ -76,8 +93,16 @@ def _constant(self: InterpreterFunctions, interpreter: Interpreter, op: arith.Co
 
 def _cmpf(self: InterpreterFunctions, interpreter: Interpreter, op: arith.CmpfOp,
           args: tuple[Any, ...]) -> tuple[Any, ...]:
-    predicate = str(arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data])
+    predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
     return (_CMPF[predicate](*args),)
+
+
+def _cmpi(self: InterpreterFunctions, interpreter: Interpreter, op: arith.CmpiOp,
+          args: tuple[Any, ...]) -> tuple[Any, ...]:
+    predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+    if predicate not in _CMPI:
+        raise RlxError(f"'arith.cmpi': unsigned predicate {predicate!r} is not supported here")
+    return (_CMPI[predicate](*args),)
 
 
 ArrayArithFunctions = register_impls(
@@ -88,6 +113,7 @@ ArrayArithFunctions = register_impls(
             **{f"run_{cls.__name__}": impl(cls)(_array_impl(fn)) for cls, fn in _ARRAY_OPS.items()},
             "run_constant": impl(arith.ConstantOp)(_constant),
             "run_cmpf": impl(arith.CmpfOp)(_cmpf),
+            "run_cmpi": impl(arith.CmpiOp)(_cmpi),
         },
     )
 )
