@@ -5,12 +5,18 @@ properties by the kernel builders of `rlx_mlir.codegen` (vectorized over
 `vector<W x f32>`, W from the target or the `vector-width` option); identical kernels
 are built once. The graph function becomes the entry point
 
-    llvm.func @graph(ptr %input..., ptr %param..., ptr %output..., ptr %arena) -> i32
+    llvm.func @graph(ptr %input..., ptr %param..., ptr %output..., ptr %arena,
+                     i64 %part, i64 %parts, ptr %sync) -> i32
 
 whose arguments keep their `rlx.name`/`rlx.role` attributes plus `rlx.type` (the
 memref type they stand for); `lir.slot`s and `lir.view`s become GEPs into the arena or
 their source. It returns 0, or the status of a failing checked kernel (an out-of-range
 gather index, see `rlx_mlir.codegen.kernels.ERROR_MESSAGES`).
+
+Threads: every thread of a call runs the entry with its id `part` of `parts`. Large
+kernels that have a partitioned builder compute their share; the others run on thread
+0 through a serial wrapper; `rlx_barrier` calls separate kernels whose data crosses
+threads (see `rlx_mlir.codegen.parallel`). With `parts = 1` it is a plain serial call.
 
 The patterns keep memref-typed uses valid with `builtin.unrealized_conversion_cast`s,
 which `reconcile-unrealized-casts` removes at the end: afterwards only llvm and builtin
@@ -49,13 +55,25 @@ from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_cast
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.codegen.builder import PTR
-from rlx_mlir.codegen.kernels import CHECKED_KERNELS, kernel_builders
+from rlx_mlir.codegen.kernels import (
+    CHECKED_KERNELS,
+    PARALLEL_MIN_WORK,
+    estimate_work,
+    kernel_builders,
+    partitioned_builders,
+)
+from rlx_mlir.codegen.parallel import BARRIER, build_barrier, build_serial_wrapper
 from rlx_mlir.dialects import lir
 
 ARG_TYPE = "rlx.type"
 """Entry-argument attribute: the memref type the pointer stands for."""
 ARENA_ROLE = "arena"
-"""`rlx.role` of the entry's last argument, the arena pointer."""
+"""`rlx.role` of the entry's arena pointer argument."""
+ENTRY_EXTRA_ARGS = (ARENA_ROLE, "part", "parts", "sync")
+"""The entry's arguments after the graph's own: the arena, this thread's id and the thread
+count (kernels get both), and the barrier state shared by the threads of a call."""
+KERNEL_MARK = "rlx.kernel"
+"""Discardable attribute on kernel calls while barriers are placed: "parallel" or "serial"."""
 
 
 def _cast(rewriter: PatternRewriter, value: SSAValue, ty) -> SSAValue:
@@ -97,12 +115,13 @@ class LowerGraphFunction(RewritePattern):
             block.insert_op_before(cast, block.first_op)
             rewriter.replace_all_uses_with(arg, cast.results[0])
             block.erase_arg(arg)
-        block.insert_arg(PTR, len(block.args))
-        new_attrs.append(DictionaryAttr({"rlx.role": StringAttr(ARENA_ROLE)}))
+        for ty, role in ((PTR, ARENA_ROLE), (i64, "part"), (i64, "parts"), (PTR, "sync")):
+            block.insert_arg(ty, len(block.args))
+            new_attrs.append(DictionaryAttr({"rlx.role": StringAttr(role)}))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         new = llvm.FuncOp(
             op.sym_name.data,
-            llvm.LLVMFunctionType([PTR] * len(block.args), i32),
+            llvm.LLVMFunctionType([a.type for a in block.args], i32),
             linkage=llvm.LinkageAttr("external"),
             body=body,
             other_props={"arg_attrs": ArrayAttr(new_attrs)},
@@ -146,7 +165,7 @@ class LowerArena(RewritePattern):
         fn = _graph_function(op)
         if not isinstance(fn, llvm.FuncOp):
             return
-        arena = fn.body.block.args[-1]
+        arena = fn.body.block.args[ENTRY_EXTRA_ARGS.index(ARENA_ROLE) - len(ENTRY_EXTRA_ARGS)]
         rewriter.replace(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
 
 
@@ -192,26 +211,36 @@ class LowerKernel(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, lir.KernelOp):
             return
-        builder = kernel_builders().get(type(op))
-        if builder is None:
-            raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
         graph = _graph_function(op)
-        name = self._kernel(op, graph, builder)
+        parallel = (type(op) in partitioned_builders() and not isinstance(op, CHECKED_KERNELS)
+                    and estimate_work(op) >= PARALLEL_MIN_WORK)
+        name = self._kernel(op, graph, parallel)
+        part, parts = graph.body.block.args[-3:-1]
         pointers = [_cast(rewriter, operand, PTR) for operand in op.operands]
         checked = isinstance(op, CHECKED_KERNELS)
-        call = llvm.CallOp(name, *pointers, return_type=i32 if checked else None)
+        call = llvm.CallOp(name, *pointers, part, parts, return_type=i32 if checked else None)
+        call.attributes[KERNEL_MARK] = StringAttr("parallel" if parallel else "serial")
         rewriter.replace(op, call, new_results=[])
 
-    def _kernel(self, op: Operation, graph: Operation, builder) -> str:
+    def _kernel(self, op: Operation, graph: Operation, parallel: bool) -> str:
+        """The function to call with (pointers..., part, parts), built on first use."""
         aliased = op in self.in_place
-        key = _kernel_key(op) + ("&aliased" if aliased else "")
+        key = _kernel_key(op) + ("&aliased" if aliased else "") + ("&parallel" if parallel else "")
         if key not in self.built:
-            name = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
-            kernel = builder(op, name, self.vector_width)
-            if aliased:
-                _drop_noalias(kernel)
-            graph.parent_block().insert_op_before(kernel, graph)
-            self.built[key] = name
+            base = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
+            if parallel:
+                functions = [partitioned_builders()[type(op)](op, base, self.vector_width)]
+            else:
+                builder = kernel_builders().get(type(op))
+                if builder is None:
+                    raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
+                kernel = builder(op, base, self.vector_width)
+                functions = [kernel, build_serial_wrapper(f"{base}__serial", kernel)]
+            for function in functions:
+                if aliased:
+                    _drop_noalias(function)
+                graph.parent_block().insert_op_before(function, graph)
+            self.built[key] = functions[-1].sym_name.data
         return self.built[key]
 
 
@@ -279,7 +308,34 @@ class ConvertLirToLlvmPass(ModulePass):
                 GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
+        insert_barriers(op)
         _check_only_llvm(op)
+
+
+def _is_graph_entry(fn: llvm.FuncOp) -> bool:
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    return any(a.data.get("rlx.role") == StringAttr(ARENA_ROLE) for a in attrs)
+
+
+def insert_barriers(module: ModuleOp) -> None:
+    """A barrier between two kernel calls unless both run on thread 0 only (serial)."""
+    needed = False
+    for entry in module.ops:
+        if not isinstance(entry, llvm.FuncOp) or not _is_graph_entry(entry):
+            continue
+        previous: str | None = None
+        parts, sync = entry.body.block.args[-2:]
+        for call in list(entry.body.walk()):
+            kind = call.attributes.pop(KERNEL_MARK, None)
+            if kind is None:
+                continue
+            if previous is not None and "parallel" in (previous, kind.data):
+                barrier = llvm.CallOp(BARRIER, sync, parts)
+                call.parent_block().insert_op_before(barrier, call)
+                needed = True
+            previous = kind.data
+    if needed:
+        module.body.block.add_ops(build_barrier())
 
 
 def _target_vector_width() -> int:

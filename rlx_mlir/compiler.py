@@ -29,10 +29,12 @@ from rlx_mlir.backend import (
     optimize,
 )
 from rlx_mlir.codegen.kernels import ERROR_MESSAGES
+from rlx_mlir.codegen.parallel import BARRIER, SYNC_BYTES
 from rlx_mlir.errors import ArgumentError, RlxError
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.pipeline import STAGES, PipelineOptions, Timings, lower, stage_of
+from rlx_mlir.runtime import ThreadTeam, default_threads
 from rlx_mlir.signature import ArgSpec, Signature, convert, entry_function
 from rlx_mlir.target import Target, host_target
 
@@ -40,18 +42,21 @@ ARENA_ALIGNMENT = 64
 
 
 def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
-        vector_width: int = 0, alignment: int = 64, strategy: str = "greedy-by-size",
-        time_passes: bool = False) -> CompiledGraph:
-    """Compile a Graph to native code; `params` binds (copies of) some or all params."""
+        threads: int | None = None, vector_width: int = 0, alignment: int = 64,
+        strategy: str = "greedy-by-size", time_passes: bool = False) -> CompiledGraph:
+    """Compile a Graph to native code; `params` binds (copies of) some or all params.
+
+    `threads` is how many threads a call may use (default: all cores, capped by
+    RLX_NUM_THREADS); graphs with no kernel large enough to split use one."""
     if not isinstance(graph, Graph):
         raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
-    return _compile(graph.to_module(), params, opt_level, PipelineOptions(alignment, strategy, vector_width),
-                    time_passes)
+    return _compile(graph.to_module(), params, opt_level,
+                    PipelineOptions(alignment, strategy, vector_width), time_passes, threads)
 
 
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
-                 vector_width: int = 0, alignment: int = 64, strategy: str = "greedy-by-size",
-                 time_passes: bool = False) -> CompiledGraph:
+                 threads: int | None = None, vector_width: int = 0, alignment: int = 64,
+                 strategy: str = "greedy-by-size", time_passes: bool = False) -> CompiledGraph:
     """Compile module text at any stage (hir, mir, lir or llvm) to native code."""
     if not isinstance(text, str):
         raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
@@ -60,7 +65,7 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
     except Exception as err:  # xDSL's ParseError / VerifyException carry the location
         raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
     return _compile(module, params, opt_level, PipelineOptions(alignment, strategy, vector_width),
-                    time_passes)
+                    time_passes, threads)
 
 
 def _text(module: ModuleOp) -> str:
@@ -72,9 +77,12 @@ def _text(module: ModuleOp) -> str:
 
 
 def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
-             options: PipelineOptions, time_passes: bool) -> CompiledGraph:
+             options: PipelineOptions, time_passes: bool, threads: int | None) -> CompiledGraph:
     if opt_level not in (0, 1, 2, 3):
         raise RlxError(f"opt_level: expected 0, 1, 2 or 3, got {opt_level!r}")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
+                                or not 1 <= threads <= 64):
+        raise RlxError(f"threads: expected an int in [1, 64] or None (all cores), got {threads!r}")
     target = host_target()
     if options.vector_width:
         target = Target(target.cpu, target.features, target.triple, options.vector_width)
@@ -91,7 +99,7 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
         )
     if timings is not None:
         print(timings.report())
-    return CompiledGraph(executable, source, options, opt_level, params, stages)
+    return CompiledGraph(executable, source, options, opt_level, params, stages, threads)
 
 
 def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:
@@ -105,13 +113,18 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
     """What a compiled graph needs to run without re-running the pipeline (cached on disk)."""
     entry = entry_function(stages["llvm"])
     args = []
-    for attrs in entry.arg_attrs.data[:-1]:
+    for attrs in entry.arg_attrs.data:
+        if "rlx.type" not in attrs.data:
+            continue  # the arena, the thread id and count, the barrier state
         ty = attrs.data["rlx.type"]
         spec = ArgSpec(attrs.data["rlx.name"].data, attrs.data["rlx.role"].data,
                        tuple(ty.get_shape()), _dtype(ty))
         args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
     arena, naive = _arena_sizes(stages.get("lir"))
-    return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena, "naive_bytes": naive}
+    parallel = any(op.name == "llvm.call" and op.callee.string_value() == BARRIER
+                   for op in entry.walk())
+    return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
+            "naive_bytes": naive, "parallel": parallel}
 
 
 def _dtype(memref) -> str:
@@ -141,7 +154,7 @@ class CompiledGraph:
 
     def __init__(self, executable: Executable, source: str, options: PipelineOptions,
                  opt_level: int, params: Mapping[str, Any] | None,
-                 stages: dict[str, ModuleOp]):
+                 stages: dict[str, ModuleOp], threads: int | None = None):
         meta = executable.metadata
         self._executable = executable
         self._source = source
@@ -158,7 +171,14 @@ class CompiledGraph:
         self._arena = _aligned_empty(self.arena_bytes)
         self._lock = threading.Lock()
         entry = executable.address(meta["name"])
-        self._entry = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * (len(specs) + 1)))(entry)
+        argtypes = [ctypes.c_void_p] * (len(specs) + 1) + [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+        self._entry = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(entry)
+        self._sync = _aligned_empty(SYNC_BYTES)
+        self._sync[:] = 0
+        wanted = default_threads() if threads is None else threads
+        self.threads: int = wanted if meta.get("parallel") else 1
+        """Threads a call uses (1 when no kernel is large enough to split)."""
+        self._team: ThreadTeam | None = None
 
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         specs = {a.name: a for a in self.signature.args}
@@ -200,8 +220,15 @@ class CompiledGraph:
             (next(outputs) if spec.role == "output" else arrays[spec.name]).ctypes.data
             for spec in self.signature.args
         ]
+        pointers.append(self._arena.ctypes.data)
+        tail = (self._sync.ctypes.data,)
         with self._lock:
-            status = self._entry(*pointers, self._arena.ctypes.data)
+            if self.threads == 1:
+                status = self._entry(*pointers, 0, 1, *tail)
+            else:
+                if self._team is None:
+                    self._team = ThreadTeam(self.threads)
+                status = self._team.run(self._entry, pointers, tail)
         if status:
             message = ERROR_MESSAGES.get(status, f"error code {status}")
             raise ArgumentError(f"{self.signature.name}: {message}")

@@ -140,7 +140,7 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
 
 def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
     """The graph function of a module: its only public `func.func` (or the only one), or
-    after convert-lir-to-llvm the `llvm.func` whose last argument is the arena."""
+    after convert-lir-to-llvm the `llvm.func` that takes the arena."""
     ops = list(module.body.block.ops)
     funcs = [op for op in ops if isinstance(op, func.FuncOp)]
     public = [f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"]
@@ -153,4 +153,4 @@ def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
 
 def _is_entry(fn: llvm.FuncOp) -> bool:
     attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
-    return bool(attrs) and _string(attrs[-1].data, ARG_ROLE) == "arena"
+    return any(_string(a.data, ARG_ROLE) == "arena" for a in attrs)

@@ -6,6 +6,8 @@
 // The graph function becomes an entry taking one pointer per argument plus the arena;
 // slots are byte GEPs into the arena, views element GEPs into their source, and every
 // kernel a call of an llvm.func built for it. Identical kernels share one function.
+// Every thread runs the entry with its id (part) of parts; serial kernels (all of these:
+// they are small) run on thread 0 and need no barrier between them.
 
 func.func @entry(%ids: memref<4xi32> {rlx.name = "ids", rlx.role = "input"},
                  %table: memref<10x8xf32> {rlx.name = "table", rlx.role = "param"},
@@ -23,19 +25,22 @@ func.func @entry(%ids: memref<4xi32> {rlx.name = "ids", rlx.role = "input"},
 }
 
 // CHECK:      llvm.func @entry__gather_0(%{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: !llvm.ptr {llvm.noalias}) -> i32
+// Kernels too small to split run on thread 0 through a serial wrapper taking (part, parts).
+// CHECK:      llvm.func @entry__gather_0__serial(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[PART:.*]]: i64, %{{.*}}: i64) -> i32
 // CHECK-NOT:  llvm.func @entry__gather_
 // CHECK:      llvm.func @entry__copy_
 // CHECK:      llvm.func @entry(%[[IDS:[0-9a-z_]+]]: !llvm.ptr {rlx.name = "ids", rlx.role = "input", rlx.type = memref<4xi32>, llvm.noalias},
 // CHECK-SAME: %[[TABLE:[0-9a-z_]+]]: !llvm.ptr {rlx.name = "table", rlx.role = "param", rlx.type = memref<10x8xf32>
 // CHECK-SAME: %[[OUT0:[0-9a-z_]+]]: !llvm.ptr {rlx.name = "out0", rlx.role = "output"
-// CHECK-SAME: %[[ARENA:[0-9a-z_]+]]: !llvm.ptr {rlx.role = "arena"}) -> i32
+// CHECK-SAME: %[[ARENA:[0-9a-z_]+]]: !llvm.ptr {rlx.role = "arena"}, %[[P:[0-9a-z_]+]]: i64 {rlx.role = "part"}, %[[PS:[0-9a-z_]+]]: i64 {rlx.role = "parts"}, %{{.*}}: !llvm.ptr {rlx.role = "sync"}) -> i32
 // CHECK:      %[[A:.*]] = llvm.getelementptr inbounds %[[ARENA]][0] : (!llvm.ptr) -> !llvm.ptr, i8
 // CHECK:      %[[B:.*]] = llvm.getelementptr inbounds %[[ARENA]][128] : (!llvm.ptr) -> !llvm.ptr, i8
-// CHECK:      %[[S1:.*]] = llvm.call @entry__gather_0(%[[TABLE]], %[[IDS]], %[[A]])
-// CHECK:      %[[S2:.*]] = llvm.call @entry__gather_0(%[[TABLE]], %[[IDS]], %[[B]])
-// CHECK:      llvm.call @entry__copy_{{[0-9]+}}(%[[A]], %[[OUT0]])
+// CHECK:      %[[S1:.*]] = llvm.call @entry__gather_0__serial(%[[TABLE]], %[[IDS]], %[[A]], %[[P]], %[[PS]])
+// CHECK:      %[[S2:.*]] = llvm.call @entry__gather_0__serial(%[[TABLE]], %[[IDS]], %[[B]], %[[P]], %[[PS]])
+// CHECK:      llvm.call @entry__copy_{{[0-9]+}}__serial(%[[A]], %[[OUT0]], %[[P]], %[[PS]])
 // CHECK:      %[[FLAT:.*]] = llvm.getelementptr inbounds %[[B]][0] : (!llvm.ptr) -> !llvm.ptr, f32
-// CHECK:      llvm.call @entry__copy_{{[0-9]+}}(%[[FLAT]], %{{.*}})
+// CHECK:      llvm.call @entry__copy_{{[0-9]+}}__serial(%[[FLAT]], %{{.*}})
+// CHECK-NOT:  llvm.call @rlx_barrier
 // CHECK:      %[[OK:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK:      %[[OR1:.*]] = llvm.or %[[OK]], %[[S1]] : i32
 // CHECK:      %[[OR2:.*]] = llvm.or %[[OR1]], %[[S2]] : i32
@@ -49,4 +54,4 @@ func.func @entry(%ids: memref<4xi32> {rlx.name = "ids", rlx.role = "input"},
 // ONLY-LLVM-NOT: memref<{{.*}}> ins
 
 // IR: define i32 @"entry"(ptr noalias %".1", ptr noalias %".2"
-// IR: call ccc i32 @"entry__gather_0"
+// IR: call ccc i32 @"entry__gather_0__serial"

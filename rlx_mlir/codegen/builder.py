@@ -116,12 +116,14 @@ class KernelBuilder:
     def ret(self, value: SSAValue | None = None) -> None:
         self.insert(llvm.ReturnOp(value) if value is not None else llvm.ReturnOp())
 
-    def _new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
+    def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
+        """A new block at the end of the function, for control flow `loop`/`if_` do not cover."""
         block = Block(arg_types=list(arg_types))
         self.region.add_block(block)
         return block
 
-    def _move_to(self, block: Block) -> None:
+    def move_to(self, block: Block) -> None:
+        """Continue inserting at the end of `block`."""
         self.builder = Builder(InsertPoint.at_end(block))
 
     @contextmanager
@@ -129,31 +131,31 @@ class KernelBuilder:
              carried: Sequence[SSAValue] = ()) -> Iterator[Loop]:
         """for iv in range(start, stop, step) with loop-carried values (step > 0)."""
         start_v, stop_v = self.index(start), self.index(stop)
-        header = self._new_block([i64, *(c.type for c in carried)])
-        body = self._new_block()
-        exit_ = self._new_block([c.type for c in carried])
+        header = self.new_block([i64, *(c.type for c in carried)])
+        body = self.new_block()
+        exit_ = self.new_block([c.type for c in carried])
         self.insert(llvm.BrOp(header, start_v, *carried))
-        self._move_to(header)
+        self.move_to(header)
         iv, *state = header.args
         cond = self.icmp("slt", iv, stop_v)
         self.insert(llvm.CondBrOp(cond, body, [], exit_, list(state)))
-        self._move_to(body)
+        self.move_to(body)
         loop = Loop(iv, list(state))
         yield loop
         next_values = loop.next_values if loop.next_values is not None else loop.carried
         self.insert(llvm.BrOp(header, self.add(iv, step), *next_values))
-        self._move_to(exit_)
+        self.move_to(exit_)
         loop.results = list(exit_.args)
 
     @contextmanager
     def if_(self, cond: SSAValue) -> Iterator[None]:
         """Run the body only when `cond` (an i1) holds."""
-        then, merge = self._new_block(), self._new_block()
+        then, merge = self.new_block(), self.new_block()
         self.insert(llvm.CondBrOp(cond, then, [], merge, []))
-        self._move_to(then)
+        self.move_to(then)
         yield
         self.insert(llvm.BrOp(merge))
-        self._move_to(merge)
+        self.move_to(merge)
 
     # ------------------------------------------------------------------ constants
 

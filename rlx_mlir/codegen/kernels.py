@@ -30,15 +30,41 @@ ERROR_MESSAGES = {1: "an index (gather or embedding id) is negative or out of ra
 """Status codes a compiled graph can return, and what they mean."""
 
 
+PARALLEL_MIN_WORK = 1 << 18
+"""A kernel is split across threads only when it does at least this much work (about
+25-50 µs on one core): waking another thread costs ~10 µs."""
+
+
 @functools.cache
 def kernel_builders() -> dict[type[Operation], KernelBuilderFn]:
+    """Serial builders: `build(op, name, W)`, one `llvm.func` per kernel."""
+    return _collect("BUILDERS")
+
+
+@functools.cache
+def partitioned_builders() -> dict[type[Operation], KernelBuilderFn]:
+    """Builders of kernels that take two more i64 arguments `(part, parts)` and compute
+    only their share of the output (see rlx_mlir/codegen/parallel.py)."""
+    return _collect("PARTITIONED")
+
+
+def _collect(attribute: str) -> dict[type[Operation], KernelBuilderFn]:
     builders: dict[type[Operation], KernelBuilderFn] = {}
     for family in _FAMILIES:
-        try:
-            module = importlib.import_module(f"rlx_mlir.codegen.{family}")
-        except ModuleNotFoundError as err:
-            if err.name != f"rlx_mlir.codegen.{family}":
-                raise
-            continue
-        builders.update(module.BUILDERS)
+        module = importlib.import_module(f"rlx_mlir.codegen.{family}")
+        builders.update(getattr(module, attribute, {}))
     return builders
+
+
+def estimate_work(op: Operation) -> int:
+    """Rough work of a kernel (multiply-adds or elements touched), to decide whether
+    splitting it across threads pays."""
+    from rlx_mlir.dialects.common import shape_of
+    from rlx_mlir.shape_inference import numel
+
+    out = numel(shape_of(op.operands[-1]))
+    if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
+        return out * shape_of(op.operands[0])[-1]
+    if isinstance(op, lir.AttentionOp):
+        return out * shape_of(op.operands[1])[-2]
+    return max(out, *(numel(shape_of(v)) for v in op.operands[:-1])) if op.operands[:-1] else out
