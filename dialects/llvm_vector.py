@@ -91,9 +91,9 @@ class VectorSelectOp(llvm.SelectOp):
     irdl_options = (ParsePropInAttrDict(),)
 
     def verify_(self) -> None:
-        if self.cond.type != mask_type(self.lhs.type):
+        if self.cond.type not in (i1, mask_type(self.lhs.type)):
             raise VerifyException(
-                f"llvm.select: condition must be {mask_type(self.lhs.type)}, got {self.cond.type}"
+                f"llvm.select: condition must be i1 or {mask_type(self.lhs.type)}, got {self.cond.type}"
             )
 
 

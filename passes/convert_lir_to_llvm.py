@@ -72,6 +72,10 @@ ARENA_ROLE = "arena"
 ENTRY_EXTRA_ARGS = (ARENA_ROLE, "part", "parts", "sync")
 """The entry's arguments after the graph's own: the arena, this thread's id and the thread
 count (kernels get both), and the barrier state shared by the threads of a call."""
+ARENA_BYTES = "rlx.arena_bytes"
+"""Arena-argument attribute: the bytes the caller must pass."""
+NAIVE_BYTES = "rlx.naive_bytes"
+"""Arena-argument attribute: the bytes all intermediates would take without reuse."""
 KERNEL_MARK = "rlx.kernel"
 """Discardable attribute on kernel calls while barriers are placed: "parallel" or "serial"."""
 
@@ -115,9 +119,14 @@ class LowerGraphFunction(RewritePattern):
             block.insert_op_before(cast, block.first_op)
             rewriter.replace_all_uses_with(arg, cast.results[0])
             block.erase_arg(arg)
+        arena_bytes, naive_bytes = _arena_sizes(op)
         for ty, role in ((PTR, ARENA_ROLE), (i64, "part"), (i64, "parts"), (PTR, "sync")):
             block.insert_arg(ty, len(block.args))
-            new_attrs.append(DictionaryAttr({"rlx.role": StringAttr(role)}))
+            attrs = {"rlx.role": StringAttr(role)}
+            if role == ARENA_ROLE:  # so llvm-stage text alone says how big an arena to pass
+                attrs |= {ARENA_BYTES: IntegerAttr(arena_bytes, i64),
+                          NAIVE_BYTES: IntegerAttr(naive_bytes, i64)}
+            new_attrs.append(DictionaryAttr(attrs))
         body = rewriter.move_region_contents_to_new_regions(op.body)
         new = llvm.FuncOp(
             op.sym_name.data,
@@ -127,6 +136,13 @@ class LowerGraphFunction(RewritePattern):
             other_props={"arg_attrs": ArrayAttr(new_attrs)},
         )
         rewriter.replace(op, new)
+
+
+def _arena_sizes(fn: func.FuncOp) -> tuple[int, int]:
+    from rlx_mlir.passes.lir_plan_arena import planned_bytes
+
+    arena, naive, _ = planned_bytes(fn)
+    return arena, naive
 
 
 class LowerReturn(RewritePattern):

@@ -113,14 +113,17 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
     """What a compiled graph needs to run without re-running the pipeline (cached on disk)."""
     entry = entry_function(stages["llvm"])
     args = []
+    arena = naive = 0
     for attrs in entry.arg_attrs.data:
+        if "rlx.arena_bytes" in attrs.data:
+            arena = attrs.data["rlx.arena_bytes"].value.data
+            naive = attrs.data["rlx.naive_bytes"].value.data
         if "rlx.type" not in attrs.data:
             continue  # the arena, the thread id and count, the barrier state
         ty = attrs.data["rlx.type"]
         spec = ArgSpec(attrs.data["rlx.name"].data, attrs.data["rlx.role"].data,
                        tuple(ty.get_shape()), _dtype(ty))
         args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
-    arena, naive = _arena_sizes(stages.get("lir"))
     parallel = any(op.name == "llvm.call" and op.callee.string_value() == BARRIER
                    for op in entry.walk())
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
@@ -131,16 +134,6 @@ def _dtype(memref) -> str:
     from rlx_mlir.dialects.common import dtype_of
 
     return dtype_of(memref)
-
-
-def _arena_sizes(module: ModuleOp | None) -> tuple[int, int]:
-    """(arena bytes, naive bytes: every intermediate buffer, aligned, without reuse)."""
-    from rlx_mlir.passes.lir_plan_arena import planned_bytes
-
-    if module is None:
-        return 0, 0
-    arena, naive, _ = planned_bytes(entry_function(module))
-    return arena, naive
 
 
 class CompiledGraph:

@@ -29,9 +29,12 @@ def random_arguments(module: ModuleOp, specs: Iterable[ArgSpec], seed: int = 0) 
 
 
 def _argument_uses(fn: Operation) -> dict[str, list[tuple[Operation, int]]]:
+    """How each argument is used; empty for an llvm-stage entry (uses are kernel calls)."""
+    from xdsl.dialects import func
+
     from rlx_mlir.signature import Signature
 
-    names = [a.name for a in Signature.of(fn).args] if hasattr(fn, "function_type") else []
+    names = [a.name for a in Signature.of(fn).args] if isinstance(fn, func.FuncOp) else []
     result: dict[str, list[tuple[Operation, int]]] = {}
     for name, arg in zip(names, fn.body.block.args, strict=False):
         result[name] = [(use.operation, use.index) for use in _uses(arg)]

@@ -11,8 +11,10 @@ executor and prints `max abs error: <x>`; `--bench N` prints timing over N runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,9 +44,12 @@ def _load_npz(path: Path | None) -> dict[str, np.ndarray]:
     if path is None:
         return {}
     try:
-        with np.load(path) as data:
+        data = np.load(path)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a .npy file loads as one array
+            raise ValueError("not an npz archive (write it with numpy.savez)")
+        with data:
             return {key: data[key] for key in data.files}
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise RlxError(f"cannot read npz file {str(path)!r}: {err}") from err
 
 
@@ -60,26 +65,32 @@ def run(argv: Sequence[str] | None = None) -> int:
         text = Path(args.file).read_text()
     except OSError as err:
         raise RlxError(f"cannot read {args.file!r}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise RlxError(f"cannot read {args.file!r}: not UTF-8 text ({err.reason})") from err
     start = time.perf_counter()
     model = rlx.compile_mlir(text, time_passes=args.time_passes)
     print(f"compiled {model.signature.name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
           f"(arena {model.arena_bytes} B, naive {model.naive_bytes} B)")
+    # compile_mlir parsed the text already, so this cannot fail.
+    module = parse_module(text) if args.check or args.random else None
+    if args.check and stage_of(module) == "llvm":
+        raise RlxError("--check needs a module at the hir, mir or lir stage (llvm has no reference)")
     given = {**_load_npz(args.inputs), **_load_npz(args.params)}
     wanted = [a for a in model.signature.callable_args if a.name not in given]
     if wanted and args.random:
-        given.update(random_arguments(parse_module(text), wanted, args.seed))
+        given.update(random_arguments(module, wanted, args.seed))
     outputs = model(**given)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     for spec, value in zip(model.outputs, outputs, strict=True):
         print(f"{spec.name}: {spec.dtype}{list(spec.shape)} mean {value.mean():.6g} "
               f"std {value.std():.6g}")
     if args.output is not None:
-        np.savez(args.output, **{spec.name: v for spec, v in zip(model.outputs, outputs, strict=True)})
+        try:
+            np.savez(args.output, **{spec.name: v for spec, v in zip(model.outputs, outputs, strict=True)})
+        except OSError as err:
+            raise RlxError(f"cannot write {str(args.output)!r}: {err.strerror}") from err
     status = 0
     if args.check:
-        module = parse_module(text)
-        if stage_of(module) == "llvm":
-            raise RlxError("--check needs a module at the hir, mir or lir stage (llvm has no reference)")
         expected = rlx.reference(module)(**given)
         expected = expected if isinstance(expected, tuple) else (expected,)
         error = max(float(np.max(np.abs(o.astype(np.float64) - e))) for o, e in zip(outputs, expected, strict=True))
@@ -108,10 +119,18 @@ def _bench(model, arrays: dict[str, np.ndarray], runs: int) -> None:
 
 def main() -> None:
     try:
-        sys.exit(run())
-    except RlxError as err:
-        print(f"rlx-run: error: {err}", file=sys.stderr)
-        sys.exit(1)
+        try:
+            status = run()
+        except RlxError as err:
+            print(f"rlx-run: error: {err}", file=sys.stderr)
+            status = 1
+        sys.stdout.flush()  # a closed pipe (`| head`) shows here, not at interpreter exit
+    except BrokenPipeError:
+        # The reader went away: send the rest of the output nowhere and stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = 1
+    sys.exit(status)
 
 
 if __name__ == "__main__":  # pragma: no cover

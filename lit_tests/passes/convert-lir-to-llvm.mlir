@@ -32,7 +32,7 @@ func.func @entry(%ids: memref<4xi32> {rlx.name = "ids", rlx.role = "input"},
 // CHECK:      llvm.func @entry(%[[IDS:[0-9a-z_]+]]: !llvm.ptr {rlx.name = "ids", rlx.role = "input", rlx.type = memref<4xi32>, llvm.noalias},
 // CHECK-SAME: %[[TABLE:[0-9a-z_]+]]: !llvm.ptr {rlx.name = "table", rlx.role = "param", rlx.type = memref<10x8xf32>
 // CHECK-SAME: %[[OUT0:[0-9a-z_]+]]: !llvm.ptr {rlx.name = "out0", rlx.role = "output"
-// CHECK-SAME: %[[ARENA:[0-9a-z_]+]]: !llvm.ptr {rlx.role = "arena"}, %[[P:[0-9a-z_]+]]: i64 {rlx.role = "part"}, %[[PS:[0-9a-z_]+]]: i64 {rlx.role = "parts"}, %{{.*}}: !llvm.ptr {rlx.role = "sync"}) -> i32
+// CHECK-SAME: %[[ARENA:[0-9a-z_]+]]: !llvm.ptr {rlx.role = "arena", rlx.arena_bytes = 256 : i64, rlx.naive_bytes = 256 : i64}, %[[P:[0-9a-z_]+]]: i64 {rlx.role = "part"}, %[[PS:[0-9a-z_]+]]: i64 {rlx.role = "parts"}, %{{.*}}: !llvm.ptr {rlx.role = "sync"}) -> i32
 // CHECK:      %[[A:.*]] = llvm.getelementptr inbounds %[[ARENA]][0] : (!llvm.ptr) -> !llvm.ptr, i8
 // CHECK:      %[[B:.*]] = llvm.getelementptr inbounds %[[ARENA]][128] : (!llvm.ptr) -> !llvm.ptr, i8
 // CHECK:      %[[S1:.*]] = llvm.call @entry__gather_0__serial(%[[TABLE]], %[[IDS]], %[[A]], %[[P]], %[[PS]])

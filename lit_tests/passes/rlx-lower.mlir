@@ -19,7 +19,7 @@ func.func @mlp(%x: tensor<4x64xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK-DAG:  llvm.func @mlp__softmax_{{[0-9]+}}(
 // CHECK:      llvm.func @mlp(%{{.*}}: !llvm.ptr {rlx.name = "x", rlx.role = "input", rlx.type = memref<4x64xf32>
 // CHECK-SAME: {rlx.name = "out0", rlx.role = "output", rlx.type = memref<4x10xf32>
-// CHECK-SAME: {rlx.role = "arena"}, %{{.*}}: i64 {rlx.role = "part"}, %{{.*}}: i64 {rlx.role = "parts"}, %{{.*}}: !llvm.ptr {rlx.role = "sync"}) -> i32
+// CHECK-SAME: {rlx.role = "arena", rlx.arena_bytes = {{[0-9]+}} : i64, rlx.naive_bytes = {{[0-9]+}} : i64}, %{{.*}}: i64 {rlx.role = "part"}, %{{.*}}: i64 {rlx.role = "parts"}, %{{.*}}: !llvm.ptr {rlx.role = "sync"}) -> i32
 // CHECK:      llvm.call @mlp__fused_matmul_{{[0-9]+}}__serial(
 // CHECK:      llvm.call @mlp__matmul_{{[0-9]+}}__serial(
 // CHECK:      llvm.call @mlp__softmax_{{[0-9]+}}__serial(

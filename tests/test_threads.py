@@ -1,0 +1,75 @@
+"""Multi-threaded calls: the same numbers as one thread, small graphs stay single-threaded,
+RLX_NUM_THREADS caps the team, and many barriers in a row neither hang nor race."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_mlir as rlx
+from rlx_mlir.runtime import default_threads
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(int(np.prod(shape))).astype(np.float32).reshape(shape)
+
+
+def big_graph() -> rlx.Graph:
+    """Large enough that every kernel is split across threads, with data crossing threads
+    between kernels (a matmul reads rows another thread's elementwise wrote)."""
+    g = rlx.Graph("big")
+    x = g.input("x", (256, 512))
+    w = g.param("w", (512, 512))
+    h = g.silu(x) * x + 1.0
+    for _ in range(6):
+        h = g.rms_norm(g.gelu(h @ w) + h, g.param(f"g{_}", (512,)))
+    g.output(g.softmax(h), g.reduce_sum(h, -1))
+    return g
+
+
+def test_threads_give_the_same_numbers_as_one_thread():
+    g = big_graph()
+    params = {"w": rand(512, 512) / np.float32(22.6)} | {f"g{i}": rand(512) for i in range(6)}
+    x = rand(256, 512)
+    one = rlx.jit(g, params=params, threads=1)
+    two = rlx.jit(g, params=params, threads=2)
+    assert one.threads == 1
+    assert two.threads == 2, "the big graph should use both threads"
+    expected = rlx.reference(g, params=params)(x)
+    for _ in range(20):  # many calls: a racy barrier shows up as a hang or wrong numbers
+        for got, ref, serial in zip(two(x), expected, one(x), strict=True):
+            np.testing.assert_allclose(got, serial, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-5)
+
+
+def test_more_threads_than_cores_still_finish():
+    g = big_graph()
+    params = {"w": rand(512, 512) / np.float32(22.6)} | {f"g{i}": rand(512) for i in range(6)}
+    x = rand(256, 512)
+    five = rlx.jit(g, params=params, threads=5)
+    np.testing.assert_allclose(five(x)[0], rlx.jit(g, params=params, threads=1)(x)[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_small_graphs_do_not_pay_for_threads():
+    g = rlx.Graph("tiny")
+    x = g.input("x", (8,))
+    g.output(g.exp(x) + 1.0)
+    assert rlx.jit(g, threads=2).threads == 1
+
+
+def test_thread_count_option_and_environment(monkeypatch):
+    with pytest.raises(rlx.RlxError, match="threads: expected an int"):
+        rlx.jit(big_graph(), threads=0)
+    monkeypatch.setenv("RLX_NUM_THREADS", "1")
+    assert default_threads() == 1
+    monkeypatch.setenv("RLX_NUM_THREADS", "many")
+    with pytest.raises(rlx.RlxError, match="RLX_NUM_THREADS: expected a positive integer"):
+        default_threads()
