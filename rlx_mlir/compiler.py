@@ -113,7 +113,7 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
     """What a compiled graph needs to run without re-running the pipeline (cached on disk)."""
     entry = entry_function(stages["llvm"])
     args = []
-    arena = naive = 0
+    arena = naive = -1
     for attrs in entry.arg_attrs.data:
         if "rlx.arena_bytes" in attrs.data:
             arena = attrs.data["rlx.arena_bytes"].value.data
@@ -124,6 +124,9 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
         spec = ArgSpec(attrs.data["rlx.name"].data, attrs.data["rlx.role"].data,
                        tuple(ty.get_shape()), _dtype(ty))
         args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
+    if arena < 0:
+        raise RlxError(f"@{entry.sym_name.data}: the arena argument has no rlx.arena_bytes "
+                       "attribute, so the size of the arena to pass is unknown")
     parallel = any(op.name == "llvm.call" and op.callee.string_value() == BARRIER
                    for op in entry.walk())
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,

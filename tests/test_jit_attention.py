@@ -3,6 +3,9 @@
 Each lir op is built by hand over the memref arguments of a dummy block, its kernel is
 built at vector widths 16, 8 and 4, every kernel of one width is JIT-compiled in one
 module with llvmlite, and the results are compared with `rlx_mlir.reference_kernels`.
+The partitioned kernels (`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part,
+into one NaN-filled output, and each part alone must write a share disjoint from the
+other parts'.
 """
 
 from __future__ import annotations
@@ -232,6 +235,51 @@ def test_attention(kernels, case):
 def test_rope(kernels, case):
     c = ROPE_CASES[case]
     np.testing.assert_allclose(run(kernels, f"rope{case}", c), c.expected, rtol=RTOL, atol=ATOL)
+
+
+PARTS = (1, 2, 3, 5)
+UNSET = -3.25e38
+"""A value no kernel writes: what a part leaves of `out` shows which elements it wrote."""
+PARTITIONED_ATTENTION = ("rank3 none", "rank2 gqa odd D", "causal S<T", "causal S=T",
+                         "causal S=1", "causal S=T=1", "custom [B,1,S,T]",
+                         "bias [B,H,S,T] -inf", "D=531 acc in out")
+PARTITIONED_ROPE = ("half rank2", "interleaved rank3 D=64", "half n_rot<D", "interleaved odd D",
+                    "half D=33 n_rot=2")
+PARTITIONED_CASES = [c for c in ATTENTION_CASES + ROPE_CASES
+                     if c.label in PARTITIONED_ATTENTION + PARTITIONED_ROPE]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_partitioned(width):
+    """Parts 1, 2, 3, 5 called in turn on one NaN-filled `out` give the reference; each
+    part alone writes a share disjoint from the other parts' (together: all of out):
+    batches x heads x positions (decode: heads; a single row: fewer items than parts),
+    causal rows in zig-zag order, rope heads."""
+    assert len(PARTITIONED_CASES) == len(PARTITIONED_ATTENTION + PARTITIONED_ROPE)
+    jitted = Jitted([A.PARTITIONED[type(c.op)](c.op, f"p{i}", width)
+                     for i, c in enumerate(PARTITIONED_CASES)])
+    for i, c in enumerate(PARTITIONED_CASES):
+        fn = jitted.function(f"p{i}", len(c.inputs) + 3)
+        fn.argtypes = [ctypes.c_void_p] * (len(c.inputs) + 1) + [ctypes.c_int64] * 2
+        inputs = [np.ascontiguousarray(a).ctypes.data for a in c.inputs]
+        for parts in PARTS:
+            out = np.full(c.expected.shape, np.nan, dtype=np.float32)
+            written = np.zeros(c.expected.shape, np.int64)
+            for part in range(parts):
+                fn(*inputs, out.ctypes.data, part, parts)
+                alone = np.full(c.expected.shape, UNSET, dtype=np.float32)
+                fn(*inputs, alone.ctypes.data, part, parts)
+                written += alone != UNSET
+            np.testing.assert_allclose(out, c.expected, rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{c.label} W={width} parts={parts}")
+            assert (written == 1).all(), (c.label, width, parts, np.unique(written))
+
+
+def test_partitioned_registry():
+    assert set(A.PARTITIONED) == set(A.BUILDERS)
+    c = ATTENTION_CASES[0]
+    inputs = A.PARTITIONED[lir.AttentionOp](c.op, "p", 8).function_type.inputs.data
+    assert [str(t) for t in inputs] == ["!llvm.ptr"] * 4 + ["i64"] * 2
 
 
 def test_fully_dropped_rows_are_zero(kernels):

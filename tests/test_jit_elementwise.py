@@ -7,7 +7,9 @@ convert-mir-to-lir), its kernel is built at vector widths 16, 8 and 4, every ker
 width is JIT-compiled in one module with llvmlite (width 16 for the host, 8 for Haswell,
 4 for generic x86-64 without FMA), and the results are compared with
 `rlx_mlir.reference_kernels` on odd shapes of ranks 0-4 with broadcasting. `out` starts
-as NaN (or a sentinel) so an unwritten element fails. A last test goes through
+as NaN (or a sentinel) so an unwritten element fails. The partitioned kernels
+(`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part, into one output, and each
+part alone must write a share disjoint from the others'. A last test goes through
 `rlx_mlir.jit` end to end.
 """
 
@@ -30,7 +32,7 @@ from xdsl.transforms.canonicalize import CanonicalizePass
 
 import rlx_mlir as rlx
 from rlx_mlir import reference_kernels as R
-from rlx_mlir.codegen.elementwise import BUILDERS, canonicalize, tile_dim
+from rlx_mlir.codegen.elementwise import BUILDERS, PARTITIONED, canonicalize, tile_dim
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dtype_of, element_type, memref_type, shape_of
 from rlx_mlir.interpreters.arrays import run_scalar_body
@@ -83,6 +85,14 @@ class Jitted:
         for a in arrays:
             assert a.flags.c_contiguous
         fn(*(a.ctypes.data for a in arrays))
+
+    def call_parts(self, name: str, arrays: list[np.ndarray], parts: int) -> None:
+        """Call a partitioned kernel once per part (part = 0 .. parts-1), in order."""
+        address = self.engine.get_function_address(name)
+        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays), ctypes.c_int64,
+                              ctypes.c_int64)(address)
+        for part in range(parts):
+            fn(*(a.ctypes.data for a in arrays), part, parts)
 
     @functools.cached_property
     def asm(self) -> str:
@@ -386,6 +396,86 @@ def test_every_kernel_matches_the_reference(width: int):
         except AssertionError as err:
             failures.append(f"{case.name}: {err}")
     assert not failures, "\n".join(failures)
+
+
+PARTS = (1, 2, 3, 5)
+UNSET = {"f32": -3.25e38, "i32": 2**30 + 7, "i64": 2**40 + 7}
+"""A value no case writes: what a part leaves of `out` shows which elements it wrote."""
+
+
+@functools.cache
+def partitioned_cases() -> list[Case]:
+    """The shapes that exercise every way of splitting: rank 0 and rows shorter than W
+    (fewer units than parts), one long row (a column range), many short rows (whole
+    rows), long rows (partial first and last rows), outer dims (decomposed row index),
+    tiled transposes with and without outer dims, strided and offset inputs, concat."""
+    names = {"u_exp_0", "u_neg_1", "u_tanh_0", "b_add_0", "b_add_1", "b_add_2", "b_add_3",
+             "b_add_4", "b_add_5", "b_add_6", "b_add_7", "b_add_8", "i_i64_max",
+             "bc_0", "bc_4", "bc_5", "copy_0", "copy_2", "copy_4", "tr_0", "tr_1", "tr_2",
+             "tr_6", "tr_9", "tr_11", "nar_0", "nar_1", "nar_3", "cat_0", "cat_2",
+             "fused_text_0", "fused_text_2", "fused_pipe_0"}
+    cases = [c for c in all_cases() if c.name in names]
+    assert len(cases) == len(names)
+    for j, (sa, sb) in enumerate([((3,), (3,)), ((2, 3, 100), (3, 1)), ((5, 1000), (1000,)),
+                                  ((1, 16), (16,)), ((40, 48), (40, 48))]):
+        a, b, o = args(sa, sb, broadcast(sa, sb))
+        cases.append(Case(f"p_mul_{j}", lir.ElementwiseOp("mul", [a, b], o),
+                          R.ELEMENTWISE["mul"]))
+    return cases
+
+
+@functools.cache
+def compiled_partitioned(width: int) -> Jitted:
+    kernels = [PARTITIONED[type(case.op)](case.op, case.name, width)
+               for case in partitioned_cases()]
+    return Jitted(kernels, CPUS[width])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_partitioned_kernels(width: int):
+    """Parts 1, 2, 3, 5 called in turn on one NaN-filled `out` give the reference; each
+    part alone writes a share disjoint from the other parts' (together: all of out)."""
+    jit = compiled_partitioned(width)
+    failures = []
+    for case in partitioned_cases():
+        inputs = case.inputs()
+        out_value = case.op.operands[-1]
+        dtype, shape = dtype_of(out_value), shape_of(out_value)
+        with np.errstate(all="ignore"):
+            expected = np.asarray(case.reference(*inputs)).astype(NP[dtype])
+        for parts in PARTS:
+            out = np.full(shape, SENTINEL.get(dtype, np.nan), dtype=NP[dtype])
+            jit.call_parts(case.name, [*inputs, out], parts)
+            try:
+                if out.dtype == np.float32:
+                    np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+                else:
+                    np.testing.assert_array_equal(out, expected)
+            except AssertionError as err:
+                failures.append(f"{case.name} parts={parts}: {err}")
+            if dtype not in UNSET or parts == 1:
+                continue
+            written = np.zeros(shape, np.int64)
+            for part in range(parts):
+                alone = np.full(shape, UNSET[dtype], dtype=NP[dtype])
+                address = jit.engine.get_function_address(case.name)
+                ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(inputs) + 1), ctypes.c_int64,
+                                 ctypes.c_int64)(address)(
+                    *(a.ctypes.data for a in [*inputs, alone]), part, parts)
+                written += alone != UNSET[dtype]
+            if not (written == 1).all():
+                failures.append(f"{case.name} parts={parts}: elements written by "
+                                f"{sorted(set(written.ravel().tolist()))} parts")
+    assert not failures, "\n".join(failures)
+
+
+def test_partitioned_registry():
+    assert set(PARTITIONED) == set(BUILDERS) - {lir.ConstantOp}
+    for cls, build in PARTITIONED.items():
+        case = next(c for c in partitioned_cases() if isinstance(c.op, cls))
+        fn = build(case.op, "k", 8)
+        inputs = fn.function_type.inputs.data
+        assert len(inputs) == len(case.op.operands) + 2 and str(inputs[-1]) == "i64", cls
 
 
 def test_the_cases_cover_the_family():

@@ -4,8 +4,10 @@ and compared with `rlx_mlir.reference_kernels` on odd shapes, every axis pattern
 The lir ops are built by hand over memref block arguments of a dummy block; every family's
 kernels for one vector width go into one module, compiled once (convert_module -> llvmlite
 O3 -> MCJIT; W=16 for the host, W=8 for haswell, W=4 for x86-64 without FMA) and called
-with ctypes; `out` starts as a sentinel so an unwritten element fails. The asm is checked
-for vector code without libm calls, and a last test goes through `rlx_mlir.jit`.
+with ctypes; `out` starts as a sentinel so an unwritten element fails. The partitioned
+kernels (`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part, into one NaN-filled
+output, and each part alone must write a share disjoint from the other parts'. The asm is
+checked for vector code without libm calls, and a last test goes through `rlx_mlir.jit`.
 """
 
 from __future__ import annotations
@@ -267,6 +269,85 @@ def norm_cases(width: int) -> Cases:
 def test_norms(width):
     builders = reductions.BUILDERS
     norm_cases(width).run(lambda op, name, w: builders[type(op)](op, name, w))
+
+
+# ----------------------------------------------------------------------------- partitioned
+
+PARTS = (1, 2, 3, 5)
+UNSET = -3.25e38
+"""A value no kernel writes: what a part leaves of `out` shows which elements it wrote."""
+
+
+def partitioned_cases(width: int) -> Cases:
+    """Every split of the partitioned kernels, with fewer rows/units than parts too: copy
+    (units of W), full reductions (part 0), [K, R] rows, [R, K] and [K, R, K] (batch x
+    column chunks), general patterns (part 0), softmax rows and (outer x column tiles,
+    with a partial last tile), norm rows."""
+    cases = Cases(width)
+    for shape, axes, kind in [((3,), (), "sum"), ((5, 1, 70), (1,), "max"), ((257,), (0,), "mean"),
+                              ((1, 7), (1,), "sum"), ((7, 33), (1,), "mean"),
+                              ((2, 3, 100), (2,), "max"), ((3, 17), (0,), "mean"),
+                              ((100, 3), (0,), "min"), ((5, 300), (0,), "sum"),
+                              ((4, 9, 70), (1,), "mean"), ((2, 3, 7, 17), (0, 2), "max"),
+                              ((3, 5, 4, 33), (0, 2), "mean")]:
+        x = data(shape, offset=0.5)
+        xin, out = buffers(shape, rules.reduce(shape, axes, False))
+        cases.add(f"{kind} {shape} axes={axes}", lir.ReduceOp(kind, xin, out, axes), [x],
+                  ref.reduce(x, kind, axes))
+    for shape, axis in [((1,), -1), ((2, 7), -1), ((9, 100), -1), ((3, 2, 1100), 1),
+                        ((32, 3, 20), 1), ((3, 17), 0), ((2, 33, 5), 1)]:
+        x = data(shape, scale=5.0)
+        xin, out = buffers(shape, shape)
+        cases.add(f"softmax {shape} axis={axis}", lir.SoftmaxOp(xin, out, axis), [x],
+                  ref.softmax(x, axis))
+    for shape in [(7,), (2, 33), (3, 5, 100)]:
+        n = shape[-1]
+        x, g, b = data(shape, offset=3.0), data((n,)), data((n,))
+        xin, gin, bin_, out = buffers(shape, (n,), (n,), shape)
+        cases.add(f"rms_norm {shape}", lir.RmsNormOp(xin, gin, out, bin_, eps=1e-5), [x, g, b],
+                  ref.rms_norm(x, g, b, 1e-5))
+        xin, gin, bin_, out = buffers(shape, (n,), (n,), shape)
+        cases.add(f"layer_norm {shape}", lir.LayerNormOp(xin, gin, bin_, out, eps=1e-5),
+                  [x, g, b], ref.layer_norm(x, g, b, 1e-5))
+    return cases
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_partitioned(width):
+    """Parts 1, 2, 3, 5 called in turn on one NaN-filled `out` give the reference; each
+    part alone writes a share disjoint from the other parts' (together: all of out)."""
+    cases = partitioned_cases(width)
+    fns = [reductions.PARTITIONED[type(op)](op, f"p{i}", width)
+           for i, (_, op, _, _) in enumerate(cases.cases)]
+    _, engine = compile_module(fns, cpu=CPUS[width])
+    failures = []
+    for i, (label, _, inputs, expected) in enumerate(cases.cases):
+        args = [np.ascontiguousarray(a, np.float32) for a in inputs]
+        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(args) + 1), ctypes.c_int64,
+                              ctypes.c_int64)(engine.get_function_address(f"p{i}"))
+        for parts in PARTS:
+            out = np.full(expected.shape, np.nan, np.float32)
+            written = np.zeros(expected.shape, np.int64)
+            for part in range(parts):
+                fn(*[a.ctypes.data for a in args], out.ctypes.data, part, parts)
+                alone = np.full(expected.shape, UNSET, np.float32)
+                fn(*[a.ctypes.data for a in args], alone.ctypes.data, part, parts)
+                written += alone != UNSET
+            close = np.isclose(out, expected, rtol=RTOL, atol=ATOL)
+            if not close.all():
+                failures.append(f"{label} (W={width}, parts={parts}): {(~close).sum()} of "
+                                f"{out.size} differ")
+            if not (written == 1).all():
+                failures.append(f"{label} (W={width}, parts={parts}): elements written by "
+                                f"{sorted(set(written.ravel().tolist()))} parts")
+    assert not failures, "\n".join(failures)
+
+
+def test_partitioned_registry():
+    assert set(reductions.PARTITIONED) == set(reductions.BUILDERS)
+    x, out = buffers((3, 5), (3,))
+    fn = reductions.PARTITIONED[lir.ReduceOp](lir.ReduceOp("sum", x, out, [1]), "k", 8)
+    assert [str(t) for t in fn.function_type.inputs.data] == ["!llvm.ptr"] * 2 + ["i64"] * 2
 
 
 # ----------------------------------------------------------------------------- codegen quality

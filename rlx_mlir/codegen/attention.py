@@ -19,10 +19,20 @@ and yields zeros.  Query head h reads kv head h // (H / Hkv) by indexing (groupe
 Rope rotates the first n_rot dims of every head: `half` pairs (x[i], x[i + n_rot/2]),
 vectorized along i; `interleaved` pairs (x[2i], x[2i+1]), vectorized by
 de-interleaving 2W elements with shuffles and interleaving the results back.
+
+Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+arguments `(part, parts)`; part p runs the serial row code on items
+[count·p/parts, count·(p+1)/parts) of a flat item index. Attention items are query rows
+ordered (batch, head, position): whole (batch, head) pairs when there are many (each
+part reads few kv heads; decode, S = 1, splits the heads), consecutive positions of one
+pair otherwise. Causal rows are visited in the zig-zag order 0, S−1, 1, S−2, … so
+that any run of them costs about the same (row s sees s + T − S + 1 keys). Rope items
+are heads of one position, (batch, position, head) in memory order.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -32,11 +42,13 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     f32,
     i32,
+    i64,
 )
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.codegen import vmath
 from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value, vector_type
+from rlx_mlir.codegen.elementwise import part_range
 from rlx_mlir.codegen.indexing import copy_elements
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
@@ -128,7 +140,8 @@ class _RowState:
 class _Attention:
     """The code generator of one `lir.attention` kernel (shapes baked in)."""
 
-    def __init__(self, op: lir.AttentionOp, name: str, vector_width: int):
+    def __init__(self, op: lir.AttentionOp, name: str, vector_width: int,
+                 partitioned: bool = False):
         self.w = w = vector_width
         q_shape, k_shape = shape_of(op.q), shape_of(op.k)
         self.batch = q_shape[0] if len(q_shape) == 3 else 1
@@ -144,21 +157,43 @@ class _Attention:
         self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
         n_ptrs = 5 if op.mask is not None else 4
-        self.kb = kb = KernelBuilder(name, [PTR] * n_ptrs, vector_width=w)
-        self.q, self.k, self.v, *rest = kb.args
+        self.kb = kb = KernelBuilder(name, [PTR] * n_ptrs + [i64, i64] * partitioned,
+                                     vector_width=w)
+        self.q, self.k, self.v, *rest = kb.args[:n_ptrs]
         self.mask = rest[0] if op.mask is not None else None
         self.out = rest[-1]
+        self.share = kb.args[n_ptrs:] if partitioned else None
 
     # --------------------------------------------------------------- structure
 
     def build(self) -> llvm.FuncOp:
         kb = self.kb
-        with kb.loop(0, self.batch) as b_loop:
-            with kb.loop(0, self.seq_q) as s_loop:
-                with kb.loop(0, self.heads) as h_loop:
-                    self.row(b_loop.iv, s_loop.iv, h_loop.iv)
+        if self.share is None:
+            with kb.loop(0, self.batch) as b_loop:
+                with kb.loop(0, self.seq_q) as s_loop:
+                    with kb.loop(0, self.heads) as h_loop:
+                        self.row(b_loop.iv, s_loop.iv, h_loop.iv)
+        else:
+            first, last = part_range(kb, self.batch * self.heads * self.seq_q, *self.share)
+            with kb.loop(first, last) as item:
+                self.row(*self.item_row(item.iv))
         kb.ret()
         return kb.finish()
+
+    def item_row(self, item: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
+        """(b, s, h) of a flat item index over (batch, head, position); positions of a
+        causal pair go in zig-zag order (see the module docstring)."""
+        kb, seq = self.kb, self.seq_q
+        pair, j = (kb.sdiv(item, seq), kb.srem(item, seq)) if seq > 1 else (item, kb.index(0))
+        if self.batch > 1:
+            b, h = kb.sdiv(pair, self.heads), kb.srem(pair, self.heads)
+        else:
+            b, h = kb.index(0), pair
+        s = j
+        if self.kind == MaskKind.CAUSAL and seq > 1:
+            half = kb.sdiv(j, 2)
+            s = vmath.select(kb, kb.icmp("eq", kb.srem(j, 2), 0), half, kb.sub(seq - 1, half))
+        return b, s, h
 
     def row(self, b: SSAValue, s: SSAValue, h: SSAValue) -> None:
         """out[b, s, h·D:(h+1)·D] = softmax(scale·q·Kᵀ + mask)·V for one query row."""
@@ -363,16 +398,18 @@ class _Attention:
                     inverse_vector if vector else inverse), self.out_row, c))
 
 
-def build_attention(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_attention(op: Operation, name: str, vector_width: int,
+                    partitioned: bool = False) -> llvm.FuncOp:
     """Grouped-query attention with an online softmax, fused per query row (see module doc)."""
     assert isinstance(op, lir.AttentionOp)
-    return _Attention(op, name, vector_width).build()
+    return _Attention(op, name, vector_width, partitioned).build()
 
 
 # ----------------------------------------------------------------------------- rope
 
 
-def build_rope(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_rope(op: Operation, name: str, vector_width: int,
+               partitioned: bool = False) -> llvm.FuncOp:
     """Rotary embedding of x [S, H·D] or [B, S, H·D] by cos/sin [S, n_rot/2]; dims past
     n_rot of each head are copied."""
     assert isinstance(op, lir.RopeOp)
@@ -384,8 +421,8 @@ def build_rope(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     style = RopeStyle(op.style.data)
     w = vector_width
 
-    kb = KernelBuilder(name, [PTR] * 4, vector_width=w)
-    x, cos, sin, out = kb.args
+    kb = KernelBuilder(name, [PTR] * 4 + [i64, i64] * partitioned, vector_width=w)
+    x, cos, sin, out = kb.args[:4]
 
     def rotate(a: SSAValue, b: SSAValue, c: SSAValue, s: SSAValue) -> tuple[SSAValue, SSAValue]:
         """(a·c − b·s, b·c + a·s)."""
@@ -436,16 +473,29 @@ def build_rope(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
                 kb.store(rb, o_row, second)
 
     rotate_head = half_style if style == RopeStyle.HALF else interleaved_style
-    with kb.loop(0, batch) as b_loop:
-        with kb.loop(0, seq) as s_loop:
-            c_row, s_row = (kb.gep(p, kb.mul(s_loop.iv, half)) for p in (cos, sin))
-            position = kb.mul(kb.add(kb.mul(b_loop.iv, seq), s_loop.iv), width)
-            with kb.loop(0, heads) as h_loop:
-                offset = kb.add(position, kb.mul(h_loop.iv, dim))
-                x_row, o_row = kb.gep(x, offset), kb.gep(out, offset)
-                rotate_head(x_row, o_row, c_row, s_row)
-                if n_rot < dim:
-                    copy_elements(kb, kb.gep(x_row, n_rot), kb.gep(o_row, n_rot), dim - n_rot)
+
+    def head(offset: SSAValue, c_row: SSAValue, s_row: SSAValue) -> None:
+        """The head x[offset : offset + dim] at the position of cos/sin rows c_row, s_row."""
+        x_row, o_row = kb.gep(x, offset), kb.gep(out, offset)
+        rotate_head(x_row, o_row, c_row, s_row)
+        if n_rot < dim:
+            copy_elements(kb, kb.gep(x_row, n_rot), kb.gep(o_row, n_rot), dim - n_rot)
+
+    def trig_rows(s: SSAValue) -> tuple[SSAValue, SSAValue]:
+        return kb.gep(cos, kb.mul(s, half)), kb.gep(sin, kb.mul(s, half))
+
+    if not partitioned:
+        with kb.loop(0, batch) as b_loop:
+            with kb.loop(0, seq) as s_loop:
+                c_row, s_row = trig_rows(s_loop.iv)
+                position = kb.mul(kb.add(kb.mul(b_loop.iv, seq), s_loop.iv), width)
+                with kb.loop(0, heads) as h_loop:
+                    head(kb.add(position, kb.mul(h_loop.iv, dim)), c_row, s_row)
+    else:  # items: heads in (batch, position, head) order, head i at x[i·dim]
+        first, last = part_range(kb, batch * seq * heads, *kb.args[4:])
+        with kb.loop(first, last) as item:
+            position = kb.sdiv(item.iv, heads) if heads > 1 else item.iv
+            head(kb.mul(item.iv, dim), *trig_rows(kb.srem(position, seq) if batch > 1 else position))
     kb.ret()
     return kb.finish()
 
@@ -455,3 +505,7 @@ BUILDERS = {
     lir.RopeOp: build_rope,
 }
 """The kernel builders of this family, by lir op."""
+
+PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
+"""Builders of the same kernels with two more i64 arguments (part, parts), each call
+computing its share of `out` (see the module docstring)."""

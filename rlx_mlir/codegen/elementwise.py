@@ -17,6 +17,15 @@ with stride 0 there is loaded once per row (and splat). Otherwise (a transpose) 
 innermost loop is scalar with strided loads, blocked TILE x TILE with the outer dim along
 which the input is contiguous, so both the reads and the writes of a block hit the cache.
 
+Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+arguments `(part, parts)` and run the same map on a share of it: the canonical
+iteration space is cut into units of W consecutive elements of a row (a row shorter than
+W is one unit) — whole rows, or column ranges starting at multiples of W when rows are
+long or few — and part p gets units [U·p/parts, U·(p+1)/parts), so the shares are
+balanced, disjoint and stay vector-aligned within each row; a tiled (transpose) map
+splits into (outer index, TILE-row block) items instead. The serial kernel is the same
+code with constant bounds.
+
 Element functions come from `rlx_mlir.codegen.vmath` (polynomial exp/log/tanh/erf/...),
 so no loop calls libm. `fused_elementwise` translates its scalar region of arith/math ops
 op by op, once for the vector body and once for the scalar tail.
@@ -24,6 +33,8 @@ op by op, once for the vector body and once for the scalar tail.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -48,7 +59,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from rlx_mlir.codegen import vmath
-from rlx_mlir.codegen.builder import PTR, KernelBuilder, vector_type
+from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value, vector_type
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
@@ -137,9 +148,23 @@ def _offset(kb: KernelBuilder, base: SSAValue | int, index: SSAValue,
     return step if isinstance(base, int) and base == 0 else kb.add(base, step)
 
 
+Share = tuple[SSAValue, SSAValue]
+"""The runtime (part, parts) of a partitioned kernel: 0 <= part < parts."""
+
+
+def part_range(kb: KernelBuilder, count: int, part: SSAValue,
+               parts: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """Part `part`'s units [count·part/parts, count·(part+1)/parts) of `count` units:
+    disjoint, covering, and balanced to within one unit (empty when count < parts)."""
+    first = kb.sdiv(kb.mul(part, count), parts)
+    last = kb.sdiv(kb.mul(kb.add(part, 1), count), parts)
+    return first, last
+
+
 def strided_map(kb: KernelBuilder, shape: Sequence[int], out: Operand, inputs: Sequence[Operand],
-                fn: ElementFn) -> None:
-    """out[p] = fn(inputs[p]) for every position p of `shape` (see the module docstring)."""
+                fn: ElementFn, share: Share | None = None) -> None:
+    """out[p] = fn(inputs[p]) for every position p of `shape` (see the module docstring);
+    with `share` = (part, parts) only part's share of the positions."""
     operands = [*inputs, out]
     dims, strides = canonicalize(shape, [op.strides for op in operands])
     if not dims:  # a single element
@@ -147,13 +172,19 @@ def strided_map(kb: KernelBuilder, shape: Sequence[int], out: Operand, inputs: S
     bases: list[SSAValue | int] = [op.offset for op in operands]
     k = tile_dim(dims, strides)
     if k is None:
-        _map_level(kb, dims, strides, operands, bases, fn, 0)
+        if share is None:
+            _map_level(kb, dims, strides, operands, bases, fn, 0)
+        else:
+            _map_share(kb, dims, strides, operands, bases, fn, share)
         return
     # a transpose-like map: visit dim k and the innermost dim in TILE x TILE blocks
     order = [d for d in range(len(dims) - 1) if d != k] + [k, len(dims) - 1]
     dims = [dims[d] for d in order]
     strides = [[s[d] for d in order] for s in strides]
-    _map_outer_then_tiles(kb, dims, strides, operands, bases, fn, 0)
+    if share is None:
+        _map_outer_then_tiles(kb, dims, strides, operands, bases, fn, 0)
+    else:
+        _tiles_share(kb, dims, strides, operands, bases, fn, share)
 
 
 TILE = 16
@@ -190,12 +221,21 @@ def _map_outer_then_tiles(kb: KernelBuilder, dims: list[int], strides: list[list
             inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
             _map_outer_then_tiles(kb, dims, strides, operands, inner, fn, level + 1)
         return
-    rows, cols = dims[-2:]
+    with kb.loop(0, dims[-2], TILE) as row_block:
+        _tile_row_block(kb, dims[-2:], strides, operands, bases, fn, row_block.iv)
+
+
+def _tile_row_block(kb: KernelBuilder, sizes: Sequence[int], strides: list[list[int]],
+                    operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+                    row_start: SSAValue) -> None:
+    """Rows [row_start, row_start + TILE) of the last two dims (clipped), TILE x TILE
+    blocks along the columns, scalar inside."""
+    rows, cols = sizes
     *ins, out = operands
-    with kb.loop(0, rows, TILE) as row_block, kb.loop(0, cols, TILE) as col_block:
-        row_end = _block_end(kb, row_block.iv, rows)
+    row_end = _block_end(kb, row_start, rows)
+    with kb.loop(0, cols, TILE) as col_block:
         col_end = _block_end(kb, col_block.iv, cols)
-        with kb.loop(row_block.iv, row_end) as row:
+        with kb.loop(row_start, row_end) as row:
             row_bases = [_offset(kb, b, row.iv, s[-2]) for b, s in zip(bases, strides, strict=True)]
             with kb.loop(col_block.iv, col_end) as col:
                 at = [_offset(kb, b, col.iv, s[-1])
@@ -203,6 +243,61 @@ def _map_outer_then_tiles(kb: KernelBuilder, dims: list[int], strides: list[list
                 values = [kb.load(op.ptr, a, element=op.element)
                           for op, a in zip(ins, at[:-1], strict=True)]
                 kb.store(fn(values, False), out.ptr, at[-1], element=out.element)
+
+
+def _tiles_share(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
+                 operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+                 share: Share) -> None:
+    """The tiled map on part's share of the (outer index, TILE-row block) items."""
+    *outer, rows, _ = dims
+    blocks = -(-rows // TILE)
+    first, last = part_range(kb, math.prod(outer) * blocks, *share)
+    with kb.loop(first, last) as item:
+        row_bases = bases
+        if outer:
+            row_bases = _row_bases(kb, kb.sdiv(item.iv, blocks), outer, strides, bases)
+        block = kb.srem(item.iv, blocks) if outer else item.iv
+        _tile_row_block(kb, dims[-2:], strides, operands, row_bases, fn, kb.mul(block, TILE))
+
+
+def _row_bases(kb: KernelBuilder, row: SSAValue, outer: Sequence[int], strides: list[list[int]],
+               bases: list[SSAValue | int]) -> list[SSAValue | int]:
+    """The operands' offsets at flat index `row` of the (row-major) outer dims."""
+    rest = row
+    for d in range(len(outer) - 1, -1, -1):
+        index = rest if d == 0 else kb.srem(rest, outer[d])
+        if d:
+            rest = kb.sdiv(rest, outer[d])
+        bases = [_offset(kb, b, index, s[d]) for b, s in zip(bases, strides, strict=True)]
+    return bases
+
+
+def _map_share(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
+               operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+               share: Share) -> None:
+    """The map on part's share of units of W columns (see the module docstring)."""
+    *outer, n = dims
+    inner = [s[-1] for s in strides]
+    w = kb.vector_width
+    per_row = -(-n // w)
+    rows = math.prod(outer)
+    first, last = part_range(kb, rows * per_row, *share)
+    if rows == 1:  # one row: a column range
+        hi = vmath.select(kb, kb.icmp("eq", last, per_row), kb.index(n), kb.mul(last, w))
+        _map_row(kb, n, inner, operands, bases, fn, kb.mul(first, w), hi)
+        return
+    if per_row == 1:  # short rows: whole rows
+        with kb.loop(first, last) as row:
+            _map_row(kb, n, inner, operands, _row_bases(kb, row.iv, outer, strides, bases), fn)
+        return
+    # rows [row0, ceil(last / per_row)); the first and the last may be partial
+    row0, row1 = kb.sdiv(first, per_row), kb.sdiv(last, per_row)
+    col0, col1 = (kb.mul(kb.srem(u, per_row), w) for u in (first, last))
+    with kb.loop(row0, kb.sdiv(kb.add(last, per_row - 1), per_row)) as row:
+        lo = vmath.select(kb, kb.icmp("eq", row.iv, row0), col0, kb.index(0))
+        hi = vmath.select(kb, kb.icmp("eq", row.iv, row1), col1, kb.index(n))
+        _map_row(kb, n, inner, operands, _row_bases(kb, row.iv, outer, strides, bases), fn,
+                 lo, hi)
 
 
 def _map_level(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
@@ -213,8 +308,15 @@ def _map_level(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
             inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
             _map_level(kb, dims, strides, operands, inner, fn, level + 1)
         return
-    n = dims[level]
-    inner_strides = [s[level] for s in strides]
+    _map_row(kb, dims[level], [s[level] for s in strides], operands, bases, fn)
+
+
+def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list[Operand],
+             bases: list[SSAValue | int], fn: ElementFn, lo: Value = 0,
+             hi: Value | None = None) -> None:
+    """Positions [lo, hi) (default: all n) of one innermost row: a vector loop when every
+    operand is contiguous or constant along it, then a scalar tail."""
+    hi = n if hi is None else hi
     *ins, out = operands
     *in_bases, out_base = bases
     *in_strides, out_stride = inner_strides
@@ -224,17 +326,21 @@ def _map_level(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
                if s == 0}
     w = kb.vector_width
     vectorize = out_stride == 1 and all(s in (0, 1) for s in in_strides) and n >= w
-    vector_end = n // w * w if vectorize else 0
+    vector_end: Value = lo
     if vectorize:
+        if isinstance(lo, int) and isinstance(hi, int):
+            vector_end = lo + (hi - lo) // w * w
+        else:
+            vector_end = kb.sub(hi, kb.srem(kb.sub(hi, lo), w))
         splats = {i: splat(kb, v, w) for i, v in hoisted.items()}
-        with kb.loop(0, vector_end, w) as loop:
+        with kb.loop(lo, vector_end, w) as loop:
             values = [splats[i] if i in splats else
                       kb.load(op.ptr, _offset(kb, b, loop.iv, 1), vector=True, element=op.element)
                       for i, (op, b) in enumerate(zip(ins, in_bases, strict=True))]
             kb.store(fn(values, True), out.ptr, _offset(kb, out_base, loop.iv, 1),
                      element=out.element)
-    if vector_end < n:
-        with kb.loop(vector_end, n) as loop:
+    if not (isinstance(vector_end, int) and isinstance(hi, int) and vector_end >= hi):
+        with kb.loop(vector_end, hi) as loop:
             values = [hoisted[i] if i in hoisted else
                       kb.load(op.ptr, _offset(kb, b, loop.iv, s), element=op.element)
                       for i, (op, b, s) in enumerate(zip(ins, in_bases, in_strides, strict=True))]
@@ -304,9 +410,13 @@ INT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
 # ----------------------------------------------------------------------------- builders
 
 
-def _kernel(op: Operation, name: str, vector_width: int) -> tuple[KernelBuilder, list[SSAValue]]:
-    kb = KernelBuilder(name, [PTR] * len(op.operands), vector_width=vector_width)
-    return kb, list(kb.args)
+def _kernel(op: Operation, name: str, vector_width: int, partitioned: bool = False,
+            ) -> tuple[KernelBuilder, list[SSAValue], Share | None]:
+    """A kernel over one pointer per operand of `op`; partitioned, also (part, parts)."""
+    count = len(op.operands)
+    kb = KernelBuilder(name, [PTR] * count + [i64, i64] * partitioned, vector_width=vector_width)
+    args = list(kb.args)
+    return kb, args[:count], (args[count], args[count + 1]) if partitioned else None
 
 
 def _broadcast_inputs(kb_args: Sequence[SSAValue], values: Sequence[SSAValue],
@@ -319,11 +429,12 @@ def _out_operand(ptr: SSAValue, value: SSAValue) -> Operand:
     return Operand(ptr, row_major_strides(shape_of(value)), 0, llvm_element(value.type))
 
 
-def build_elementwise(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_elementwise(op: Operation, name: str, vector_width: int,
+                      partitioned: bool = False) -> llvm.FuncOp:
     """out = fn(inputs...) with the inputs broadcast numpy-style to out's shape."""
     assert isinstance(op, lir.ElementwiseOp)
     fn = ElementwiseFn(op.fn.data)
-    kb, args = _kernel(op, name, vector_width)
+    kb, args, share = _kernel(op, name, vector_width, partitioned)
     element = llvm_element(op.out.type)
     table = FLOAT_FNS if element == f32 else INT_FNS
     if fn not in table:
@@ -332,37 +443,43 @@ def build_elementwise(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     out_shape = shape_of(op.out)
     inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
     strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs,
-                lambda values, _: scalar_fn(kb, *values))
+                lambda values, _: scalar_fn(kb, *values), share)
     kb.ret()
     return kb.finish()
 
 
 def _copy_map(op: Operation, name: str, vector_width: int,
               input_strides: Callable[[Sequence[int], Sequence[int]], tuple[list[int], int]],
-              ) -> llvm.FuncOp:
+              partitioned: bool) -> llvm.FuncOp:
     """out = input viewed through (strides, offset) = input_strides(input shape, out shape)."""
-    kb, (src, dst) = _kernel(op, name, vector_width)
+    kb, (src, dst), share = _kernel(op, name, vector_width, partitioned)
     source, out = op.operands
     strides, offset = input_strides(shape_of(source), shape_of(out))
     strided_map(kb, shape_of(out), _out_operand(dst, out),
-                [Operand(src, strides, offset, llvm_element(source.type))], lambda v, _: v[0])
+                [Operand(src, strides, offset, llvm_element(source.type))], lambda v, _: v[0],
+                share)
     kb.ret()
     return kb.finish()
 
 
-def build_broadcast_to(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_broadcast_to(op: Operation, name: str, vector_width: int,
+                       partitioned: bool = False) -> llvm.FuncOp:
     """out = input broadcast (numpy rules) to out's shape."""
     assert isinstance(op, lir.BroadcastToOp)
-    return _copy_map(op, name, vector_width, lambda s, o: (broadcast_strides(s, o), 0))
+    return _copy_map(op, name, vector_width, lambda s, o: (broadcast_strides(s, o), 0),
+                     partitioned)
 
 
-def build_copy(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_copy(op: Operation, name: str, vector_width: int,
+               partitioned: bool = False) -> llvm.FuncOp:
     """out = input (one flat vector loop)."""
     assert isinstance(op, lir.CopyOp)
-    return _copy_map(op, name, vector_width, lambda s, o: (row_major_strides(s), 0))
+    return _copy_map(op, name, vector_width, lambda s, o: (row_major_strides(s), 0),
+                     partitioned)
 
 
-def build_transpose(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_transpose(op: Operation, name: str, vector_width: int,
+                    partitioned: bool = False) -> llvm.FuncOp:
     """out = input with its dims permuted: out dim i walks input dim perm[i]."""
     assert isinstance(op, lir.TransposeOp)
     rank = len(shape_of(op.input))
@@ -372,10 +489,11 @@ def build_transpose(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
         own = row_major_strides(shape)
         return [own[p] for p in perm], 0
 
-    return _copy_map(op, name, vector_width, strides)
+    return _copy_map(op, name, vector_width, strides, partitioned)
 
 
-def build_narrow(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_narrow(op: Operation, name: str, vector_width: int,
+                 partitioned: bool = False) -> llvm.FuncOp:
     """out = input[..., start:start+length, ...] along `axis` (a strided copy)."""
     assert isinstance(op, lir.NarrowOp)
     shape = shape_of(op.input)
@@ -386,13 +504,14 @@ def build_narrow(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
         own = row_major_strides(shape)
         return own, start * own[axis]
 
-    return _copy_map(op, name, vector_width, strides)
+    return _copy_map(op, name, vector_width, strides, partitioned)
 
 
-def build_concat(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_concat(op: Operation, name: str, vector_width: int,
+                 partitioned: bool = False) -> llvm.FuncOp:
     """out = inputs joined along `axis`: each input is copied into its slice of out."""
     assert isinstance(op, lir.ConcatOp)
-    kb, args = _kernel(op, name, vector_width)
+    kb, args, share = _kernel(op, name, vector_width, partitioned)
     out_shape = shape_of(op.out)
     axis = op.axis.value.data % len(out_shape)
     out_strides = row_major_strides(out_shape)
@@ -402,7 +521,8 @@ def build_concat(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
         shape = shape_of(value)
         target = Operand(args[-1], out_strides, position * out_strides[axis], element)
         strided_map(kb, shape, target,
-                    [Operand(ptr, row_major_strides(shape), 0, element)], lambda v, _: v[0])
+                    [Operand(ptr, row_major_strides(shape), 0, element)], lambda v, _: v[0],
+                    share)
         position += shape[axis]
     kb.ret()
     return kb.finish()
@@ -416,7 +536,7 @@ def build_constant(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out = the op's dense value: a fill loop for a splat, else the value's bit patterns
     stored W elements at a time from vector constants (the data lives in the code)."""
     assert isinstance(op, lir.ConstantOp)
-    kb, (dst,) = _kernel(op, name, vector_width)
+    kb, (dst,), _ = _kernel(op, name, vector_width)
     element = llvm_element(op.out.type)
     bits_type = _BIT_TYPES[element]
     data = np.frombuffer(op.value.data.data, dtype=_NUMPY_BITS[element]).ravel()
@@ -535,15 +655,16 @@ def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
     raise AssertionError("a verified fused_elementwise body ends in lir.yield")
 
 
-def build_fused_elementwise(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_fused_elementwise(op: Operation, name: str, vector_width: int,
+                            partitioned: bool = False) -> llvm.FuncOp:
     """out = body(inputs...) at every element, the inputs broadcast to out's shape."""
     assert isinstance(op, lir.FusedElementwiseOp)
-    kb, args = _kernel(op, name, vector_width)
+    kb, args, share = _kernel(op, name, vector_width, partitioned)
     out_shape = shape_of(op.out)
     inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
     block = op.body.block
     strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs,
-                lambda values, vector: translate_body(kb, block, values, vector))
+                lambda values, vector: translate_body(kb, block, values, vector), share)
     kb.ret()
     return kb.finish()
 
@@ -559,3 +680,11 @@ BUILDERS: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = 
     lir.ConcatOp: build_concat,
 }
 """The kernel builders of this family by lir op class (collected by `codegen.kernels`)."""
+
+PARTITIONED: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = {
+    cls: functools.partial(BUILDERS[cls], partitioned=True)
+    for cls in (lir.ElementwiseOp, lir.FusedElementwiseOp, lir.BroadcastToOp, lir.CopyOp,
+                lir.TransposeOp, lir.NarrowOp, lir.ConcatOp)
+}
+"""Builders of the same kernels with two more i64 arguments (part, parts), each call
+computing its share of `out` (see the module docstring); `constant` stays serial."""

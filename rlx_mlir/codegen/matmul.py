@@ -267,28 +267,68 @@ class KBlock:
     last: SSAValue | bool = True
 
 
-def _gemm_tile(kb: KernelBuilder, mats: Matrices, i: Index, j: Index, rows: int, cols: int,
-               width: int, ks: KBlock, epilogue: Epilogue) -> None:
+Span = tuple[Index, Index]
+"""A half-open range [lo, hi) of rows or columns, bounds as Python ints or run-time i64."""
+
+
+def _min(kb: KernelBuilder, a: Index, b: int) -> Index:
+    if isinstance(a, int):
+        return min(a, b)
+    return kb.select(kb.icmp("slt", a, b), a, kb.index(b))
+
+
+def _when(kb: KernelBuilder, hi: Index, bound: int, body) -> None:
+    """body() if hi > bound (a static test for a Python int)."""
+    if isinstance(hi, int):
+        if hi > bound:
+            body()
+        return
+    with kb.if_(kb.icmp("sgt", hi, bound)):
+        body()
+
+
+def _sweep(kb: KernelBuilder, span: Span, full: int, total: int, unit: int, tile) -> None:
+    """tile(start, size) over the span [lo, hi) of an axis of `total` elements: whole
+    `unit`s below `full` (= total // unit · unit) in a loop, then the static rest
+    (total - full) when the span reaches past `full`. `lo` is a multiple of `unit`, `hi`
+    a multiple of it or `total`."""
+    lo, hi = span
+    stop = _min(kb, hi, full)
+    if isinstance(lo, int) and isinstance(stop, int):
+        if stop - lo == unit:
+            tile(lo, unit)
+        elif stop > lo:
+            with kb.loop(lo, stop, unit) as loop:
+                tile(loop.iv, unit)
+    else:
+        with kb.loop(lo, stop, unit) as loop:
+            tile(loop.iv, unit)
+    if total > full:
+        _when(kb, hi, full, lambda: tile(full, total - full))
+
+
+def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: int,
+                  c: SSAValue, ldc: int, cols: int, width: int, ks: KBlock,
+                  epilogue: Epilogue, i: Index, j: Index) -> None:
     """The micro-kernel: C[i:i+rows, j:j+cols·width] (+)= A[i:i+rows, ks] @ B[ks, j:...]
-    with `cols` vectors of `width` lanes (width 1: scalars) and the accumulators in
-    registers: they start at 0 (first K block) or from C, and the epilogue is applied
-    before the store of the last K block."""
+    with `cols` vectors of `width` lanes (width 1: scalars) and the rows·cols accumulators
+    in registers. `a_rows[r]` points at A[i + r, ks.start], `b` at B[ks.start, j] (row
+    stride `ldb`: the matrix or a packed panel), `c` at C[i, j]. The accumulators start
+    at 0; blocks after the first add them to C at the end; the last block applies the
+    epilogue before its store."""
+    rows = len(a_rows)
     vector = width > 1
-    a_rows = [_ptr(kb, mats.a, _mul(kb, _add(kb, i, r), mats.lda)) for r in range(rows)]
-    b_base = _ptr(kb, mats.b, j)
-    c_base = _ptr(kb, mats.c, _add(kb, _mul(kb, i, mats.ldc), j))
-    offsets = [r * mats.ldc + c * width for r in range(rows) for c in range(cols)]
 
     def step(k: Index, accs: list[SSAValue]) -> list[SSAValue]:
-        row = _ptr(kb, b_base, _mul(kb, k, mats.ldb))
-        bs = [kb.load(row, c * width, vector=vector) for c in range(cols)]
+        row = _ptr(kb, b, _mul(kb, k, ldb))
+        bs = [kb.load(row, col * width, vector=vector) for col in range(cols)]
         accs = list(accs)
         for r in range(rows):
             a = kb.load(a_rows[r], k)
             if vector:
                 a = kb.splat(a)
-            for c in range(cols):
-                accs[r * cols + c] = _fma(kb, a, bs[c], accs[r * cols + c])
+            for col in range(cols):
+                accs[r * cols + col] = _fma(kb, a, bs[col], accs[r * cols + col])
         return accs
 
     def k_loop(start: Index, stop: Index, step_: int, accs: list[SSAValue]) -> list[SSAValue]:
@@ -299,35 +339,37 @@ def _gemm_tile(kb: KernelBuilder, mats: Matrices, i: Index, j: Index, rows: int,
             loop.yield_(*cur)
         return loop.results
 
-    zero = _zero(kb, vector)
-    if ks.first is True:
-        accs = [zero] * len(offsets)
-    else:
-        accs = [kb.load(c_base, off, vector=vector) for off in offsets]
-        if ks.first is not False:  # run time: C may hold anything before the first block
-            accs = [kb.select(ks.first, zero, acc) for acc in accs]
+    offsets = [r * ldc + col * width for r in range(rows) for col in range(cols)]
+    if PREFETCH_C and width > 1:
+        for r in range(rows):
+            for off in range(0, cols * width, 16):
+                _prefetch(kb, c, r * ldc + off)
+    accs = [_zero(kb, vector)] * len(offsets)
     if isinstance(ks.length, int):
         k_main = ks.length // K_UNROLL * K_UNROLL
         if k_main:
-            accs = k_loop(ks.start, _add(kb, ks.start, k_main), K_UNROLL, accs)
+            accs = k_loop(0, k_main, K_UNROLL, accs)
         for t in range(k_main, ks.length):
-            accs = step(_add(kb, ks.start, t), accs)
+            accs = step(t, accs)
     else:
-        stop = kb.add(ks.start, ks.length)
-        main = kb.add(ks.start, kb.insert(llvm.AndOp(ks.length, kb.index(-K_UNROLL))))
-        accs = k_loop(ks.start, main, K_UNROLL, accs)
-        accs = k_loop(main, stop, 1, accs)
+        main = kb.insert(llvm.AndOp(ks.length, kb.index(-K_UNROLL)))
+        accs = k_loop(0, main, K_UNROLL, accs)
+        accs = k_loop(main, ks.length, 1, accs)
+    if ks.first is not True:
+        summed = [kb.fadd(acc, kb.load(c, off, vector=vector)) for acc, off in zip(accs, offsets, strict=True)]
+        accs = summed if ks.first is False else [
+            kb.select(ks.first, acc, total) for acc, total in zip(accs, summed, strict=True)]
 
     def store(with_epilogue: bool) -> None:
         for r in range(rows):
-            for c in range(cols):
-                value = accs[r * cols + c]
+            for col in range(cols):
+                value = accs[r * cols + col]
                 if with_epilogue:
-                    value = epilogue.apply(kb, value, _add(kb, i, r), _add(kb, j, c * width),
+                    value = epilogue.apply(kb, value, _add(kb, i, r), _add(kb, j, col * width),
                                            vector)
-                kb.store(value, c_base, r * mats.ldc + c * width)
+                kb.store(value, c, r * ldc + col * width)
         if with_epilogue:
-            epilogue.finish_tile(kb, c_base, rows, cols, width, mats.ldc)
+            epilogue.finish_tile(kb, c, rows, cols, width, ldc)
 
     if ks.last is True or ks.last is False or epilogue.trivial:
         store(ks.last is True and not epilogue.trivial)
@@ -335,6 +377,29 @@ def _gemm_tile(kb: KernelBuilder, mats: Matrices, i: Index, j: Index, rows: int,
         store(False)
         with kb.if_(ks.last):
             store(True)
+
+
+PREFETCH_C = True
+
+
+def _prefetch(kb: KernelBuilder, base: SSAValue, offset: Index, write: bool = False) -> None:
+    """Software prefetch of the cache line holding base[offset] into L1."""
+    args = [_ptr(kb, base, offset), kb.constant(int(write), i32), kb.constant(3, i32),
+            kb.constant(1, i32)]
+    kb.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
+
+
+def _pack_panel(kb: KernelBuilder, src: SSAValue, ldb: int, length: Index, dst: SSAValue,
+                cols: int) -> None:
+    """dst[k, 0:cols·W] = B[k, 0:cols·W] for k < length (`src` at B[k0, j]): the panel
+    of B the micro-kernels of one column block read, contiguous (no cache-set conflicts
+    of a power-of-two row stride, no TLB miss per row)."""
+    w = kb.vector_width
+    with kb.loop(0, length) as loop:
+        row = kb.gep(src, kb.mul(loop.iv, ldb))
+        out = kb.gep(dst, kb.mul(loop.iv, cols * w))
+        for col in range(cols):
+            kb.store(kb.load(row, col * w, vector=True), out, col * w)
 
 
 def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
@@ -381,71 +446,100 @@ def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
     epilogue.finish_tile(kb, _ptr(kb, mats.c, i), rows, 1, 1, 1)
 
 
-def _row_sweep(kb: KernelBuilder, m: int, mr: int, tile) -> None:
-    """Run `tile(i, rows)` over the rows of C: full MR tiles in a loop, then the rest."""
-    m_full = m // mr * mr
-    if m_full == mr:
-        tile(0, mr)
-    elif m_full:
-        with kb.loop(0, m_full, mr) as loop:
-            tile(loop.iv, mr)
-    if m - m_full:
-        tile(m_full, m - m_full)
+def gemm_tiles(width: int) -> tuple[int, int]:
+    """(MR, NR) of the micro-kernel for a vector width."""
+    return GEMM_TILES.get(width, (4, 2))
 
 
 def emit_gemm(kb: KernelBuilder, mats: Matrices, m: int, n: int, k: int,
-              epilogue: Epilogue = NO_EPILOGUE) -> None:
-    """C[M, N] = epilogue(A[M, K] @ B[K, N]) with the register-blocked micro-kernels.
+              epilogue: Epilogue = NO_EPILOGUE, rows: Span | None = None,
+              cols: Span | None = None) -> None:
+    """C[rows, cols] = epilogue(A[rows, :] @ B[:, cols]) of C[M, N] = A[M, K] @ B[K, N]
+    with the register-blocked micro-kernels; `rows` (default all) starts at a multiple of
+    MR and ends at one or at M, `cols` starts at a multiple of NR·W and ends at one or N.
 
-    K is split into near-equal blocks of at most K_BLOCK (the B panel of a column block
-    stays in cache and its rows are read as consecutive runs) by a run-time loop around
-    one copy of the tile sweep: the first block writes C, the next ones accumulate into
-    it, the last one also applies the epilogue."""
+    Loop order: K blocks of at most K_BLOCK (a run-time loop; the first block writes C,
+    later ones add to it, the last applies the epilogue) → column panels of NR·W → row
+    tiles of MR. When the span has several row tiles, the panel B[kblock, panel] is first
+    packed into a contiguous stack buffer (K_BLOCK·NR·W floats, L1-resident) that every
+    row tile then streams. Columns past the last whole panel use narrower micro-kernels
+    (1..NR-1 vectors, then scalar columns) reading B in place."""
+    rows = rows if rows is not None else (0, m)
+    cols = cols if cols is not None else (0, n)
     w = kb.vector_width
-    mr, nr = GEMM_TILES.get(w, (4, 2))
+    mr, nr = gemm_tiles(w)
+    m_full = m // mr * mr
     if n == 1 and w > 1 and mats.ldb == 1:
-        _row_sweep(kb, m, mr, lambda i, rows: _dot_tile(kb, mats, i, rows, k, epilogue))
+        _sweep(kb, rows, m_full, m, mr,
+               lambda i, size: _dot_tile(kb, mats, i, size, k, epilogue))
         return
-
-    def sweep(j: Index, cols: int, width: int, ks: KBlock) -> None:
-        _row_sweep(kb, m, mr, lambda i, rows: _gemm_tile(
-            kb, mats, i, j, rows, cols, width, ks, epilogue))
-
-    def column_sweep(ks: KBlock) -> None:
-        block = nr * w
-        n_full = n // block * block
-        if n_full == block:
-            sweep(0, nr, w, ks)
-        elif n_full:
-            with kb.loop(0, n_full, block) as loop:
-                sweep(loop.iv, nr, w, ks)
-        n_vec = (n - n_full) // w
-        if n_vec:
-            sweep(n_full, n_vec, w, ks)
-        n_scalar = n_full + n_vec * w
-        groups_end = n_scalar + (n - n_scalar) // SCALAR_COLS * SCALAR_COLS
-        if groups_end - n_scalar == SCALAR_COLS:
-            sweep(n_scalar, SCALAR_COLS, 1, ks)
-        elif groups_end > n_scalar:
-            with kb.loop(n_scalar, groups_end, SCALAR_COLS) as loop:
-                sweep(loop.iv, SCALAR_COLS, 1, ks)
-        if n - groups_end:
-            sweep(groups_end, n - groups_end, 1, ks)
-
+    nb = nr * w
+    n_full = n // nb * nb
     blocks = -(-k // K_BLOCK)
-    if blocks == 1:
-        column_sweep(KBlock(0, k))
-        return
     kc = -(-k // blocks)
     kc = -(-kc // K_UNROLL) * K_UNROLL  # near-equal blocks, whole unrolled steps
-    with kb.loop(0, k, kc) as loop:
-        k0 = loop.iv
-        if k % kc:
-            rest = kb.sub(k, k0)
-            length = kb.select(kb.icmp("slt", rest, kc), rest, kb.index(kc))
+    pack = m > mr and n_full > 0
+    buffer = kb.alloca(min(kc, k) * nb) if pack else None
+
+    def tiles(j: Index, ncols: int, width: int, ks: KBlock, b: SSAValue, ldb: int) -> None:
+        def tile(i: Index, size: int) -> None:
+            a_rows = [_ptr(kb, mats.a, _add(kb, _mul(kb, _add(kb, i, r), mats.lda), ks.start))
+                      for r in range(size)]
+            c = _ptr(kb, mats.c, _add(kb, _mul(kb, i, mats.ldc), j))
+            _micro_kernel(kb, a_rows, b, ldb, c, mats.ldc, ncols, width, ks, epilogue, i, j)
+
+        _sweep(kb, rows, m_full, m, mr, tile)
+
+    def b_at(ks: KBlock, j: Index) -> SSAValue:
+        return _ptr(kb, mats.b, _add(kb, _mul(kb, ks.start, mats.ldb), j))
+
+    def edge_columns(ks: KBlock) -> None:
+        n_vec = (n - n_full) // w
+        if n_vec:
+            tiles(n_full, n_vec, w, ks, b_at(ks, n_full), mats.ldb)
+        n_scalar = n_full + n_vec * w
+        groups_end = n_scalar + (n - n_scalar) // SCALAR_COLS * SCALAR_COLS
+
+        def group(j: Index, size: int) -> None:
+            tiles(j, size, 1, ks, b_at(ks, j), mats.ldb)
+
+        _sweep(kb, (n_scalar, n), groups_end, n, SCALAR_COLS, group)
+
+    def k_blocks(body) -> None:
+        if blocks == 1:
+            body(KBlock(0, k))
+            return
+        with kb.loop(0, k, kc) as loop:
+            k0 = loop.iv
+            if k % kc:
+                rest = kb.sub(k, k0)
+                length = kb.select(kb.icmp("slt", rest, kc), rest, kb.index(kc))
+            else:
+                length = kc
+            body(KBlock(k0, length, kb.icmp("eq", k0, 0), kb.icmp("sge", k0, k - kc)))
+
+    def panel_block(j: Index, ks: KBlock) -> None:
+        if pack:
+            _pack_panel(kb, b_at(ks, j), mats.ldb, ks.length, buffer, nr)
+            tiles(j, nr, w, ks, buffer, nb)
         else:
-            length = kc
-        column_sweep(KBlock(k0, length, kb.icmp("eq", k0, 0), kb.icmp("sge", k0, k - kc)))
+            tiles(j, nr, w, ks, b_at(ks, j), mats.ldb)
+
+    if ORDER == "jk":
+        _sweep(kb, cols, n_full, n_full, nb, lambda j, _: k_blocks(lambda ks: panel_block(j, ks)))
+        if n > n_full:
+            _when(kb, cols[1], n_full, lambda: k_blocks(edge_columns))
+        return
+
+    def column_sweep(ks: KBlock) -> None:
+        _sweep(kb, cols, n_full, n_full, nb, lambda j, _: panel_block(j, ks))
+        if n > n_full:
+            _when(kb, cols[1], n_full, lambda: edge_columns(ks))
+
+    k_blocks(column_sweep)
+
+
+ORDER = "jk"
 
 
 def _emit_batched(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValue,
@@ -613,7 +707,7 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int) 
         if n - n_full:
             tile(i, n_full, rows, n - n_full)
 
-    _row_sweep(kb, m, DEQUANT_ROWS, n_sweep)
+    _sweep(kb, (0, m), m // DEQUANT_ROWS * DEQUANT_ROWS, m, DEQUANT_ROWS, n_sweep)
     kb.ret()
     return kb.finish()
 

@@ -26,21 +26,32 @@ dims that are both reduced or both kept are merged, leaving alternating groups. 
 `[R]` and `[K, R]` use `_row_reduce` per row, `[R, K]` and `[K, R, K]` use `_outer_reduce`
 per batch, and every other pattern (e.g. axes (0, 2) of a rank-3 input) initializes `out`
 with the identity and combines into it with the same two building blocks in nested loops.
+
+Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+arguments `(part, parts)` and run the serial code on part p's share
+[count·p/parts, count·(p+1)/parts) of independent work items: whole rows for the norms,
+softmax along the last axis and `[K, R]` reductions; (outer index, column chunk) items
+for softmax along another axis and `[R, K]`/`[K, R, K]` reductions (chunks of whole
+vectors, narrow enough to give every part work); units of W elements for a copy. A full
+reduction `[R]` and the general patterns run serially on part 0.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerType, VectorType
+from xdsl.dialects.builtin import IntegerType, VectorType, i64
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir import shape_inference as rules
 from rlx_mlir.codegen import vmath
 from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value
+from rlx_mlir.codegen.elementwise import Share, part_range
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 
@@ -199,16 +210,58 @@ def _row_accumulate(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
     return accs
 
 
-def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None]) -> None:
-    """body(i, vector) for every vector chunk of range(n), then every scalar of the tail."""
+def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None],
+             lo: Value = 0, hi: Value | None = None) -> None:
+    """body(i, vector) for every vector chunk of range(lo, hi) (default: range(n)), then
+    every scalar of the tail."""
     w = kb.vector_width
-    nvec = n // w * w
-    if nvec:
-        with kb.loop(0, nvec, w) as loop:
+    hi = n if hi is None else hi
+    if isinstance(lo, int) and isinstance(hi, int):
+        nvec: Value = lo + (hi - lo) // w * w
+        if nvec != lo:
+            with kb.loop(lo, nvec, w) as loop:
+                body(loop.iv, True)
+        if nvec != hi:
+            with kb.loop(nvec, hi, 1) as loop:
+                body(loop.iv, False)
+        return
+    nvec = kb.sub(hi, kb.srem(kb.sub(hi, lo), w))
+    if n >= w:
+        with kb.loop(lo, nvec, w) as loop:
             body(loop.iv, True)
-    if nvec < n:
-        with kb.loop(nvec, n, 1) as loop:
-            body(loop.iv, False)
+    with kb.loop(nvec, hi, 1) as loop:
+        body(loop.iv, False)
+
+
+# ----------------------------------------------------------------------------- partitioning
+
+
+PART_ITEMS = 64
+"""Work items a partitioned kernel aims for when it cuts columns into chunks (the most
+parts a graph runs with)."""
+
+
+def _kernel(name: str, pointers: int, vector_width: int,
+            partitioned: bool) -> tuple[KernelBuilder, list[SSAValue], Share | None]:
+    """A kernel over `pointers` pointers; partitioned, also (part, parts)."""
+    kb = KernelBuilder(name, [PTR] * pointers + [i64, i64] * partitioned,
+                       vector_width=vector_width)
+    args = list(kb.args)
+    return kb, args[:pointers], (args[pointers], args[pointers + 1]) if partitioned else None
+
+
+def _share(kb: KernelBuilder, count: int, share: Share | None) -> tuple[Value, Value]:
+    """The items [first, last) of `count` this call computes (all of them when serial)."""
+    return (0, count) if share is None else part_range(kb, count, *share)
+
+
+def chunk_width(k: int, outer: int, w: int, cap: int | None = None) -> int:
+    """The width of the column chunks of a partitioned kernel over `outer` independent
+    rows of `k` columns: whole vectors, as wide as gives ~PART_ITEMS items (at most `cap`)."""
+    wanted = -(-PART_ITEMS // outer)
+    width = -(-k // wanted)
+    width = max(w, -(-width // w) * w)
+    return min(k, width, cap or k)
 
 
 ROW_BLOCK = 8
@@ -217,9 +270,11 @@ ROW_BLOCK = 8
 
 def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
                   out_base: Value, nred: int, k: int, kind: str, divisor: float | None,
-                  accumulate: bool = False, stride: int | None = None) -> None:
+                  accumulate: bool = False, stride: int | None = None,
+                  cols: tuple[Value, Value | None] = (0, None)) -> None:
     """out[out_base + j] = kind-reduce_i x[in_base + i*stride + j] over i < nred, for j < k
-    (stride defaults to k; combined with the present out[out_base + j] when `accumulate`).
+    (stride defaults to k; combined with the present out[out_base + j] when `accumulate`;
+    only for j in range(*cols) when given).
 
     Rows go in blocks of ROW_BLOCK: each block reads its rows as parallel sequential
     streams, vectorized along j, combines them as a tree in registers and updates `out`
@@ -248,7 +303,7 @@ def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
             if single and divisor is not None:
                 value = kb.fdiv(value, divisor)
             kb.store(value, out, at)
-        _row_map(kb, k, body)
+        _row_map(kb, k, body, *cols)
 
     block(0, rows, not accumulate)
     if nfull > 1:
@@ -260,7 +315,7 @@ def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
         def scale(j: SSAValue, vec: bool) -> None:
             at = _offset(kb, out_base, j)
             kb.store(kb.fdiv(kb.load(out, at, vector=vec), divisor), out, at)
-        _row_map(kb, k, scale)
+        _row_map(kb, k, scale, *cols)
 
 
 # ----------------------------------------------------------------------------- lir.reduce
@@ -281,20 +336,21 @@ def reduce_groups(shape: Sequence[int], axes: Sequence[int]) -> list[tuple[int, 
     return groups
 
 
-def build_reduce(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_reduce(op: Operation, name: str, vector_width: int,
+                 partitioned: bool = False) -> llvm.FuncOp:
     """lir.reduce: (x, out) over the canonical groups (see the module docstring)."""
     assert isinstance(op, lir.ReduceOp)
     shape = shape_of(op.input)
     axes = rules.normalize_axes("axes", op.axes.get_values(), len(shape))
     kind = str(op.kind.data)
-    kb = KernelBuilder(name, [PTR, PTR], vector_width=vector_width)
-    x, out = kb.args
+    kb, (x, out), share = _kernel(name, 2, vector_width, partitioned)
     red = reduction(kb, kind)
     count = _prod([shape[a] for a in axes])
     divisor = float(count) if kind == "mean" and count != 1 else None
     groups = reduce_groups(shape, axes)
     sizes = [s for s, _ in groups]
     roles = tuple(r for _, r in groups)
+    w = vector_width
 
     def finish(v: SSAValue) -> SSAValue:
         return v if divisor is None else kb.fdiv(v, divisor)
@@ -303,28 +359,69 @@ def build_reduce(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
         return _row_reduce(kb, n, lambda i, vec: kb.load(x, _offset(kb, base, i), vector=vec), red)
 
     if True not in roles:
-        # Nothing to combine (only size-1 axes reduce): a copy.
+        # Nothing to combine (only size-1 axes reduce): a copy, split in units of W.
         def copy(i: SSAValue, vec: bool) -> None:
             kb.store(kb.load(x, i, vector=vec), out, i)
-        _row_map(kb, _prod(shape), copy)
-    elif roles == (True,):
-        kb.store(finish(row(0, sizes[0])), out)
+        n = _prod(shape)
+        if share is None:
+            _row_map(kb, n, copy)
+        else:
+            first, last = part_range(kb, -(-n // w), *share)
+            _row_map(kb, n, copy, kb.mul(first, w), _clip(kb, kb.mul(last, w), n))
     elif roles == (False, True):
         m, n = sizes
-        with kb.loop(0, m) as rows:
+        with kb.loop(*_share(kb, m, share)) as rows:
             kb.store(finish(row(kb.mul(rows.iv, n), n)), out, rows.iv)
     elif roles in ((True, False), (False, True, False)):
         b, nred, k = ([1] if len(sizes) == 2 else []) + sizes
-        if b == 1:
+        if share is not None:
+            # items (batch, chunk of columns)
+            width = chunk_width(k, b, w)
+            chunks = -(-k // width)
+            first, last = part_range(kb, b * chunks, *share)
+            with kb.loop(first, last) as item:
+                batch: Value = item.iv
+                cols: tuple[Value, Value | None] = (0, None)
+                if chunks > 1:
+                    batch = kb.sdiv(item.iv, chunks) if b > 1 else 0
+                    lo = kb.mul(kb.srem(item.iv, chunks) if b > 1 else item.iv, width)
+                    cols = (lo, _clip(kb, kb.add(lo, width), k))
+                _outer_reduce(kb, x, out, _scaled(kb, batch, nred * k), _scaled(kb, batch, k),
+                              nred, k, kind, divisor, cols=cols)
+        elif b == 1:
             _outer_reduce(kb, x, out, 0, 0, nred, k, kind, divisor)
         else:
             with kb.loop(0, b) as batch:
                 _outer_reduce(kb, x, out, kb.mul(batch.iv, nred * k), kb.mul(batch.iv, k),
                               nred, k, kind, divisor)
     else:
-        _general_reduce(kb, x, out, groups, kind, divisor)
+        # a full reduction, or a general pattern: serial, on part 0
+        with _on_part0(kb, share):
+            if roles == (True,):
+                kb.store(finish(row(0, sizes[0])), out)
+            else:
+                _general_reduce(kb, x, out, groups, kind, divisor)
     kb.ret()
     return kb.finish()
+
+
+def _clip(kb: KernelBuilder, value: SSAValue, limit: int) -> SSAValue:
+    """min(value, limit)."""
+    return vmath.select(kb, kb.icmp("slt", value, limit), value, kb.index(limit))
+
+
+def _scaled(kb: KernelBuilder, index: Value, stride: int) -> Value:
+    return 0 if isinstance(index, int) and index == 0 else kb.mul(index, stride)
+
+
+@contextmanager
+def _on_part0(kb: KernelBuilder, share: Share | None) -> Iterator[None]:
+    """Emit the body for part 0 only (unconditionally in a serial kernel)."""
+    if share is None:
+        yield
+        return
+    with kb.if_(kb.icmp("eq", share[0], 0)):
+        yield
 
 
 def _general_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, groups: list[tuple[int, bool]],
@@ -381,22 +478,30 @@ SOFTMAX_TILE = 1024
 """Columns per tile of a softmax along a strided axis (stack scratch: 2 tiles of floats)."""
 
 
-def build_softmax(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_softmax(op: Operation, name: str, vector_width: int,
+                  partitioned: bool = False) -> llvm.FuncOp:
     """lir.softmax: (x, out); contiguous rows for the last axis (or any axis followed only
     by size-1 dims), column tiles with stack scratch otherwise."""
     assert isinstance(op, lir.SoftmaxOp)
     shape = shape_of(op.input)
     axis = rules.normalize_axis("axis", op.axis.value.data, len(shape))
     outer, n, inner = _prod(shape[:axis]), shape[axis], _prod(shape[axis + 1:])
-    kb = KernelBuilder(name, [PTR, PTR], vector_width=vector_width)
-    x, out = kb.args
-    scratch = kb.alloca(2 * min(inner, SOFTMAX_TILE)) if inner > 1 else None
-    with kb.loop(0, outer) as rows:
-        base = kb.mul(rows.iv, n * inner)
-        if scratch is None:
-            _softmax_row(kb, x, out, base, n)
-        else:
-            _softmax_columns(kb, x, out, base, n, inner, scratch)
+    kb, (x, out), share = _kernel(name, 2, vector_width, partitioned)
+    if inner == 1:
+        with kb.loop(*_share(kb, outer, share)) as rows:
+            _softmax_row(kb, x, out, kb.mul(rows.iv, n), n)
+    elif share is None:
+        scratch = kb.alloca(2 * min(inner, SOFTMAX_TILE))
+        with kb.loop(0, outer) as rows:
+            _softmax_columns(kb, x, out, kb.mul(rows.iv, n * inner), n, inner, scratch)
+    else:
+        # items (outer index, column tile), tiles narrow enough to give every part work
+        tile = chunk_width(inner, outer, vector_width, SOFTMAX_TILE)
+        tiles = -(-inner // tile)
+        scratch = kb.alloca(2 * tile)
+        with kb.loop(*_share(kb, outer * tiles, share)) as item:
+            base = kb.mul(kb.sdiv(item.iv, tiles), n * inner)
+            _softmax_columns(kb, x, out, base, n, inner, scratch, tile, kb.srem(item.iv, tiles))
     kb.ret()
     return kb.finish()
 
@@ -426,15 +531,17 @@ def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, 
 
 
 def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue,
-                     n: int, inner: int, scratch: SSAValue) -> None:
-    """Softmax along a strided axis: x[base + i*inner + j], i < n, for every column j.
+                     n: int, inner: int, scratch: SSAValue, tile: int | None = None,
+                     only: SSAValue | None = None) -> None:
+    """Softmax along a strided axis: x[base + i*inner + j], i < n, for every column j
+    (or only for the columns of tile number `only`).
 
-    Columns go in tiles of up to SOFTMAX_TILE; per tile, the column maxima (an outer
-    reduction, rows in register blocks) and sums live in `scratch`, and each of the
-    three passes (max; exp, store and sum; scale) reads the tile's rows as contiguous
-    runs, vectorized along j.
+    Columns go in tiles of up to `tile` (default SOFTMAX_TILE); per tile, the column
+    maxima (an outer reduction, rows in register blocks) and sums live in `scratch`, and
+    each of the three passes (max; exp, store and sum; scale) reads the tile's rows as
+    contiguous runs, vectorized along j.
     """
-    tile = min(inner, SOFTMAX_TILE)
+    tile = tile or min(inner, SOFTMAX_TILE)
     m_ptr, s_ptr = scratch, kb.gep(scratch, tile)
     ntiles = inner // tile
 
@@ -461,28 +568,40 @@ def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAVal
                 kb.store(kb.fmul(kb.load(out, at, vector=vec), kb.load(s_ptr, c, vector=vec)), out, at)
             _row_map(kb, width, scale)
 
-    if ntiles > 1:
+    if only is not None:
+        if ntiles == 1 and inner == tile:
+            do_tile(0, tile)
+        else:
+            with kb.if_(kb.icmp("slt", only, ntiles)):
+                do_tile(kb.mul(only, tile), tile)
+    elif ntiles > 1:
         with kb.loop(0, ntiles * tile, tile) as cols:
             do_tile(cols.iv, tile)
     else:
         do_tile(0, tile)
     if inner > ntiles * tile:
-        do_tile(ntiles * tile, inner - ntiles * tile)
+        if only is None:
+            do_tile(ntiles * tile, inner - ntiles * tile)
+        else:
+            with kb.if_(kb.icmp("eq", only, ntiles)):
+                do_tile(ntiles * tile, inner - ntiles * tile)
 
 
 # ----------------------------------------------------------------------------- norms
 
 
-def _norm_setup(op: Operation, name: str, vector_width: int):
+def _norm_setup(op: Operation, name: str, vector_width: int, partitioned: bool):
+    """The kernel, its x, gamma, beta (or None) and out, this call's rows [first, last),
+    the row length and eps."""
     shape = shape_of(op.operands[0])
     n = shape[-1]
     rows = _prod(shape[:-1])
     has_beta = getattr(op, "beta", None) is not None
-    kb = KernelBuilder(name, [PTR] * (4 if has_beta else 3), vector_width=vector_width)
-    x, gamma, *rest = kb.args
+    kb, args, share = _kernel(name, 4 if has_beta else 3, vector_width, partitioned)
+    x, gamma, *rest = args
     beta = rest[0] if has_beta else None
     eps = float(op.eps.value.data)  # type: ignore[attr-defined]
-    return kb, x, gamma, beta, kb.args[-1], rows, n, eps
+    return kb, x, gamma, beta, args[-1], _share(kb, rows, share), n, eps
 
 
 def _sum_of_squares(kb: KernelBuilder, n: int, chunk: Chunk) -> SSAValue:
@@ -510,12 +629,13 @@ def _normalize_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAVal
     _row_map(kb, n, body)
 
 
-def build_rms_norm(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_rms_norm(op: Operation, name: str, vector_width: int,
+                   partitioned: bool = False) -> llvm.FuncOp:
     """Per row: one pass for the sum of squares (FMAs into vector accumulators), one pass
     writing x · (1/sqrt(mean + eps)) · gamma (+ beta)."""
     assert isinstance(op, lir.RmsNormOp)
-    kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width)
-    with kb.loop(0, rows) as r:
+    kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width, partitioned)
+    with kb.loop(*rows) as r:
         base = kb.mul(r.iv, n)
         ss = _sum_of_squares(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec))
         scale = kb.fdiv(1.0, kb.sqrt(kb.fadd(kb.fdiv(ss, float(n)), eps)))
@@ -524,14 +644,15 @@ def build_rms_norm(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     return kb.finish()
 
 
-def build_layer_norm(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+def build_layer_norm(op: Operation, name: str, vector_width: int,
+                     partitioned: bool = False) -> llvm.FuncOp:
     """Per row: a sum pass gives a first mean m0; a second pass sums d = x - m0 and d²
     (x - m0 is exact near the mean), so mean = m0 + c with c = Σd/n and
     var = Σd²/n - c² (the corrected two-pass algorithm, accurate also when |mean| >> std);
     the last pass writes ((x - m0) - c) · rstd · gamma + beta."""
     assert isinstance(op, lir.LayerNormOp)
-    kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width)
-    with kb.loop(0, rows) as r:
+    kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width, partitioned)
+    with kb.loop(*rows) as r:
         base = kb.mul(r.iv, n)
         total = _row_reduce(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec),
                             fold(kb, 0.0, kb.fadd, kb.hsum))
@@ -563,3 +684,7 @@ BUILDERS = {
     lir.RmsNormOp: build_rms_norm,
     lir.LayerNormOp: build_layer_norm,
 }
+
+PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
+"""Builders of the same kernels with two more i64 arguments (part, parts), each call
+computing its share of `out` (see the module docstring)."""
