@@ -60,6 +60,7 @@ class Target:
 def _initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()  # the barrier's inline assembly needs it
 
 
 def vector_width_for(cpu: str, features: str) -> int:

@@ -246,7 +246,9 @@ PARTITIONED_ATTENTION = ("rank3 none", "rank2 gqa odd D", "causal S<T", "causal 
 PARTITIONED_ROPE = ("half rank2", "interleaved rank3 D=64", "half n_rot<D", "interleaved odd D",
                     "half D=33 n_rot=2")
 PARTITIONED_CASES = [c for c in ATTENTION_CASES + ROPE_CASES
-                     if c.label in PARTITIONED_ATTENTION + PARTITIONED_ROPE]
+                     if c.label in PARTITIONED_ATTENTION + PARTITIONED_ROPE] + [
+    attention_case("decode B=2", (2, 1, 32), 9, heads=4, dim=8, kv_heads=2, kind="causal",
+                   seed=19)]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -255,7 +257,7 @@ def test_partitioned(width):
     part alone writes a share disjoint from the other parts' (together: all of out):
     batches x heads x positions (decode: heads; a single row: fewer items than parts),
     causal rows in zig-zag order, rope heads."""
-    assert len(PARTITIONED_CASES) == len(PARTITIONED_ATTENTION + PARTITIONED_ROPE)
+    assert len(PARTITIONED_CASES) == len(PARTITIONED_ATTENTION + PARTITIONED_ROPE) + 1
     jitted = Jitted([A.PARTITIONED[type(c.op)](c.op, f"p{i}", width)
                      for i, c in enumerate(PARTITIONED_CASES)])
     for i, c in enumerate(PARTITIONED_CASES):

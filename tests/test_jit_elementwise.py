@@ -86,13 +86,12 @@ class Jitted:
             assert a.flags.c_contiguous
         fn(*(a.ctypes.data for a in arrays))
 
-    def call_parts(self, name: str, arrays: list[np.ndarray], parts: int) -> None:
-        """Call a partitioned kernel once per part (part = 0 .. parts-1), in order."""
+    def call_part(self, name: str, arrays: list[np.ndarray], part: int, parts: int) -> None:
+        """Call a partitioned kernel: part `part` of `parts`."""
         address = self.engine.get_function_address(name)
         fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays), ctypes.c_int64,
                               ctypes.c_int64)(address)
-        for part in range(parts):
-            fn(*(a.ctypes.data for a in arrays), part, parts)
+        fn(*(a.ctypes.data for a in arrays), part, parts)
 
     @functools.cached_property
     def asm(self) -> str:
@@ -445,7 +444,8 @@ def test_partitioned_kernels(width: int):
             expected = np.asarray(case.reference(*inputs)).astype(NP[dtype])
         for parts in PARTS:
             out = np.full(shape, SENTINEL.get(dtype, np.nan), dtype=NP[dtype])
-            jit.call_parts(case.name, [*inputs, out], parts)
+            for part in range(parts):
+                jit.call_part(case.name, [*inputs, out], part, parts)
             try:
                 if out.dtype == np.float32:
                     np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
@@ -458,10 +458,7 @@ def test_partitioned_kernels(width: int):
             written = np.zeros(shape, np.int64)
             for part in range(parts):
                 alone = np.full(shape, UNSET[dtype], dtype=NP[dtype])
-                address = jit.engine.get_function_address(case.name)
-                ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(inputs) + 1), ctypes.c_int64,
-                                 ctypes.c_int64)(address)(
-                    *(a.ctypes.data for a in [*inputs, alone]), part, parts)
+                jit.call_part(case.name, [*inputs, alone], part, parts)
                 written += alone != UNSET[dtype]
             if not (written == 1).all():
                 failures.append(f"{case.name} parts={parts}: elements written by "

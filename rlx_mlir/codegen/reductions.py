@@ -236,9 +236,13 @@ def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None],
 # ----------------------------------------------------------------------------- partitioning
 
 
-PART_ITEMS = 64
-"""Work items a partitioned kernel aims for when it cuts columns into chunks (the most
-parts a graph runs with)."""
+PART_ITEMS = 32
+"""Work items a partitioned kernel aims for when it cuts columns into chunks."""
+
+MIN_CHUNK_VECTORS = 4
+"""The narrowest column chunk, in vectors: narrower ones read each row of a tall input
+in runs too short to stream (a column sum of [4096, 512] in 16-column chunks takes
+three times as long as serially)."""
 
 
 def _kernel(name: str, pointers: int, vector_width: int,
@@ -257,10 +261,11 @@ def _share(kb: KernelBuilder, count: int, share: Share | None) -> tuple[Value, V
 
 def chunk_width(k: int, outer: int, w: int, cap: int | None = None) -> int:
     """The width of the column chunks of a partitioned kernel over `outer` independent
-    rows of `k` columns: whole vectors, as wide as gives ~PART_ITEMS items (at most `cap`)."""
+    rows of `k` columns: whole vectors (at least MIN_CHUNK_VECTORS), as wide as gives
+    ~PART_ITEMS items in all, at most `cap`."""
     wanted = -(-PART_ITEMS // outer)
     width = -(-k // wanted)
-    width = max(w, -(-width // w) * w)
+    width = max(MIN_CHUNK_VECTORS * w, -(-width // w) * w)
     return min(k, width, cap or k)
 
 
@@ -634,8 +639,8 @@ def build_rms_norm(op: Operation, name: str, vector_width: int,
     """Per row: one pass for the sum of squares (FMAs into vector accumulators), one pass
     writing x · (1/sqrt(mean + eps)) · gamma (+ beta)."""
     assert isinstance(op, lir.RmsNormOp)
-    kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width, partitioned)
-    with kb.loop(*rows) as r:
+    kb, x, gamma, beta, out, row_range, n, eps = _norm_setup(op, name, vector_width, partitioned)
+    with kb.loop(*row_range) as r:
         base = kb.mul(r.iv, n)
         ss = _sum_of_squares(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec))
         scale = kb.fdiv(1.0, kb.sqrt(kb.fadd(kb.fdiv(ss, float(n)), eps)))
@@ -651,8 +656,8 @@ def build_layer_norm(op: Operation, name: str, vector_width: int,
     var = Σd²/n - c² (the corrected two-pass algorithm, accurate also when |mean| >> std);
     the last pass writes ((x - m0) - c) · rstd · gamma + beta."""
     assert isinstance(op, lir.LayerNormOp)
-    kb, x, gamma, beta, out, rows, n, eps = _norm_setup(op, name, vector_width, partitioned)
-    with kb.loop(*rows) as r:
+    kb, x, gamma, beta, out, row_range, n, eps = _norm_setup(op, name, vector_width, partitioned)
+    with kb.loop(*row_range) as r:
         base = kb.mul(r.iv, n)
         total = _row_reduce(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec),
                             fold(kb, 0.0, kb.fadd, kb.hsum))
