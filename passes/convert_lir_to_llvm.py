@@ -62,7 +62,12 @@ from rlx_mlir.codegen.kernels import (
     kernel_builders,
     partitioned_builders,
 )
-from rlx_mlir.codegen.parallel import BARRIER, build_barrier, build_serial_wrapper
+from rlx_mlir.codegen.parallel import (
+    BARRIER,
+    SERIAL_SUFFIX,
+    build_barrier,
+    build_serial_wrapper,
+)
 from rlx_mlir.dialects import lir
 
 ARG_TYPE = "rlx.type"
@@ -251,7 +256,7 @@ class LowerKernel(RewritePattern):
                 if builder is None:
                     raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
                 kernel = builder(op, base, self.vector_width)
-                functions = [kernel, build_serial_wrapper(f"{base}__serial", kernel)]
+                functions = [kernel, build_serial_wrapper(base + SERIAL_SUFFIX, kernel)]
             for function in functions:
                 if aliased:
                     _drop_noalias(function)

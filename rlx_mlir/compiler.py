@@ -29,7 +29,7 @@ from rlx_mlir.backend import (
     optimize,
 )
 from rlx_mlir.codegen.kernels import ERROR_MESSAGES
-from rlx_mlir.codegen.parallel import BARRIER, SYNC_BYTES
+from rlx_mlir.codegen.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES
 from rlx_mlir.errors import ArgumentError, RlxError
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
@@ -127,8 +127,8 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
     if arena < 0:
         raise RlxError(f"@{entry.sym_name.data}: the arena argument has no rlx.arena_bytes "
                        "attribute, so the size of the arena to pass is unknown")
-    parallel = any(op.name == "llvm.call" and op.callee.string_value() == BARRIER
-                   for op in entry.walk())
+    parallel = any(op.name == "llvm.call" and not op.callee.string_value().endswith(SERIAL_SUFFIX)
+                   and op.callee.string_value() != BARRIER for op in entry.walk())
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
             "naive_bytes": naive, "parallel": parallel}
 

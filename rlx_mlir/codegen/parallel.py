@@ -18,6 +18,8 @@ from xdsl.ir import Attribute, Region, SSAValue
 from rlx_mlir.codegen.builder import PTR, KernelBuilder
 
 BARRIER = "rlx_barrier"
+SERIAL_SUFFIX = "__serial"
+"""Name suffix of the wrappers that run a serial kernel on thread 0 only."""
 SCHED_YIELD = "sched_yield"
 SYNC_BYTES = 128
 """Bytes of barrier state per graph: the arrival count and the generation, on two cache lines."""
