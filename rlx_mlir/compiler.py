@@ -175,6 +175,11 @@ class CompiledGraph:
         self.threads: int = wanted if meta.get("parallel") else 1
         """Threads a call uses (1 when no kernel is large enough to split)."""
         self._team: ThreadTeam | None = None
+        # Precomputed once: the per-call path only binds arguments and calls.
+        self._arena_address = self._arena.ctypes.data
+        self._sync_address = self._sync.ctypes.data
+        self._arg_order = tuple((a.name, a.role == "output") for a in specs)
+        self._out_layouts = tuple((o.shape, np.dtype(_numpy(o.dtype))) for o in self.outputs)
 
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         specs = {a.name: a for a in self.signature.args}
@@ -191,8 +196,8 @@ class CompiledGraph:
         return self.signature.results
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        outs = tuple(np.empty(o.shape, dtype=_numpy(o.dtype)) for o in self.outputs)
-        self._execute(args, kwargs, outs)
+        outs = tuple(np.empty(shape, dtype) for shape, dtype in self._out_layouts)
+        self._execute(args, kwargs, outs, fresh=True)
         return outs[0] if len(outs) == 1 else outs
 
     def run(self, *args: Any, out: np.ndarray | tuple[np.ndarray, ...], **kwargs: Any):
@@ -205,26 +210,27 @@ class CompiledGraph:
         self._execute(args, kwargs, outs)
         return out
 
-    def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[np.ndarray, ...]) -> None:
+    def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[np.ndarray, ...],
+                 fresh: bool = False) -> None:
         arrays = self.signature.bind(args, kwargs, self._bound)
-        for out_array in outs:
-            for name, array in arrays.items():
-                if np.may_share_memory(out_array, array):
-                    raise ArgumentError(f"out: must not overlap the memory of argument {name!r}")
+        if not fresh:  # caller-owned outputs: they must not alias an input (noalias kernels)
+            for out_array in outs:
+                for name, array in arrays.items():
+                    if np.may_share_memory(out_array, array):
+                        raise ArgumentError(f"out: must not overlap the memory of argument {name!r}")
         outputs = iter(outs)
         pointers = [
-            (next(outputs) if spec.role == "output" else arrays[spec.name]).ctypes.data
-            for spec in self.signature.args
+            (next(outputs) if is_output else arrays[name]).ctypes.data
+            for name, is_output in self._arg_order
         ]
-        pointers.append(self._arena.ctypes.data)
-        tail = (self._sync.ctypes.data,)
+        pointers.append(self._arena_address)
         with self._lock:
             if self.threads == 1:
-                status = self._entry(*pointers, 0, 1, *tail)
+                status = self._entry(*pointers, 0, 1, self._sync_address)
             else:
                 if self._team is None:
                     self._team = ThreadTeam(self.threads)
-                status = self._team.run(self._entry, pointers, tail)
+                status = self._team.run(self._entry, pointers, (self._sync_address,))
         if status:
             message = ERROR_MESSAGES.get(status, f"error code {status}")
             raise ArgumentError(f"{self.signature.name}: {message}")

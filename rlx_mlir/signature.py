@@ -6,6 +6,7 @@ calls and refuse bad ones with the same `ArgumentError`s (SPEC "Errors").
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +67,7 @@ class Signature:
         outputs = tuple(a for a in args if a.role == "output")
         return Signature(fn.sym_name.data, tuple(args), results or outputs)
 
-    @property
+    @functools.cached_property
     def callable_args(self) -> tuple[ArgSpec, ...]:
         """Inputs then params: what a caller passes (outputs are the callee's to allocate)."""
         inputs = [a for a in self.args if a.role == "input"]
@@ -120,6 +121,8 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
         arr = np.asarray(value)
     except Exception as err:  # numpy raises many types for ragged or odd input
         raise ArgumentError(f"{spec.describe()}: expected an array, got {type(value).__name__}") from err
+    if arr.dtype == want and arr.shape == spec.shape and arr.flags.c_contiguous:
+        return arr  # the common case, checked first: nothing to convert
     if arr.dtype == object or not np.can_cast(arr.dtype, want, casting="same_kind"):
         raise ArgumentError(
             f"{spec.describe()}: expected dtype {spec.dtype} (or one that casts to it under "
