@@ -7,12 +7,15 @@ xDSL `VerifyException`s that name the failing op.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
 from xdsl.dialects.builtin import (
+    DenseArrayBase,
     Float32Type,
+    FloatAttr,
+    IntegerAttr,
     IntegerType,
     MemRefType,
     Signedness,
@@ -64,6 +67,23 @@ def dtype_of(value: SSAValue | Attribute) -> str:
 
 def opt_shape(value: SSAValue | None) -> Shape | None:
     return None if value is None else shape_of(value)
+
+
+def i64_attr(value: int | IntegerAttr) -> IntegerAttr:
+    """An i64 IntegerAttr property (kept as is if already an attribute)."""
+    return value if isinstance(value, IntegerAttr) else IntegerAttr(int(value), i64)
+
+
+def f32_attr(value: float | FloatAttr) -> FloatAttr:
+    """An f32 FloatAttr property (kept as is if already an attribute)."""
+    return value if isinstance(value, FloatAttr) else FloatAttr(float(value), f32)
+
+
+def i64_array_attr(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
+    """An i64 DenseArrayBase property (kept as is if already an attribute)."""
+    if isinstance(values, DenseArrayBase):
+        return values
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
 
 
 def tensor_type(shape: Shape, dtype: str = "f32") -> TensorType:

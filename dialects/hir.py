@@ -49,6 +49,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir import shape_inference as rules
 from rlx_mlir.dialects.common import (
+    f32_attr,
+    i64_attr,
     opt_shape,
     rule_errors,
     shape_of,
@@ -75,17 +77,15 @@ INDEX = rules.INDEX_DTYPES
 UI8 = ("ui8",)
 
 
-def _i64(value: int | IntegerAttr) -> IntegerAttr:
-    return value if isinstance(value, IntegerAttr) else IntegerAttr(value, i64)
 
 
-def _f32(value: float | FloatAttr) -> FloatAttr:
-    return value if isinstance(value, FloatAttr) else FloatAttr(value, f32)
+
+
 
 
 def _eps_attr(eps: float | FloatAttr | None) -> FloatAttr | None:
     """None keeps the property's default (1e-5)."""
-    return None if eps is None else _f32(eps)
+    return None if eps is None else f32_attr(eps)
 
 
 def _enum_attr(cls: type, enum: type, value: object) -> Attribute | None:
@@ -484,11 +484,11 @@ class AttentionOp(HirOp):
             operands=[q, k, v, mask],
             result_types=[result_type],
             properties={
-                "num_heads": _i64(num_heads),
-                "head_dim": _i64(head_dim),
-                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "num_heads": i64_attr(num_heads),
+                "head_dim": i64_attr(head_dim),
+                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
                 "mask_kind": _enum_attr(MaskKindAttr, MaskKind, mask_kind),
-                "scale": _f32(1.0 / math.sqrt(head_dim) if scale is None else scale),
+                "scale": f32_attr(1.0 / math.sqrt(head_dim) if scale is None else scale),
             },
         )
 
@@ -548,8 +548,8 @@ class RopeOp(HirOp):
             operands=[x, cos, sin],
             result_types=[result_type],
             properties={
-                "head_dim": _i64(head_dim),
-                "n_rot": _i64(head_dim if n_rot is None else n_rot),
+                "head_dim": i64_attr(head_dim),
+                "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
                 "style": _enum_attr(RopeStyleAttr, RopeStyle, style),
             },
         )
@@ -690,9 +690,9 @@ class LlamaDecoderBlockOp(HirOp):
             ],
             result_types=[result_type],
             properties={
-                "num_heads": _i64(num_heads),
-                "head_dim": _i64(head_dim),
-                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "num_heads": i64_attr(num_heads),
+                "head_dim": i64_attr(head_dim),
+                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
                 "eps": _eps_attr(eps),
                 "mask_kind": _enum_attr(MaskKindAttr, MaskKind, mask_kind),
                 "rope_style": _enum_attr(RopeStyleAttr, RopeStyle, rope_style),

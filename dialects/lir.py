@@ -39,7 +39,6 @@ from xdsl.dialects.builtin import (
     MemRefType,
     NoneAttr,
     UnitAttr,
-    f32,
     i8,
     i64,
 )
@@ -64,6 +63,9 @@ from rlx_mlir import shape_inference as si
 from rlx_mlir.dialects.common import (
     dtype_name,
     dtype_of,
+    f32_attr,
+    i64_array_attr,
+    i64_attr,
     rule_errors,
     shape_of,
     verify_dtype,
@@ -161,18 +163,13 @@ def _float(attr: FloatAttr) -> float:
     return attr.value.data
 
 
-def _i64(value: int | IntegerAttr) -> IntegerAttr:
-    return value if isinstance(value, IntegerAttr) else IntegerAttr(value, i64)
 
 
-def _f32(value: float | FloatAttr) -> FloatAttr:
-    return value if isinstance(value, FloatAttr) else FloatAttr(value, f32)
 
 
-def _i64_array(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
-    if isinstance(values, DenseArrayBase):
-        return values
-    return DenseArrayBase.from_list(i64, list(values))
+
+
+
 
 
 def _require(op: Operation, ok: bool, message: str) -> None:
@@ -251,12 +248,12 @@ class ArenaOp(IRDLOperation):
         max_live_bytes: int | None = None,
     ):
         properties: dict[str, Attribute] = {
-            "size": _i64(size),
-            "alignment": _i64(alignment),
+            "size": i64_attr(size),
+            "alignment": i64_attr(alignment),
             "strategy": ArenaStrategyAttr(ArenaStrategy(strategy)),
         }
         if max_live_bytes is not None:
-            properties["max_live_bytes"] = _i64(max_live_bytes)
+            properties["max_live_bytes"] = i64_attr(max_live_bytes)
         super().__init__(result_types=[MemRefType(i8, [size])], properties=properties)
 
     def verify_(self) -> None:
@@ -410,9 +407,9 @@ class SlotOp(IRDLOperation):
             operands=[arena],
             result_types=[result_type],
             properties={
-                "offset": _i64(offset),
-                "live_start": _i64(live_start),
-                "live_end": _i64(live_end),
+                "offset": i64_attr(offset),
+                "live_start": i64_attr(live_start),
+                "live_end": i64_attr(live_end),
             },
         )
 
@@ -462,7 +459,7 @@ class ViewOp(IRDLOperation):
 
     def __init__(self, source: SSAValue | Operation, result_type: MemRefType, offset: int = 0):
         super().__init__(
-            operands=[source], result_types=[result_type], properties={"offset": _i64(offset)}
+            operands=[source], result_types=[result_type], properties={"offset": i64_attr(offset)}
         )
 
     def verify_(self) -> None:
@@ -795,7 +792,7 @@ class ReduceOp(KernelOp):
     ):
         properties: dict[str, Attribute] = {
             "kind": ReduceKindAttr(ReduceKind(kind)),
-            "axes": _i64_array(axes),
+            "axes": i64_array_attr(axes),
         }
         if keepdim:
             properties["keepdim"] = UnitAttr()
@@ -825,7 +822,7 @@ class SoftmaxOp(KernelOp):
     assembly_format = _inout("$input `:` type($input)") + _out_format("`axis` $axis")
 
     def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, axis: int = -1):
-        super().__init__(operands=[input, out], properties={"axis": _i64(axis)})
+        super().__init__(operands=[input, out], properties={"axis": i64_attr(axis)})
 
     def infer_out(self) -> Shape:
         return si.softmax(shape_of(self.input), _int(self.axis))
@@ -876,7 +873,7 @@ class RmsNormOp(NormOp):
         beta: SSAValue | Operation | None = None,
         eps: float = 1e-5,
     ):
-        super().__init__(operands=[x, gamma, beta, out], properties={"eps": _f32(eps)})
+        super().__init__(operands=[x, gamma, beta, out], properties={"eps": f32_attr(eps)})
 
 
 @irdl_op_definition
@@ -910,7 +907,7 @@ class LayerNormOp(NormOp):
         out: SSAValue | Operation,
         eps: float = 1e-5,
     ):
-        super().__init__(operands=[x, gamma, beta, out], properties={"eps": _f32(eps)})
+        super().__init__(operands=[x, gamma, beta, out], properties={"eps": f32_attr(eps)})
 
 
 @irdl_op_definition
@@ -951,8 +948,8 @@ class RopeOp(KernelOp):
         super().__init__(
             operands=[x, cos, sin, out],
             properties={
-                "head_dim": _i64(head_dim),
-                "n_rot": _i64(head_dim if n_rot is None else n_rot),
+                "head_dim": i64_attr(head_dim),
+                "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
                 "style": RopeStyleAttr(RopeStyle(style)),
             },
         )
@@ -1015,11 +1012,11 @@ class AttentionOp(KernelOp):
         super().__init__(
             operands=[q, k, v, mask, out],
             properties={
-                "num_heads": _i64(num_heads),
-                "head_dim": _i64(head_dim),
-                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "num_heads": i64_attr(num_heads),
+                "head_dim": i64_attr(head_dim),
+                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
                 "mask_kind": MaskKindAttr(MaskKind(mask_kind)),
-                "scale": _f32(1 / math.sqrt(head_dim) if scale is None else scale),
+                "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
             },
         )
 
@@ -1060,7 +1057,7 @@ class TransposeOp(DataMovementOp):
     assembly_format = _inout("$input `:` type($input)") + _out_format("`perm` $perm")
 
     def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, perm: Sequence[int]):
-        super().__init__(operands=[input, out], properties={"perm": _i64_array(perm)})
+        super().__init__(operands=[input, out], properties={"perm": i64_array_attr(perm)})
 
     def infer_out(self) -> Shape:
         return si.transpose(shape_of(self.input), self.perm.get_values())
@@ -1099,7 +1096,7 @@ class NarrowOp(DataMovementOp):
     ):
         super().__init__(
             operands=[input, out],
-            properties={"axis": _i64(axis), "start": _i64(start), "length": _i64(length)},
+            properties={"axis": i64_attr(axis), "start": i64_attr(start), "length": i64_attr(length)},
         )
 
     def infer_out(self) -> Shape:
@@ -1127,7 +1124,7 @@ class ConcatOp(DataMovementOp):
     def __init__(
         self, inputs: Sequence[SSAValue | Operation], out: SSAValue | Operation, axis: int
     ):
-        super().__init__(operands=[inputs, out], properties={"axis": _i64(axis)})
+        super().__init__(operands=[inputs, out], properties={"axis": i64_attr(axis)})
 
     def infer_out(self) -> Shape:
         return si.concat([shape_of(v) for v in self.inputs], _int(self.axis))
@@ -1186,7 +1183,7 @@ class GatherOp(DataMovementOp):
         out: SSAValue | Operation,
         axis: int = 0,
     ):
-        super().__init__(operands=[input, indices, out], properties={"axis": _i64(axis)})
+        super().__init__(operands=[input, indices, out], properties={"axis": i64_attr(axis)})
 
     def infer_out(self) -> Shape:
         return si.gather(shape_of(self.input), shape_of(self.indices), _int(self.axis))

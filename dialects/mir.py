@@ -67,6 +67,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir import shape_inference as si
 from rlx_mlir.dialects.common import (
+    f32_attr,
+    i64_array_attr,
+    i64_attr,
     opt_shape,
     rule_errors,
     shape_of,
@@ -115,18 +118,13 @@ def _verify_positive(op: Operation, name: str, value: float) -> None:
         raise VerifyException(f"'{op.name}': {name}: expected a value > 0, got {value}")
 
 
-def _i64(value: int | IntegerAttr) -> IntegerAttr:
-    return value if isinstance(value, IntegerAttr) else IntegerAttr(value, i64)
 
 
-def _f32(value: float | FloatAttr) -> FloatAttr:
-    return value if isinstance(value, FloatAttr) else FloatAttr(value, f32)
 
 
-def _i64_array(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
-    if isinstance(values, DenseArrayBase):
-        return values
-    return DenseArrayBase.from_list(i64, list(values))
+
+
+
 
 
 def _infer(
@@ -616,7 +614,7 @@ class ReduceOp(IRDLOperation):
         input = SSAValue.get(input)
         if not isinstance(kind, ReduceKindAttr):
             kind = ReduceKindAttr(ReduceKind(kind))
-        axes = _i64_array([axes] if isinstance(axes, int) else axes)
+        axes = i64_array_attr([axes] if isinstance(axes, int) else axes)
         axis_list = axes.get_values()
         result_type = _infer(
             result_type, input, lambda: si.reduce(_shape(input), axis_list, keepdim)
@@ -661,7 +659,7 @@ class SoftmaxOp(IRDLOperation):
     def __init__(self, input: SSAValue | Operation, axis: int | IntegerAttr = -1):
         input = SSAValue.get(input)
         super().__init__(
-            operands=[input], result_types=[input.type], properties={"axis": _i64(axis)}
+            operands=[input], result_types=[input.type], properties={"axis": i64_attr(axis)}
         )
 
     def verify_(self) -> None:
@@ -720,7 +718,7 @@ class RmsNormOp(NormOp):
         x, gamma = _values(x, gamma)
         beta = None if beta is None else SSAValue.get(beta)
         super().__init__(
-            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": _f32(eps)}
+            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": f32_attr(eps)}
         )
 
 
@@ -751,7 +749,7 @@ class LayerNormOp(NormOp):
     ):
         x, gamma, beta = _values(x, gamma, beta)
         super().__init__(
-            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": _f32(eps)}
+            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": f32_attr(eps)}
         )
 
 
@@ -797,8 +795,8 @@ class RopeOp(IRDLOperation):
             operands=[x, cos, sin],
             result_types=[x.type],
             properties={
-                "head_dim": _i64(head_dim),
-                "n_rot": _i64(head_dim if n_rot is None else n_rot),
+                "head_dim": i64_attr(head_dim),
+                "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
                 "style": style,
             },
         )
@@ -870,11 +868,11 @@ class AttentionOp(IRDLOperation):
             operands=[q, k, v, mask],
             result_types=[q.type],
             properties={
-                "num_heads": _i64(num_heads),
-                "head_dim": _i64(head_dim),
-                "num_kv_heads": _i64(num_heads if num_kv_heads is None else num_kv_heads),
+                "num_heads": i64_attr(num_heads),
+                "head_dim": i64_attr(head_dim),
+                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
                 "mask_kind": mask_kind,
-                "scale": _f32(1 / math.sqrt(head_dim) if scale is None else scale),
+                "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
             },
         )
 
@@ -959,7 +957,7 @@ class TransposeOp(IRDLOperation):
         result_type: Attribute | None = None,
     ):
         input = SSAValue.get(input)
-        perm = _i64_array(perm)
+        perm = i64_array_attr(perm)
         perm_list = perm.get_values()
         result_type = _infer(result_type, input, lambda: si.transpose(_shape(input), perm_list))
         super().__init__(operands=[input], result_types=[result_type], properties={"perm": perm})
@@ -1000,7 +998,7 @@ class NarrowOp(IRDLOperation):
         result_type: Attribute | None = None,
     ):
         input = SSAValue.get(input)
-        axis, start, length = _i64(axis), _i64(start), _i64(length)
+        axis, start, length = i64_attr(axis), i64_attr(start), i64_attr(length)
         result_type = _infer(
             result_type,
             input,
@@ -1048,7 +1046,7 @@ class ConcatOp(IRDLOperation):
         result_type: Attribute | None = None,
     ):
         values = _values(*inputs)
-        axis = _i64(axis)
+        axis = i64_attr(axis)
         result_type = _infer(
             result_type,
             values[0],
@@ -1122,7 +1120,7 @@ class GatherOp(IRDLOperation):
         result_type: Attribute | None = None,
     ):
         input, indices = _values(input, indices)
-        axis = _i64(axis)
+        axis = i64_attr(axis)
         result_type = _infer(
             result_type, input, lambda: si.gather(_shape(input), _shape(indices), axis.value.data)
         )

@@ -24,17 +24,13 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FloatAttr,
     FunctionType,
-    IntegerAttr,
     ModuleOp,
     StringAttr,
     UnitAttr,
-    f32,
-    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
@@ -42,7 +38,7 @@ from xdsl.printer import Printer
 
 from rlx_mlir import shape_inference as rules
 from rlx_mlir.dialects import hir, mir
-from rlx_mlir.dialects.common import tensor_type
+from rlx_mlir.dialects.common import f32_attr, i64_array_attr, i64_attr, tensor_type
 from rlx_mlir.dialects.rlx import (
     Activation,
     ActivationAttr,
@@ -136,16 +132,13 @@ def _context(method: str) -> Iterator[None]:
         raise type(err)(f"{method}: {err}") from None
 
 
-def _i64(value: int) -> IntegerAttr:
-    return IntegerAttr(int(value), i64)
 
 
-def _f32(value: float) -> FloatAttr:
-    return FloatAttr(float(value), f32)
 
 
-def _i64_array(values: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+
 
 
 def _enum(enum_cls: type, attr_cls: type, value: str, what: str) -> Attribute:
@@ -461,7 +454,7 @@ class Graph:
             shape = rules.reduce(x.shape, norm, keepdim)
         props = {
             "kind": ReduceKindAttr(kind),
-            "axes": _i64_array(norm),
+            "axes": i64_array_attr(norm),
             "keepdim": UnitAttr() if keepdim else None,
         }
         return self._emit(mir.ReduceOp, [x], shape, properties=props)
@@ -483,12 +476,12 @@ class Graph:
         self._f32_operands("softmax", ["x"], [x])
         with _context("softmax"):
             ax = rules.normalize_axis("axis", axis, x.rank)
-        return self._emit(mir.SoftmaxOp, [x], x.shape, properties={"axis": _i64(ax)})
+        return self._emit(mir.SoftmaxOp, [x], x.shape, properties={"axis": i64_attr(ax)})
 
     def _eps(self, eps: float) -> FloatAttr:
         if not isinstance(eps, int | float) or not eps > 0:
             raise RlxError(f"eps: expected a positive float, got {eps!r}")
-        return _f32(eps)
+        return f32_attr(eps)
 
     def rms_norm(self, x: Value, gamma: Value, beta: Value | None = None, eps: float = 1e-5) -> Value:
         """x / sqrt(mean(x^2, -1) + eps) * gamma (+ beta)."""
@@ -536,7 +529,7 @@ class Graph:
         with _context("transpose"):
             shape = rules.transpose(x.shape, perm)
             norm = [rules.normalize_axis("perm", p, x.rank) for p in perm]
-        return self._emit(mir.TransposeOp, [x], shape, x.dtype, {"perm": _i64_array(norm)})
+        return self._emit(mir.TransposeOp, [x], shape, x.dtype, {"perm": i64_array_attr(norm)})
 
     def narrow(self, x: Value, axis: int, start: int, length: int) -> Value:
         """The slice [start, start + length) along `axis`."""
@@ -544,7 +537,7 @@ class Graph:
         with _context("narrow"):
             shape = rules.narrow(x.shape, axis, start, length)
             ax = rules.normalize_axis("axis", axis, x.rank)
-        props = {"axis": _i64(ax), "start": _i64(start), "length": _i64(length)}
+        props = {"axis": i64_attr(ax), "start": i64_attr(start), "length": i64_attr(length)}
         return self._emit(mir.NarrowOp, [x], shape, x.dtype, props)
 
     def concat(self, values: Sequence[Value], axis: int) -> Value:
@@ -560,7 +553,7 @@ class Graph:
         op = mir.ConcatOp.build(
             operands=[[v.ssa for v in values]],
             result_types=[tensor_type(shape, values[0].dtype)],
-            properties={"axis": _i64(ax)},
+            properties={"axis": i64_attr(ax)},
         )
         return self._append(op, shape, values[0].dtype)
 
@@ -579,7 +572,7 @@ class Graph:
             _check_dtype("indices", indices, rules.INDEX_DTYPES)
             shape = rules.gather(x.shape, indices.shape, axis)
             ax = rules.normalize_axis("axis", axis, x.rank)
-        return self._emit(mir.GatherOp, [x, indices], shape, x.dtype, {"axis": _i64(ax)})
+        return self._emit(mir.GatherOp, [x, indices], shape, x.dtype, {"axis": i64_attr(ax)})
 
     def embedding(self, table: Value, ids: Value) -> Value:
         """table[V, D] looked up at ids (i32/i64) -> [..., D]."""
@@ -600,7 +593,7 @@ class Graph:
         n_rot = head_dim if n_rot is None else n_rot
         with _context("rope"):
             shape = rules.rope(x.shape, cos.shape, sin.shape, head_dim, n_rot)
-            props = {"head_dim": _i64(head_dim), "n_rot": _i64(n_rot),
+            props = {"head_dim": i64_attr(head_dim), "n_rot": i64_attr(n_rot),
                      "style": _enum(RopeStyle, RopeStyleAttr, style, "style")}
         return self._emit(hir.RopeOp, [x, cos, sin], shape, properties=props)
 
@@ -624,11 +617,11 @@ class Graph:
                          scale: float | None) -> dict[str, Attribute]:
         scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
         return {
-            "num_heads": _i64(num_heads),
-            "head_dim": _i64(head_dim),
-            "num_kv_heads": _i64(num_kv_heads),
+            "num_heads": i64_attr(num_heads),
+            "head_dim": i64_attr(head_dim),
+            "num_kv_heads": i64_attr(num_kv_heads),
             "mask_kind": _enum(MaskKind, MaskKindAttr, mask_kind, "mask_kind"),
-            "scale": _f32(scale),
+            "scale": f32_attr(scale),
         }
 
     def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None) -> Value:
