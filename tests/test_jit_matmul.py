@@ -7,6 +7,7 @@ with xDSL's llvm converter and JIT-compiled with llvmlite; vector widths 16, 8 a
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from collections.abc import Callable
 
@@ -53,17 +54,30 @@ def _compile(fns, width: int):
     return module, engine, target
 
 
+PARTS = (1, 2, 3, 5)
+"""Thread counts the partitioned kernels are run with (all parts one after the other)."""
+
+
 class Kernels:
     """Kernels of one vector width compiled in one module (an MCJIT engine owns its target
-    machine, so every compile takes a fresh one)."""
+    machine, so every compile takes a fresh one). With `partitioned`, every kernel is the
+    PARTITIONED variant, run for each count of PARTS with part = 0..parts-1 in turn on
+    one NaN-filled output (a missing or doubly written share shows up)."""
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, partitioned: bool = False):
         self.width = width
+        self.partitioned = partitioned
         self.cases: list[tuple[str, Operation, Callable, list[np.ndarray], np.ndarray, float]] = []
 
     def add(self, label: str, op: Operation, build: Callable, inputs: list[np.ndarray],
-            out_shape: tuple[int, ...], check) -> None:
+            out_shape: tuple[int, ...], check, **options) -> None:
+        """A kernel `build(op, name, W, **options)` (its PARTITIONED variant when
+        partitioned) called on `inputs` and an output of `out_shape` checked by `check`."""
         op.verify()
+        if self.partitioned:
+            build = mm.PARTITIONED[type(op)]
+        if options:
+            build = functools.partial(build, **options)
         self.cases.append((label, op, build, inputs, out_shape, check))
 
     def compile(self):
@@ -76,15 +90,36 @@ class Kernels:
         self.compile()
         failures = []
         for i, (label, _, _, inputs, out_shape, check) in enumerate(self.cases):
-            out = np.full(out_shape, np.nan, np.float32)
-            args = [*inputs, out]
-            proto = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(args))
-            proto(self.engine.get_function_address(f"k{i}"))(*(a.ctypes.data for a in args))
-            try:
-                check(out)
-            except AssertionError as err:
-                failures.append(f"{label} (W={self.width}): {err}")
+            pointers = [ctypes.c_void_p] * (len(inputs) + 1)
+            address = self.engine.get_function_address(f"k{i}")
+            for parts in PARTS if self.partitioned else (None,):
+                try:
+                    check(self._call(address, pointers, inputs, out_shape, parts))
+                except AssertionError as err:
+                    where = f", parts={parts}" if parts else ""
+                    failures.append(f"{label} (W={self.width}{where}): {err}")
         assert not failures, "\n".join(failures)
+
+    @staticmethod
+    def _call(address: int, pointers, inputs, out_shape, parts: int | None) -> np.ndarray:
+        """The output of the kernel; with `parts`, each part writes a NaN-filled buffer of
+        its own and every element must come from exactly one part."""
+        if parts is None:
+            out = np.full(out_shape, np.nan, np.float32)
+            ctypes.CFUNCTYPE(None, *pointers)(address)(*(a.ctypes.data for a in (*inputs, out)))
+            return out
+        fn = ctypes.CFUNCTYPE(None, *pointers, ctypes.c_int64, ctypes.c_int64)(address)
+        out = np.full(out_shape, np.nan, np.float32)
+        writers = np.zeros(out_shape, np.int64)
+        for part in range(parts):
+            share = np.full(out_shape, np.nan, np.float32)
+            fn(*(a.ctypes.data for a in (*inputs, share)), part, parts)
+            written = ~np.isnan(share)
+            writers += written
+            out[written] = share[written]
+        assert (writers == 1).all(), (
+            f"{np.sum(writers == 0)} elements written by no part, {np.sum(writers > 1)} by several")
+        return out
 
     @property
     def asm(self) -> str:
@@ -113,7 +148,9 @@ def _close(want, k):
 
 
 def add_matmul(kernels: Kernels, lhs_shape, rhs_shape, *, bias=False, activation=None,
-               fused=None) -> None:
+               fused=None, packed=False) -> None:
+    """One matmul (or fused_matmul with `bias`/`activation`/`fused`) of random operands;
+    `packed`: the rhs passed in the prepacked layout (mm.pack_rhs)."""
     out_shape = ref.matmul(np.zeros(lhs_shape), np.zeros(rhs_shape)).shape
     k = lhs_shape[-1]
     fused = fused if fused is not None else (bias or activation is not None)
@@ -131,13 +168,19 @@ def add_matmul(kernels: Kernels, lhs_shape, rhs_shape, *, bias=False, activation
     else:
         op = lir.MatmulOp(*_f32(lhs_shape, rhs_shape, out_shape))
         inputs, want, build = [a, b], ref.matmul(a, b), mm.build_matmul
-    label = f"{'fused_' if fused else ''}matmul {lhs_shape}@{rhs_shape} bias={bias} {activation}"
-    kernels.add(label, op, build, inputs, out_shape, _close(want, k))
+    label = (f"{'fused_' if fused else ''}matmul {lhs_shape}@{rhs_shape} bias={bias} "
+             f"{activation}{' packed' if packed else ''}")
+    options = {}
+    if packed:
+        inputs[1] = mm.pack_rhs(b, kernels.width)
+        options["packed_rhs"] = True
+    kernels.add(label, op, build, inputs, out_shape, _close(want, k), **options)
 
 
 # ----------------------------------------------------------------------------- matmul
 
-SHAPES_2D = [  # (M, K, N): every edge of the tiles (MR=6, NR·W = 64/16/8) and of K_UNROLL
+SHAPES_2D = [  # (M, K, N): every edge of the tiles (MR=6, NR·W = 64/16/8; 8 x 48 for 7..16
+    # rows at W=16), of K_UNROLL and of the K blocks (16/32 rows for M <= 16, else 256)
     (1, 1, 1),
     (1, 257, 100),
     (3, 7, 17),
@@ -149,8 +192,13 @@ SHAPES_2D = [  # (M, K, N): every edge of the tiles (MR=6, NR·W = 64/16/8) and 
     (6, 64, 64),
     (12, 5, 128),
     (13, 4, 200),
-    (257, 257, 33),  # K in 3 blocks of run-time length
-    (5, 256, 40),  # K in 2 equal blocks
+    (257, 257, 33),  # large M, K in 2 blocks (the second of run-time length), no whole panel
+    (5, 256, 40),  # K in equal blocks
+    (40, 300, 130),  # large M: packed panels, K blocks, a masked 2-column edge
+    (64, 512, 64),  # large M, 2 equal K blocks, one whole panel
+    (35, 7, 100),
+    (16, 70, 97),  # the most rows of the decode plan
+    (17, 2, 48),  # the fewest of the packed one
 ]
 
 
@@ -174,6 +222,78 @@ def test_matmul(width):
         add_matmul(kernels, (m, k), (k, n))
     for lhs, rhs in ONE_D_AND_BATCHED:
         add_matmul(kernels, lhs, rhs)
+    kernels.run()
+
+
+PACKED_SHAPES = [  # (lhs, rhs) with the rhs prepacked (mm.pack_rhs): panels of NR·W columns,
+    # several per tile for few rows
+    ((1, 70), (70, 100)),
+    ((1, 20), (20, 600)),
+    ((2, 20), (20, 300)),
+    ((3, 33), (33, 17)),  # only the narrow last panel
+    ((16, 40), (40, 128)),
+    ((40, 300), (300, 130)),
+    ((2, 3, 7, 9), (9, 200)),  # batch folded into M
+    ((9,), (9, 70)),
+    ((13, 2100), (2100, 20)),  # K in 2 blocks (PACKED_K_BLOCK = 2048)
+]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_packed_rhs(width):
+    kernels = Kernels(width)
+    for lhs, rhs in PACKED_SHAPES:
+        add_matmul(kernels, lhs, rhs, packed=True)
+    add_matmul(kernels, (40, 33), (33, 70), bias=True, activation="gelu", packed=True)
+    add_matmul(kernels, (1, 64), (64, 130), bias=True, activation="relu", packed=True)
+    kernels.run()
+
+
+def test_pack_rhs_layout():
+    b = np.arange(3 * 40, dtype=np.float32).reshape(3, 40)
+    packed = mm.pack_rhs(b, 8)  # panels of 16 columns: [3, 16], [3, 16], [3, 8]
+    assert packed.shape == b.shape
+    flat = packed.ravel()
+    np.testing.assert_array_equal(flat[:48].reshape(3, 16), b[:, :16])
+    np.testing.assert_array_equal(flat[48:96].reshape(3, 16), b[:, 16:32])
+    np.testing.assert_array_equal(flat[96:].reshape(3, 8), b[:, 32:])
+
+
+# ----------------------------------------------------------------------------- partitioned
+
+PARTITIONED_MATMULS = [  # (lhs, rhs): column splits (decode), row splits, smaller than a unit
+    ((1, 70), (70, 100)),
+    ((3, 33), (33, 17)),
+    ((16, 40), (40, 200)),
+    ((40, 300), (300, 130)),
+    ((100, 20), (20, 7)),
+    ((70, 9), (9, 300)),  # more panels than row tiles: split by columns
+    ((17, 100), (100,)),  # N == 1: split by rows
+    ((2, 3, 7, 9), (9, 20)),  # batch folded into M
+    ((2, 3, 4, 5), (2, 3, 5, 6)),  # units spread over the batch
+    ((2, 1, 5, 7), (3, 7, 9)),  # both operands broadcast
+    ((3, 40, 50), (3, 50, 70)),
+    ((4, 2, 30), (4, 30, 100)),
+]
+
+
+PARTITIONED_FEW = (0, 1, 3, 5, 6, 8, 11)
+"""The cases of PARTITIONED_MATMULS also run at W = 8 and 4 (compile time)."""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_partitioned_matmul(width):
+    kernels = Kernels(width, partitioned=True)
+    cases = [c for i, c in enumerate(PARTITIONED_MATMULS) if width == 16 or i in PARTITIONED_FEW]
+    for lhs, rhs in cases:
+        add_matmul(kernels, lhs, rhs)
+    add_matmul(kernels, (40, 300), (300, 70), bias=True, activation="gelu")
+    add_matmul(kernels, (1, 20), (20, 600), packed=True)
+    if width == 16:
+        add_matmul(kernels, (1, 64), (64, 130), bias=True, activation="relu")
+        add_matmul(kernels, (5, 5), (5,), bias=True)  # a bias per row
+        add_matmul(kernels, (2, 20), (20, 300), packed=True)
+        add_matmul(kernels, (40, 300), (300, 130), packed=True)
     kernels.run()
 
 
@@ -213,6 +333,19 @@ def test_asm_w16_uses_zmm_fma():
     asm = kernels.asm
     assert "zmm" in _fma_registers(asm)
     assert not re.search(r"call\s+\S*(exp|erf|tanh)", asm)
+
+
+@pytest.mark.skipif(not _host_has_avx512(), reason="needs AVX-512")
+def test_asm_w16_edge_columns_are_masked_vectors():
+    """N % W columns: masked zmm loads and stores, no scalar FMAs and no calls."""
+    kernels = Kernels(16)
+    add_matmul(kernels, (7, 32), (32, 100))  # decode plan: 64 + 36 columns
+    add_matmul(kernels, (40, 32), (32, 100), bias=True)  # packed plan
+    kernels.run()
+    asm = kernels.asm
+    assert re.search(r"vmovups\s+[^\n]*%zmm\d+ \{%k\d\}", asm)
+    assert not re.search(r"vfmadd\w*ss\s", asm)
+    assert not re.search(r"\bcall", asm)
 
 
 def test_asm_w8_uses_ymm_fma():
@@ -256,6 +389,16 @@ def test_dequant_matmul(width):
         for x_shape, n in DEQUANT_SHAPES:
             add_dequant(kernels, x_shape, n, scheme)
         add_dequant(kernels, (64, 64), 9, scheme, x=np.eye(64, dtype=np.float32), exact=True)
+    kernels.run()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_partitioned_dequant_matmul(width):
+    kernels = Kernels(width, partitioned=True)
+    for scheme in ("q8_0", "q4_0"):
+        for x_shape, n in [((1, 64), 33), ((9, 32), 8), ((2, 4, 256), 33), ((64, 64), 9),
+                           ((3, 32), 2)]:
+            add_dequant(kernels, x_shape, n, scheme)
     kernels.run()
 
 

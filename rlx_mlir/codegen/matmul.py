@@ -4,18 +4,33 @@
 [batch..., M, K] @ [batch..., K, N]; each operand gets per-batch-dim element strides
 (0 where it broadcasts). When the rhs is shared by the whole batch and the lhs is not
 broadcast, the batch folds into M (x[B, S, K] @ w[K, N] is one [B·S, K] @ [K, N]).
-Each [M, K] @ [K, N] is computed by register-blocked micro-kernels (`_gemm_tile`): an
-MR × (NR·W) tile of C lives in MR·NR vector accumulators carried through the K loop,
-which broadcasts A[i, k], loads NR vectors of B[k, j:j+NR·W] and issues MR·NR FMAs
-(`llvm.fmuladd`: an FMA where the target has one, never a libm call). Edge tiles are
-smaller static variants of the same micro-kernel (M % MR rows; N % (NR·W) columns as
-1..NR-1 vectors, then scalar columns; N == 1 uses a dot-product kernel over the
-contiguous K axis). K is cut into blocks of at most K_BLOCK by a run-time loop around
-the tile sweep (`KBlock`: the first block starts from 0, later ones accumulate into C,
-the last applies the epilogue), which keeps the B panel in cache; packing and N
-blocking can wrap the same micro-kernel later. The epilogue adds the bias to the
-accumulators in registers; relu too, while polynomial activations run as one loop over
-the just-stored tile (still in L1) so code size does not grow per accumulator.
+
+Each [M, K] @ [K, N] is computed by one register-blocked micro-kernel
+(`_micro_kernel`): an MR × (NR·W) tile of C lives in MR·NR vector accumulators carried
+through a block of K, which broadcasts A[i, k], loads NR vectors of B[k, j:j+NR·W] and
+issues MR·NR FMAs (`llvm.fmuladd`: an FMA where the target has one, never a libm call).
+Edge tiles are static variants of the same micro-kernel: M % MR rows, and the columns
+past the last whole panel as ⌈rest / W⌉ vectors whose last one is masked (masked
+loads and stores, no scalar columns). N == 1 uses a dot-product kernel over the
+contiguous K axis. `gemm_plan` picks the loop nest (`emit_gemm`, Goto/BLIS order:
+K blocks → column panels → row tiles):
+
+- large M (> SMALL_M rows): K blocks of up to K_BLOCK rows; each K_BLOCK × NR·W panel of
+  B is packed into a contiguous stack buffer (no cache-set conflicts or TLB misses of a
+  power-of-two row stride) that all row tiles then read from L1/L2; A rows stream
+  through, C tiles are prefetched at the start of their micro-kernel. The first block
+  writes C, later ones add to it, the last applies the epilogue.
+- decode shapes (M <= SMALL_M): short K blocks (16-32 rows) swept across all columns, B
+  read in place: each block streams a few whole rows of B at memory speed (a GEMV-style
+  pass over the weight matrix, once), while the small C stays in L1/L2.
+- a prepacked B (`pack_rhs`, a weight reordered once at bind time into contiguous
+  K × NR·W panels; the op's `packed_rhs` property): column panels → K blocks of up to
+  PACKED_K_BLOCK → row tiles, nothing packed per call, each panel one contiguous
+  stream (several panels per tile when it has few rows), C written once.
+
+The epilogue adds the bias to the accumulators in registers; relu too, while polynomial
+activations run as one loop over the just-stored tile (still in L1) so code size does
+not grow per accumulator.
 
 **dequant_matmul**: out[m, n] = Σ_k x[m, k]·dequant(w)[n, k] with w the raw GGUF blocks.
 A tile of R rows of x × C rows of w keeps R·C vector accumulators; for every 32-element
@@ -24,20 +39,27 @@ SSE-only CPUs lack F16C) and the quantized bytes of each of the C
 weight rows, converts them to f32 vectors in registers (q8_0: sitofp of i8; q4_0: low
 / high nibbles − 8), multiplies by the scale (the exact f32 product of the reference
 dequantizer) and FMAs them with R rows of x. No dequantized weight matrix is stored.
+
+**Partitioned kernels** (`PARTITIONED`): the same code with two trailing i64 arguments
+(part, parts); part p computes the units [U·p/parts, U·(p+1)/parts) of U work units
+spread over the (flattened) batch: whole column panels of NR·W columns for decode
+shapes (each thread streams its share of the weight matrix) and wherever there are at
+least as many panels as row tiles, else whole MR-row tiles (N == 1: always rows);
+dequant_matmul splits the weight rows (whole tiles of them).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import VectorType, f16, f32, i8, i16, i32
+from xdsl.dialects.builtin import f16, f32, i8, i16, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir import shape_inference as si
-from rlx_mlir.codegen.builder import PTR, KernelBuilder, vector_type
+from rlx_mlir.codegen.builder import PTR, KernelBuilder
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 
@@ -49,17 +71,39 @@ GEMM_TILES: dict[int, tuple[int, int]] = {16: (6, 4), 8: (6, 2), 4: (6, 2)}
 W=16 (32 zmm): 24 accumulators + 4 B vectors + 1 broadcast; W=8 (16 ymm): 12 + 2 + 1;
 W=4: 12 xmm accumulators."""
 
+DECODE_TILES: dict[int, tuple[int, int]] = {16: (8, 3)}
+"""(MR, NR) of the decode plan for 7..SMALL_M rows: 8 × 3·W tiles (24 zmm accumulators;
+16 rows are two tiles instead of 6 + 6 + 4)."""
+
+SMALL_M = 16
+"""Up to this many rows, the decode plan: short K blocks streaming B in place (above it,
+the packed plan is as fast on one thread and scales better on two)."""
+
 K_UNROLL = 4
 """K steps per iteration of the micro-kernel's K loop (the K % K_UNROLL rest is unrolled)."""
 
-K_BLOCK = 128
-"""K rows of B per cache block (the micro-kernel accumulates into C across blocks)."""
+K_BLOCK = 256
+"""K rows per block of the large-M plan: the packed B panel is K_BLOCK·NR·W floats on the
+stack (64 KB for W=16). Larger is faster (C is read and written once per block, A rows
+stream in longer runs: 1024 is ~12% faster at 1024³ and 2048³) but needs a 256 KB buffer."""
 
-SCALAR_COLS = 4
-"""Scalar tail columns handled per micro-kernel tile."""
+PACKED_K_BLOCK = 2048
+"""K rows per block with a prepacked B: a K × NR·W panel (up to 512 KB at W=16) stays in
+L2 while every row tile of the panel reads it, and C is written once."""
+
+PACKED_STREAMS = 4
+"""Concurrent streams of a prepacked B per decode tile (panels side by side, or K
+segments): one sequential stream per core does not reach the memory bandwidth."""
+
+STREAM_K_BLOCK = (16, 32)
+"""K rows per block of the decode plan for one row and for more rows."""
 
 DOT_CHAINS = 4
 """Independent accumulation chains of the N == 1 dot-product kernel (split over its rows)."""
+
+PREFETCH_C = True
+"""Prefetch a tile of C into L1 when its micro-kernel starts (the large-M plan: C is
+not in cache and its loads come after the K loop, too late for out-of-order execution)."""
 
 QK = 32
 """Elements per GGUF block."""
@@ -88,6 +132,18 @@ def _mul(kb: KernelBuilder, a: Index, b: int) -> Index:
     return kb.mul(a, b)
 
 
+def _min(kb: KernelBuilder, a: Index, b: Index) -> Index:
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    return kb.select(kb.icmp("slt", a, b), a, b)
+
+
+def _max(kb: KernelBuilder, a: Index, b: Index) -> Index:
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    return kb.select(kb.icmp("sgt", a, b), a, b)
+
+
 def _ptr(kb: KernelBuilder, base: SSAValue, offset: Index, element: Attribute = f32) -> SSAValue:
     """&base[offset] (no GEP for a constant 0)."""
     if isinstance(offset, int) and offset == 0:
@@ -95,8 +151,41 @@ def _ptr(kb: KernelBuilder, base: SSAValue, offset: Index, element: Attribute = 
     return kb.gep(base, offset, element)
 
 
-def _zero(kb: KernelBuilder, vector: bool) -> SSAValue:
-    return kb.vconst(0.0) if vector else kb.fconst(0.0)
+# ----------------------------------------------------------------------------- memory helpers
+
+
+def _lane_mask(kb: KernelBuilder, lanes: int) -> SSAValue:
+    """vector<W x i1> with the first `lanes` lanes set (constant-folded by LLVM)."""
+    iota = kb.insert(llvm.UndefOp(kb.vec))
+    for t in range(kb.vector_width):
+        iota = kb.insert(llvm.InsertElementOp(iota, kb.fconst(float(t)), kb.constant(t, i32)))
+    return kb.fcmp("olt", iota, kb.vconst(lanes - 0.5))
+
+
+def _vload(kb: KernelBuilder, base: SSAValue, offset: Index,
+           mask: SSAValue | None = None) -> SSAValue:
+    """W floats at base[offset]; with a mask only its lanes are read (the others are 0)."""
+    if mask is None:
+        return kb.load(base, offset, vector=True)
+    args = [_ptr(kb, base, offset), kb.constant(4, i32), mask, kb.vconst(0.0)]
+    return kb.insert(llvm.CallIntrinsicOp(f"llvm.masked.load.v{kb.vector_width}f32.p0", args,
+                                          [kb.vec]))
+
+
+def _vstore(kb: KernelBuilder, value: SSAValue, base: SSAValue, offset: Index,
+            mask: SSAValue | None = None) -> None:
+    if mask is None:
+        kb.store(value, base, offset)
+        return
+    args = [value, _ptr(kb, base, offset), kb.constant(4, i32), mask]
+    kb.insert(llvm.CallIntrinsicOp(f"llvm.masked.store.v{kb.vector_width}f32.p0", args, []))
+
+
+def _prefetch(kb: KernelBuilder, base: SSAValue, offset: Index) -> None:
+    """Software prefetch (for reading, into L1) of the cache line holding base[offset]."""
+    args = [_ptr(kb, base, offset), kb.constant(0, i32), kb.constant(3, i32),
+            kb.constant(1, i32)]
+    kb.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
 
 
 # ----------------------------------------------------------------------------- epilogue
@@ -127,11 +216,12 @@ class Epilogue:
         return self.activation is None or self.activation in INLINE_ACTIVATIONS
 
     def apply(self, kb: KernelBuilder, value: SSAValue, row: Index, col: Index,
-              vector: bool) -> SSAValue:
-        """The register part of the epilogue for the accumulator of C[row, col:...]."""
+              vector: bool, mask: SSAValue | None = None) -> SSAValue:
+        """The register part of the epilogue for the accumulator of C[row, col:...]
+        (`mask`: the lanes of a partial vector)."""
         if self.bias is not None:
             if self.bias_mode == "col":
-                b = kb.load(self.bias, col, vector=vector)
+                b = _vload(kb, self.bias, col, mask) if vector else kb.load(self.bias, col)
             else:
                 b = kb.load(self.bias, row if self.bias_mode == "row" else 0)
                 if vector:
@@ -142,23 +232,27 @@ class Epilogue:
         return value
 
     def finish_tile(self, kb: KernelBuilder, c_base: SSAValue, rows: int, cols: int,
-                    width: int, ldc: int) -> None:
-        """The activation of a stored tile C[rows, cols·width] (row stride `ldc`), unless
-        it was applied in registers: loops, so one polynomial serves the whole tile."""
+                    width: int, ldc: int, mask: SSAValue | None = None) -> None:
+        """The activation of a stored tile C[rows, cols·width] (row stride `ldc`; with
+        `mask`, the last vector is partial), unless it was applied in registers: loops,
+        so one polynomial serves the whole tile."""
         if self.inline:
             return
         vector = width > 1
+        full = cols - (mask is not None)
 
         def row(ptr: SSAValue) -> None:
-            def element(col: Index) -> None:
-                value = kb.load(ptr, col, vector=vector)
-                kb.store(_activation(kb, self.activation, value), ptr, col)
+            def element(col: Index, lanes: SSAValue | None = None) -> None:
+                value = _vload(kb, ptr, col, lanes) if vector else kb.load(ptr, col)
+                _vstore(kb, _activation(kb, self.activation, value), ptr, col, lanes)
 
-            if cols == 1:
+            if full == 1:
                 element(0)
-            else:
-                with kb.loop(0, cols * width, width) as loop:
+            elif full > 1:
+                with kb.loop(0, full * width, width) as loop:
                     element(loop.iv)
+            if mask is not None:
+                element(full * width, mask)
 
         if rows == 1:
             row(c_base)
@@ -253,6 +347,8 @@ class Matrices:
     lda: int
     ldb: int
     ldc: int
+    packed: bool = False
+    """B is a prepacked weight (`pack_rhs`): its NR·W-column panels are contiguous."""
 
 
 @dataclass(frozen=True)
@@ -267,17 +363,43 @@ class KBlock:
     last: SSAValue | bool = True
 
 
+@dataclass(frozen=True)
+class GemmPlan:
+    """How one [M, K] @ [K, N] is computed: MR × NR·W micro-kernel tiles, K blocks of at
+    most `kc` rows, B panels packed (large M) or read in place (decode shapes)."""
+
+    mr: int
+    nr: int
+    kc: int
+    pack: bool
+    group: int = 1
+    """Whole panels per tile with a prepacked B (few rows: more streams of B at once)."""
+    streams: int = 1
+    """K segments a tile reads at once (decode shapes with a prepacked B)."""
+
+
+def gemm_plan(m: int, n: int, k: int, width: int, packed: bool = False) -> GemmPlan:
+    """The decode plan for M <= SMALL_M (the tiles of DECODE_TILES above MR rows), else
+    the packed one (when N has a whole panel); with a prepacked B, the GEMM_TILES in
+    long K blocks (its panels are contiguous and stay in L2 across the row tiles)."""
+    mr, nr = GEMM_TILES.get(width, (4, 2))
+    if packed:
+        accumulators = 16 if width >= 16 else 8  # of 32 / 16 vector registers
+        group = max(1, min(PACKED_STREAMS, accumulators // (min(m, mr) * nr)))
+        streams = PACKED_STREAMS // group if m <= SMALL_M else 1
+        return GemmPlan(mr, nr, PACKED_K_BLOCK, False, group, streams)
+    if m <= SMALL_M:
+        if m > mr and width in DECODE_TILES:
+            mr, nr = DECODE_TILES[width]
+        return GemmPlan(mr, nr, STREAM_K_BLOCK[0] if m == 1 else STREAM_K_BLOCK[1], False)
+    return GemmPlan(mr, nr, K_BLOCK, n >= nr * width)
+
+
 Span = tuple[Index, Index]
 """A half-open range [lo, hi) of rows or columns, bounds as Python ints or run-time i64."""
 
 
-def _min(kb: KernelBuilder, a: Index, b: int) -> Index:
-    if isinstance(a, int):
-        return min(a, b)
-    return kb.select(kb.icmp("slt", a, b), a, kb.index(b))
-
-
-def _when(kb: KernelBuilder, hi: Index, bound: int, body) -> None:
+def _when(kb: KernelBuilder, hi: Index, bound: int, body: Callable[[], None]) -> None:
     """body() if hi > bound (a static test for a Python int)."""
     if isinstance(hi, int):
         if hi > bound:
@@ -287,9 +409,10 @@ def _when(kb: KernelBuilder, hi: Index, bound: int, body) -> None:
         body()
 
 
-def _sweep(kb: KernelBuilder, span: Span, full: int, total: int, unit: int, tile) -> None:
-    """tile(start, size) over the span [lo, hi) of an axis of `total` elements: whole
-    `unit`s below `full` (= total // unit · unit) in a loop, then the static rest
+def _sweep(kb: KernelBuilder, span: Span, full: int, total: int, unit: int,
+           tile: Callable[[Index, int], None]) -> None:
+    """tile(start, size) over a non-empty span [lo, hi) of an axis of `total` elements:
+    whole `unit`s below `full` (= total // unit · unit) in a loop, then the static rest
     (total - full) when the span reaches past `full`. `lo` is a multiple of `unit`, `hi`
     a multiple of it or `total`."""
     lo, hi = span
@@ -308,25 +431,32 @@ def _sweep(kb: KernelBuilder, span: Span, full: int, total: int, unit: int, tile
 
 
 def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: int,
-                  c: SSAValue, ldc: int, cols: int, width: int, ks: KBlock,
-                  epilogue: Epilogue, i: Index, j: Index) -> None:
-    """The micro-kernel: C[i:i+rows, j:j+cols·width] (+)= A[i:i+rows, ks] @ B[ks, j:...]
-    with `cols` vectors of `width` lanes (width 1: scalars) and the rows·cols accumulators
-    in registers. `a_rows[r]` points at A[i + r, ks.start], `b` at B[ks.start, j] (row
-    stride `ldb`: the matrix or a packed panel), `c` at C[i, j]. The accumulators start
-    at 0; blocks after the first add them to C at the end; the last block applies the
-    epilogue before its store."""
+                  c: SSAValue, ldc: int, cols: int, ks: KBlock, epilogue: Epilogue,
+                  i: Index, j: Index, lanes: int = 0, prefetch: bool = False,
+                  b_offsets: Sequence[int] | None = None, streams: int = 1) -> None:
+    """C[i:i+rows, j:j+cols·W] (+)= A[i:i+rows, ks] @ B[ks, j:...] with the rows·cols
+    vector accumulators in registers. `a_rows[r]` points at A[i + r, ks.start], `b` at
+    B[ks.start, j] (row stride `ldb`: the matrix or a packed panel; vector `col` of a B
+    row at b_offsets[col], default col·W), `c` at C[i, j]; `lanes` > 0: only that many
+    columns of the last vector exist (masked loads and stores); `streams` > 1: a static
+    K range is read as that many segments at once. The accumulators start at 0; blocks
+    after the first add C to them at the end; the last block applies the epilogue
+    before its store."""
+    w = kb.vector_width
     rows = len(a_rows)
-    vector = width > 1
+    mask = _lane_mask(kb, lanes) if lanes else None
+
+    def col_mask(col: int) -> SSAValue | None:
+        return mask if col == cols - 1 else None
+
+    offsets = list(b_offsets) if b_offsets is not None else [col * w for col in range(cols)]
 
     def step(k: Index, accs: list[SSAValue]) -> list[SSAValue]:
         row = _ptr(kb, b, _mul(kb, k, ldb))
-        bs = [kb.load(row, col * width, vector=vector) for col in range(cols)]
+        bs = [_vload(kb, row, offsets[col], col_mask(col)) for col in range(cols)]
         accs = list(accs)
         for r in range(rows):
-            a = kb.load(a_rows[r], k)
-            if vector:
-                a = kb.splat(a)
+            a = kb.splat(kb.load(a_rows[r], k))
             for col in range(cols):
                 accs[r * cols + col] = _fma(kb, a, bs[col], accs[r * cols + col])
         return accs
@@ -339,13 +469,24 @@ def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: i
             loop.yield_(*cur)
         return loop.results
 
-    offsets = [r * ldc + col * width for r in range(rows) for col in range(cols)]
-    if PREFETCH_C and width > 1:
+    if prefetch:
         for r in range(rows):
-            for off in range(0, cols * width, 16):
+            for off in range(0, cols * w, 16):
                 _prefetch(kb, c, r * ldc + off)
-    accs = [_zero(kb, vector)] * len(offsets)
-    if isinstance(ks.length, int):
+    accs = [kb.vconst(0.0)] * (rows * cols)
+    if isinstance(ks.length, int) and streams > 1 and ks.length >= streams * K_UNROLL:
+        # `streams` K segments at once into the same accumulators: as many concurrent
+        # streams of B (memory-level parallelism for a tile that reads B only once)
+        seg = ks.length // streams
+        with kb.loop(0, seg, carried=accs) as loop:
+            cur = loop.carried
+            for t in range(streams):
+                cur = step(_add(kb, loop.iv, t * seg), cur)
+            loop.yield_(*cur)
+        accs = loop.results
+        for t in range(streams * seg, ks.length):
+            accs = step(t, accs)
+    elif isinstance(ks.length, int):
         k_main = ks.length // K_UNROLL * K_UNROLL
         if k_main:
             accs = k_loop(0, k_main, K_UNROLL, accs)
@@ -356,7 +497,8 @@ def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: i
         accs = k_loop(0, main, K_UNROLL, accs)
         accs = k_loop(main, ks.length, 1, accs)
     if ks.first is not True:
-        summed = [kb.fadd(acc, kb.load(c, off, vector=vector)) for acc, off in zip(accs, offsets, strict=True)]
+        summed = [kb.fadd(accs[r * cols + col], _vload(kb, c, r * ldc + col * w, col_mask(col)))
+                  for r in range(rows) for col in range(cols)]
         accs = summed if ks.first is False else [
             kb.select(ks.first, acc, total) for acc, total in zip(accs, summed, strict=True)]
 
@@ -365,11 +507,11 @@ def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: i
             for col in range(cols):
                 value = accs[r * cols + col]
                 if with_epilogue:
-                    value = epilogue.apply(kb, value, _add(kb, i, r), _add(kb, j, col * width),
-                                           vector)
-                kb.store(value, c, r * ldc + col * width)
+                    value = epilogue.apply(kb, value, _add(kb, i, r), _add(kb, j, col * w),
+                                           True, col_mask(col))
+                _vstore(kb, value, c, r * ldc + col * w, col_mask(col))
         if with_epilogue:
-            epilogue.finish_tile(kb, c, rows, cols, width, ldc)
+            epilogue.finish_tile(kb, c, rows, cols, w, ldc, mask)
 
     if ks.last is True or ks.last is False or epilogue.trivial:
         store(ks.last is True and not epilogue.trivial)
@@ -379,21 +521,9 @@ def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: i
             store(True)
 
 
-PREFETCH_C = True
-
-
-def _prefetch(kb: KernelBuilder, base: SSAValue, offset: Index, write: bool = False) -> None:
-    """Software prefetch of the cache line holding base[offset] into L1."""
-    args = [_ptr(kb, base, offset), kb.constant(int(write), i32), kb.constant(3, i32),
-            kb.constant(1, i32)]
-    kb.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
-
-
 def _pack_panel(kb: KernelBuilder, src: SSAValue, ldb: int, length: Index, dst: SSAValue,
                 cols: int) -> None:
-    """dst[k, 0:cols·W] = B[k, 0:cols·W] for k < length (`src` at B[k0, j]): the panel
-    of B the micro-kernels of one column block read, contiguous (no cache-set conflicts
-    of a power-of-two row stride, no TLB miss per row)."""
+    """dst[k, 0:cols·W] = B[k0 + k, j:j + cols·W] for k < length (`src` at B[k0, j])."""
     w = kb.vector_width
     with kb.loop(0, length) as loop:
         row = kb.gep(src, kb.mul(loop.iv, ldb))
@@ -446,100 +576,148 @@ def _dot_tile(kb: KernelBuilder, mats: Matrices, i: Index, rows: int, k: int,
     epilogue.finish_tile(kb, _ptr(kb, mats.c, i), rows, 1, 1, 1)
 
 
-def gemm_tiles(width: int) -> tuple[int, int]:
-    """(MR, NR) of the micro-kernel for a vector width."""
-    return GEMM_TILES.get(width, (4, 2))
+def _is_dot(mats: Matrices, n: int) -> bool:
+    return n == 1 and mats.ldb == 1
 
 
 def emit_gemm(kb: KernelBuilder, mats: Matrices, m: int, n: int, k: int,
-              epilogue: Epilogue = NO_EPILOGUE, rows: Span | None = None,
-              cols: Span | None = None) -> None:
-    """C[rows, cols] = epilogue(A[rows, :] @ B[:, cols]) of C[M, N] = A[M, K] @ B[K, N]
-    with the register-blocked micro-kernels; `rows` (default all) starts at a multiple of
-    MR and ends at one or at M, `cols` starts at a multiple of NR·W and ends at one or N.
+              epilogue: Epilogue = NO_EPILOGUE, plan: GemmPlan | None = None,
+              rows: Span | None = None, cols: Span | None = None) -> None:
+    """C[rows, cols] = epilogue(A[rows, :] @ B[:, cols]) of C[M, N] = A[M, K] @ B[K, N].
 
-    Loop order: K blocks of at most K_BLOCK (a run-time loop; the first block writes C,
-    later ones add to it, the last applies the epilogue) → column panels of NR·W → row
-    tiles of MR. When the span has several row tiles, the panel B[kblock, panel] is first
-    packed into a contiguous stack buffer (K_BLOCK·NR·W floats, L1-resident) that every
-    row tile then streams. Columns past the last whole panel use narrower micro-kernels
-    (1..NR-1 vectors, then scalar columns) reading B in place."""
+    `rows` (default: all) is non-empty, starts at a multiple of MR and ends at one or at
+    M; `cols` likewise in whole panels of NR·W columns. Loop order: K blocks (the first
+    block writes C, later ones add to it, the last applies the epilogue) → column panels
+    of NR·W (packed into a stack buffer first with `plan.pack`) → row tiles of MR; the
+    columns past the last whole panel as one narrower tile whose last vector is masked.
+    With a prepacked B (`mats.packed`, see `pack_rhs`) every panel is already contiguous:
+    column panels → K blocks → row tiles, nothing packed at run time."""
+    w = kb.vector_width
+    plan = plan or gemm_plan(m, n, k, w, mats.packed)
     rows = rows if rows is not None else (0, m)
     cols = cols if cols is not None else (0, n)
-    w = kb.vector_width
-    mr, nr = gemm_tiles(w)
+    mr = plan.mr
     m_full = m // mr * mr
-    if n == 1 and w > 1 and mats.ldb == 1:
+    if _is_dot(mats, n):
         _sweep(kb, rows, m_full, m, mr,
                lambda i, size: _dot_tile(kb, mats, i, size, k, epilogue))
         return
-    nb = nr * w
+    nb = plan.nr * w
     n_full = n // nb * nb
-    blocks = -(-k // K_BLOCK)
+    rest = n - n_full
+    blocks = -(-k // plan.kc)
     kc = -(-k // blocks)
     kc = -(-kc // K_UNROLL) * K_UNROLL  # near-equal blocks, whole unrolled steps
-    pack = m > mr and n_full > 0
-    buffer = kb.alloca(min(kc, k) * nb) if pack else None
+    buffer = kb.alloca(min(kc, k) * nb) if plan.pack and n_full else None
+    prefetch = PREFETCH_C and (plan.pack or (mats.packed and blocks > 1))
 
-    def tiles(j: Index, ncols: int, width: int, ks: KBlock, b: SSAValue, ldb: int) -> None:
-        def tile(i: Index, size: int) -> None:
-            a_rows = [_ptr(kb, mats.a, _add(kb, _mul(kb, _add(kb, i, r), mats.lda), ks.start))
-                      for r in range(size)]
-            c = _ptr(kb, mats.c, _add(kb, _mul(kb, i, mats.ldc), j))
-            _micro_kernel(kb, a_rows, b, ldb, c, mats.ldc, ncols, width, ks, epilogue, i, j)
-
-        _sweep(kb, rows, m_full, m, mr, tile)
-
-    def b_at(ks: KBlock, j: Index) -> SSAValue:
-        return _ptr(kb, mats.b, _add(kb, _mul(kb, ks.start, mats.ldb), j))
-
-    def edge_columns(ks: KBlock) -> None:
-        n_vec = (n - n_full) // w
-        if n_vec:
-            tiles(n_full, n_vec, w, ks, b_at(ks, n_full), mats.ldb)
-        n_scalar = n_full + n_vec * w
-        groups_end = n_scalar + (n - n_scalar) // SCALAR_COLS * SCALAR_COLS
-
-        def group(j: Index, size: int) -> None:
-            tiles(j, size, 1, ks, b_at(ks, j), mats.ldb)
-
-        _sweep(kb, (n_scalar, n), groups_end, n, SCALAR_COLS, group)
-
-    def k_blocks(body) -> None:
+    def k_blocks(body: Callable[[KBlock], None]) -> None:
         if blocks == 1:
             body(KBlock(0, k))
             return
         with kb.loop(0, k, kc) as loop:
             k0 = loop.iv
             if k % kc:
-                rest = kb.sub(k, k0)
-                length = kb.select(kb.icmp("slt", rest, kc), rest, kb.index(kc))
+                left = kb.sub(k, k0)
+                length = kb.select(kb.icmp("slt", left, kc), left, kb.index(kc))
             else:
                 length = kc
             body(KBlock(k0, length, kb.icmp("eq", k0, 0), kb.icmp("sge", k0, k - kc)))
 
-    def panel_block(j: Index, ks: KBlock) -> None:
-        if pack:
-            _pack_panel(kb, b_at(ks, j), mats.ldb, ks.length, buffer, nr)
-            tiles(j, nr, w, ks, buffer, nb)
-        else:
-            tiles(j, nr, w, ks, b_at(ks, j), mats.ldb)
+    def tiles(j: Index, ncols: int, ks: KBlock, b: SSAValue, ldb: int, lanes: int = 0,
+              b_offsets: Sequence[int] | None = None) -> None:
+        def tile(i: Index, size: int) -> None:
+            a_rows = [_ptr(kb, mats.a, _add(kb, _mul(kb, _add(kb, i, r), mats.lda), ks.start))
+                      for r in range(size)]
+            c = _ptr(kb, mats.c, _add(kb, _mul(kb, i, mats.ldc), j))
+            _micro_kernel(kb, a_rows, b, ldb, c, mats.ldc, ncols, ks, epilogue, i, j, lanes,
+                          prefetch, b_offsets, plan.streams)
 
-    if ORDER == "jk":
-        _sweep(kb, cols, n_full, n_full, nb, lambda j, _: k_blocks(lambda ks: panel_block(j, ks)))
-        if n > n_full:
-            _when(kb, cols[1], n_full, lambda: k_blocks(edge_columns))
+        _sweep(kb, rows, m_full, m, mr, tile)
+
+    def edge_tiles(ks: KBlock, b: SSAValue, ldb: int) -> None:
+        tiles(n_full, -(-rest // w), ks, b, ldb, rest % w)
+
+    if mats.packed:  # panel j/NB is the contiguous [K, NB] block at B + j·K
+        def panels(j: Index, count: int) -> None:
+            """`count` consecutive whole panels from column j in one tile (several
+            concurrent streams of B when a tile has few rows)."""
+            base = _ptr(kb, mats.b, _mul(kb, j, k))
+            offsets = [p * k * nb + q * w for p in range(count) for q in range(plan.nr)]
+            k_blocks(lambda ks: tiles(j, plan.nr * count, ks,
+                                      _ptr(kb, base, _mul(kb, ks.start, nb)), nb,
+                                      b_offsets=offsets))
+
+        if n_full:
+            lo, stop = cols[0], _min(kb, cols[1], n_full)
+            span = plan.group * nb
+            if plan.group > 1:
+                if isinstance(lo, int) and isinstance(stop, int):
+                    groups_end: Index = lo + (stop - lo) // span * span
+                else:
+                    groups_end = kb.add(lo, kb.mul(kb.sdiv(kb.sub(stop, lo), span), span))
+                with kb.loop(lo, groups_end, span) as loop:
+                    panels(loop.iv, plan.group)
+                lo = groups_end
+            with kb.loop(lo, stop, nb) as loop:
+                panels(loop.iv, 1)
+        if rest:  # the last, narrower panel: [K, rest] at B + n_full·K
+            _when(kb, cols[1], n_full, lambda: k_blocks(lambda ks: edge_tiles(
+                ks, _ptr(kb, mats.b, _add(kb, n_full * k, _mul(kb, ks.start, rest))), rest)))
         return
 
+    def b_at(ks: KBlock, j: Index) -> SSAValue:
+        return _ptr(kb, mats.b, _add(kb, _mul(kb, ks.start, mats.ldb), j))
+
     def column_sweep(ks: KBlock) -> None:
-        _sweep(kb, cols, n_full, n_full, nb, lambda j, _: panel_block(j, ks))
-        if n > n_full:
-            _when(kb, cols[1], n_full, lambda: edge_columns(ks))
+        def panel(j: Index, _size: int) -> None:
+            if buffer is not None:
+                _pack_panel(kb, b_at(ks, j), mats.ldb, ks.length, buffer, plan.nr)
+                tiles(j, plan.nr, ks, buffer, nb)
+            else:
+                tiles(j, plan.nr, ks, b_at(ks, j), mats.ldb)
+
+        if n_full:
+            _sweep(kb, cols, n_full, n_full, nb, panel)
+        if rest:
+            _when(kb, cols[1], n_full, lambda: edge_tiles(ks, b_at(ks, n_full), mats.ldb))
 
     k_blocks(column_sweep)
 
 
-ORDER = "jk"
+def panel_columns(width: int) -> int:
+    """NR·W: the columns of a B panel of the large-M plan and of the prepacked layout."""
+    return GEMM_TILES.get(width, (4, 2))[1] * width
+
+
+def pack_rhs(b, width: int):
+    """A weight B[K, N] (numpy) in the layout of a prepacked rhs for vector width `width`:
+    the panels B[:, j:j + NB] (NB = panel_columns(width), the last one narrower) one after
+    the other, each a contiguous row-major [K, cols] block: the same K·N floats, reordered,
+    returned with B's shape so it fits B's buffer."""
+    import numpy as np
+
+    k, n = b.shape
+    nb = panel_columns(width)
+    flat = np.concatenate([np.ascontiguousarray(b[:, j:j + nb]).ravel() for j in range(0, n, nb)])
+    return flat.reshape(k, n)
+
+
+# ----------------------------------------------------------------------------- batches and parts
+
+
+def _batch_offsets(kb: KernelBuilder, geom: GemmGeometry, flat: SSAValue) -> list[Index]:
+    """Element offsets of matrix number `flat` (row-major over geom.batch) in A, B, C."""
+    offsets: list[Index] = [0, 0, 0]
+    rest = flat
+    for d in reversed(range(len(geom.batch))):
+        index = kb.srem(rest, geom.batch[d]) if d else rest
+        if d:
+            rest = kb.sdiv(rest, geom.batch[d])
+        for t, strides in enumerate((geom.a_strides, geom.b_strides, geom.c_strides)):
+            if strides[d]:
+                offsets[t] = _add(kb, offsets[t], _mul(kb, index, strides[d]))
+    return offsets
 
 
 def _emit_batched(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValue,
@@ -558,43 +736,130 @@ def _emit_batched(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValu
     level(0, (0, 0, 0))
 
 
+def part_range(kb: KernelBuilder, total: int, part: SSAValue,
+               parts: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """[total·part / parts, total·(part + 1) / parts): a balanced share of `total` units."""
+    lo = kb.sdiv(kb.mul(part, total), parts)
+    hi = kb.sdiv(kb.mul(kb.add(part, 1), total), parts)
+    return lo, hi
+
+
+def _emit_parts(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValue, c: SSAValue,
+                unit: int, length: int, part: SSAValue, parts: SSAValue, body) -> None:
+    """The share of part `part` of the work units: the matrices of the batch cut into
+    ⌈length / unit⌉ units of `unit` rows or columns each, flattened, split evenly;
+    body(a_ptr, b_ptr, c_ptr, span) per matrix with the span of rows or columns it owns
+    there. A part without units does nothing."""
+    per = -(-length // unit)
+    count = math.prod(geom.batch)
+    lo, hi = part_range(kb, count * per, part, parts)
+
+    def span(u0: Index, u1: Index) -> Span:
+        return _mul(kb, u0, unit), _min(kb, _mul(kb, u1, unit), kb.index(length))
+
+    with kb.if_(kb.icmp("slt", lo, hi)):
+        if count == 1:
+            body(a, b, c, span(lo, hi))
+        else:
+            first = kb.sdiv(lo, per)
+            stop = kb.add(kb.sdiv(kb.sub(hi, 1), per), 1)
+            with kb.loop(first, stop) as loop:
+                base = kb.mul(loop.iv, per)
+                u0 = _max(kb, kb.sub(lo, base), kb.index(0))
+                u1 = _min(kb, kb.sub(hi, base), kb.index(per))
+                ptrs = [_ptr(kb, p, off) for p, off in
+                        zip((a, b, c), _batch_offsets(kb, geom, loop.iv), strict=True)]
+                body(*ptrs, span(u0, u1))
+
+
+def split_columns(geom: GemmGeometry, plan: GemmPlan, width: int) -> bool:
+    """Whether parts split the columns (whole NR·W panels) rather than the rows (whole
+    MR tiles): decode shapes, where each part then streams its share of B, and shapes
+    with at least as many column panels as row tiles (each part packs only its own
+    panels of B; a row split packs all of B in every part)."""
+    if geom.n == 1:
+        return False
+    if geom.m <= SMALL_M:
+        return True
+    return -(-geom.n // (plan.nr * width)) >= -(-geom.m // plan.mr)
+
+
+def rhs_packed(op: Operation) -> bool:
+    """Whether the op's rhs holds a weight in the prepacked layout of `pack_rhs`: the op
+    has a (unit) property `packed_rhs`, set when the weight is packed at bind time."""
+    return getattr(op, "packed_rhs", None) is not None
+
+
 def _build_gemm(op: Operation, name: str, vector_width: int, bias: SSAValue | None,
-                activation: str | None) -> llvm.FuncOp:
+                activation: str | None, partitioned: bool = False,
+                packed_rhs: bool | None = None) -> llvm.FuncOp:
     lhs, rhs = shape_of(op.lhs), shape_of(op.rhs)
     has_bias = bias is not None
     pa = (1, *lhs) if len(lhs) == 1 else lhs
     mode = _bias_mode(lhs, rhs, shape_of(bias)[0], pa[-2]) if has_bias else "none"
     geom = gemm_geometry(lhs, rhs, fold_batch=mode != "row")
-    kb = KernelBuilder(name, [PTR] * (4 if has_bias else 3), vector_width=vector_width)
-    a, b, *rest = kb.args
+    packed = rhs_packed(op) if packed_rhs is None else packed_rhs
+    if packed and (len(rhs) != 2 or geom.batch):
+        raise ValueError(f"{op.name}: a prepacked rhs must be a 2-D weight, got {list(rhs)} "
+                         f"against lhs {list(lhs)}")
+    plan = gemm_plan(geom.m, geom.n, geom.k, vector_width, packed)
+    pointers = 4 if has_bias else 3
+    kb = KernelBuilder(name, [PTR] * pointers + ([i64, i64] if partitioned else []),
+                       vector_width=vector_width)
+    a, b, *rest = kb.args[:pointers]
     bias_ptr, c = (rest[0], rest[1]) if has_bias else (None, rest[0])
     epilogue = Epilogue(bias_ptr, mode, activation)
 
-    def matrix(pa_: SSAValue, pb_: SSAValue, pc_: SSAValue) -> None:
-        emit_gemm(kb, Matrices(pa_, pb_, pc_, geom.k, geom.n, geom.n), geom.m, geom.n, geom.k,
-                  epilogue)
+    def matrix(pa_: SSAValue, pb_: SSAValue, pc_: SSAValue, rows: Span | None = None,
+               cols: Span | None = None) -> None:
+        mats = Matrices(pa_, pb_, pc_, geom.k, geom.n, geom.n, packed)
+        emit_gemm(kb, mats, geom.m, geom.n, geom.k, epilogue, plan, rows, cols)
 
-    _emit_batched(kb, geom, a, b, c, matrix)
+    if not partitioned:
+        _emit_batched(kb, geom, a, b, c, matrix)
+    elif split_columns(geom, plan, vector_width):
+        _emit_parts(kb, geom, a, b, c, plan.nr * vector_width, geom.n, *kb.args[-2:],
+                    lambda pa_, pb_, pc_, span: matrix(pa_, pb_, pc_, cols=span))
+    else:
+        _emit_parts(kb, geom, a, b, c, plan.mr, geom.m, *kb.args[-2:],
+                    lambda pa_, pb_, pc_, span: matrix(pa_, pb_, pc_, rows=span))
     kb.ret()
     return kb.finish()
 
 
-def build_matmul(op: lir.MatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
-    """out = lhs @ rhs (np.matmul)."""
-    return _build_gemm(op, name, vector_width, None, None)
+def _activation_of(op: lir.FusedMatmulOp) -> str | None:
+    return op.activation.data.value if op.activation is not None else None
 
 
-def build_fused_matmul(op: lir.FusedMatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
+def build_matmul(op: lir.MatmulOp, name: str, vector_width: int, *,
+                 packed_rhs: bool | None = None) -> llvm.FuncOp:
+    """out = lhs @ rhs (np.matmul); `packed_rhs` (default: `rhs_packed(op)`): the rhs is
+    a weight in the layout of `pack_rhs`."""
+    return _build_gemm(op, name, vector_width, None, None, packed_rhs=packed_rhs)
+
+
+def build_fused_matmul(op: lir.FusedMatmulOp, name: str, vector_width: int, *,
+                       packed_rhs: bool | None = None) -> llvm.FuncOp:
     """out = activation(lhs @ rhs + bias), applied to the accumulators in registers."""
-    activation = op.activation.data.value if op.activation is not None else None
-    return _build_gemm(op, name, vector_width, op.bias, activation)
+    return _build_gemm(op, name, vector_width, op.bias, _activation_of(op),
+                       packed_rhs=packed_rhs)
+
+
+def build_matmul_partitioned(op: lir.MatmulOp, name: str, vector_width: int, *,
+                             packed_rhs: bool | None = None) -> llvm.FuncOp:
+    """build_matmul plus trailing (part, parts): this part's share of out."""
+    return _build_gemm(op, name, vector_width, None, None, partitioned=True,
+                       packed_rhs=packed_rhs)
+
+
+def build_fused_matmul_partitioned(op: lir.FusedMatmulOp, name: str, vector_width: int, *,
+                                   packed_rhs: bool | None = None) -> llvm.FuncOp:
+    """build_fused_matmul plus trailing (part, parts): this part's share of out."""
+    return _build_gemm(op, name, vector_width, op.bias, _activation_of(op), partitioned=True,
+                       packed_rhs=packed_rhs)
 
 
 # ----------------------------------------------------------------------------- dequant_matmul
-
-
-def _int_vector(kb: KernelBuilder, element: Attribute) -> VectorType:
-    return vector_type(kb.vector_width, element)
 
 
 def _and(kb: KernelBuilder, a: SSAValue, mask: int) -> SSAValue:
@@ -658,8 +923,8 @@ DEQUANT_ROWS = 4
 """Rows of x per dequant_matmul tile."""
 
 
-def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
-    """out[..., n] = Σ_k x[..., k]·dequant(w)[n, k], dequantized in registers."""
+def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
+                   partitioned: bool) -> llvm.FuncOp:
     scheme = op.scheme.data.value
     xs, ws = shape_of(op.x), shape_of(op.w)
     k, n = xs[-1], ws[0]
@@ -670,50 +935,79 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int) 
     if QK % w_lanes or (scheme == "q4_0" and (QK // 2) % w_lanes):
         raise ValueError(f"dequant_matmul: vector width {w_lanes} does not divide a block")
     chunks = QK // w_lanes
-    kb = KernelBuilder(name, [PTR] * 3, vector_width=vector_width)
-    x, wq, out = kb.args
+    kb = KernelBuilder(name, [PTR] * 3 + ([i64, i64] if partitioned else []), vector_width=vector_width)
+    x, wq, out = kb.args[:3]
+    mr = min(DEQUANT_ROWS, m)
+    cols = _dequant_cols(mr, w_lanes)  # weight rows per tile, the same for every row tile
 
-    def tile(i: Index, j: Index, rows: int, cols: int) -> None:
+    def tile(i: Index, j: Index, rows: int, ncols: int) -> None:
         x_rows = [_ptr(kb, x, _mul(kb, _add(kb, i, r), k)) for r in range(rows)]
-        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
-        accs = [kb.vconst(0.0)] * (rows * cols)
+        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(ncols)]
+        accs = [kb.vconst(0.0)] * (rows * ncols)
         with kb.loop(0, k // QK, carried=accs) as loop:
             blk = loop.iv
-            blocks = [kb.gep(w_rows[c], kb.mul(blk, block_bytes), i8) for c in range(cols)]
-            scales = [kb.splat(_f16_scale(kb, blocks[c])) for c in range(cols)]
+            blocks = [kb.gep(w_rows[c], kb.mul(blk, block_bytes), i8) for c in range(ncols)]
+            scales = [kb.splat(_f16_scale(kb, blocks[c])) for c in range(ncols)]
             x_off = kb.mul(blk, QK)
             cur = list(loop.carried)
             for chunk in range(chunks):
                 weights = [kb.fmul(_dequant_chunk(kb, scheme, blocks[c], chunk), scales[c])
-                           for c in range(cols)]
+                           for c in range(ncols)]
                 for r in range(rows):
                     xv = kb.load(x_rows[r], _add(kb, x_off, chunk * w_lanes), vector=True)
-                    for c in range(cols):
-                        cur[r * cols + c] = _fma(kb, xv, weights[c], cur[r * cols + c])
+                    for c in range(ncols):
+                        cur[r * ncols + c] = _fma(kb, xv, weights[c], cur[r * ncols + c])
             loop.yield_(*cur)
         c_base = _ptr(kb, out, _add(kb, _mul(kb, i, n), j))
         for r in range(rows):
-            for c in range(cols):
-                kb.store(kb.hsum(loop.results[r * cols + c]), c_base, r * n + c)
+            for c in range(ncols):
+                kb.store(kb.hsum(loop.results[r * ncols + c]), c_base, r * n + c)
 
-    def n_sweep(i: Index, rows: int) -> None:
-        cols = _dequant_cols(rows, w_lanes)
-        n_full = n // cols * cols
-        if n_full == cols:
-            tile(i, 0, rows, cols)
-        elif n_full:
-            with kb.loop(0, n_full, cols) as loop:
-                tile(i, loop.iv, rows, cols)
-        if n - n_full:
-            tile(i, n_full, rows, n - n_full)
+    def emit(rows: Span, weight_rows: Span) -> None:
+        def row_tile(i: Index, size: int) -> None:
+            _sweep(kb, weight_rows, n // cols * cols, n, cols,
+                   lambda j, ncols: tile(i, j, size, ncols))
 
-    _sweep(kb, (0, m), m // DEQUANT_ROWS * DEQUANT_ROWS, m, DEQUANT_ROWS, n_sweep)
+        _sweep(kb, rows, m // mr * mr, m, mr, row_tile)
+
+    if not partitioned:
+        emit((0, m), (0, n))
+    else:
+        part, parts = kb.args[-2:]
+        # weight rows unless they are too few to share: each part dequantizes only its
+        # own weight rows (splitting x's rows would dequantize all of w in every part)
+        by_weight_rows = -(-n // cols) >= min(16, -(-m // mr))
+        unit, length = (cols, n) if by_weight_rows else (mr, m)
+        lo, hi = part_range(kb, -(-length // unit), part, parts)
+        with kb.if_(kb.icmp("slt", lo, hi)):
+            span = (kb.mul(lo, unit), _min(kb, kb.mul(hi, unit), kb.index(length)))
+            if by_weight_rows:
+                emit((0, m), span)
+            else:
+                emit(span, (0, n))
     kb.ret()
     return kb.finish()
+
+
+def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[..., n] = Σ_k x[..., k]·dequant(w)[n, k], dequantized in registers."""
+    return _build_dequant(op, name, vector_width, partitioned=False)
+
+
+def build_dequant_matmul_partitioned(op: lir.DequantMatmulOp, name: str,
+                                     vector_width: int) -> llvm.FuncOp:
+    """build_dequant_matmul plus trailing (part, parts): this part's share of out."""
+    return _build_dequant(op, name, vector_width, partitioned=True)
 
 
 BUILDERS = {
     lir.MatmulOp: build_matmul,
     lir.FusedMatmulOp: build_fused_matmul,
     lir.DequantMatmulOp: build_dequant_matmul,
+}
+
+PARTITIONED = {
+    lir.MatmulOp: build_matmul_partitioned,
+    lir.FusedMatmulOp: build_fused_matmul_partitioned,
+    lir.DequantMatmulOp: build_dequant_matmul_partitioned,
 }
