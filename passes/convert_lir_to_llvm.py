@@ -339,12 +339,14 @@ def _is_graph_entry(fn: llvm.FuncOp) -> bool:
 
 
 def insert_barriers(module: ModuleOp) -> None:
-    """A barrier between two kernel calls unless both run on thread 0 only (serial)."""
+    """A barrier between two kernel calls unless both run on thread 0 only (serial), and
+    one before returning when any kernel is split across threads."""
     needed = False
     for entry in module.ops:
         if not isinstance(entry, llvm.FuncOp) or not _is_graph_entry(entry):
             continue
         previous: str | None = None
+        parallel = False
         parts, sync = entry.body.block.args[-2:]
         for call in list(entry.body.walk()):
             kind = call.attributes.pop(KERNEL_MARK, None)
@@ -355,6 +357,13 @@ def insert_barriers(module: ModuleOp) -> None:
                 call.parent_block().insert_op_before(barrier, call)
                 needed = True
             previous = kind.data
+            parallel |= kind.data == "parallel"
+        if parallel:
+            # A last barrier: when thread 0 returns, every thread's writes are done, so the
+            # caller needs no second hand-off from the workers.
+            ret = entry.body.block.last_op
+            ret.parent_block().insert_op_before(llvm.CallOp(BARRIER, sync, parts), ret)
+            needed = True
     if needed:
         module.body.block.add_ops(build_barrier())
 
