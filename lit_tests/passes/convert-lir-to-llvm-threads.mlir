@@ -1,0 +1,32 @@
+// RUN: rlx-opt %s -p convert-lir-to-llvm{vector-width=16} | filecheck %s
+
+// Kernels large enough to split across threads are built partitioned: they take the
+// thread id and count and compute their share. Barriers separate kernels whose data
+// crosses threads, and a last one ends the entry so thread 0 returns when all are done.
+
+func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
+               %small: memref<8xf32> {rlx.name = "small", rlx.role = "input"},
+               %out0: memref<1024x512xf32> {rlx.name = "out0", rlx.role = "output"},
+               %out1: memref<8xf32> {rlx.name = "out1", rlx.role = "output"}) {
+  %arena = lir.arena size 2097152 alignment 64 strategy "greedy-by-size" : memref<2097152xi8>
+  %t = lir.slot %arena[0] live [1, 2] : memref<2097152xi8> -> memref<1024x512xf32>
+  lir.elementwise exp ins(%x : memref<1024x512xf32>) outs(%t : memref<1024x512xf32>)
+  lir.elementwise neg ins(%t : memref<1024x512xf32>) outs(%out0 : memref<1024x512xf32>)
+  lir.elementwise abs ins(%small : memref<8xf32>) outs(%out1 : memref<8xf32>)
+  func.return
+}
+
+// CHECK:      llvm.func @big__elementwise_0(%{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: i64, %{{.*}}: i64)
+// CHECK:      llvm.func @big__elementwise_2__serial(
+// CHECK:      llvm.func @big(
+// CHECK-SAME: %[[PART:[0-9a-z_]+]]: i64 {rlx.role = "part"}, %[[PARTS:[0-9a-z_]+]]: i64 {rlx.role = "parts"}, %[[SYNC:[0-9a-z_]+]]: !llvm.ptr {rlx.role = "sync"}) -> i32
+// CHECK:      llvm.call @big__elementwise_0(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
+// CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
+// CHECK-NEXT: llvm.call @big__elementwise_1(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
+// CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
+// CHECK-NEXT: llvm.call @big__elementwise_2__serial(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
+// CHECK:      llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
+// CHECK-NEXT: llvm.return
+// CHECK:      llvm.func @rlx_barrier(
+// CHECK:      "lock xaddq
+// CHECK:      llvm.func @sched_yield() -> i32
