@@ -688,9 +688,18 @@ def _is_scalar(ty: Attribute) -> bool:
     return isinstance(ty, IntegerType | IndexType) or AnyFloatConstr.verifies(ty)
 
 
+def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:
+    """`packed_rhs`: the rhs is a 2-D weight [K, N] whose buffer holds it in the
+    prepacked panel layout (`rlx_mlir.codegen.matmul.pack_rhs`), so it must be 2-D."""
+    rank = len(shape_of(op.rhs))
+    if op.packed_rhs is not None and rank != 2:
+        raise VerifyException(f"'{op.name}': packed_rhs needs a 2-D rhs [K, N], got rank {rank}")
+
+
 @irdl_op_definition
 class MatmulOp(KernelOp):
-    """out = lhs @ rhs (np.matmul: 1-D operands promoted, batch dims broadcast).
+    """out = lhs @ rhs (np.matmul: 1-D operands promoted, batch dims broadcast);
+    `packed_rhs`: the 2-D rhs buffer holds the weight prepacked at bind time (panel layout).
 
     ```mlir
     lir.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>)
@@ -703,12 +712,25 @@ class MatmulOp(KernelOp):
     rhs = operand_def(MemRefType)
     out = operand_def(MemRefType)
 
-    assembly_format = _inout("$lhs `,` $rhs `:` type($lhs) `,` type($rhs)") + _out_format()
+    packed_rhs = opt_prop_def(UnitAttr)
+
+    assembly_format = _inout("$lhs `,` $rhs `:` type($lhs) `,` type($rhs)") + _out_format(
+        "(`packed_rhs` $packed_rhs^)?"
+    )
 
     def __init__(
-        self, lhs: SSAValue | Operation, rhs: SSAValue | Operation, out: SSAValue | Operation
+        self,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        out: SSAValue | Operation,
+        packed_rhs: bool = False,
     ):
-        super().__init__(operands=[lhs, rhs, out])
+        properties: dict[str, Attribute] = {"packed_rhs": UnitAttr()} if packed_rhs else {}
+        super().__init__(operands=[lhs, rhs, out], properties=properties)
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_packed_rhs(self)
 
     def infer_out(self) -> Shape:
         return si.matmul(shape_of(self.lhs), shape_of(self.rhs))
@@ -716,7 +738,8 @@ class MatmulOp(KernelOp):
 
 @irdl_op_definition
 class FusedMatmulOp(KernelOp):
-    """out = activation(lhs @ rhs + bias), with `bias` ([N]) and `activation` optional.
+    """out = activation(lhs @ rhs + bias), with `bias` ([N]) and `activation` optional;
+    `packed_rhs` as for `lir.matmul`.
 
     ```mlir
     lir.fused_matmul ins(%a, %b, %c : memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%o : memref<4x16xf32>) activation gelu
@@ -731,10 +754,11 @@ class FusedMatmulOp(KernelOp):
     out = operand_def(MemRefType)
 
     activation = opt_prop_def(ActivationAttr)
+    packed_rhs = opt_prop_def(UnitAttr)
 
     assembly_format = _inout(
         "$lhs `,` $rhs (`,` $bias^)? `:` type($lhs) `,` type($rhs) (`,` type($bias)^)?"
-    ) + _out_format("(`activation` $activation^)?")
+    ) + _out_format("(`activation` $activation^)? (`packed_rhs` $packed_rhs^)?")
 
     def __init__(
         self,
@@ -743,11 +767,18 @@ class FusedMatmulOp(KernelOp):
         out: SSAValue | Operation,
         bias: SSAValue | Operation | None = None,
         activation: Activation | str | None = None,
+        packed_rhs: bool = False,
     ):
         properties: dict[str, Attribute] = {}
         if activation is not None:
             properties["activation"] = ActivationAttr(Activation(activation))
+        if packed_rhs:
+            properties["packed_rhs"] = UnitAttr()
         super().__init__(operands=[lhs, rhs, bias, out], properties=properties)
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_packed_rhs(self)
 
     def infer_out(self) -> Shape:
         product = si.matmul(shape_of(self.lhs), shape_of(self.rhs))

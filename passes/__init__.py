@@ -14,6 +14,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "mir-fuse": ("mir_fuse", "MirFusePass"),
     "convert-mir-to-lir": ("convert_mir_to_lir", "ConvertMirToLirPass"),
     "lir-plan-arena": ("lir_plan_arena", "LirPlanArenaPass"),
+    "lir-pack-weights": ("lir_pack_weights", "LirPackWeightsPass"),
     "convert-lir-to-llvm": ("convert_lir_to_llvm", "ConvertLirToLlvmPass"),
     "rlx-lower": ("rlx_lower", "RlxLowerPass"),
 }

@@ -67,6 +67,7 @@ from rlx_mlir.codegen.parallel import (
     SERIAL_SUFFIX,
     build_barrier,
     build_serial_wrapper,
+    build_worker_loop,
 )
 from rlx_mlir.dialects import lir
 
@@ -363,6 +364,7 @@ def insert_barriers(module: ModuleOp) -> None:
             # caller needs no second hand-off from the workers.
             ret = entry.body.block.last_op
             ret.parent_block().insert_op_before(llvm.CallOp(BARRIER, sync, parts), ret)
+            module.body.block.add_op(build_worker_loop(entry))
             needed = True
     if needed:
         module.body.block.add_ops(build_barrier())

@@ -29,10 +29,12 @@ from rlx_mlir.backend import (
     optimize,
 )
 from rlx_mlir.codegen.kernels import ERROR_MESSAGES
-from rlx_mlir.codegen.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES
+from rlx_mlir.codegen.matmul import pack_rhs
+from rlx_mlir.codegen.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES, WORKER_SUFFIX
 from rlx_mlir.errors import ArgumentError, RlxError
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
+from rlx_mlir.passes.lir_pack_weights import LAYOUT, PACKED_RHS
 from rlx_mlir.pipeline import STAGES, PipelineOptions, Timings, lower, stage_of
 from rlx_mlir.runtime import ThreadTeam, default_threads
 from rlx_mlir.signature import ArgSpec, Signature, convert, entry_function
@@ -51,7 +53,8 @@ def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int
     if not isinstance(graph, Graph):
         raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
     return _compile(graph.to_module(), params, opt_level,
-                    PipelineOptions(alignment, strategy, vector_width), time_passes, threads)
+                    PipelineOptions(alignment, strategy, vector_width, _packed(params)),
+                    time_passes, threads)
 
 
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
@@ -64,8 +67,15 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
         module = parse_module(text)
     except Exception as err:  # xDSL's ParseError / VerifyException carry the location
         raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
-    return _compile(module, params, opt_level, PipelineOptions(alignment, strategy, vector_width),
+    return _compile(module, params, opt_level,
+                    PipelineOptions(alignment, strategy, vector_width, _packed(params)),
                     time_passes, threads)
+
+
+def _packed(params: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The params lir-pack-weights may pack: those bound at compile time (their copies
+    are packed once in `CompiledGraph._bind_params`); the others stay row-major."""
+    return tuple(sorted(params)) if isinstance(params, Mapping) else ()
 
 
 def _text(module: ModuleOp) -> str:
@@ -113,6 +123,7 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
     """What a compiled graph needs to run without re-running the pipeline (cached on disk)."""
     entry = entry_function(stages["llvm"])
     args = []
+    layouts = {}
     arena = naive = -1
     for attrs in entry.arg_attrs.data:
         if "rlx.arena_bytes" in attrs.data:
@@ -124,13 +135,15 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
         spec = ArgSpec(attrs.data["rlx.name"].data, attrs.data["rlx.role"].data,
                        tuple(ty.get_shape()), _dtype(ty))
         args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
+        if LAYOUT in attrs.data:  # e.g. a weight packed at bind time (lir-pack-weights)
+            layouts[spec.name] = attrs.data[LAYOUT].data
     if arena < 0:
         raise RlxError(f"@{entry.sym_name.data}: the arena argument has no rlx.arena_bytes "
                        "attribute, so the size of the arena to pass is unknown")
     parallel = any(op.name == "llvm.call" and not op.callee.string_value().endswith(SERIAL_SUFFIX)
                    and op.callee.string_value() != BARRIER for op in entry.walk())
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
-            "naive_bytes": naive, "parallel": parallel}
+            "naive_bytes": naive, "parallel": parallel, "layouts": layouts}
 
 
 def _dtype(memref) -> str:
@@ -164,6 +177,12 @@ class CompiledGraph:
         self.naive_bytes: int = meta["naive_bytes"]
         """Bytes all intermediate buffers would take without reuse."""
         self._bound = self._bind_params(params or {})
+        unbound = sorted(set(meta.get("layouts", {})) - set(self._bound))
+        if unbound:  # a per-call array would arrive row-major: wrong numbers, not an error
+            raise ArgumentError(
+                f"params: {', '.join(unbound)} must be bound at compile time (params=...): "
+                "the compiled code reads them in a packed layout"
+            )
         self._arena = _aligned_empty(self.arena_bytes)
         self._lock = threading.Lock()
         entry = executable.address(meta["name"])
@@ -182,13 +201,24 @@ class CompiledGraph:
         self._out_layouts = tuple((o.shape, np.dtype(_numpy(o.dtype))) for o in self.outputs)
 
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Copies of the bound params, in the layout the compiled code reads: a weight
+        with `rlx.layout = "packed_rhs"` is packed once here (`pack_rhs` for the
+        vector width of the compiled kernels), never per call."""
         specs = {a.name: a for a in self.signature.args}
+        layouts = self._executable.metadata.get("layouts", {})
         bound = {}
         for name, value in params.items():
             if name not in specs or specs[name].role != "param":
                 known = ", ".join(a.name for a in self.signature.args if a.role == "param") or "none"
                 raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r} (params: {known})")
-            bound[name] = convert(specs[name], value).copy()
+            array = convert(specs[name], value)
+            layout = layouts.get(name)
+            if layout == PACKED_RHS:
+                bound[name] = pack_rhs(array, self._executable.target.vector_width)
+            elif layout is None:
+                bound[name] = array.copy()
+            else:
+                raise RlxError(f"params: {name!r} has the unknown layout {layout!r}")
         return bound
 
     @property
@@ -229,11 +259,22 @@ class CompiledGraph:
                 status = self._entry(*pointers, 0, 1, self._sync_address)
             else:
                 if self._team is None:
-                    self._team = ThreadTeam(self.threads)
-                status = self._team.run(self._entry, pointers, (self._sync_address,))
+                    self._team = self._make_team()
+                status = self._team.run(self._entry, pointers, self._sync_address)
         if status:
             message = ERROR_MESSAGES.get(status, f"error code {status}")
             raise ArgumentError(f"{self.signature.name}: {message}")
+
+    def __del__(self) -> None:
+        team = getattr(self, "_team", None)
+        if team is not None:
+            team.stop()  # its workers exit instead of waiting for calls that cannot come
+
+    def _make_team(self) -> ThreadTeam:
+        name = self.signature.name + WORKER_SUFFIX
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        worker = ctypes.CFUNCTYPE(i64, ptr, ptr, i64, i64, i64, i64)(self._executable.address(name))
+        return ThreadTeam(self.threads, worker, len(self._arg_order) + 1)
 
     # ------------------------------------------------------------------ introspection
 

@@ -4,7 +4,7 @@
 |--------|-------------------------------------------------------------|
 | `hir`  | the Graph builder (hir blocks and mir primitives on tensors) |
 | `mir`  | convert-hir-to-mir, canonicalize, cse, mir-fuse             |
-| `lir`  | convert-mir-to-lir, lir-plan-arena                          |
+| `lir`  | convert-mir-to-lir, lir-plan-arena, lir-pack-weights        |
 | `llvm` | convert-lir-to-llvm                                         |
 """
 
@@ -26,7 +26,7 @@ STAGES = ("hir", "mir", "lir", "llvm")
 
 STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "mir": ("convert-hir-to-mir", "canonicalize", "cse", "mir-fuse"),
-    "lir": ("convert-mir-to-lir", "lir-plan-arena"),
+    "lir": ("convert-mir-to-lir", "lir-plan-arena", "lir-pack-weights"),
     "llvm": ("convert-lir-to-llvm",),
 }
 """The passes that produce each stage from the one before."""
@@ -42,6 +42,8 @@ class PipelineOptions:
     """lir-plan-arena: greedy-by-size (reuse) or naive (no reuse)."""
     vector_width: int = 0
     """convert-lir-to-llvm: f32 lanes per vector, 0 for the target's."""
+    packed_params: tuple[str, ...] = ()
+    """lir-pack-weights: the params bound at compile time (packed once at bind time)."""
 
 
 @dataclass
@@ -95,6 +97,8 @@ def make_pass(name: str, options: PipelineOptions) -> ModulePass:
     cls = get_all_passes()[name]()
     if name == "lir-plan-arena":
         return cls(alignment=options.alignment, strategy=options.strategy)
+    if name == "lir-pack-weights":
+        return cls(params=tuple(options.packed_params))
     if name == "convert-lir-to-llvm":
         return cls(vector_width=options.vector_width)
     return cls()
@@ -114,8 +118,10 @@ def lower(module: ModuleOp, until: str = "llvm", options: PipelineOptions = Pipe
         snapshot(stage, module)
     for target in STAGES[STAGES.index(stage) + 1 : STAGES.index(until) + 1]:
         names: Sequence[str] = STAGE_PASSES[target]
-        if target == "llvm" and stage == "lir" and not is_planned(module):
-            names = ("lir-plan-arena", *names)
+        if target == "llvm" and stage == "lir":  # lir input: plan it if needed, pack weights
+            names = ("lir-pack-weights", *names)
+            if not is_planned(module):
+                names = ("lir-plan-arena", *names)
         for name in names:
             start = time.perf_counter()
             make_pass(name, options).apply(ctx, module)

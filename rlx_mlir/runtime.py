@@ -8,10 +8,17 @@ worker, not one per kernel.
 
 from __future__ import annotations
 
+import atexit
+import ctypes
+import functools
 import os
 import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from rlx_mlir.errors import RlxError
 
@@ -36,31 +43,96 @@ def default_threads() -> int:
     return max(1, cores)
 
 
-class ThreadTeam:
-    """`size - 1` daemon workers; `run` executes `entry(*args, part, size, *tail)` on all.
+SPIN_ROUNDS = 4096
+"""How long an idle worker spins (rounds of `pause`, ~100-300 µs) for the next call before it
+sleeps: back-to-back calls then find it awake instead of paying an OS wake-up each."""
 
-    The entry ends in a barrier when it is split across threads, so when part 0 returns
-    every worker's share is written: the caller does not wait for the workers to report
-    back (that hand-off through Python would cost another thread wake-up per call).
-    Partitioned kernels never fail, so a worker's status is always 0.
+
+class ThreadTeam:
+    """`size - 1` daemon workers that run a graph's entry with part ids 1..size-1.
+
+    Workers live in the graph's native worker loop (`<entry>__worker`, see
+    rlx_mlir/codegen/parallel.py) without the GIL: a call writes its pointer arguments to
+    `argblock` and bumps a ticket word; a spinning worker starts at once. A worker idle for
+    SPIN_ROUNDS returns to Python and sleeps on its queue until a call wakes it. The entry
+    ends in a barrier when it is split across threads, so when part 0 returns every share
+    is written and the caller never waits for the workers to report back.
     """
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, worker: Callable[..., int], pointer_count: int):
         self.size = size
-        self._tasks: list[queue.SimpleQueue] = []
+        self._ticket_buffer = np.zeros(16, dtype=np.int64)  # 128 bytes: its own cache line
+        self._ticket = self._ticket_buffer.ctypes.data + 64 - self._ticket_buffer.ctypes.data % 64
+        self._argblock = np.zeros(pointer_count + 1, dtype=np.uint64)
+        self._argblock_address = self._argblock.ctypes.data
+        self._wait, self._bump = _ticket_functions()
+        self._worker = worker
+        self._stopped = False
+        self._sleeping = [False] * size
+        _TEAMS.add(self)
+        self._wakeups: list[queue.SimpleQueue] = []
         for part in range(1, size):
-            tasks: queue.SimpleQueue = queue.SimpleQueue()
-            self._tasks.append(tasks)
-            threading.Thread(target=self._work, args=(tasks,), name=f"rlx-worker-{part}",
+            wakeups: queue.SimpleQueue = queue.SimpleQueue()
+            self._wakeups.append(wakeups)
+            threading.Thread(target=self._work, args=(part, wakeups), name=f"rlx-worker-{part}",
                              daemon=True).start()
 
-    def _work(self, tasks: queue.SimpleQueue) -> None:
-        while True:
-            entry, args, part, tail = tasks.get()
-            entry(*args, part, self.size, *tail)
+    def _work(self, part: int, wakeups: queue.SimpleQueue) -> None:
+        seen = 0
+        while not self._stopped:
+            seen = self._worker(self._ticket, self._argblock_address, part, self.size, seen,
+                                SPIN_ROUNDS)
+            self._sleeping[part] = True
+            if self._wait(self._ticket, seen, 0) == seen:  # re-check after announcing sleep
+                wakeups.get()
+            self._sleeping[part] = False
 
-    def run(self, entry: Callable[..., int], args: Sequence[object], tail: Sequence[object]) -> int:
+    def run(self, entry: Callable[..., int], pointers: Sequence[int], sync: int) -> int:
         """Run the entry on every thread of the team; thread 0's status."""
-        for part, tasks in enumerate(self._tasks, start=1):
-            tasks.put((entry, args, part, tail))
-        return entry(*args, 0, self.size, *tail)
+        self._argblock[:-1] = pointers
+        self._argblock[-1] = sync
+        self._bump(self._ticket)
+        for part, wakeups in enumerate(self._wakeups, start=1):
+            if self._sleeping[part]:
+                wakeups.put(None)
+        return entry(*pointers, 0, self.size, sync)
+
+
+    def stop(self) -> None:
+        """Let the workers leave native code for good (they finish at most one spin)."""
+        self._stopped = True
+        for wakeups in self._wakeups:
+            wakeups.put(None)
+
+
+_TEAMS: weakref.WeakSet[ThreadTeam] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_teams() -> None:
+    """No worker may still run JIT code when the engines holding it are freed at exit."""
+    teams = list(_TEAMS)
+    for team in teams:
+        team.stop()
+    if teams:
+        time.sleep(0.01)  # a spinning worker returns within SPIN_ROUNDS (~0.3 ms)
+
+
+@functools.cache
+def _ticket_functions() -> tuple[Callable[..., int], Callable[..., int]]:
+    """The native wait and bump functions, compiled once per process (the backend's
+    in-memory cache keeps their engine alive)."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    from rlx_mlir.backend import cache_key, compile_module
+    from rlx_mlir.codegen.parallel import TICKET_BUMP, TICKET_WAIT, build_ticket_functions
+    from rlx_mlir.target import host_target
+
+    module = ModuleOp(build_ticket_functions())
+    target = host_target()
+    executable = compile_module(module, target, key=cache_key("rlx-ticket-functions", target, 3))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    wait = ctypes.CFUNCTYPE(i64, ptr, i64, i64)(executable.address(TICKET_WAIT))
+    bump = ctypes.CFUNCTYPE(i64, ptr)(executable.address(TICKET_BUMP))
+    return wait, bump
+

@@ -100,3 +100,77 @@ def build_serial_wrapper(name: str, kernel: llvm.FuncOp) -> llvm.FuncOp:
     return kb.finish()
 
 
+
+
+TICKET_WAIT = "rlx_ticket_wait"
+TICKET_BUMP = "rlx_ticket_bump"
+
+
+def build_ticket_functions() -> list[llvm.FuncOp]:
+    """The runtime's wake-up word, for workers that spin a little before sleeping:
+
+    - `i64 rlx_ticket_wait(ptr word, i64 seen, i64 spins)`: the word's value as soon as it
+      differs from `seen`, or `seen` after `spins` rounds of `pause`;
+    - `i64 rlx_ticket_bump(ptr word)`: atomically add 1, return the new value.
+    """
+    wait = KernelBuilder(TICKET_WAIT, [PTR, i64, i64], vector_width=4, result_type=i64,
+                         noalias=[False, False, False])
+    word, seen, spins = wait.args
+    header, body, done = wait.new_block([i64]), wait.new_block(), wait.new_block([i64])
+    wait.insert(llvm.BrOp(header, wait.index(0)))
+    wait.move_to(header)
+    (count,) = header.args
+    current = _asm(wait, "movq ($1), $0", "=r,r,~{memory}", [word], i64)
+    changed = wait.or_(wait.icmp("ne", current, seen), wait.icmp("sge", count, spins))
+    wait.insert(llvm.CondBrOp(changed, done, [current], body, []))
+    wait.move_to(body)
+    _asm(wait, "pause", "~{memory}", [])
+    wait.insert(llvm.BrOp(header, wait.add(count, 1)))
+    wait.move_to(done)
+    wait.ret(done.args[0])
+
+    bump = KernelBuilder(TICKET_BUMP, [PTR], vector_width=4, result_type=i64, noalias=[False])
+    (word,) = bump.args
+    old = _asm(bump, "lock xaddq $0, ($2)", "=r,0,r,~{memory}", [bump.index(1), word], i64)
+    bump.ret(bump.add(old, 1))
+    return [wait.finish(), bump.finish()]
+
+
+WORKER_SUFFIX = "__worker"
+"""Name suffix of a graph's native worker loop."""
+
+
+def build_worker_loop(entry: llvm.FuncOp) -> llvm.FuncOp:
+    """`i64 <entry>__worker(ptr ticket, ptr argblock, i64 part, i64 parts, i64 seen, i64 spins)`.
+
+    A worker thread stays in this loop between calls, without the GIL: it spins on the
+    ticket word; when the ticket moves it loads the call's pointer arguments from
+    `argblock` (the entry's pointer arguments in order, the barrier state last) and runs
+    its part of the entry; after `spins` idle rounds it returns the last ticket it served
+    so the Python side can go to sleep.
+    """
+    inputs = list(entry.function_type.inputs.data)
+    pointer_count = len(inputs) - 3  # graph args + arena; then part, parts, sync
+    kb = KernelBuilder(entry.sym_name.data + WORKER_SUFFIX, [PTR, PTR, i64, i64, i64, i64],
+                       vector_width=4, result_type=i64, noalias=[False] * 6)
+    ticket, argblock, part, parts, seen0, spins = kb.args
+    header = kb.new_block([i64, i64])
+    check_timeout, spin, run, done = kb.new_block(), kb.new_block(), kb.new_block([i64]), kb.new_block()
+    kb.insert(llvm.BrOp(header, seen0, kb.index(0)))
+    kb.move_to(header)
+    seen, count = header.args
+    current = _asm(kb, "movq ($1), $0", "=r,r,~{memory}", [ticket], i64)
+    kb.insert(llvm.CondBrOp(kb.icmp("ne", current, seen), run, [current], check_timeout, []))
+    kb.move_to(check_timeout)
+    kb.insert(llvm.CondBrOp(kb.icmp("sge", count, spins), done, [], spin, []))
+    kb.move_to(spin)
+    _asm(kb, "pause", "~{memory}", [])
+    kb.insert(llvm.BrOp(header, seen, kb.add(count, 1)))
+    kb.move_to(run)
+    pointers = [kb.insert(llvm.LoadOp(kb.gep(argblock, i, i64), PTR, alignment=8))
+                for i in range(pointer_count + 1)]
+    kb.call(entry.sym_name.data, [*pointers[:-1], part, parts, pointers[-1]], i32)
+    kb.insert(llvm.BrOp(header, run.args[0], kb.index(0)))
+    kb.move_to(done)
+    kb.ret(seen)
+    return kb.finish()

@@ -4,6 +4,11 @@
 view of it at the planned offset, `lir.alloc` a fresh NaN-filled array and `lir.view` a
 flat view of its source. So a plan that overlaps two live buffers, or a kernel that reads
 a buffer nobody wrote, gives wrong numbers instead of passing silently.
+
+Arrays are always in the logical row-major layout: the `packed_rhs` property of
+matmul / fused_matmul (lir-pack-weights) only says how the native code's bound copy of a
+weight is laid out (packed once at bind time by `CompiledGraph`), so the interpreter
+ignores it and a packed module runs on the same (unpacked) params as an unpacked one.
 """
 
 from __future__ import annotations

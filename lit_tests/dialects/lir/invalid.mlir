@@ -1169,3 +1169,11 @@ func.func @f(%p: memref<1x10x8xf32>, %k: memref<3x8xf32>, %y: memref<1x8x8xf32>,
 
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.depthwise_conv1d': weight: expected element type f32, got i64
+
+// -----
+
+// lir.matmul: packed_rhs needs a 2-D weight
+%a, %v, %o = "test.op"() : () -> (memref<4x8xf32>, memref<8xf32>, memref<4xf32>)
+lir.matmul ins(%a, %v : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4xf32>) packed_rhs
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.matmul': packed_rhs needs a 2-D rhs [K, N], got rank 1

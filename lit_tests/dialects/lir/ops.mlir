@@ -164,10 +164,15 @@ func.func @fused_elementwise(%a: memref<4x8xf32>, %b: memref<8xf32>, %s: memref<
 // CHECK-NEXT:    lir.fused_matmul ins(%[[A]], %[[W]] : memref<4x8xf32>, memref<8x16xf32>) outs(%[[O]] : memref<4x16xf32>)
 // CHECK-NEXT:    lir.fused_matmul ins(%[[BA]], %[[W]], %[[C]] : memref<2x4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%[[BO]] : memref<2x4x16xf32>)
 // CHECK-NEXT:    lir.fused_matmul ins(%[[A]], %[[W]] : memref<4x8xf32>, memref<8x16xf32>) outs(%[[O]] : memref<4x16xf32>) activation silu
+// CHECK-NEXT:    lir.matmul ins(%[[BA]], %[[W]] : memref<2x4x8xf32>, memref<8x16xf32>) outs(%[[BO]] : memref<2x4x16xf32>) packed_rhs
+// CHECK-NEXT:    lir.fused_matmul ins(%[[A]], %[[W]], %[[C]] : memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%[[O]] : memref<4x16xf32>) activation gelu packed_rhs
+// CHECK-NEXT:    lir.fused_matmul ins(%[[A]], %[[W]] : memref<4x8xf32>, memref<8x16xf32>) outs(%[[O]] : memref<4x16xf32>) packed_rhs
 // GENERIC-LABEL: "func.func"() <{sym_name = "matmul"
 // GENERIC:         "lir.matmul"(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>) -> ()
 // GENERIC:         "lir.fused_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{activation = #rlx<activation gelu>}> : (memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>, memref<4x16xf32>) -> ()
 // GENERIC-NEXT:    "lir.fused_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) : (memref<4x8xf32>, memref<8x16xf32>, memref<4x16xf32>) -> ()
+// GENERIC:         "lir.matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{packed_rhs}> : (memref<2x4x8xf32>, memref<8x16xf32>, memref<2x4x16xf32>) -> ()
+// GENERIC-NEXT:    "lir.fused_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{activation = #rlx<activation gelu>, packed_rhs}> : (memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>, memref<4x16xf32>) -> ()
 func.func @matmul(%a: memref<4x8xf32>, %w: memref<8x16xf32>, %c: memref<16xf32>, %o: memref<4x16xf32>, %ba: memref<2x4x8xf32>, %bo: memref<2x4x16xf32>, %v: memref<8xf32>, %vo: memref<16xf32>) {
   lir.matmul ins(%a, %w : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>)
   lir.matmul ins(%ba, %w : memref<2x4x8xf32>, memref<8x16xf32>) outs(%bo : memref<2x4x16xf32>)
@@ -176,6 +181,9 @@ func.func @matmul(%a: memref<4x8xf32>, %w: memref<8x16xf32>, %c: memref<16xf32>,
   lir.fused_matmul ins(%a, %w : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>)
   lir.fused_matmul ins(%ba, %w, %c : memref<2x4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%bo : memref<2x4x16xf32>)
   lir.fused_matmul ins(%a, %w : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>) activation silu
+  lir.matmul ins(%ba, %w : memref<2x4x8xf32>, memref<8x16xf32>) outs(%bo : memref<2x4x16xf32>) packed_rhs
+  lir.fused_matmul ins(%a, %w, %c : memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%o : memref<4x16xf32>) activation gelu packed_rhs
+  lir.fused_matmul ins(%a, %w : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>) packed_rhs
   func.return
 }
 

@@ -1,0 +1,94 @@
+"""`lir-pack-weights`: weights bound at compile time are packed once, not per call.
+
+A function argument with `rlx.role = "param"` whose `rlx.name` is in the option `params`
+(the params bound at compile time), a 2-D memref used ONLY as the rhs of `lir.matmul` /
+`lir.fused_matmul` ops (at least once), takes the prepacked panel layout of
+`rlx_mlir.codegen.matmul.pack_rhs`: every such op gets the `packed_rhs` property (its
+kernel then reads contiguous K × NR·W panels and packs nothing per call) and the
+argument gets the argument attribute `rlx.layout = "packed_rhs"`, which
+convert-lir-to-llvm keeps on the llvm entry: the caller must pass that argument packed
+(`CompiledGraph` packs its bound copy once, for the target's vector width).
+
+Any other use of the argument (the lhs of a matmul, an elementwise input, a view, ...)
+reads it in the logical row-major layout, so such a param stays unpacked, as do inputs
+and params not bound at compile time. The pass works on planned and unplanned lir and is
+idempotent. The logical semantics do not change: the lir interpreter ignores the property
+and runs on logical (unpacked) arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+)
+from xdsl.ir import BlockArgument
+from xdsl.passes import ModulePass
+
+from rlx_mlir.dialects import lir
+
+LAYOUT = "rlx.layout"
+"""The argument attribute naming a non-default layout of an argument's buffer."""
+PACKED_RHS = "packed_rhs"
+"""The `rlx.layout` of a weight in the prepacked matmul rhs layout."""
+PARAM_ROLE = "param"
+
+
+def _packable(arg: BlockArgument) -> list[lir.MatmulOp | lir.FusedMatmulOp] | None:
+    """The matmuls reading `arg` as their rhs, if that is all `arg` is used for."""
+    if not isinstance(arg.type, MemRefType) or len(arg.type.get_shape()) != 2:
+        return None
+    users = []
+    for use in arg.uses:
+        op = use.operation
+        if not isinstance(op, lir.MatmulOp | lir.FusedMatmulOp) or op.rhs is not arg or op.lhs is arg:
+            return None
+        users.append(op)
+    return users or None
+
+
+def pack_weights(fn: func.FuncOp, params: frozenset[str]) -> list[str]:
+    """Mark the packable bound params of `fn` (see the module doc); their names."""
+    if fn.body.blocks.first is None or fn.arg_attrs is None:
+        return []
+    attrs = list(fn.arg_attrs.data)
+    packed = []
+    for arg, arg_attrs in zip(fn.body.block.args, attrs, strict=True):
+        role, name = arg_attrs.data.get("rlx.role"), arg_attrs.data.get("rlx.name")
+        if role != StringAttr(PARAM_ROLE) or not isinstance(name, StringAttr) or name.data not in params:
+            continue
+        users = _packable(arg)
+        if users is None:
+            continue
+        for op in users:
+            op.properties["packed_rhs"] = UnitAttr()
+        attrs[arg.index] = DictionaryAttr({**arg_attrs.data, LAYOUT: StringAttr(PACKED_RHS)})
+        packed.append(name.data)
+    fn.arg_attrs = ArrayAttr(attrs)
+    return packed
+
+
+@dataclass(frozen=True)
+class LirPackWeightsPass(ModulePass):
+    """Marks `packed_rhs` on the matmuls of bound 2-D weights used only as a matmul rhs."""
+
+    name = "lir-pack-weights"
+
+    params: tuple[str, ...] = ()
+    """The names of the params bound at compile time (only those get packed)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        params = frozenset(self.params)
+        if not params:
+            return
+        for fn in op.walk():
+            if isinstance(fn, func.FuncOp):
+                pack_weights(fn, params)
