@@ -7,6 +7,7 @@ xDSL `VerifyException`s that name the failing op.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
@@ -25,8 +26,10 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
+from rlx_mlir import shape_inference as rules
 from rlx_mlir.errors import RlxError
 from rlx_mlir.shape_inference import Shape
 
@@ -129,3 +132,52 @@ def verify_same_dtype(op: Operation, names: list[str], values: list[SSAValue]) -
             raise VerifyException(
                 f"'{op.name}': {name}: expected element type {dtypes[0]} (as {names[0]}), got {dt}"
             )
+
+
+# ----------------------------------------------------------------------------- rules shared by hir, mir and lir
+# The three levels name the operands and properties of these ops alike (`q`, `k`, `v`,
+# `mask`, `num_heads`, ...), so one adapter per rule serves all of them.
+
+
+def attention_shape(op: Operation) -> Shape:
+    """The attention rule applied to an hir, mir or lir attention op."""
+    return rules.attention(
+        shape_of(op.q), shape_of(op.k), shape_of(op.v), opt_shape(op.mask),
+        num_heads=op.num_heads.value.data, head_dim=op.head_dim.value.data,
+        num_kv_heads=op.num_kv_heads.value.data, mask_kind=op.mask_kind.data.value,
+    )
+
+
+def rope_shape(op: Operation) -> Shape:
+    """The rope rule applied to an hir, mir or lir rope op."""
+    return rules.rope(shape_of(op.x), shape_of(op.cos), shape_of(op.sin),
+                      op.head_dim.value.data, op.n_rot.value.data)
+
+
+def verify_eps(op: Operation, eps: FloatAttr) -> None:
+    """A norm's eps: finite and > 0."""
+    value = eps.value.data
+    if not (value > 0 and math.isfinite(value)):
+        raise VerifyException(f"'{op.name}': eps: expected a finite value > 0, got {value:g}")
+
+
+def verify_scale(op: Operation, scale: FloatAttr) -> None:
+    """An attention scale: finite."""
+    value = scale.value.data
+    if not math.isfinite(value):
+        raise VerifyException(f"'{op.name}': scale: expected a finite value, got {value:g}")
+
+
+def verify_dims(op: IRDLOperation) -> None:
+    """Every operand and result has all dimensions >= 1 (no zero-size tensors)."""
+    op_def = op.get_irdl_definition()
+    for name, _ in [*op_def.operands, *op_def.results]:
+        values = getattr(op, name)
+        if values is None:
+            continue
+        if isinstance(values, SSAValue):
+            values = (values,)
+        for i, value in enumerate(values):
+            label = f"{name} {i}" if len(values) > 1 else name
+            with rule_errors(op):
+                rules.check_shape(label, shape_of(value))

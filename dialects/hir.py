@@ -45,17 +45,20 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
-from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir import shape_inference as rules
 from rlx_mlir.dialects.common import (
+    attention_shape,
     f32_attr,
     i64_attr,
     opt_shape,
+    rope_shape,
     rule_errors,
     shape_of,
     verify_dtype,
+    verify_eps,
     verify_result,
+    verify_scale,
 )
 from rlx_mlir.dialects.rlx import (
     Activation,
@@ -130,12 +133,6 @@ class HirOp(IRDLOperation):
         result = self.results[0]
         verify_dtype(self, "result", result, F32)
         verify_result(self, result, self.infer_shape)
-
-
-def _verify_eps(op: IRDLOperation, eps: FloatAttr) -> None:
-    value = eps.value.data
-    if not (value > 0 and math.isfinite(value)):
-        raise VerifyException(f"'{op.name}': eps: expected a finite value > 0, got {value:g}")
 
 
 # ----------------------------------------------------------------------------- linear layers
@@ -315,7 +312,7 @@ class NormOpBase(HirOp):
     eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(DEFAULT_EPS, f32))
 
     def verify_attributes(self) -> None:
-        _verify_eps(self, self.eps)
+        verify_eps(self, self.eps)
 
 
 @irdl_op_definition
@@ -493,21 +490,10 @@ class AttentionOp(HirOp):
         )
 
     def verify_attributes(self) -> None:
-        scale = self.scale.value.data
-        if not math.isfinite(scale):
-            raise VerifyException(f"'{self.name}': scale: expected a finite value, got {scale:g}")
+        verify_scale(self, self.scale)
 
     def infer_shape(self) -> Shape:
-        return rules.attention(
-            shape_of(self.q),
-            shape_of(self.k),
-            shape_of(self.v),
-            opt_shape(self.mask),
-            num_heads=self.num_heads.value.data,
-            head_dim=self.head_dim.value.data,
-            num_kv_heads=self.num_kv_heads.value.data,
-            mask_kind=str(self.mask_kind.data),
-        )
+        return attention_shape(self)
 
 
 @irdl_op_definition
@@ -555,13 +541,7 @@ class RopeOp(HirOp):
         )
 
     def infer_shape(self) -> Shape:
-        return rules.rope(
-            shape_of(self.x),
-            shape_of(self.cos),
-            shape_of(self.sin),
-            self.head_dim.value.data,
-            self.n_rot.value.data,
-        )
+        return rope_shape(self)
 
 
 # ----------------------------------------------------------------------------- decoder block
@@ -779,7 +759,7 @@ class LlamaDecoderBlockOp(HirOp):
         return {name: opt_shape(getattr(self, name)) for name in LLAMA_WEIGHTS}
 
     def verify_attributes(self) -> None:
-        _verify_eps(self, self.eps)
+        verify_eps(self, self.eps)
 
     def infer_shape(self) -> Shape:
         return rules.llama_decoder_block(

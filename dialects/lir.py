@@ -61,16 +61,20 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir import shape_inference as si
 from rlx_mlir.dialects.common import (
+    attention_shape,
     dtype_name,
     dtype_of,
     f32_attr,
     i64_array_attr,
     i64_attr,
+    rope_shape,
     rule_errors,
     shape_of,
     verify_dtype,
+    verify_eps,
     verify_result,
     verify_same_dtype,
+    verify_scale,
 )
 from rlx_mlir.dialects.rlx import (
     BINARY_FNS,
@@ -863,10 +867,7 @@ class NormOp(KernelOp, ABC):
     """Base of the norms over the last axis: `x`, `gamma` and `beta` ([N]), and `eps`."""
 
     def verify_(self) -> None:
-        eps = _float(self.eps)  # pyright: ignore[reportAttributeAccessIssue]
-        _require(
-            self, math.isfinite(eps) and eps > 0, f"eps: expected a finite value > 0, got {eps}"
-        )
+        verify_eps(self, self.eps)  # pyright: ignore[reportAttributeAccessIssue]
         super().verify_()
 
     def infer_out(self) -> Shape:
@@ -986,13 +987,7 @@ class RopeOp(KernelOp):
         )
 
     def infer_out(self) -> Shape:
-        return si.rope(
-            shape_of(self.x),
-            shape_of(self.cos),
-            shape_of(self.sin),
-            _int(self.head_dim),
-            _int(self.n_rot),
-        )
+        return rope_shape(self)
 
 
 @irdl_op_definition
@@ -1052,21 +1047,11 @@ class AttentionOp(KernelOp):
         )
 
     def verify_(self) -> None:
-        scale = _float(self.scale)
-        _require(self, math.isfinite(scale), f"scale: expected a finite value, got {scale}")
+        verify_scale(self, self.scale)
         super().verify_()
 
     def infer_out(self) -> Shape:
-        return si.attention(
-            shape_of(self.q),
-            shape_of(self.k),
-            shape_of(self.v),
-            None if self.mask is None else shape_of(self.mask),
-            num_heads=_int(self.num_heads),
-            head_dim=_int(self.head_dim),
-            num_kv_heads=_int(self.num_kv_heads),
-            mask_kind=self.mask_kind.data.value,
-        )
+        return attention_shape(self)
 
 
 @irdl_op_definition

@@ -67,15 +67,19 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir import shape_inference as si
 from rlx_mlir.dialects.common import (
+    attention_shape,
     f32_attr,
     i64_array_attr,
     i64_attr,
     opt_shape,
-    rule_errors,
+    rope_shape,
     shape_of,
+    verify_dims,
     verify_dtype,
+    verify_eps,
     verify_result,
     verify_same_dtype,
+    verify_scale,
 )
 from rlx_mlir.dialects.rlx import (
     Activation,
@@ -96,26 +100,6 @@ NUMERIC = ("f32", "i32", "i64")
 ANY_DTYPE = si.DTYPES
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def verify_dims(op: IRDLOperation) -> None:
-    """Every tensor operand and result has all dimensions >= 1 (no zero-size tensors)."""
-    op_def = op.get_irdl_definition()
-    for name, _ in [*op_def.operands, *op_def.results]:
-        values = getattr(op, name)
-        if values is None:
-            continue
-        if isinstance(values, SSAValue):
-            values = (values,)
-        for i, value in enumerate(values):
-            label = f"{name} {i}" if len(values) > 1 else name
-            with rule_errors(op):
-                si.check_shape(label, shape_of(value))
-
-
-def _verify_positive(op: Operation, name: str, value: float) -> None:
-    if not value > 0:
-        raise VerifyException(f"'{op.name}': {name}: expected a value > 0, got {value}")
 
 
 
@@ -682,7 +666,7 @@ class NormOp(IRDLOperation, ABC):
             if value is not None:
                 verify_dtype(self, name, value, FLOAT)
         verify_dtype(self, "result", self.result, FLOAT)
-        _verify_positive(self, "eps", self.eps.value.data)
+        verify_eps(self, self.eps)
         verify_result(
             self,
             self.result,
@@ -806,17 +790,7 @@ class RopeOp(IRDLOperation):
         for name, value in (("x", self.x), ("cos", self.cos), ("sin", self.sin)):
             verify_dtype(self, name, value, FLOAT)
         verify_dtype(self, "result", self.result, FLOAT)
-        verify_result(
-            self,
-            self.result,
-            lambda: si.rope(
-                shape_of(self.x),
-                shape_of(self.cos),
-                shape_of(self.sin),
-                self.head_dim.value.data,
-                self.n_rot.value.data,
-            ),
-        )
+        verify_result(self, self.result, lambda: rope_shape(self))
 
 
 @irdl_op_definition
@@ -882,23 +856,8 @@ class AttentionOp(IRDLOperation):
             if value is not None:
                 verify_dtype(self, name, value, FLOAT)
         verify_dtype(self, "result", self.result, FLOAT)
-        scale = self.scale.value.data
-        if not math.isfinite(scale):
-            raise VerifyException(f"'{self.name}': scale: expected a finite value, got {scale}")
-        verify_result(
-            self,
-            self.result,
-            lambda: si.attention(
-                shape_of(self.q),
-                shape_of(self.k),
-                shape_of(self.v),
-                opt_shape(self.mask),
-                num_heads=self.num_heads.value.data,
-                head_dim=self.head_dim.value.data,
-                num_kv_heads=self.num_kv_heads.value.data,
-                mask_kind=self.mask_kind.data.value,
-            ),
-        )
+        verify_scale(self, self.scale)
+        verify_result(self, self.result, lambda: attention_shape(self))
 
 
 # ----------------------------------------------------------------------------- data movement

@@ -436,7 +436,15 @@
 %z = mir.rms_norm %x, %g eps 0.0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.rms_norm': eps: expected a value > 0, got 0.0
+// CHECK-NEXT: 'mir.rms_norm': eps: expected a finite value > 0, got 0
+
+// -----
+
+// mir.rms_norm: eps = inf (generic form)
+%x, %g = "test.op"() : () -> (tensor<4x8xf32>, tensor<8xf32>)
+%z = "mir.rms_norm"(%x, %g) <{eps = 0x7F800000 : f32}> : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.rms_norm': eps: expected a finite value > 0, got inf
 
 // -----
 
@@ -473,7 +481,7 @@
 %z = mir.layer_norm %x, %g, %g eps -1.0 : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.layer_norm': eps: expected a value > 0, got -1.0
+// CHECK-NEXT: 'mir.layer_norm': eps: expected a finite value > 0, got -1
 
 // -----
 
