@@ -22,10 +22,9 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import llvmlite.binding as llvmb
 import numpy as np
 import pytest
-from xdsl.backend.llvm.convert import convert_module
+from jit_harness import compile_functions
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
 from xdsl.ir import Block, Operation
 from xdsl.transforms.canonicalize import CanonicalizePass
@@ -51,33 +50,11 @@ SENTINEL = {"i32": -7, "i64": -7, "ui8": 77}
 # ----------------------------------------------------------------------------- JIT harness
 
 
-def machine(cpu: str | None):
-    """A fresh target machine (an MCJIT engine owns and frees the one it is given)."""
-    llvmb.initialize_native_target()
-    llvmb.initialize_native_asmprinter()
-    target = llvmb.Target.from_triple(llvmb.get_process_triple())
-    if cpu is None:
-        return target.create_target_machine(cpu=llvmb.get_host_cpu_name(),
-                                            features=llvmb.get_host_cpu_features().flatten(),
-                                            opt=3, jit=True)
-    return target.create_target_machine(cpu=cpu, opt=3, jit=True)
-
-
 class Jitted:
     """llvm.funcs compiled in one module with llvmlite's MCJIT (kept alive here)."""
 
     def __init__(self, functions, cpu: str | None):
-        module = ModuleOp(list(functions))
-        module.verify()
-        self.tm = machine(cpu)
-        ir = convert_module(module, fallback_target_triple=self.tm.triple,
-                            data_layout=str(self.tm.target_data))
-        self.module = llvmb.parse_assembly(str(ir))
-        self.module.verify()
-        pb = llvmb.create_pass_builder(self.tm, llvmb.PipelineTuningOptions(speed_level=3))
-        pb.getModulePassManager().run(self.module, pb)
-        self.engine = llvmb.create_mcjit_compiler(self.module, self.tm)
-        self.engine.finalize_object()
+        self.module, self.engine, self.tm = compile_functions(functions, cpu)
 
     def call(self, name: str, arrays: list[np.ndarray]) -> None:
         address = self.engine.get_function_address(name)

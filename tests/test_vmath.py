@@ -16,11 +16,10 @@ import ctypes
 import functools
 import math
 
-import llvmlite.binding as llvmb
 import numpy as np
 import pytest
-from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects.builtin import ModuleOp, i64
+from jit_harness import compile_functions
+from xdsl.dialects.builtin import i64
 
 from rlx_mlir.codegen import vmath
 from rlx_mlir.codegen.builder import PTR, KernelBuilder
@@ -69,33 +68,11 @@ DENORMAL_ABS = 6 * 2.0**-149
 # ----------------------------------------------------------------------------- JIT harness
 
 
-def machine(cpu: str | None):
-    """A fresh target machine (an MCJIT engine owns and frees the one it is given)."""
-    llvmb.initialize_native_target()
-    llvmb.initialize_native_asmprinter()
-    target = llvmb.Target.from_triple(llvmb.get_process_triple())
-    if cpu is None:
-        return target.create_target_machine(cpu=llvmb.get_host_cpu_name(),
-                                            features=llvmb.get_host_cpu_features().flatten(),
-                                            opt=3, jit=True)
-    return target.create_target_machine(cpu=cpu, opt=3, jit=True)
-
-
 class Jitted:
     """llvm.funcs compiled in one module with llvmlite's MCJIT (kept alive here)."""
 
     def __init__(self, functions, cpu: str | None):
-        module = ModuleOp(list(functions))
-        module.verify()
-        tm = machine(cpu)
-        ir = convert_module(module, fallback_target_triple=tm.triple,
-                            data_layout=str(tm.target_data))
-        self.module = llvmb.parse_assembly(str(ir))
-        self.module.verify()
-        pb = llvmb.create_pass_builder(tm, llvmb.PipelineTuningOptions(speed_level=3))
-        pb.getModulePassManager().run(self.module, pb)
-        self.engine = llvmb.create_mcjit_compiler(self.module, tm)
-        self.engine.finalize_object()
+        self.module, self.engine, tm = compile_functions(functions, cpu)
         self.asm = tm.emit_assembly(self.module)
 
     def function(self, name: str, n_ptrs: int):
