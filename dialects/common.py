@@ -1,7 +1,7 @@
 """Helpers shared by the hir, mir and lir verifiers and by the Graph builder.
 
 They translate between xDSL types and the plain shapes and dtype strings of
-`rlx_mlir.shape_inference`, and turn that module's `ShapeError`/`DTypeError` into
+`rlx_mlir.core.shape_inference`, and turn that module's `ShapeError`/`DTypeError` into
 xDSL `VerifyException`s that name the failing op.
 """
 
@@ -29,9 +29,9 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
-from rlx_mlir import shape_inference as rules
-from rlx_mlir.errors import RlxError
-from rlx_mlir.shape_inference import Shape
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.shape_inference import Shape
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
 

@@ -5,7 +5,7 @@ into `mir` primitives. Operands and results are ranked builtin tensors. Compute
 operands are f32; `hir.embedding` takes i32/i64 ids and `hir.dequant_matmul` takes the
 raw GGUF block bytes as ui8. Every result is f32.
 
-Shape and dtype rules live in `rlx_mlir.shape_inference` (shared with the Graph
+Shape and dtype rules live in `rlx_mlir.core.shape_inference` (shared with the Graph
 builder); the verifiers here only call them and compare the declared result type with
 what they infer. Enum properties (activation, mask kind, rope style, quant scheme) are
 the shared `rlx` attributes and print as bare keywords:
@@ -46,7 +46,8 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 
-from rlx_mlir import shape_inference as rules
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects.common import (
     attention_shape,
     f32_attr,
@@ -70,7 +71,6 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.shape_inference import Shape
 
 DEFAULT_EPS = 1e-5
 """The eps of the norms when none is given (SPEC)."""
@@ -106,7 +106,7 @@ class HirOp(IRDLOperation):
 
     Subclasses set `OPERAND_DTYPES` (operand name -> allowed element types; f32 when
     not listed) and implement `infer_shape` by calling their rule in
-    `rlx_mlir.shape_inference`.
+    `rlx_mlir.core.shape_inference`.
     """
 
     OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {}

@@ -10,7 +10,7 @@ Buffers come from `lir.alloc` (one buffer each) or, after `lir-plan-arena`, from
 The kernels mirror the MIR compute ops in destination-passing style, like
 linalg's named ops: they read their `ins(...)` and write their `outs(...)`
 buffer and have no results.  Each kernel checks `out` against the shape the MIR
-rule of `rlx_mlir.shape_inference` infers from its inputs.
+rule of `rlx_mlir.core.shape_inference` infers from its inputs.
 
 The `lir.arena` verifier proves an arena plan safe: every slot lies inside the
 arena, is aligned, and no two slots whose live ranges overlap share a byte, except an
@@ -59,7 +59,8 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from rlx_mlir import shape_inference as si
+from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects.common import (
     attention_shape,
     dtype_name,
@@ -93,7 +94,6 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.shape_inference import Shape
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -480,6 +480,22 @@ class ViewOp(IRDLOperation):
         )
 
 
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """Every thread of a call waits here until all have arrived: what a kernel before it
+    wrote is visible to every kernel after it. Placed by `lir-parallelize` between kernels
+    whose work is split across threads; a no-op in a serial call.
+
+    ```mlir
+    lir.barrier
+    ```
+    """
+
+    name = "lir.barrier"
+
+    assembly_format = "attr-dict"
+
+
 # ----------------------------------------------------------------------------- kernels
 
 
@@ -694,7 +710,7 @@ def _is_scalar(ty: Attribute) -> bool:
 
 def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:
     """`packed_rhs`: the rhs is a 2-D weight [K, N] whose buffer holds it in the
-    prepacked panel layout (`rlx_mlir.codegen.matmul.pack_rhs`), so it must be 2-D."""
+    prepacked panel layout (`rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`), so it must be 2-D."""
     rank = len(shape_of(op.rhs))
     if op.packed_rhs is not None and rank != 2:
         raise VerifyException(f"'{op.name}': packed_rhs needs a 2-D rhs [K, N], got rank {rank}")
@@ -1355,6 +1371,6 @@ KERNEL_OPS: tuple[type[KernelOp], ...] = (
 
 LIR = Dialect(
     "lir",
-    [AllocOp, ArenaOp, SlotOp, ViewOp, YieldOp, *KERNEL_OPS],
+    [AllocOp, ArenaOp, SlotOp, ViewOp, BarrierOp, YieldOp, *KERNEL_OPS],
     [],
 )

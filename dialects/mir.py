@@ -4,7 +4,7 @@ Every op is `Pure` and works on ranked builtin tensors. Element types are f32 fo
 compute; integer index tensors (i32, i64) for `gather` indices; the data movement ops
 (`reshape`, `transpose`, `narrow`, `concat`, `broadcast_to`, `gather`, `constant`) accept
 every rlx element type (f32, i32, i64, ui8); `add sub mul max min neg abs relu` also take
-i32 and i64. Shapes follow the rules of `rlx_mlir.shape_inference`, which the verifiers
+i32 and i64. Shapes follow the rules of `rlx_mlir.core.shape_inference`, which the verifiers
 call, so the Graph builder and the verifiers agree. A dimension is never 0.
 
 The ops mirror MLIR's `tosa`/`linalg` named ops loosely; unlike them, binary elementwise
@@ -65,7 +65,8 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from rlx_mlir import shape_inference as si
+from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects.common import (
     attention_shape,
     f32_attr,
@@ -93,7 +94,6 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.errors import RlxError
 
 FLOAT = ("f32",)
 NUMERIC = ("f32", "i32", "i64")

@@ -10,7 +10,7 @@ Folders (`fold`):
   transpose by the identity permutation, a narrow of a whole axis;
 - ops whose operands are all `mir.constant` fold to a constant when the result has at
   most `MAX_FOLD_ELEMENTS` elements: the elementwise ops (computed by the numpy oracle,
-  `rlx_mlir.reference_kernels`) and reshape, transpose, narrow, broadcast_to.
+  `rlx_mlir.core.reference_kernels`) and reshape, transpose, narrow, broadcast_to.
   The dialect's constant materializer turns the folded value into a `mir.constant`.
 
 Patterns: reshape of a reshape is one reshape; transpose of a transpose is one
@@ -35,7 +35,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.traits import ConstantLike
 
-from rlx_mlir import reference_kernels as ref
+from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import shape_of
 

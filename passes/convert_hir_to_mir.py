@@ -1,7 +1,7 @@
 """`convert-hir-to-mir`: expand every hir block into mir primitives.
 
 One rewrite pattern per hir op, each following SPEC "Semantics" (the numpy oracle is
-`rlx_mlir.reference_kernels`). Linear layers become `mir.matmul` (+ `mir.add` of the
+`rlx_mlir.core.reference_kernels`). Linear layers become `mir.matmul` (+ `mir.add` of the
 bias) (+ the activation's unary op); fusing them into `mir.fused_matmul` is `mir-fuse`'s
 job. The norms, `rope`, `attention`, `dequant_matmul` keep a mir op of their own;
 `llama_decoder_block` becomes the whole block in primitives. Every replacement ends in a

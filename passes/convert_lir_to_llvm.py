@@ -1,7 +1,7 @@
 """convert-lir-to-llvm: planned lir becomes llvm-dialect functions of SIMD loops.
 
 Every lir kernel op becomes a call to an `llvm.func` built for its exact shapes and
-properties by the kernel builders of `rlx_mlir.codegen` (vectorized over
+properties by the kernel builders of `rlx_mlir.passes.lir_to_llvm` (vectorized over
 `vector<W x f32>`, W from the target or the `vector-width` option); identical kernels
 are built once. The graph function becomes the entry point
 
@@ -11,12 +11,12 @@ are built once. The graph function becomes the entry point
 whose arguments keep their `rlx.name`/`rlx.role` attributes plus `rlx.type` (the
 memref type they stand for); `lir.slot`s and `lir.view`s become GEPs into the arena or
 their source. It returns 0, or the status of a failing checked kernel (an out-of-range
-gather index, see `rlx_mlir.codegen.kernels.ERROR_MESSAGES`).
+gather index, see `rlx_mlir.passes.lir_to_llvm.kernels.ERROR_MESSAGES`).
 
 Threads: every thread of a call runs the entry with its id `part` of `parts`. Large
 kernels that have a partitioned builder compute their share; the others run on thread
 0 through a serial wrapper; `rlx_barrier` calls separate kernels whose data crosses
-threads (see `rlx_mlir.codegen.parallel`). With `parts = 1` it is a plain serial call.
+threads (see `rlx_mlir.passes.lir_to_llvm.parallel`). With `parts = 1` it is a plain serial call.
 
 The patterns keep memref-typed uses valid with `builtin.unrealized_conversion_cast`s,
 which `reconcile-unrealized-casts` removes at the end: afterwards only llvm and builtin
@@ -54,22 +54,22 @@ from xdsl.pattern_rewriter import (
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 from xdsl.utils.exceptions import PassFailedException
 
-from rlx_mlir.codegen.builder import PTR
-from rlx_mlir.codegen.kernels import (
+from rlx_mlir.dialects import lir
+from rlx_mlir.passes.lir_to_llvm.builder import PTR
+from rlx_mlir.passes.lir_to_llvm.kernels import (
     CHECKED_KERNELS,
     PARALLEL_MIN_WORK,
     estimate_work,
     kernel_builders,
     partitioned_builders,
 )
-from rlx_mlir.codegen.parallel import (
+from rlx_mlir.passes.lir_to_llvm.parallel import (
     BARRIER,
     SERIAL_SUFFIX,
     build_barrier,
     build_serial_wrapper,
     build_worker_loop,
 )
-from rlx_mlir.dialects import lir
 
 ARG_TYPE = "rlx.type"
 """Entry-argument attribute: the memref type the pointer stands for."""
@@ -371,7 +371,7 @@ def insert_barriers(module: ModuleOp) -> None:
 
 
 def _target_vector_width() -> int:
-    from rlx_mlir.target import host_target
+    from rlx_mlir.core.target import host_target
 
     return host_target().vector_width
 

@@ -58,7 +58,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.utils.exceptions import PassFailedException
 
-from rlx_mlir import shape_inference as si
+from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import lir, mir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn

@@ -10,7 +10,7 @@ print(g.to_mlir())
 """
 
 from rlx_mlir.compiler import CompiledGraph, compile_mlir, jit
-from rlx_mlir.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
+from rlx_mlir.core.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.reference import reference
 

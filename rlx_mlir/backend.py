@@ -23,9 +23,9 @@ import llvmlite.binding as llvm
 from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects.builtin import ModuleOp
 
-from rlx_mlir.errors import RlxError
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.target import Target, host_supports
 from rlx_mlir.pipeline import Timings
-from rlx_mlir.target import Target, host_supports
 
 CACHE_ENV = "RLX_CACHE_DIR"
 VERSION = "0.1.0"

@@ -28,17 +28,17 @@ from rlx_mlir.backend import (
     load_cached,
     optimize,
 )
-from rlx_mlir.codegen.kernels import ERROR_MESSAGES
-from rlx_mlir.codegen.matmul import pack_rhs
-from rlx_mlir.codegen.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES, WORKER_SUFFIX
-from rlx_mlir.errors import ArgumentError, RlxError
+from rlx_mlir.core.errors import ArgumentError, RlxError
+from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes.lir_pack_weights import LAYOUT, PACKED_RHS
+from rlx_mlir.passes.lir_to_llvm.kernels import ERROR_MESSAGES
+from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
+from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES, WORKER_SUFFIX
 from rlx_mlir.pipeline import STAGES, PipelineOptions, Timings, lower, stage_of
 from rlx_mlir.runtime import ThreadTeam, default_threads
 from rlx_mlir.signature import ArgSpec, Signature, convert, entry_function
-from rlx_mlir.target import Target, host_target
 
 ARENA_ALIGNMENT = 64
 

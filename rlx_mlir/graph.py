@@ -9,7 +9,7 @@ print(g.to_mlir())
 ```
 
 Shapes are inferred (and checked) at build time by the rules of
-`rlx_mlir.shape_inference`, so a mistake is an `RlxError` at the line that made it.
+`rlx_mlir.core.shape_inference`, so a mistake is an `RlxError` at the line that made it.
 IR is built directly, never by printing and re-parsing text.
 """
 
@@ -36,7 +36,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 
-from rlx_mlir import shape_inference as rules
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.errors import DTypeError, GraphError, RlxError
 from rlx_mlir.dialects import hir, mir
 from rlx_mlir.dialects.common import f32_attr, i64_array_attr, i64_attr, tensor_type
 from rlx_mlir.dialects.rlx import (
@@ -51,7 +52,6 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.errors import DTypeError, GraphError, RlxError
 
 ARG_NAME = "rlx.name"
 """Argument attribute holding an argument's name (survives every stage)."""

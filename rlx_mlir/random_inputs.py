@@ -14,9 +14,9 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from rlx_mlir import reference_kernels as K
+from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.core.shape_inference import QUANT_BLOCK_BYTES, QUANT_BLOCK_SIZE
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.shape_inference import QUANT_BLOCK_BYTES, QUANT_BLOCK_SIZE
 from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
 
 

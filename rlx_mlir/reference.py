@@ -7,7 +7,7 @@ y = ref(x=X, w1=W1, w2=W2)             # same calling convention as a compiled m
 
 It is the oracle every compiled kernel and every pass is tested against: hir, mir and
 lir ops run through xDSL's interpreter with the numpy kernels of
-`rlx_mlir.reference_kernels` (see `rlx_mlir.interpreters`).
+`rlx_mlir.core.reference_kernels` (see `rlx_mlir.interpreters`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from rlx_mlir.errors import ArgumentError
+from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph
 from rlx_mlir.interpreters import make_interpreter
 from rlx_mlir.interpreters.lir import new_buffer

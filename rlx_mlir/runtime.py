@@ -2,7 +2,7 @@
 released, each with its thread id, while the calling thread runs part 0.
 
 The generated code does the rest (kernels split their work by thread id, spin barriers
-between kernels; see rlx_mlir/codegen/parallel.py), so a call costs one wake-up per
+between kernels; see passes/lir_to_llvm/parallel.py), so a call costs one wake-up per
 worker, not one per kernel.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from rlx_mlir.errors import RlxError
+from rlx_mlir.core.errors import RlxError
 
 THREADS_ENV = "RLX_NUM_THREADS"
 
@@ -52,7 +52,7 @@ class ThreadTeam:
     """`size - 1` daemon workers that run a graph's entry with part ids 1..size-1.
 
     Workers live in the graph's native worker loop (`<entry>__worker`, see
-    rlx_mlir/codegen/parallel.py) without the GIL: a call writes its pointer arguments to
+    passes/lir_to_llvm/parallel.py) without the GIL: a call writes its pointer arguments to
     `argblock` and bumps a ticket word; a spinning worker starts at once. A worker idle for
     SPIN_ROUNDS returns to Python and sleeps on its queue until a call wakes it. The entry
     ends in a barrier when it is split across threads, so when part 0 returns every share
@@ -125,8 +125,12 @@ def _ticket_functions() -> tuple[Callable[..., int], Callable[..., int]]:
     from xdsl.dialects.builtin import ModuleOp
 
     from rlx_mlir.backend import cache_key, compile_module
-    from rlx_mlir.codegen.parallel import TICKET_BUMP, TICKET_WAIT, build_ticket_functions
-    from rlx_mlir.target import host_target
+    from rlx_mlir.core.target import host_target
+    from rlx_mlir.passes.lir_to_llvm.parallel import (
+        TICKET_BUMP,
+        TICKET_WAIT,
+        build_ticket_functions,
+    )
 
     module = ModuleOp(build_ticket_functions())
     target = host_target()

@@ -15,9 +15,9 @@ import numpy as np
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
+from rlx_mlir.core.errors import ArgumentError, GraphError
+from rlx_mlir.core.shape_inference import fmt
 from rlx_mlir.dialects.common import dtype_of, shape_of
-from rlx_mlir.errors import ArgumentError, GraphError
-from rlx_mlir.shape_inference import fmt
 
 ARG_NAME = "rlx.name"
 """Argument attribute holding an argument's name (survives every stage)."""

@@ -9,7 +9,7 @@ import llvmlite.binding as llvmb
 from xdsl.dialects.builtin import ModuleOp
 
 from rlx_mlir.backend import optimize
-from rlx_mlir.target import Target, host_target, vector_width_for
+from rlx_mlir.core.target import Target, host_target, vector_width_for
 
 
 def compile_functions(functions, cpu: str | None = None):

@@ -14,7 +14,7 @@ import pytest
 
 import rlx_mlir as rlx
 from rlx_mlir.backend import assembly
-from rlx_mlir.target import host_target
+from rlx_mlir.core.target import host_target
 
 LIBM = ("expf", "tanhf", "erff", "logf", "powf", "exp", "tanh", "erf", "log", "pow")
 """Scalar libm functions a kernel must not call (the vector math library replaces them)."""

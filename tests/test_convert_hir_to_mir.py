@@ -17,7 +17,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 import rlx_mlir as rlx
-from rlx_mlir import reference_kernels as rk
+from rlx_mlir.core import reference_kernels as rk
 from rlx_mlir.dialects import hir
 from rlx_mlir.ir import make_context
 from rlx_mlir.passes import get_all_passes

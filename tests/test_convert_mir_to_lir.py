@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
 import rlx_mlir as rlx
-from rlx_mlir import reference_kernels as rk
+from rlx_mlir.core import reference_kernels as rk
 from rlx_mlir.dialects import lir, mir
 from rlx_mlir.dialects.common import dtype_name
 from rlx_mlir.ir import make_context, parse_module

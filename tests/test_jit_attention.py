@@ -1,8 +1,8 @@
-"""Numerics of the `lir.attention` and `lir.rope` kernels (rlx_mlir.codegen.attention).
+"""Numerics of the `lir.attention` and `lir.rope` kernels (rlx_mlir.passes.lir_to_llvm.attention).
 
 Each lir op is built by hand over the memref arguments of a dummy block, its kernel is
 built at vector widths 16, 8 and 4, every kernel of one width is JIT-compiled in one
-module with llvmlite, and the results are compared with `rlx_mlir.reference_kernels`.
+module with llvmlite, and the results are compared with `rlx_mlir.core.reference_kernels`.
 The partitioned kernels (`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part,
 into one NaN-filled output, and each part alone must write a share disjoint from the
 other parts'.
@@ -20,10 +20,10 @@ import pytest
 from jit_harness import Jitted
 from xdsl.ir import Block
 
-from rlx_mlir import reference_kernels as R
-from rlx_mlir.codegen import attention as A
+from rlx_mlir.core import reference_kernels as R
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
+from rlx_mlir.passes.lir_to_llvm import attention as A
 
 WIDTHS = (16, 8, 4)
 RTOL, ATOL = 1e-4, 1e-5
@@ -267,7 +267,7 @@ def test_attention_asm_is_vectorized_without_libm():
 
 def test_transpose_add_orders_lanes():
     """transpose_add(partials)[j] == sum(partials[j]) for every width."""
-    from rlx_mlir.codegen.builder import PTR, KernelBuilder
+    from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
     for w in WIDTHS:
         kb = KernelBuilder("t", [PTR, PTR], vector_width=w)

@@ -1,4 +1,4 @@
-"""Numerics of the map-family kernels (rlx_mlir.codegen.elementwise): `lir.elementwise`,
+"""Numerics of the map-family kernels (rlx_mlir.passes.lir_to_llvm.elementwise): `lir.elementwise`,
 `fused_elementwise`, `broadcast_to`, `copy`, `constant`, `transpose`, `narrow`, `concat`.
 
 Each lir op is built by hand over the memref arguments of a dummy block (fused bodies are
@@ -6,7 +6,7 @@ parsed from text, or come out of the real pipeline: convert-hir-to-mir, mir-fuse
 convert-mir-to-lir), its kernel is built at vector widths 16, 8 and 4, every kernel of one
 width is JIT-compiled in one module with llvmlite (width 16 for the host, 8 for Haswell,
 4 for generic x86-64 without FMA), and the results are compared with
-`rlx_mlir.reference_kernels` on odd shapes of ranks 0-4 with broadcasting. `out` starts
+`rlx_mlir.core.reference_kernels` on odd shapes of ranks 0-4 with broadcasting. `out` starts
 as NaN (or a sentinel) so an unwritten element fails. The partitioned kernels
 (`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part, into one output, and each
 part alone must write a share disjoint from the others'. A last test goes through
@@ -30,14 +30,14 @@ from xdsl.ir import Block, Operation
 from xdsl.transforms.canonicalize import CanonicalizePass
 
 import rlx_mlir as rlx
-from rlx_mlir import reference_kernels as R
-from rlx_mlir.codegen.elementwise import BUILDERS, PARTITIONED, canonicalize, tile_dim
+from rlx_mlir.core import reference_kernels as R
+from rlx_mlir.core.shape_inference import broadcast
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dtype_of, element_type, memref_type, shape_of
 from rlx_mlir.interpreters.arrays import run_scalar_body
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes import get_all_passes
-from rlx_mlir.shape_inference import broadcast
+from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED, canonicalize, tile_dim
 
 WIDTHS = (16, 8, 4)
 CPUS = {16: None, 8: "haswell", 4: "x86-64"}

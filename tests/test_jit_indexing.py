@@ -1,8 +1,8 @@
-"""Numerics of the `lir.gather` and `lir.depthwise_conv1d` kernels (rlx_mlir.codegen.indexing).
+"""Numerics of the `lir.gather` and `lir.depthwise_conv1d` kernels (rlx_mlir.passes.lir_to_llvm.indexing).
 
 Each lir op is built by hand over the memref arguments of a dummy block, its kernel is
 built at vector widths 16, 8 and 4, every kernel of one width is JIT-compiled in one
-module with llvmlite, and the results are compared with `rlx_mlir.reference_kernels`.
+module with llvmlite, and the results are compared with `rlx_mlir.core.reference_kernels`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import pytest
 from jit_harness import Jitted
 from xdsl.ir import Block
 
-from rlx_mlir import reference_kernels as R
-from rlx_mlir.codegen.indexing import BUILDERS, build_depthwise_conv1d, build_gather
+from rlx_mlir.core import reference_kernels as R
+from rlx_mlir.core.shape_inference import depthwise_conv1d, gather
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
-from rlx_mlir.shape_inference import depthwise_conv1d, gather
+from rlx_mlir.passes.lir_to_llvm.indexing import BUILDERS, build_depthwise_conv1d, build_gather
 
 WIDTHS = (16, 8, 4)
 RTOL, ATOL = 1e-4, 1e-5

@@ -1,4 +1,4 @@
-"""Native matmul kernels (rlx_mlir.codegen.matmul) against the numpy reference kernels.
+"""Native matmul kernels (rlx_mlir.passes.lir_to_llvm.matmul) against the numpy reference kernels.
 
 Each kernel is built from a hand-made lir op over memref-typed block arguments, lowered
 with xDSL's llvm converter and JIT-compiled with llvmlite; vector widths 16, 8 and 4.
@@ -17,13 +17,13 @@ import pytest
 from xdsl.dialects.builtin import MemRefType, ModuleOp, f32, i16
 from xdsl.ir import Block, Operation
 
-from rlx_mlir import reference_kernels as ref
 from rlx_mlir.backend import optimize
-from rlx_mlir.codegen import matmul as mm
-from rlx_mlir.codegen.builder import PTR, KernelBuilder
+from rlx_mlir.core import reference_kernels as ref
+from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import ui8
-from rlx_mlir.target import Target, host_target
+from rlx_mlir.passes.lir_to_llvm import matmul as mm
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 WIDTHS = (16, 8, 4)
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")

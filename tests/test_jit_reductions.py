@@ -1,5 +1,5 @@
 """Reduction-family kernels (lir.reduce, lir.softmax, lir.rms_norm, lir.layer_norm), JIT-compiled
-and compared with `rlx_mlir.reference_kernels` on odd shapes, every axis pattern, W = 16, 8, 4.
+and compared with `rlx_mlir.core.reference_kernels` on odd shapes, every axis pattern, W = 16, 8, 4.
 
 The lir ops are built by hand over memref block arguments of a dummy block; every family's
 kernels for one vector width go into one module, compiled once (convert_module -> llvmlite
@@ -23,10 +23,10 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
 from xdsl.ir import Block, Operation
 
 import rlx_mlir as rlx
-from rlx_mlir import reference_kernels as ref
-from rlx_mlir import shape_inference as rules
-from rlx_mlir.codegen import reductions
+from rlx_mlir.core import reference_kernels as ref
+from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.dialects import lir
+from rlx_mlir.passes.lir_to_llvm import reductions
 
 llvmb = pytest.importorskip("llvmlite.binding")
 

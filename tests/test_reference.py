@@ -8,7 +8,7 @@ import pytest
 from xdsl.parser import Parser
 
 import rlx_mlir as rlx
-from rlx_mlir import reference_kernels as K
+from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.ir import make_context
 from rlx_mlir.reference import run_module
 

@@ -15,8 +15,8 @@ from itertools import product
 import numpy as np
 import pytest
 
-from rlx_mlir import reference_kernels as R
-from rlx_mlir.errors import ArgumentError, DTypeError, RlxError, ShapeError
+from rlx_mlir.core import reference_kernels as R
+from rlx_mlir.core.errors import ArgumentError, DTypeError, RlxError, ShapeError
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -1,4 +1,4 @@
-"""Accuracy of the vectorized math library (rlx_mlir.codegen.vmath) over the whole f32 range.
+"""Accuracy of the vectorized math library (rlx_mlir.passes.lir_to_llvm.vmath) over the whole f32 range.
 
 Every function is JIT-compiled in a tiny loop kernel, at vector widths 16, 8 and 4 and as
 plain scalars, and compared with float64 numpy over a dense sweep: random bit patterns
@@ -21,8 +21,8 @@ import pytest
 from jit_harness import compile_functions
 from xdsl.dialects.builtin import i64
 
-from rlx_mlir.codegen import vmath
-from rlx_mlir.codegen.builder import PTR, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm import vmath
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 WIDTHS = (16, 8, 4, 1)
 """Vector widths; 1 means scalar code only."""
@@ -53,7 +53,7 @@ REFERENCES = {
     "gelu": lambda x: 0.5 * x * _erfc(-x / math.sqrt(2.0)).astype(np.float64),
     "gelu_tanh": lambda x: x * _sigmoid(2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)),
 }
-"""float64 references (same formulas as rlx_mlir.reference_kernels)."""
+"""float64 references (same formulas as rlx_mlir.core.reference_kernels)."""
 
 MAX_ULP = {
     "exp": 1.5, "log": 1.5, "tanh": 2, "sigmoid": 3, "erf": 3, "erfc": 7, "sqrt": 0.5,

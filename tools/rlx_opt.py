@@ -16,8 +16,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import register_all_dialects
-from rlx_mlir.errors import RlxError
 from rlx_mlir.passes import get_all_passes
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlx_mlir.errors import RlxError
+from rlx_mlir.core.errors import RlxError
 
 
 def _parser() -> argparse.ArgumentParser:

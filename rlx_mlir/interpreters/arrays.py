@@ -21,8 +21,8 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import Operation, Region
 
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir
-from rlx_mlir.errors import RlxError
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 

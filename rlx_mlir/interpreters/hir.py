@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlx_mlir import reference_kernels as K
+from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.dialects.hir import HIR
 from rlx_mlir.interpreters.common import call_kernel, functions_for
 

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
+from rlx_mlir.core.reference_kernels import ELEMENTWISE
 from rlx_mlir.dialects.common import dtype_of, shape_of
 from rlx_mlir.dialects.lir import LIR
 from rlx_mlir.interpreters.arrays import run_scalar_body
 from rlx_mlir.interpreters.common import OpImpl, dense_array, functions_for
 from rlx_mlir.interpreters.mir import MIR_IMPLEMENTATIONS
-from rlx_mlir.reference_kernels import ELEMENTWISE
 from rlx_mlir.signature import NUMPY_DTYPES
 
 POISON_BYTE = 0xFF

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from rlx_mlir import reference_kernels as K
+from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.mir import MIR
 from rlx_mlir.interpreters.arrays import run_scalar_body

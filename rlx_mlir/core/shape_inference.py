@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from rlx_mlir.errors import DTypeError, ShapeError
+from rlx_mlir.core.errors import DTypeError, ShapeError
 
 Shape = tuple[int, ...]
 

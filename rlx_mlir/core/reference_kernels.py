@@ -12,7 +12,7 @@ also allows on integers (add sub mul max min neg abs relu) keep an integer input
 its dtype.
 
 IEEE special values (inf, nan, division by zero, log of 0) give their IEEE results without
-numpy warnings.  Shapes are checked with the shared rules of `rlx_mlir.shape_inference`
+numpy warnings.  Shapes are checked with the shared rules of `rlx_mlir.core.shape_inference`
 (`ShapeError`); an unknown activation, reduce kind, rope style, mask kind or quantization
 scheme is an `ArgumentError`, as is a negative or out-of-range gather/embedding index.
 """
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from rlx_mlir import shape_inference as rules
-from rlx_mlir.errors import ArgumentError, DTypeError, ShapeError
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.errors import ArgumentError, DTypeError, ShapeError
 
 ArrayLike = Any
 F32 = np.float32

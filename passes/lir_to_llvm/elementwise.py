@@ -26,7 +26,7 @@ balanced, disjoint and stay vector-aligned within each row; a tiled (transpose) 
 splits into (outer index, TILE-row block) items instead. The serial kernel is the same
 code with constant bounds.
 
-Element functions come from `rlx_mlir.codegen.vmath` (polynomial exp/log/tanh/erf/...),
+Element functions come from `rlx_mlir.passes.lir_to_llvm.vmath` (polynomial exp/log/tanh/erf/...),
 so no loop calls libm. `fused_elementwise` translates its scalar region of arith/math ops
 op by op, once for the vector body and once for the scalar tail.
 """
@@ -58,11 +58,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from rlx_mlir.codegen import vmath
-from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value, vector_type
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.passes.lir_to_llvm import vmath
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
 
 # ----------------------------------------------------------------------------- types
 
@@ -679,7 +679,7 @@ BUILDERS: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = 
     lir.NarrowOp: build_narrow,
     lir.ConcatOp: build_concat,
 }
-"""The kernel builders of this family by lir op class (collected by `codegen.kernels`)."""
+"""The kernel builders of this family by lir op class (collected by `kernels`)."""
 
 PARTITIONED: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = {
     cls: functools.partial(BUILDERS[cls], partitioned=True)

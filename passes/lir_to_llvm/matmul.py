@@ -58,10 +58,10 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f16, f32, i8, i16, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from rlx_mlir import shape_inference as si
-from rlx_mlir.codegen.builder import PTR, KernelBuilder
+from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 Index = SSAValue | int
 """An i64 SSA value or a Python int folded at build time."""
@@ -262,7 +262,7 @@ class Epilogue:
 
 
 def _activation(kb: KernelBuilder, name: str, value: SSAValue) -> SSAValue:
-    from rlx_mlir.codegen import vmath
+    from rlx_mlir.passes.lir_to_llvm import vmath
 
     return vmath.activation(kb, name, value)
 

@@ -14,10 +14,10 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerType, MemRefType, f32, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value
+from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.shape_inference import numel
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
 
 UNROLL_TAPS = 16
 """Convolutions with at most this many taps unroll the tap loop in the kernel."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from rlx_mlir.errors import RlxError
+from rlx_mlir.core.errors import RlxError
 
 TARGET_ENV = "RLX_TARGET_CPU"
 

@@ -48,12 +48,12 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerType, VectorType, i64
 from xdsl.ir import Operation, SSAValue
 
-from rlx_mlir import shape_inference as rules
-from rlx_mlir.codegen import vmath
-from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value
-from rlx_mlir.codegen.elementwise import Share, part_range
+from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.passes.lir_to_llvm import vmath
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
+from rlx_mlir.passes.lir_to_llvm.elementwise import Share, part_range
 
 UNROLL = 4
 """Independent sets of vector accumulators of a contiguous reduction (hide the latency)."""

@@ -21,7 +21,7 @@ from rlx_mlir.dialects import lir
 KernelBuilderFn = Callable[[Operation, str, int], llvm.FuncOp]
 
 _FAMILIES = ("elementwise", "reductions", "matmul", "attention", "indexing")
-"""Modules of rlx_mlir.codegen that export a `BUILDERS` dict."""
+"""Modules of rlx_mlir.passes.lir_to_llvm that export a `BUILDERS` dict."""
 
 CHECKED_KERNELS: tuple[type[Operation], ...] = (lir.GatherOp,)
 """Kernels that validate data at run time and return an i32 status."""
@@ -44,14 +44,14 @@ def kernel_builders() -> dict[type[Operation], KernelBuilderFn]:
 @functools.cache
 def partitioned_builders() -> dict[type[Operation], KernelBuilderFn]:
     """Builders of kernels that take two more i64 arguments `(part, parts)` and compute
-    only their share of the output (see rlx_mlir/codegen/parallel.py)."""
+    only their share of the output (see passes/lir_to_llvm/parallel.py)."""
     return _collect("PARTITIONED")
 
 
 def _collect(attribute: str) -> dict[type[Operation], KernelBuilderFn]:
     builders: dict[type[Operation], KernelBuilderFn] = {}
     for family in _FAMILIES:
-        module = importlib.import_module(f"rlx_mlir.codegen.{family}")
+        module = importlib.import_module(f"rlx_mlir.passes.lir_to_llvm.{family}")
         builders.update(getattr(module, attribute, {}))
     return builders
 
@@ -59,8 +59,8 @@ def _collect(attribute: str) -> dict[type[Operation], KernelBuilderFn]:
 def estimate_work(op: Operation) -> int:
     """Rough work of a kernel (multiply-adds or elements touched), to decide whether
     splitting it across threads pays."""
+    from rlx_mlir.core.shape_inference import numel
     from rlx_mlir.dialects.common import shape_of
-    from rlx_mlir.shape_inference import numel
 
     out = numel(shape_of(op.operands[-1]))
     if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):

@@ -46,13 +46,13 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, SSAValue
 
-from rlx_mlir.codegen import vmath
-from rlx_mlir.codegen.builder import PTR, KernelBuilder, Value, vector_type
-from rlx_mlir.codegen.elementwise import part_range
-from rlx_mlir.codegen.indexing import copy_elements
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
+from rlx_mlir.passes.lir_to_llvm import vmath
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
+from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
+from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements
 
 MAX_REGISTER_CHUNKS = 32
 """Head dims of at most this many vectors keep q and acc in registers (unrolled along D);

@@ -38,8 +38,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 
-from rlx_mlir.codegen.builder import KernelBuilder, Value
 from rlx_mlir.dialects.llvm_vector import mask_type
+from rlx_mlir.passes.lir_to_llvm.builder import KernelBuilder, Value
 
 NAN = float("nan")
 INF = float("inf")

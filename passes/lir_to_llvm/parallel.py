@@ -15,7 +15,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
 
-from rlx_mlir.codegen.builder import PTR, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 BARRIER = "rlx_barrier"
 SERIAL_SUFFIX = "__serial"
