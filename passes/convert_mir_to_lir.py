@@ -227,9 +227,14 @@ class FuncSignatureLowering(RewritePattern):
         outputs = [memref_of(t) for t in fn_type.outputs]
         old_attrs = op.arg_attrs.data if op.arg_attrs is not None else ()
         attrs = list(old_attrs) or [DictionaryAttr({}) for _ in inputs]
-        attrs += [
-            DictionaryAttr({"rlx.name": StringAttr(f"out{i}"), "rlx.role": StringAttr(ROLE_OUTPUT)})
+        res_attrs = op.res_attrs.data if op.res_attrs is not None else ()
+        names = [  # a result named in the graph (rlx.name) keeps its name
+            (_str(res_attrs[i], "rlx.name") if i < len(res_attrs) else None) or f"out{i}"
             for i in range(len(outputs))
+        ]
+        attrs += [
+            DictionaryAttr({"rlx.name": StringAttr(name), "rlx.role": StringAttr(ROLE_OUTPUT)})
+            for name in names
         ]
         if not op.is_declaration:
             block = op.body.block
@@ -238,7 +243,7 @@ class FuncSignatureLowering(RewritePattern):
                     rewriter.replace_value_with_new_type(arg, ty)
             for i, ty in enumerate(outputs):
                 out = rewriter.insert_block_argument(block, len(block.args), ty)
-                out.name_hint = f"out{i}"
+                out.name_hint = names[i]
         op.function_type = FunctionType.from_lists([*inputs, *outputs], [])
         op.arg_attrs = ArrayAttr(attrs)
         op.res_attrs = None

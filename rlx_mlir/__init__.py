@@ -10,11 +10,18 @@ print(g.to_mlir())
 """
 
 from rlx_mlir.compiler import CompiledGraph, compile_mlir, jit
-from rlx_mlir.core.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
+from rlx_mlir.core.errors import (
+    ArgumentError,
+    DTypeError,
+    GraphError,
+    OptionError,
+    RlxError,
+    ShapeError,
+)
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.reference import reference
 
 __all__ = [
-    "ArgumentError", "DTypeError", "Graph", "GraphError", "RlxError", "ShapeError", "Value",
+    "ArgumentError", "DTypeError", "Graph", "GraphError", "OptionError", "RlxError", "ShapeError", "Value",
     "reference", "jit", "compile_mlir", "CompiledGraph",
 ]

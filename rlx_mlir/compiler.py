@@ -28,7 +28,7 @@ from rlx_mlir.backend import (
     load_cached,
     optimize,
 )
-from rlx_mlir.core.errors import ArgumentError, RlxError
+from rlx_mlir.core.errors import ArgumentError, OptionError, RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
@@ -36,7 +36,14 @@ from rlx_mlir.passes.lir_pack_weights import LAYOUT, PACKED_RHS
 from rlx_mlir.passes.lir_to_llvm.kernels import ERROR_MESSAGES
 from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
 from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES, WORKER_SUFFIX
-from rlx_mlir.pipeline import STAGES, PipelineOptions, Timings, lower, stage_of
+from rlx_mlir.pipeline import (
+    STAGES,
+    PipelineOptions,
+    Timings,
+    check_int_option,
+    lower,
+    stage_of,
+)
 from rlx_mlir.runtime import ThreadTeam, default_threads
 from rlx_mlir.signature import ArgSpec, Signature, convert, entry_function
 
@@ -75,7 +82,12 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
 def _packed(params: Mapping[str, Any] | None) -> tuple[str, ...]:
     """The params lir-pack-weights may pack: those bound at compile time (their copies
     are packed once in `CompiledGraph._bind_params`); the others stay row-major."""
-    return tuple(sorted(params)) if isinstance(params, Mapping) else ()
+    if params is None:
+        return ()
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise OptionError(f"params: expected a mapping of param names to arrays (a dict), "
+                          f"got {type(params).__name__}")
+    return tuple(sorted(params))
 
 
 def _text(module: ModuleOp) -> str:
@@ -88,11 +100,10 @@ def _text(module: ModuleOp) -> str:
 
 def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
              options: PipelineOptions, time_passes: bool, threads: int | None) -> CompiledGraph:
-    if opt_level not in (0, 1, 2, 3):
-        raise RlxError(f"opt_level: expected 0, 1, 2 or 3, got {opt_level!r}")
-    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
-                                or not 1 <= threads <= 64):
-        raise RlxError(f"threads: expected an int in [1, 64] or None (all cores), got {threads!r}")
+    check_int_option("opt_level", opt_level, "0, 1, 2 or 3", lambda n: 0 <= n <= 3)
+    if threads is not None:
+        check_int_option("threads", threads, "an int in [1, 64] or None (all cores)",
+                         lambda n: 1 <= n <= 64)
     target = host_target()
     if options.vector_width:
         target = Target(target.cpu, target.features, target.triple, options.vector_width)
@@ -224,6 +235,12 @@ class CompiledGraph:
     @property
     def outputs(self) -> tuple[ArgSpec, ...]:
         return self.signature.results
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The outputs' names, in call-result order (out0, ... unless named in g.output):
+        `dict(zip(model.output_names, model(...)))` gets the results by name."""
+        return self.signature.output_names
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         outs = tuple(np.empty(shape, dtype) for shape, dtype in self._out_layouts)

@@ -37,7 +37,7 @@ from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 
 from rlx_mlir.core import shape_inference as rules
-from rlx_mlir.core.errors import DTypeError, GraphError, RlxError
+from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.dialects import hir, mir
 from rlx_mlir.dialects.common import f32_attr, i64_array_attr, i64_attr, tensor_type
 from rlx_mlir.dialects.rlx import (
@@ -62,6 +62,73 @@ Scalar = float | int
 Operand = "Value | float | int"
 
 _NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8}
+
+_DTYPE_ALIASES = {"float32": "f32", "int32": "i32", "int64": "i64", "uint8": "ui8"}
+"""numpy's names of the element types, accepted wherever an rlx dtype name is."""
+
+
+def dtype_name(dtype: Any) -> str:
+    """The rlx dtype name ("f32", "i32", "i64", "ui8") of `dtype`: an rlx name, a numpy
+    name ("float32"), a numpy scalar type (`np.float32`) or a `np.dtype`."""
+    if isinstance(dtype, str):
+        name = _DTYPE_ALIASES.get(dtype, dtype)
+    else:
+        try:
+            numpy_dtype = np.dtype(dtype)
+        except TypeError:
+            numpy_dtype = None
+        name = _DTYPE_ALIASES.get(numpy_dtype.name, "") if numpy_dtype is not None else ""
+    if name not in _NUMPY_DTYPES:
+        raise DTypeError(
+            f"dtype: expected one of f32, i32, i64, ui8 (or numpy's float32, int32, int64, "
+            f"uint8, as a name, a scalar type or a np.dtype), got {dtype!r}"
+        )
+    return name
+
+
+def _dims(what: str, shape: Any, *, infer: bool = False) -> tuple[int, ...]:
+    """`shape` as a tuple of Python ints, each >= 1 (or -1 when `infer`, for reshape).
+
+    numpy integers count as ints; bools, floats and strings do not: a symbolic (string)
+    dimension is not supported yet.
+    """
+    if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
+        shape = (shape,)
+    if isinstance(shape, str):
+        raise ShapeError(f"{what}: expected a shape (tuple of ints), got the string {shape!r}")
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise ShapeError(f"{what}: expected a shape (tuple of ints), got {shape!r}") from None
+    for i, d in enumerate(dims):
+        if isinstance(d, str):
+            raise ShapeError(
+                f"{what}: dimension {i} is the string {d!r}: symbolic dimensions are not "
+                f"supported yet; expected an int >= 1 (shape {shape!r})"
+            )
+        if isinstance(d, bool | np.bool_) or not isinstance(d, int | np.integer):
+            raise ShapeError(
+                f"{what}: dimension {i} is {d!r} ({type(d).__name__}); expected a shape "
+                f"(tuple of ints >= 1), got {shape!r}"
+            )
+        if d < 1 and not (infer and d == -1):
+            want = "an int >= 1 (or one -1, inferred)" if infer else "an int >= 1"
+            raise ShapeError(
+                f"{what}: dimension {i} is {int(d)}; every dimension must be >= 1: expected "
+                f"{want}, got shape {tuple(int(x) for x in dims)}"
+            )
+    return tuple(int(d) for d in dims)
+
+
+def _finite(what: str, value: Any, *, positive: bool = False) -> float:
+    """`value` as a float; a bool, a non-number, nan or ±inf (or, when `positive`, a value
+    <= 0) is a GraphError naming `what`."""
+    want = "a finite positive float" if positive else "a finite float"
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise GraphError(f"{what}: expected {want}, got {value!r}")
+    if not math.isfinite(value) or (positive and not value > 0):
+        raise GraphError(f"{what}: expected {want}, got {value!r}")
+    return float(value)
 
 
 class Value:
@@ -164,50 +231,82 @@ class Graph:
         self._arg_names: list[str] = []
         self._arg_roles: list[str] = []
         self._outputs: list[Value] = []
+        self._output_names: list[str] = []
 
     # ------------------------------------------------------------------ arguments, output
 
-    def input(self, name: str, shape: Sequence[int], dtype: str = "f32") -> Value:
-        """Declare a graph input (given at every call)."""
+    def input(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+        """Declare a graph input (given at every call). `dtype` is an rlx name ("f32",
+        "i32", "i64", "ui8"), a numpy name ("float32"), a numpy type or a np.dtype."""
         return self._argument(name, shape, dtype, "input")
 
-    def param(self, name: str, shape: Sequence[int], dtype: str = "f32") -> Value:
-        """Declare a parameter (bound once at `jit(params=...)` or given at call time)."""
+    def param(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+        """Declare a parameter (bound once at `jit(params=...)` or given at call time);
+        `dtype` as for `input`."""
         return self._argument(name, shape, dtype, "param")
 
-    def _argument(self, name: str, shape: Sequence[int], dtype: str, role: str) -> Value:
+    def _argument(self, name: str, shape: Sequence[int], dtype: Any, role: str) -> Value:
         with _context(role):
             if not isinstance(name, str) or not name.isidentifier():
                 raise GraphError(f"name: expected a Python identifier, got {name!r}")
             if name in self._arg_names:
                 raise GraphError(f"name: {name!r} is already an argument of graph {self.name!r}")
-            rules.check_dtype(name, dtype, rules.DTYPES)
-            shape = rules.check_shape(name, self._shape_tuple(name, shape))
+            with _context(name):
+                dtype = dtype_name(dtype)
+            shape = _dims(name, shape)
         arg = self._block.insert_arg(tensor_type(shape, dtype), len(self._block.args))
         arg.name_hint = name
         self._arg_names.append(name)
         self._arg_roles.append(role)
         return Value(self, arg, shape, dtype)
 
-    @staticmethod
-    def _shape_tuple(name: str, shape: Sequence[int]) -> tuple[int, ...]:
-        if isinstance(shape, int):
-            shape = (shape,)
-        try:
-            dims = tuple(shape)
-        except TypeError:
-            raise RlxError(f"{name}: expected a shape (tuple of ints), got {shape!r}") from None
-        if not all(isinstance(d, int | np.integer) and not isinstance(d, bool) for d in dims):
-            raise RlxError(f"{name}: expected a shape (tuple of ints), got {shape!r}")
-        return tuple(int(d) for d in dims)
+    def output(self, *values: Value, names: Sequence[str] | None = None, **named: Value) -> None:
+        """Mark the graph's results, in order: `g.output(a, b)`. Name them with
+        `names=("logits", "h")` or as keywords, `g.output(logits=a, h=b)` (keywords
+        follow the positional values); unnamed results are out0, out1, ... by position.
+        The names survive every stage (`model.output_names`, rlx-run's npz keys).
 
-    def output(self, *values: Value) -> None:
-        """Mark the graph's results (in order). Calling it again replaces them."""
+        A graph has one set of outputs: a second call is a GraphError (build every
+        result first, then call `output` once with all of them).
+        """
+        if self._outputs:
+            raise GraphError(
+                f"output: graph {self.name!r} already has its outputs; call g.output(...) once, "
+                "with every result"
+            )
+        values = (*values, *named.values())
         if not values:
             raise GraphError("output: expected at least one Value, got none")
         for i, v in enumerate(values):
             self._own(f"output {i}", v)
+        if names is not None and named:
+            raise GraphError("output: give the names either as names=... or as keywords, not both")
+        if named:
+            names = [f"out{i}" for i in range(len(values) - len(named))] + list(named)
+        self._output_names = self._check_output_names(names, len(values))
         self._outputs = list(values)
+
+    def _check_output_names(self, names: Sequence[str] | None, count: int) -> list[str]:
+        if names is None:
+            return [f"out{i}" for i in range(count)]
+        if isinstance(names, str):
+            names = (names,)
+        names = list(names)
+        if len(names) != count:
+            raise GraphError(f"output: names: expected {count} names (one per output), got {len(names)}")
+        for name in names:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise GraphError(f"output: names: expected Python identifiers, got {name!r}")
+            if name in self._arg_names:
+                raise GraphError(f"output: names: {name!r} is already an argument of graph {self.name!r}")
+        if len(set(names)) != len(names):
+            raise GraphError(f"output: names: expected distinct names, got {names}")
+        return names
+
+    @property
+    def output_names(self) -> list[str]:
+        """The names of the results (out0, out1, ... unless named in `output`)."""
+        return list(self._output_names)
 
     @property
     def inputs(self) -> list[str]:
@@ -238,6 +337,7 @@ class Graph:
                         for n, r in zip(self._arg_names, self._arg_roles, strict=True)
                     ]
                 ),
+                res_attrs=self._result_attrs(),
             )
             module = ModuleOp([fn]).clone()
         finally:
@@ -245,6 +345,13 @@ class Graph:
             ret.detach()
             ret.erase()
         return module
+
+    def _result_attrs(self) -> ArrayAttr | None:
+        """`rlx.name` of each result, only when some result is named (the default names
+        out0, out1, ... are implied, so unnamed graphs print as before)."""
+        if self._output_names == [f"out{i}" for i in range(len(self._outputs))]:
+            return None
+        return ArrayAttr([DictionaryAttr({ARG_NAME: StringAttr(n)}) for n in self._output_names])
 
     def to_mlir(self) -> str:
         """The module's text in custom syntax (what `rlx-opt` parses)."""
@@ -479,9 +586,7 @@ class Graph:
         return self._emit(mir.SoftmaxOp, [x], x.shape, properties={"axis": i64_attr(ax)})
 
     def _eps(self, eps: float) -> FloatAttr:
-        if not isinstance(eps, int | float) or not eps > 0:
-            raise RlxError(f"eps: expected a positive float, got {eps!r}")
-        return f32_attr(eps)
+        return f32_attr(_finite("eps", eps, positive=True))
 
     def rms_norm(self, x: Value, gamma: Value, beta: Value | None = None, eps: float = 1e-5) -> Value:
         """x / sqrt(mean(x^2, -1) + eps) * gamma (+ beta)."""
@@ -518,9 +623,9 @@ class Graph:
         """Same elements, new shape; at most one -1 (inferred). `()` for one element."""
         self._own("x", x)
         with _context("reshape"):
-            if isinstance(shape, int) or not all(isinstance(d, int) for d in shape):
-                raise RlxError(f"shape: expected a tuple or list of ints, got {shape!r}")
-            new = rules.reshape(x.shape, shape)
+            if isinstance(shape, int | np.integer):
+                raise ShapeError(f"shape: expected a tuple or list of ints, got {shape!r}")
+            new = rules.reshape(x.shape, _dims("shape", shape, infer=True))
         return self._emit(mir.ReshapeOp, [x], new, x.dtype)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
@@ -561,7 +666,7 @@ class Graph:
         """numpy.broadcast_to."""
         self._own("x", x)
         with _context("broadcast_to"):
-            target = rules.broadcast_to(x.shape, self._shape_tuple("shape", shape))
+            target = rules.broadcast_to(x.shape, _dims("shape", shape))
         return self._emit(mir.BroadcastToOp, [x], target, x.dtype)
 
     def gather(self, x: Value, indices: Value, axis: int = 0) -> Value:
@@ -615,7 +720,7 @@ class Graph:
     @staticmethod
     def _attention_props(num_heads: int, head_dim: int, num_kv_heads: int, mask_kind: str,
                          scale: float | None) -> dict[str, Attribute]:
-        scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+        scale = 1.0 / math.sqrt(head_dim) if scale is None else _finite("scale", scale)
         return {
             "num_heads": i64_attr(num_heads),
             "head_dim": i64_attr(head_dim),
@@ -664,4 +769,4 @@ def numpy_dtype(dtype: str) -> type[np.generic]:
     return _NUMPY_DTYPES[dtype]
 
 
-__all__ = ["ARG_NAME", "ARG_ROLE", "Graph", "Value", "numpy_dtype"]
+__all__ = ["ARG_NAME", "ARG_ROLE", "Graph", "Value", "dtype_name", "numpy_dtype"]

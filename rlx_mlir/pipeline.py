@@ -19,8 +19,11 @@ from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from rlx_mlir.core.errors import OptionError
 from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.rlx import ArenaStrategy
 from rlx_mlir.ir import make_context
+from rlx_mlir.signature import name_arguments
 
 STAGES = ("hir", "mir", "lir", "llvm")
 
@@ -44,6 +47,29 @@ class PipelineOptions:
     """convert-lir-to-llvm: f32 lanes per vector, 0 for the target's."""
     packed_params: tuple[str, ...] = ()
     """lir-pack-weights: the params bound at compile time (packed once at bind time)."""
+
+    def __post_init__(self) -> None:
+        """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
+        check_int_option("alignment", self.alignment, "a power of two >= 1",
+                         lambda a: a >= 1 and not a & (a - 1))
+        strategies = [s.value for s in ArenaStrategy]
+        if self.strategy not in strategies:
+            raise OptionError(f"strategy: expected one of {', '.join(map(repr, strategies))}, "
+                              f"got {self.strategy!r}")
+        check_int_option("vector_width", self.vector_width, "0 (the target's), 4, 8 or 16",
+                         lambda w: w in VECTOR_WIDTHS)
+
+
+VECTOR_WIDTHS = (0, 4, 8, 16)
+"""Valid `vector_width` options: f32 lanes per vector, 0 for the target's."""
+
+
+def check_int_option(name: str, value: object, valid: str, ok: Callable[[int], bool]) -> int:
+    """`value` if it is an int (not a bool) for which `ok` holds, else an OptionError
+    naming the option and its valid values."""
+    if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
+        raise OptionError(f"{name}: expected {valid}, got {value!r}")
+    return value
 
 
 @dataclass
@@ -113,6 +139,7 @@ def lower(module: ModuleOp, until: str = "llvm", options: PipelineOptions = Pipe
     input's own stage), e.g. to keep a clone of each stage.
     """
     ctx = ctx or make_context()
+    name_arguments(module)  # hand-written modules may leave rlx.name / rlx.role out
     stage = stage_of(module)
     if snapshot is not None:
         snapshot(stage, module)

@@ -60,6 +60,11 @@ class ReferenceModel:
                 raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r}")
             self._bound[name] = convert(specs[name], value).copy()
 
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The outputs' names, in result order (as `CompiledGraph.output_names`)."""
+        return self.signature.output_names
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         arrays = self.signature.bind(args, kwargs, self._bound)
         results = run_module(self.module, arrays)

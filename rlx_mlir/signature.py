@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
 
 from rlx_mlir.core.errors import ArgumentError, GraphError
 from rlx_mlir.core.shape_inference import fmt
@@ -57,15 +57,22 @@ class Signature:
         args = []
         for i, arg in enumerate(fn.body.block.args):
             attrs = arg_attrs[i].data if i < len(arg_attrs) else {}
-            name = _string(attrs, ARG_NAME) or (arg.name_hint or f"arg{i}")
+            name = _string(attrs, ARG_NAME) or default_name(arg, i)
             role = _string(attrs, ARG_ROLE) or "input"
             args.append(ArgSpec(name, role, shape_of(arg), dtype_of(arg)))
+        res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
         results = tuple(
-            ArgSpec(f"out{i}", "output", shape_of(t), dtype_of(t))
+            ArgSpec((_string(res_attrs[i].data, ARG_NAME) if i < len(res_attrs) else None) or f"out{i}",
+                    "output", shape_of(t), dtype_of(t))
             for i, t in enumerate(fn.function_type.outputs.data)
         )
         outputs = tuple(a for a in args if a.role == "output")
         return Signature(fn.sym_name.data, tuple(args), results or outputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The names of the results, in order (out0, out1, ... unless the graph named them)."""
+        return tuple(r.name for r in self.results)
 
     @functools.cached_property
     def callable_args(self) -> tuple[ArgSpec, ...]:
@@ -109,6 +116,65 @@ class Signature:
         return result
 
 
+def default_name(arg: Any, index: int) -> str:
+    """The name of an argument that has no `rlx.name`: its SSA name when that is a Python
+    identifier (`%x` -> "x"), else `arg<index>`."""
+    hint = arg.name_hint
+    return hint if hint and hint.isidentifier() else f"arg{index}"
+
+
+def name_arguments(module: Any) -> None:
+    """Give the graph function's arguments that lack them their `rlx.name` (see
+    `default_name`) and `rlx.role` ("input"), in place, so hand-written modules compile.
+
+    Roles cannot be guessed at the lir stage, where outputs are arguments too, nor in an
+    llvm-stage entry: there a missing name or role is a GraphError naming the argument.
+    """
+    fn = entry_function(module)
+    if isinstance(fn, llvm.FuncOp):
+        _check_llvm_entry_names(fn)
+        return
+    block_args = fn.body.block.args if not fn.is_declaration else ()
+    count = len(fn.function_type.inputs.data)
+    old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
+    old += [DictionaryAttr({})] * (count - len(old))
+    lir_stage = not fn.function_type.outputs.data
+    taken = {_string(a.data, ARG_NAME) for a in old}
+    attrs = []
+    for i, entry in enumerate(old):
+        data = dict(entry.data)
+        if ARG_ROLE not in data:
+            if lir_stage:
+                raise GraphError(
+                    f"@{fn.sym_name.data}: argument {i} has no rlx.role; a function at the lir "
+                    "stage (no results) has its outputs among its arguments, so give every "
+                    'argument {rlx.name = "...", rlx.role = "input" | "param" | "output"}'
+                )
+            data[ARG_ROLE] = StringAttr("input")
+        if ARG_NAME not in data:
+            name = default_name(block_args[i], i) if block_args else f"arg{i}"
+            if name in taken:
+                name = f"arg{i}"
+            if name in taken:
+                raise GraphError(f"@{fn.sym_name.data}: argument {i} has no rlx.name, and the "
+                                 f"default {name!r} is taken; name it with rlx.name")
+            taken.add(name)
+            data[ARG_NAME] = StringAttr(name)
+        attrs.append(DictionaryAttr(data))
+    fn.arg_attrs = ArrayAttr(attrs)
+
+
+def _check_llvm_entry_names(fn: llvm.FuncOp) -> None:
+    for i, entry in enumerate(fn.arg_attrs.data if fn.arg_attrs is not None else ()):
+        if "rlx.type" in entry.data and not (
+            _string(entry.data, ARG_NAME) and _string(entry.data, ARG_ROLE)
+        ):
+            raise GraphError(
+                f"@{fn.sym_name.data}: argument {i} has no rlx.name or rlx.role; name the "
+                "arguments before lowering (a module lowered from unnamed arguments)"
+            )
+
+
 def _string(attrs: Mapping[str, Any] | DictionaryAttr, key: str) -> str | None:
     value = attrs.get(key)
     return value.data if isinstance(value, StringAttr) else None
@@ -123,6 +189,9 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
         raise ArgumentError(f"{spec.describe()}: expected an array, got {type(value).__name__}") from err
     if arr.dtype == want and arr.shape == spec.shape and arr.flags.c_contiguous:
         return arr  # the common case, checked first: nothing to convert
+    if arr.dtype == np.bool_ and want.kind != "f":
+        # numpy casts bool to int under same_kind, but True/False are no ids or bytes.
+        raise ArgumentError(f"{spec.describe()}: expected dtype {spec.dtype}, got a bool array")
     if arr.dtype == object or not np.can_cast(arr.dtype, want, casting="same_kind"):
         raise ArgumentError(
             f"{spec.describe()}: expected dtype {spec.dtype} (or one that casts to it under "

@@ -34,7 +34,7 @@ def test_input_param_defaults_and_dtypes(g):
     [
         ("x", (4, 0), "f32", rlx.ShapeError, "every dimension must be >= 1"),
         ("x", (4, -2), "f32", rlx.ShapeError, "every dimension must be >= 1"),
-        ("x", (4,), "f16", rlx.DTypeError, "expected element type f32 or i32 or i64 or ui8, got f16"),
+        ("x", (4,), "f16", rlx.DTypeError, "dtype: expected one of f32, i32, i64, ui8 .*got 'f16'"),
         ("1x", (4,), "f32", rlx.GraphError, "Python identifier"),
         ("x", "abc", "f32", rlx.RlxError, "expected a shape"),
         ("x", (2.5,), "f32", rlx.RlxError, "expected a shape"),
@@ -216,7 +216,7 @@ def test_norms(g, method):
         getattr(g, method)(x, g.param("g2", (2, 8)), beta)
     with pytest.raises(rlx.ShapeError, match=rf"{method}: beta: expected shape \[8\]"):
         getattr(g, method)(x, gamma, g.param("b2", (4,)))
-    with pytest.raises(rlx.RlxError, match="eps: expected a positive float"):
+    with pytest.raises(rlx.RlxError, match="eps: expected a finite positive float"):
         getattr(g, method)(x, gamma, beta, eps=0.0)
 
 
@@ -474,7 +474,7 @@ def test_to_mlir_is_repeatable_and_graph_stays_usable():
     g.output(g.exp(x))
     first = g.to_mlir()
     assert g.to_mlir() == first
-    g.output(g.exp(x) + 1.0)
+    g.exp(x) + 1.0  # building more ops after to_mlir() works (they are dead code here)
     assert "mir.add" in g.to_mlir()
     parse_module(g.to_mlir())
 

@@ -21,3 +21,7 @@ class GraphError(RlxError):
 
 class ArgumentError(RlxError):
     """A call-time argument is missing, unknown or does not match its declaration."""
+
+
+class OptionError(RlxError, ValueError):
+    """A compile option (jit, compile_mlir, a pass option) is not one of its valid values."""
