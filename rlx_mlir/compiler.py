@@ -45,7 +45,7 @@ from rlx_mlir.pipeline import (
     stage_of,
 )
 from rlx_mlir.runtime import ThreadTeam, default_threads
-from rlx_mlir.signature import ArgSpec, Signature, convert, entry_function
+from rlx_mlir.signature import ArgSpec, Signature, convert, describe_bad_index, entry_function
 
 ARENA_ALIGNMENT = 64
 
@@ -279,7 +279,9 @@ class CompiledGraph:
                     self._team = self._make_team()
                 status = self._team.run(self._entry, pointers, self._sync_address)
         if status:
-            message = ERROR_MESSAGES.get(status, f"error code {status}")
+            # The error path only: find the bad index in the caller's arrays to name it.
+            message = (describe_bad_index(parse_module(self._source), arrays)
+                       or ERROR_MESSAGES.get(status, f"error code {status}"))
             raise ArgumentError(f"{self.signature.name}: {message}")
 
     def __del__(self) -> None:

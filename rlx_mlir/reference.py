@@ -23,7 +23,7 @@ from rlx_mlir.graph import Graph
 from rlx_mlir.interpreters import make_interpreter
 from rlx_mlir.interpreters.lir import new_buffer
 from rlx_mlir.ir import parse_module
-from rlx_mlir.signature import Signature, convert, entry_function
+from rlx_mlir.signature import Signature, convert, describe_bad_index, entry_function
 
 
 def run_module(module: ModuleOp, arrays: Mapping[str, Any]) -> tuple[np.ndarray, ...]:
@@ -67,7 +67,15 @@ class ReferenceModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         arrays = self.signature.bind(args, kwargs, self._bound)
-        results = run_module(self.module, arrays)
+        try:
+            results = run_module(self.module, arrays)
+        except ArgumentError:
+            # The kernels know no argument names: name the first bad index as a compiled
+            # model does (rlx_mlir.compiler), when it is an argument's.
+            detail = describe_bad_index(self.module, arrays)
+            if detail is None:
+                raise
+            raise ArgumentError(f"{self.signature.name}: {detail}") from None
         return results[0] if len(results) == 1 else results
 
 

@@ -116,6 +116,59 @@ class Signature:
         return result
 
 
+def index_bounds(module: Any) -> dict[str, tuple[int, str]]:
+    """The arguments of the graph function that are gather indices or embedding ids: name
+    -> (the size of the dimension they index, "gather indices" | "embedding ids"). Followed
+    through reshapes and views (same elements, same order); empty at the llvm stage."""
+    fn = entry_function(module)
+    if not isinstance(fn, func.FuncOp) or fn.is_declaration:
+        return {}
+    bounds = {}
+    for spec, arg in zip(Signature.of(fn).args, fn.body.block.args, strict=False):
+        found = _indexed_size(arg)
+        if found is not None:
+            bounds[spec.name] = found
+    return bounds
+
+
+_SAME_ELEMENTS = ("mir.reshape", "lir.view", "builtin.unrealized_conversion_cast")
+"""Ops whose result (or, for lir.view, whose view) holds the operand's elements in order."""
+
+
+def _indexed_size(value: Any) -> tuple[int, str] | None:
+    for use in value.uses:
+        op = use.operation
+        if op.name in _SAME_ELEMENTS and op.results:
+            found = _indexed_size(op.results[0])
+        elif op.name.endswith(".gather") and use.index == 1:
+            found = shape_of(op.operands[0])[op.axis.value.data], "gather indices"
+        elif op.name == "hir.embedding" and use.index == 1:
+            found = shape_of(op.operands[0])[0], "embedding ids"
+        else:
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
+def describe_bad_index(module: Any, arrays: Mapping[str, np.ndarray]) -> str | None:
+    """Where the first out-of-range index among the arguments of `module` is, e.g.
+    `ids[3] = 77 is outside [0, 50)`, or None when every index argument is in range (the
+    bad index was computed inside the graph). For error paths only: it scans the arrays."""
+    for name, (size, what) in index_bounds(module).items():
+        array = arrays.get(name)
+        if array is None or not np.asarray(array).size:
+            continue
+        array = np.asarray(array)
+        bad = np.flatnonzero((array < 0) | (array >= size))
+        if bad.size:
+            where = ", ".join(str(int(i)) for i in np.unravel_index(bad[0], array.shape))
+            value = int(array.flat[bad[0]])
+            return (f"{name}[{where}] = {value} is outside [0, {size}) (argument {name!r}: "
+                    f"{what}; negative or out of range indices are errors)")
+    return None
+
+
 def default_name(arg: Any, index: int) -> str:
     """The name of an argument that has no `rlx.name`: its SSA name when that is a Python
     identifier (`%x` -> "x"), else `arg<index>`."""

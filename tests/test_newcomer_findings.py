@@ -229,3 +229,46 @@ def test_13_bad_output_names(call, words):
     y = g.exp(g.input("x", (2,)))
     with pytest.raises(rlx.GraphError, match=words):
         call(g, y)
+
+
+# ------------------------------------------------------------------ 7. which index is out of range
+
+
+def _embedding_graph() -> rlx.Graph:
+    g = rlx.Graph("emb")
+    table = g.param("table", (50, 4))
+    g.output(g.embedding(table, g.input("ids", (2, 3), "i64")))
+    return g
+
+
+def _gather_graph() -> rlx.Graph:
+    g = rlx.Graph("take")
+    x = g.input("x", (3, 7))
+    g.output(g.gather(x, g.input("idx", (4,), "i32"), axis=1))
+    return g
+
+
+@pytest.mark.parametrize("executor", ["jit", "reference"])
+def test_7_out_of_range_ids_name_position_value_and_range(executor):
+    make = rlx.jit if executor == "jit" else rlx.reference
+    table = np.ones((50, 4), np.float32)
+    model = make(_embedding_graph(), params={"table": table})
+    ids = np.array([[0, 1, 2], [3, 77, 5]])
+    with pytest.raises(rlx.ArgumentError, match=r"^emb: ids\[1, 1\] = 77 is outside \[0, 50\) "
+                                                 r"\(argument 'ids': embedding ids"):
+        model(ids=ids)
+    ids[1, 1] = 4
+    ids[0, 2] = -3
+    with pytest.raises(rlx.ArgumentError, match=r"ids\[0, 2\] = -3 is outside \[0, 50\)"):
+        model(ids=ids)
+    gather = make(_gather_graph())
+    with pytest.raises(rlx.ArgumentError, match=r"^take: idx\[3\] = 7 is outside \[0, 7\) "
+                                                  r"\(argument 'idx': gather indices"):
+        gather(x=np.ones((3, 7), np.float32), idx=np.array([0, 6, 1, 7], np.int32))
+
+
+def test_7_compiled_lir_module_names_the_index_too():
+    lir_text = rlx.jit(_gather_graph()).mlir("lir")
+    model = rlx.compile_mlir(lir_text)
+    with pytest.raises(rlx.ArgumentError, match=r"idx\[0\] = -1 is outside \[0, 7\)"):
+        model(x=np.ones((3, 7), np.float32), idx=np.array([-1, 0, 0, 0], np.int32))
