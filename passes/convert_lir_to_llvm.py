@@ -70,6 +70,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_serial_wrapper,
     build_worker_loop,
 )
+from rlx_mlir.passes.utils import require_lowered
 
 ARG_TYPE = "rlx.type"
 """Entry-argument attribute: the memref type the pointer stands for."""
@@ -317,6 +318,7 @@ class ConvertLirToLlvmPass(ModulePass):
     """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         width = self.vector_width or _target_vector_width()
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")

@@ -62,6 +62,7 @@ from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import lir, mir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.passes.utils import require_lowered
 
 ROLE_OUTPUT = "output"
 """The `rlx.role` of the arguments that receive the function's results."""
@@ -370,6 +371,7 @@ class ConvertMirToLirPass(ModulePass):
     name = "convert-mir-to-lir"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_lowered(op, self.name, "hir")
         PatternRewriteWalker(FuncSignatureLowering(), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(

@@ -34,6 +34,7 @@ from xdsl.ir import BlockArgument
 from xdsl.passes import ModulePass
 
 from rlx_mlir.dialects import lir
+from rlx_mlir.passes.utils import require_lowered
 
 LAYOUT = "rlx.layout"
 """The argument attribute naming a non-default layout of an argument's buffer."""
@@ -86,6 +87,7 @@ class LirPackWeightsPass(ModulePass):
     """The names of the params bound at compile time (only those get packed)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_lowered(op, self.name, "hir", "mir")
         params = frozenset(self.params)
         if not params:
             return

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.rlx import Activation
@@ -43,6 +44,38 @@ class OpSequence:
         return self.ops[-1].results[0]
 
 
+REMOVED_BY: dict[str, str] = {
+    "hir": "convert-hir-to-mir",
+    "mir": "convert-mir-to-lir",
+    "lir.alloc": "lir-plan-arena",
+}
+"""The pass that removes each dialect's ops (or one op): what must run before a pass that
+expects none of them."""
+
+
+def require_lowered(module: Operation, pass_name: str, *removed: str) -> None:
+    """Refuse a module that still has ops of the dialects (or the op names) in `removed`,
+    naming them and the pass that must run first (the pipeline run out of order).
+
+    Called at the start of a pass's `apply`, it turns the verifier error of a half-lowered
+    module into one diagnostic, e.g. "convert-mir-to-lir: the module still has hir ops
+    (hir.linear); run convert-hir-to-mir first".
+    """
+    found: dict[str, set[str]] = {key: set() for key in removed}
+    for op in module.walk():
+        for key in removed:
+            if op.name == key or op.name.startswith(key + "."):
+                found[key].add(op.name)
+    for key in removed:  # earliest stage first: that pass runs before the others
+        if found[key]:
+            names = sorted(found[key])
+            listed = ", ".join(names[:4]) + (f", ... ({len(names)} kinds)" if len(names) > 4 else "")
+            what = f"{key} ops ({listed})" if "." not in key else f"{key} ops"
+            raise PassFailedException(
+                f"{pass_name}: the module still has {what}; run {REMOVED_BY[key]} first"
+            )
+
+
 def splat_constant(
     shape: Sequence[int], value: float = 0.0, element_type: Attribute = f32
 ) -> mir.ConstantOp:
@@ -51,4 +84,4 @@ def splat_constant(
     return mir.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [value]))
 
 
-__all__ = ["ACTIVATION_OPS", "OpSequence", "splat_constant"]
+__all__ = ["ACTIVATION_OPS", "REMOVED_BY", "OpSequence", "require_lowered", "splat_constant"]

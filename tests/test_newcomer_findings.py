@@ -272,3 +272,59 @@ def test_7_compiled_lir_module_names_the_index_too():
     model = rlx.compile_mlir(lir_text)
     with pytest.raises(rlx.ArgumentError, match=r"idx\[0\] = -1 is outside \[0, 7\)"):
         model(x=np.ones((3, 7), np.float32), idx=np.array([-1, 0, 0, 0], np.int32))
+
+
+# ------------------------------------------------------------------ 8. the k_w message
+
+
+def test_8_num_kv_heads_message_names_k_w_own_shape():
+    g = rlx.Graph("g")
+    x = g.input("x", (2, 32))
+
+    def p(name: str, *shape: int) -> rlx.Value:
+        return g.param(name, shape)
+
+    with pytest.raises(rlx.ShapeError, match=(
+            r"llama_decoder_block: k_w: expected shape \[32, 256\] "
+            r"\(\[D, num_kv_heads\*head_dim\] = \[32, 4\*64\]\), got \[32, 128\]")):
+        g.llama_decoder_block(
+            x, p("l1", 32), None, p("q_w", 32, 512), p("k_w", 32, 128), p("v_w", 32, 256),
+            p("o_w", 512, 32), p("l2", 32), None, p("gate_w", 32, 64), p("up_w", 32, 64),
+            p("down_w", 64, 32), p("cos", 2, 32), p("sin", 2, 32),
+            num_heads=8, head_dim=64, num_kv_heads=4)
+
+
+# ------------------------------------------------------------------ 9. passes run out of order
+
+
+def _mlp_module():
+    g = rlx.Graph("mlp")
+    x = g.input("x", (4, 8))
+    g.output(g.softmax(g.linear(x, g.param("w", (8, 3)), activation="gelu")))
+    return g.to_module()
+
+
+@pytest.mark.parametrize("before, pass_name, words", [
+    ((), "convert-mir-to-lir", r"convert-mir-to-lir: the module still has hir ops \(hir\.linear\); "
+                               r"run convert-hir-to-mir first"),
+    ((), "lir-plan-arena", r"lir-plan-arena: the module still has hir ops \(hir\.linear\); "
+                           r"run convert-hir-to-mir first"),
+    (("convert-hir-to-mir",), "lir-plan-arena", r"lir-plan-arena: the module still has mir ops "
+                                                r"\(mir\.gelu, mir\.matmul, mir\.softmax\); run convert-mir-to-lir first"),
+    (("convert-hir-to-mir",), "lir-pack-weights", r"still has mir ops .*run convert-mir-to-lir first"),
+    (("convert-hir-to-mir",), "convert-lir-to-llvm", r"still has mir ops .*run convert-mir-to-lir first"),
+    (("convert-hir-to-mir", "convert-mir-to-lir"), "convert-lir-to-llvm",
+     r"convert-lir-to-llvm: the module still has lir\.alloc ops; run lir-plan-arena first"),
+], ids=["mir-to-lir-on-hir", "plan-on-hir", "plan-on-mir", "pack-on-mir", "llvm-on-mir", "llvm-unplanned"])
+def test_9_a_pass_run_too_early_says_which_pass_must_run_first(before, pass_name, words):
+    from xdsl.utils.exceptions import PassFailedException
+
+    from rlx_mlir.ir import make_context
+    from rlx_mlir.passes import get_all_passes
+
+    module = _mlp_module()
+    ctx = make_context()
+    for name in before:
+        get_all_passes()[name]()().apply(ctx, module)
+    with pytest.raises(PassFailedException, match=words):
+        get_all_passes()[pass_name]()(**({"params": ("w",)} if pass_name == "lir-pack-weights" else {})).apply(ctx, module)

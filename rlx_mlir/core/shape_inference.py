@@ -318,6 +318,7 @@ def llama_decoder_block(
         k = linear(x, w["k_w"])
     with _renamed(w="v_w"):
         v = linear(x, w["v_w"])
+    _check_projections(x[-1], w, num_heads, head_dim, num_kv_heads)
     with _renamed(n_rot="head_dim"):
         rope(q, w["cos"], w["sin"], head_dim, head_dim)
     with _renamed(q="q_w (columns)", k="k_w (columns)", v="v_w (columns)"):
@@ -330,6 +331,18 @@ def llama_decoder_block(
         norm(x, w["ln2_g"], w.get("ln2_b"))
     with _renamed(up="up_w", gate="gate_w", down="down_w"):
         return swiglu_ffn(x, w["up_w"], w["gate_w"], w["down_w"])
+
+
+def _check_projections(d: int, w: dict[str, Shape | None], num_heads: int, head_dim: int,
+                       num_kv_heads: int) -> None:
+    """q_w, k_w and v_w against their own expected shapes (not the projected q, k, v's);
+    bad head counts are left to `attention`, which names them."""
+    if min(num_heads, head_dim, num_kv_heads) < 1:
+        return
+    for name, heads, what in (("q_w", num_heads, "num_heads"), ("k_w", num_kv_heads, "num_kv_heads"),
+                              ("v_w", num_kv_heads, "num_kv_heads")):
+        check_exact(name, w[name], (d, heads * head_dim),
+                    f"[D, {what}*head_dim] = [{d}, {heads}*{head_dim}]")
 
 
 @contextmanager

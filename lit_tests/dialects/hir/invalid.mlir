@@ -544,7 +544,7 @@
 %x, %ln1_g, %ln1_b, %q_w, %k_w, %v_w, %o_w, %ln2_g, %gate_w, %up_w, %down_w, %cos, %sin = "test.op"() : () -> (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>)
 %y = hir.llama_decoder_block %x ln1(%ln1_g, %ln1_b) attn(%q_w, %k_w, %v_w, %o_w) ln2(%ln2_g) ffn(%gate_w, %up_w, %down_w) rope(%cos, %sin) num_heads 4 num_kv_heads 2 head_dim 8 : (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x32xf32>
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'hir.llama_decoder_block': q_w (columns): last dim must be num_heads*head_dim = 4*8 = 32, got 16
+// CHECK-NEXT: 'hir.llama_decoder_block': q_w: expected shape [32, 32] ([D, num_heads*head_dim] = [32, 4*8]), got [32, 16]
 
 // -----
 
@@ -552,7 +552,7 @@
 %x, %ln1_g, %ln1_b, %q_w, %k_w, %v_w, %o_w, %ln2_g, %gate_w, %up_w, %down_w, %cos, %sin = "test.op"() : () -> (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>)
 %y = hir.llama_decoder_block %x ln1(%ln1_g, %ln1_b) attn(%q_w, %k_w, %v_w, %o_w) ln2(%ln2_g) ffn(%gate_w, %up_w, %down_w) rope(%cos, %sin) num_heads 4 num_kv_heads 2 head_dim 8 : (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>, tensor<32x32xf32>, tensor<32x16xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x32xf32>
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'hir.llama_decoder_block': k_w (columns): expected shape [2, 6, 16] ([B, T, num_kv_heads*head_dim]), got [2, 6, 32]
+// CHECK-NEXT: 'hir.llama_decoder_block': k_w: expected shape [32, 16] ([D, num_kv_heads*head_dim] = [32, 2*8]), got [32, 32]
 
 // -----
 
@@ -560,7 +560,7 @@
 %x, %ln1_g, %ln1_b, %q_w, %k_w, %v_w, %o_w, %ln2_g, %gate_w, %up_w, %down_w, %cos, %sin = "test.op"() : () -> (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>, tensor<32x16xf32>, tensor<32x8xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>)
 %y = hir.llama_decoder_block %x ln1(%ln1_g, %ln1_b) attn(%q_w, %k_w, %v_w, %o_w) ln2(%ln2_g) ffn(%gate_w, %up_w, %down_w) rope(%cos, %sin) num_heads 4 num_kv_heads 2 head_dim 8 : (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>, tensor<32x32xf32>, tensor<32x16xf32>, tensor<32x8xf32>, tensor<32x32xf32>, tensor<32xf32>, tensor<32x64xf32>, tensor<32x64xf32>, tensor<64x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x32xf32>
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'hir.llama_decoder_block': v_w (columns): expected shape [2, 6, 16] (same as k), got [2, 6, 8]
+// CHECK-NEXT: 'hir.llama_decoder_block': v_w: expected shape [32, 16] ([D, num_kv_heads*head_dim] = [32, 2*8]), got [32, 8]
 
 // -----
 
