@@ -25,7 +25,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from rlx_mlir.dialects import hir, mir
+from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import Activation, MaskKindAttr, RopeStyleAttr
 from rlx_mlir.passes.utils import ACTIVATION_OPS, OpSequence, splat_constant
@@ -248,19 +248,24 @@ class DepthwiseConv1dCausalLowering(RewritePattern):
         _replace(rewriter, op, seq)
 
 
-HIR_TO_MIR_PATTERNS: tuple[type[RewritePattern], ...] = (
-    LinearLowering,
-    SwigluFfnLowering,
-    RmsNormLowering,
-    ResidualRmsNormLowering,
-    LayerNormLowering,
-    AttentionLowering,
-    RopeLowering,
-    LlamaDecoderBlockLowering,
-    EmbeddingLowering,
-    DequantMatmulLowering,
-    DepthwiseConv1dCausalLowering,
-)
+HIR_TO_MIR: dict[type[hir.HirOp], type[RewritePattern]] = {
+    hir.LinearOp: LinearLowering,
+    hir.SwigluFfnOp: SwigluFfnLowering,
+    hir.RmsNormOp: RmsNormLowering,
+    hir.ResidualRmsNormOp: ResidualRmsNormLowering,
+    hir.LayerNormOp: LayerNormLowering,
+    hir.AttentionOp: AttentionLowering,
+    hir.RopeOp: RopeLowering,
+    hir.LlamaDecoderBlockOp: LlamaDecoderBlockLowering,
+    hir.EmbeddingOp: EmbeddingLowering,
+    hir.DequantMatmulOp: DequantMatmulLowering,
+    hir.DepthwiseConv1dCausalOp: DepthwiseConv1dCausalLowering,
+}
+"""The pattern of each hir op (every op of the registry has one: checked at import)."""
+
+registry.check_complete("convert-hir-to-mir: hir ops with a pattern", registry.HIR_OPS, HIR_TO_MIR)
+
+HIR_TO_MIR_PATTERNS: tuple[type[RewritePattern], ...] = tuple(HIR_TO_MIR.values())
 """One pattern per hir op."""
 
 
@@ -279,4 +284,4 @@ class ConvertHirToMirPass(ModulePass):
         ).rewrite_module(op)
 
 
-__all__ = ["HIR_TO_MIR_PATTERNS", "ConvertHirToMirPass"]
+__all__ = ["HIR_TO_MIR", "HIR_TO_MIR_PATTERNS", "ConvertHirToMirPass"]

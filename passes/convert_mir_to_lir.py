@@ -59,7 +59,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core import shape_inference as si
-from rlx_mlir.dialects import lir, mir
+from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.passes.utils import require_lowered
@@ -67,51 +67,12 @@ from rlx_mlir.passes.utils import require_lowered
 ROLE_OUTPUT = "output"
 """The `rlx.role` of the arguments that receive the function's results."""
 
-ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = {
-    mir.AddOp: ElementwiseFn.ADD,
-    mir.SubOp: ElementwiseFn.SUB,
-    mir.MulOp: ElementwiseFn.MUL,
-    mir.DivOp: ElementwiseFn.DIV,
-    mir.MaxOp: ElementwiseFn.MAX,
-    mir.MinOp: ElementwiseFn.MIN,
-    mir.PowOp: ElementwiseFn.POW,
-    mir.NegOp: ElementwiseFn.NEG,
-    mir.ExpOp: ElementwiseFn.EXP,
-    mir.LogOp: ElementwiseFn.LOG,
-    mir.SqrtOp: ElementwiseFn.SQRT,
-    mir.RsqrtOp: ElementwiseFn.RSQRT,
-    mir.TanhOp: ElementwiseFn.TANH,
-    mir.SigmoidOp: ElementwiseFn.SIGMOID,
-    mir.SiluOp: ElementwiseFn.SILU,
-    mir.GeluOp: ElementwiseFn.GELU,
-    mir.GeluTanhOp: ElementwiseFn.GELU_TANH,
-    mir.ReluOp: ElementwiseFn.RELU,
-    mir.AbsOp: ElementwiseFn.ABS,
-}
-"""The function of the `lir.elementwise` kernel of each mir elementwise op."""
+ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = registry.ELEMENTWISE_FNS
+"""The function of the `lir.elementwise` kernel of each mir elementwise op (registry)."""
 
-KERNELS: dict[type[IRDLOperation], type[lir.KernelOp]] = {
-    # linear algebra
-    mir.MatmulOp: lir.MatmulOp,
-    mir.FusedMatmulOp: lir.FusedMatmulOp,
-    mir.DequantMatmulOp: lir.DequantMatmulOp,
-    mir.DepthwiseConv1dOp: lir.DepthwiseConv1dOp,
-    # reductions and norms
-    mir.ReduceOp: lir.ReduceOp,
-    mir.SoftmaxOp: lir.SoftmaxOp,
-    mir.RmsNormOp: lir.RmsNormOp,
-    mir.LayerNormOp: lir.LayerNormOp,
-    # transformer
-    mir.RopeOp: lir.RopeOp,
-    mir.AttentionOp: lir.AttentionOp,
-    # data movement
-    mir.TransposeOp: lir.TransposeOp,
-    mir.ConcatOp: lir.ConcatOp,
-    mir.BroadcastToOp: lir.BroadcastToOp,
-    mir.GatherOp: lir.GatherOp,
-}
+KERNELS: dict[type[Operation], type[lir.KernelOp]] = registry.KERNELS
 """mir ops whose lir kernel takes the same operands (in the same order, optional ones
-included), then `out`, and the same properties."""
+included), then `out`, and the same properties (registry records with `Lowering.KERNEL`)."""
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -351,14 +312,25 @@ class NarrowLowering(RewritePattern):
         rewriter.replace(op, [*ops, kernel], [out])
 
 
+OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
+    mir.FusedElementwiseOp: FusedElementwiseLowering,
+    mir.ConstantOp: ConstantLowering,
+    mir.ReshapeOp: ReshapeLowering,
+    mir.NarrowOp: NarrowLowering,
+}
+"""The pattern of each mir op whose registry record says `Lowering.PATTERN`."""
+
+registry.check_complete(
+    "convert-mir-to-lir: mir ops with a pattern of their own",
+    [r.op for r in registry.MIR_RECORDS if r.lowering is registry.Lowering.PATTERN],
+    OWN_PATTERNS,
+)
+
 MIR_TO_LIR_PATTERNS: tuple[type[RewritePattern], ...] = (
     ElementwiseLowering,
-    FusedElementwiseLowering,
-    YieldLowering,
     KernelLowering,
-    ConstantLowering,
-    ReshapeLowering,
-    NarrowLowering,
+    *OWN_PATTERNS.values(),
+    YieldLowering,
     ReturnLowering,
 )
 """The op patterns, applied in one walk in program order after `FuncSignatureLowering`."""
@@ -385,6 +357,7 @@ __all__ = [
     "ELEMENTWISE_FNS",
     "KERNELS",
     "MIR_TO_LIR_PATTERNS",
+    "OWN_PATTERNS",
     "ConvertMirToLirPass",
     "FuncSignatureLowering",
     "destination",

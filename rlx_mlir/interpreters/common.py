@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,10 +16,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.interpreter import InterpreterFunctions, impl, register_impls
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 
 from rlx_mlir.dialects.common import dtype_of
+from rlx_mlir.dialects.registry import RegistryError
 from rlx_mlir.signature import NUMPY_DTYPES
 
 OpImpl = Callable[[Operation, list[Any], dict[str, Any]], Any]
@@ -75,16 +76,40 @@ def call_kernel(kernel: Callable[..., Any], operands: Sequence[Any], props: dict
     return kernel(*operands, **{k: v for k, v in props.items() if k in params})
 
 
-def functions_for(dialect: Dialect, implementations: dict[str, OpImpl],
-                  name: str) -> type[InterpreterFunctions]:
-    """An InterpreterFunctions class with one `@impl` per op of `dialect` that has an entry
-    (keyed by the op name without the dialect prefix) in `implementations`."""
-    namespace: dict[str, Any] = {}
-    for op_type in dialect.operations:
-        short = op_type.name.split(".", 1)[1]
-        if short in implementations:
-            namespace[f"run_{short}"] = impl(op_type)(_method(implementations[short]))
+def functions_for(name: str, implementations: Mapping[type[Operation], OpImpl]
+                  ) -> type[InterpreterFunctions]:
+    """An InterpreterFunctions class named `name` with one `@impl(op)` per entry of
+    `implementations` (xDSL's idiom, as in `xdsl.interpreters.arith`)."""
+    namespace: dict[str, Any] = {
+        f"run_{op_type.name.replace('.', '_')}": impl(op_type)(_method(implementation))
+        for op_type, implementation in implementations.items()
+    }
     return register_impls(type(name, (InterpreterFunctions,), namespace))
+
+
+def reference_impl(kernel: Callable[..., Any]) -> OpImpl:
+    """The implementation that calls a reference kernel with the op's operands (in
+    definition order) and the properties the kernel takes."""
+    return lambda op, args, props: call_kernel(kernel, args, props)
+
+
+def implementations_of(
+    records: Iterable[Any], special: Mapping[type[Operation], OpImpl], what: str
+) -> dict[type[Operation], OpImpl]:
+    """One implementation per registry record: its reference kernel, or the `special`
+    implementation of an op whose record has no reference. A record with neither, or with
+    both, or a special implementation of an op without a record is a RegistryError."""
+    table: dict[type[Operation], OpImpl] = {}
+    for record in records:
+        has_special = record.op in special
+        if (record.reference is None) != has_special:
+            raise RegistryError(
+                f"{what} interpreter of '{record.op.name}': expected a reference kernel in its "
+                f"registry record or a special implementation (exactly one), got "
+                f"{'both' if has_special else 'neither'}"
+            )
+        table[record.op] = special[record.op] if has_special else reference_impl(record.reference)
+    return table
 
 
 def _method(implementation: OpImpl) -> Callable[..., tuple[Any, ...]]:

@@ -1,22 +1,16 @@
-"""hir on numpy: every block runs its reference kernel."""
+"""hir on numpy: every block runs the reference kernel of its registry record."""
 
 from __future__ import annotations
 
-from rlx_mlir.core import reference_kernels as K
+from xdsl.ir import Operation
+
 from rlx_mlir.dialects.hir import HIR
-from rlx_mlir.interpreters.common import call_kernel, functions_for
+from rlx_mlir.dialects.registry import HIR_RECORDS, check_complete
+from rlx_mlir.interpreters.common import OpImpl, functions_for, implementations_of
 
-_KERNELS = {
-    name: getattr(K, name)
-    for name in (
-        "linear", "swiglu_ffn", "rms_norm", "residual_rms_norm", "layer_norm", "attention",
-        "rope", "llama_decoder_block", "dequant_matmul", "embedding", "depthwise_conv1d_causal",
-    )
-}
+HIR_IMPLEMENTATIONS: dict[type[Operation], OpImpl] = implementations_of(HIR_RECORDS, {}, "hir")
+"""The implementation of every hir op, by op class."""
 
-HirFunctions = functions_for(
-    HIR,
-    {name: (lambda op, args, props, k=kernel: call_kernel(k, args, props))
-     for name, kernel in _KERNELS.items()},
-    "HirFunctions",
-)
+check_complete("hir ops with an interpreter", HIR.operations, HIR_IMPLEMENTATIONS)
+
+HirFunctions = functions_for("HirFunctions", HIR_IMPLEMENTATIONS)

@@ -18,9 +18,16 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from rlx_mlir.core.reference_kernels import ELEMENTWISE
+from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dtype_of, shape_of
-from rlx_mlir.dialects.lir import LIR
+from rlx_mlir.dialects.registry import (
+    ELEMENTWISE_BY_FN,
+    LIR_KERNEL_OPS,
+    MIR_OF_KERNEL,
+    RegistryError,
+    check_complete,
+)
+from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.interpreters.arrays import run_scalar_body
 from rlx_mlir.interpreters.common import OpImpl, dense_array, functions_for
 from rlx_mlir.interpreters.mir import MIR_IMPLEMENTATIONS
@@ -73,7 +80,9 @@ def _writing(compute: OpImpl) -> OpImpl:
 
 
 def _elementwise(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    return ELEMENTWISE[props["fn"]](*args[0])
+    reference = ELEMENTWISE_BY_FN[ElementwiseFn(props["fn"])].reference
+    assert reference is not None, "every elementwise record has a reference kernel"
+    return reference(*args[0])
 
 
 def _constant(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
@@ -88,28 +97,49 @@ def _fused_elementwise(op: Operation, args: list[Any], props: dict[str, Any]) ->
     return run_scalar_body(op.body, args[0], shape_of(op.out))
 
 
-_KERNELS = {
-    name: MIR_IMPLEMENTATIONS[name]
-    for name in (
-        "matmul", "fused_matmul", "reduce", "softmax", "rms_norm", "layer_norm", "rope",
-        "attention", "transpose", "narrow", "concat", "gather", "dequant_matmul",
-        "depthwise_conv1d",
-    )
-}
+def _barrier(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
+    """The interpreter runs every kernel whole on one thread: nothing to wait for."""
 
-LirFunctions = functions_for(
-    LIR,
-    {
-        "alloc": _alloc,
-        "arena": _arena,
-        "slot": _slot,
-        "view": _view,
-        **{name: _writing(fn) for name, fn in _KERNELS.items()},
-        "elementwise": _writing(_elementwise),
-        "fused_elementwise": _writing(_fused_elementwise),
-        "constant": _writing(_constant),
-        "copy": _writing(_identity),
-        "broadcast_to": _writing(_identity),
-    },
-    "LirFunctions",
+
+SPECIAL: dict[type[Operation], OpImpl] = {
+    lir.AllocOp: _alloc,
+    lir.ArenaOp: _arena,
+    lir.SlotOp: _slot,
+    lir.ViewOp: _view,
+    lir.BarrierOp: _barrier,
+    lir.ElementwiseOp: _writing(_elementwise),
+    lir.FusedElementwiseOp: _writing(_fused_elementwise),
+    lir.ConstantOp: _writing(_constant),
+    lir.CopyOp: _writing(_identity),
+    lir.BroadcastToOp: _writing(_identity),
+}
+"""The buffer ops and the kernels that are not a mir reference kernel writing into `out`."""
+
+
+def _kernel_implementation(kernel: type[Operation]) -> OpImpl:
+    """A kernel's implementation: its special one, else the implementation of the mir op
+    it is the twin of (registry record), writing into `out`."""
+    if kernel in SPECIAL:
+        return SPECIAL[kernel]
+    record = MIR_OF_KERNEL.get(kernel)
+    if record is None or record.reference is None:
+        raise RegistryError(
+            f"lir interpreter of '{kernel.name}': expected a special implementation or a mir "
+            f"registry record with a reference kernel, got neither"
+        )
+    return _writing(MIR_IMPLEMENTATIONS[record.op])
+
+
+LIR_IMPLEMENTATIONS: dict[type[Operation], OpImpl] = {
+    **SPECIAL,
+    **{kernel: _kernel_implementation(kernel) for kernel in LIR_KERNEL_OPS},
+}
+"""The implementation of every lir op, by op class."""
+
+check_complete(
+    "lir ops with an interpreter",
+    [op for op in lir.LIR.operations if op is not lir.YieldOp],  # yield: FusedBodyFunctions
+    LIR_IMPLEMENTATIONS,
 )
+
+LirFunctions = functions_for("LirFunctions", LIR_IMPLEMENTATIONS)

@@ -1,4 +1,5 @@
-"""mir on numpy: every primitive computes a fresh array with its reference kernel."""
+"""mir on numpy: every primitive computes a fresh array with the reference kernel of its
+registry record; the few ops whose record has none (`SPECIAL`) are implemented here."""
 
 from __future__ import annotations
 
@@ -7,20 +8,11 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
-from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.dialects.mir import MIR
+from rlx_mlir.dialects.registry import MIR_RECORDS, check_complete
 from rlx_mlir.interpreters.arrays import run_scalar_body
-from rlx_mlir.interpreters.common import OpImpl, call_kernel, dense_array, functions_for
-
-_KERNEL_NAMES = (
-    "matmul", "fused_matmul", "reduce", "softmax", "rms_norm", "layer_norm", "rope",
-    "attention", "transpose", "narrow", "concat", "gather", "dequant_matmul", "depthwise_conv1d",
-)
-
-
-def _kernel(kernel: Any) -> OpImpl:
-    return lambda op, args, props: call_kernel(kernel, args, props)
+from rlx_mlir.interpreters.common import OpImpl, dense_array, functions_for, implementations_of
 
 
 def _reshape(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
@@ -39,14 +31,24 @@ def _fused_elementwise(op: Operation, args: list[Any], props: dict[str, Any]) ->
     return run_scalar_body(op.body, args[0], shape_of(op.results[0]))
 
 
-MIR_IMPLEMENTATIONS: dict[str, OpImpl] = {
-    **{name: _kernel(fn) for name, fn in K.ELEMENTWISE.items()},
-    **{name: _kernel(getattr(K, name)) for name in _KERNEL_NAMES},
-    "reshape": _reshape,
-    "broadcast_to": _broadcast_to,
-    "constant": _constant,
-    "fused_elementwise": _fused_elementwise,
+SPECIAL: dict[type[Operation], OpImpl] = {
+    mir.ReshapeOp: _reshape,
+    mir.BroadcastToOp: _broadcast_to,
+    mir.ConstantOp: _constant,
+    mir.FusedElementwiseOp: _fused_elementwise,
 }
-"""Implementations by op name (without `mir.`); lir kernels reuse them."""
+"""The ops whose registry record has no reference kernel: the result type (or the body)
+says what they compute."""
 
-MirFunctions = functions_for(MIR, MIR_IMPLEMENTATIONS, "MirFunctions")
+MIR_IMPLEMENTATIONS: dict[type[Operation], OpImpl] = implementations_of(
+    MIR_RECORDS, SPECIAL, "mir"
+)
+"""The implementation of every mir op, by op class (the lir twins reuse them)."""
+
+check_complete(
+    "mir ops with an interpreter",
+    [op for op in mir.MIR.operations if op is not mir.YieldOp],  # yield: FusedBodyFunctions
+    MIR_IMPLEMENTATIONS,
+)
+
+MirFunctions = functions_for("MirFunctions", MIR_IMPLEMENTATIONS)

@@ -1,0 +1,300 @@
+"""The op registry: one declarative record per hir and mir op.
+
+A record names, for one op, what every layer above the dialects needs to know about it:
+
+- `op`: the hir or mir op class;
+- `shape_rule`: its shape rule in `rlx_mlir.core.shape_inference` (what the Graph builder
+  and the verifier apply), or None when the result type states the shape (reshape,
+  broadcast_to, constant, fused_elementwise);
+- `reference`: its numpy reference kernel in `rlx_mlir.core.reference_kernels`, called as
+  `reference(*operands, **properties)` by the interpreters; None for the few ops the
+  interpreters implement themselves (`rlx_mlir.interpreters` then must have a special
+  implementation, checked at its import);
+- for a mir op, `lowering` (how convert-mir-to-lir lowers it, `Lowering`) and `kernel`:
+  the lir kernel op it becomes. Its kernel builder is `kernel_builders()[kernel]` in
+  `passes/lir_to_llvm/kernels.py`: the builders live in a higher layer, so the record
+  names the builder by that key instead of importing it; tests/test_registry.py checks
+  every key has a builder.
+
+Built from the records, and used by the layers above instead of lists of their own:
+`HIR_OPS`, `MIR_OPS`, `LIR_KERNEL_OPS` (the op lists), the interpreter tables of
+`rlx_mlir.interpreters` (one `@impl` per record), and the `ELEMENTWISE_FNS` / `KERNELS`
+tables of convert-mir-to-lir. At import this module checks that the records and the
+dialects agree (every op of `hir.HIR`, `mir.MIR` and `lir.KERNEL_OPS` has exactly one
+record), so an op added to a dialect without a record, or the other way round, fails
+at import with an error naming it.
+
+Adding an op: docs/adding-an-op.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from xdsl.ir import Operation
+
+from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.dialects import hir, lir, mir
+from rlx_mlir.dialects.rlx import ElementwiseFn
+
+ShapeRule = Callable[..., si.Shape]
+Reference = Callable[..., Any]
+
+
+class RegistryError(RlxError):
+    """The op registry and the dialects disagree (an op without a record, a record
+    without its pieces)."""
+
+
+class Lowering(Enum):
+    """How convert-mir-to-lir lowers a mir op."""
+
+    KERNEL = "kernel"
+    """Its destination-passing lir twin `kernel`: the same operands (optional ones
+    included), then `out`, and the same properties (the pass's `KernelLowering`)."""
+    ELEMENTWISE = "elementwise"
+    """`lir.elementwise` with the record's `fn` (the pass's `ElementwiseLowering`)."""
+    PATTERN = "pattern"
+    """A pattern of its own in convert-mir-to-lir (views, constants, fused bodies); the
+    pass checks at import that it has one for every such record."""
+
+
+@dataclass(frozen=True)
+class HirOpRecord:
+    """An hir block: interpreted by its reference kernel, expanded into mir primitives by
+    its convert-hir-to-mir pattern (checked at that pass's import)."""
+
+    op: type[hir.HirOp]
+    shape_rule: ShapeRule
+    reference: Reference
+
+
+@dataclass(frozen=True)
+class MirOpRecord:
+    """A mir primitive and the lir kernel it lowers to."""
+
+    op: type[Operation]
+    shape_rule: ShapeRule | None
+    reference: Reference | None
+    lowering: Lowering
+    kernel: type[lir.KernelOp] | None
+    """The lir kernel op (key of `kernel_builders()`); None only for a pure view."""
+    fn: ElementwiseFn | None = None
+    """The `lir.elementwise` function, for `Lowering.ELEMENTWISE`."""
+
+    def __post_init__(self) -> None:
+        elementwise = self.lowering is Lowering.ELEMENTWISE
+        if elementwise != (self.fn is not None and self.kernel is lir.ElementwiseOp):
+            raise RegistryError(
+                f"registry record of '{self.op.name}': an elementwise lowering needs `fn` and "
+                f"kernel lir.ElementwiseOp, got lowering {self.lowering.name}, fn {self.fn}, "
+                f"kernel {self.kernel and self.kernel.name}"
+            )
+        if self.lowering is Lowering.KERNEL and self.kernel is None:
+            raise RegistryError(
+                f"registry record of '{self.op.name}': Lowering.KERNEL needs a kernel, got None"
+            )
+
+
+@dataclass(frozen=True)
+class LirKernelRecord:
+    """An lir kernel no mir op lowers to by itself (inserted by the passes), interpreted
+    by `reference` writing into `out` (None: an interpreter special implementation)."""
+
+    op: type[lir.KernelOp]
+    reference: Reference | None
+
+
+# ----------------------------------------------------------------------------- constructors
+
+
+def same_shape(x: si.Shape) -> si.Shape:
+    """The shape rule of a unary elementwise op: the input's shape."""
+    return x
+
+
+def _binary(op: type[Operation], fn: ElementwiseFn, reference: Reference) -> MirOpRecord:
+    return MirOpRecord(op, si.broadcast, reference, Lowering.ELEMENTWISE, lir.ElementwiseOp, fn)
+
+
+def _unary(op: type[Operation], fn: ElementwiseFn, reference: Reference) -> MirOpRecord:
+    return MirOpRecord(op, same_shape, reference, Lowering.ELEMENTWISE, lir.ElementwiseOp, fn)
+
+
+def _kernel(
+    op: type[Operation], kernel: type[lir.KernelOp], shape_rule: ShapeRule, reference: Reference
+) -> MirOpRecord:
+    return MirOpRecord(op, shape_rule, reference, Lowering.KERNEL, kernel)
+
+
+# ----------------------------------------------------------------------------- the records
+
+HIR_RECORDS: tuple[HirOpRecord, ...] = (
+    HirOpRecord(hir.LinearOp, si.linear, K.linear),
+    HirOpRecord(hir.SwigluFfnOp, si.swiglu_ffn, K.swiglu_ffn),
+    HirOpRecord(hir.RmsNormOp, si.norm, K.rms_norm),
+    HirOpRecord(hir.ResidualRmsNormOp, si.residual_norm, K.residual_rms_norm),
+    HirOpRecord(hir.LayerNormOp, si.norm, K.layer_norm),
+    HirOpRecord(hir.AttentionOp, si.attention, K.attention),
+    HirOpRecord(hir.RopeOp, si.rope, K.rope),
+    HirOpRecord(hir.LlamaDecoderBlockOp, si.llama_decoder_block, K.llama_decoder_block),
+    HirOpRecord(hir.DequantMatmulOp, si.dequant_matmul, K.dequant_matmul),
+    HirOpRecord(hir.EmbeddingOp, si.embedding, K.embedding),
+    HirOpRecord(hir.DepthwiseConv1dCausalOp, si.depthwise_conv1d_causal,
+                K.depthwise_conv1d_causal),
+)
+"""One record per hir op."""
+
+MIR_RECORDS: tuple[MirOpRecord, ...] = (
+    # elementwise: one `lir.elementwise` kernel, its `fn` says which
+    _binary(mir.AddOp, ElementwiseFn.ADD, K.add),
+    _binary(mir.SubOp, ElementwiseFn.SUB, K.sub),
+    _binary(mir.MulOp, ElementwiseFn.MUL, K.mul),
+    _binary(mir.DivOp, ElementwiseFn.DIV, K.div),
+    _binary(mir.MaxOp, ElementwiseFn.MAX, K.maximum),
+    _binary(mir.MinOp, ElementwiseFn.MIN, K.minimum),
+    _binary(mir.PowOp, ElementwiseFn.POW, K.power),
+    _unary(mir.NegOp, ElementwiseFn.NEG, K.neg),
+    _unary(mir.ExpOp, ElementwiseFn.EXP, K.exp),
+    _unary(mir.LogOp, ElementwiseFn.LOG, K.log),
+    _unary(mir.SqrtOp, ElementwiseFn.SQRT, K.sqrt),
+    _unary(mir.RsqrtOp, ElementwiseFn.RSQRT, K.rsqrt),
+    _unary(mir.TanhOp, ElementwiseFn.TANH, K.tanh),
+    _unary(mir.SigmoidOp, ElementwiseFn.SIGMOID, K.sigmoid),
+    _unary(mir.SiluOp, ElementwiseFn.SILU, K.silu),
+    _unary(mir.GeluOp, ElementwiseFn.GELU, K.gelu),
+    _unary(mir.GeluTanhOp, ElementwiseFn.GELU_TANH, K.gelu_tanh),
+    _unary(mir.ReluOp, ElementwiseFn.RELU, K.relu),
+    _unary(mir.AbsOp, ElementwiseFn.ABS, K.absolute),
+    # linear algebra
+    _kernel(mir.MatmulOp, lir.MatmulOp, si.matmul, K.matmul),
+    _kernel(mir.FusedMatmulOp, lir.FusedMatmulOp, si.linear, K.fused_matmul),
+    _kernel(mir.DequantMatmulOp, lir.DequantMatmulOp, si.dequant_matmul, K.dequant_matmul),
+    _kernel(mir.DepthwiseConv1dOp, lir.DepthwiseConv1dOp, si.depthwise_conv1d,
+            K.depthwise_conv1d),
+    # reductions and norms
+    _kernel(mir.ReduceOp, lir.ReduceOp, si.reduce, K.reduce),
+    _kernel(mir.SoftmaxOp, lir.SoftmaxOp, si.softmax, K.softmax),
+    _kernel(mir.RmsNormOp, lir.RmsNormOp, si.norm, K.rms_norm),
+    _kernel(mir.LayerNormOp, lir.LayerNormOp, si.norm, K.layer_norm),
+    # transformer
+    _kernel(mir.RopeOp, lir.RopeOp, si.rope, K.rope),
+    _kernel(mir.AttentionOp, lir.AttentionOp, si.attention, K.attention),
+    # data movement
+    _kernel(mir.TransposeOp, lir.TransposeOp, si.transpose, K.transpose),
+    _kernel(mir.ConcatOp, lir.ConcatOp, si.concat, K.concat),
+    _kernel(mir.BroadcastToOp, lir.BroadcastToOp, si.broadcast_to, None),
+    _kernel(mir.GatherOp, lir.GatherOp, si.gather, K.gather),
+    MirOpRecord(mir.ReshapeOp, None, None, Lowering.PATTERN, None),  # always an lir.view
+    MirOpRecord(mir.NarrowOp, si.narrow, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
+    MirOpRecord(mir.ConstantOp, None, None, Lowering.PATTERN, lir.ConstantOp),
+    MirOpRecord(mir.FusedElementwiseOp, None, None, Lowering.PATTERN, lir.FusedElementwiseOp),
+)
+"""One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
+
+LIR_RECORDS: tuple[LirKernelRecord, ...] = (
+    LirKernelRecord(lir.CopyOp, None),  # an output written from a value that is not its buffer
+)
+"""The lir kernels that no mir record names as its `kernel`."""
+
+
+# ----------------------------------------------------------------------------- derived tables
+
+
+def _by_op(records: Iterable[Any]) -> dict[type[Operation], Any]:
+    table: dict[type[Operation], Any] = {}
+    for record in records:
+        if record.op in table:
+            raise RegistryError(f"'{record.op.name}' has two registry records, expected one")
+        table[record.op] = record
+    return table
+
+
+HIR: dict[type[hir.HirOp], HirOpRecord] = _by_op(HIR_RECORDS)
+"""The hir records by op class."""
+
+MIR: dict[type[Operation], MirOpRecord] = _by_op(MIR_RECORDS)
+"""The mir records by op class."""
+
+HIR_OPS: tuple[type[hir.HirOp], ...] = tuple(HIR)
+MIR_OPS: tuple[type[Operation], ...] = tuple(MIR)
+LIR_KERNEL_OPS: tuple[type[lir.KernelOp], ...] = tuple(
+    dict.fromkeys(
+        [*(r.kernel for r in MIR_RECORDS if r.kernel is not None), *(r.op for r in LIR_RECORDS)]
+    )
+)
+"""Every lir kernel op, the key of its kernel builder in `kernel_builders()`."""
+
+ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = {
+    r.op: r.fn for r in MIR_RECORDS if r.lowering is Lowering.ELEMENTWISE and r.fn is not None
+}
+"""The `lir.elementwise` function of each mir elementwise op."""
+
+ELEMENTWISE_BY_FN: dict[ElementwiseFn, MirOpRecord] = {
+    r.fn: r for r in MIR_RECORDS if r.fn is not None
+}
+"""The mir elementwise record of each `lir.elementwise` function."""
+
+KERNELS: dict[type[Operation], type[lir.KernelOp]] = {
+    r.op: r.kernel for r in MIR_RECORDS if r.lowering is Lowering.KERNEL and r.kernel is not None
+}
+"""mir ops lowered to their lir twin: same operands, then `out`, same properties."""
+
+MIR_OF_KERNEL: dict[type[lir.KernelOp], MirOpRecord] = {
+    r.kernel: r for r in MIR_RECORDS if r.kernel is not None and r.lowering is not Lowering.ELEMENTWISE
+}
+"""The mir record whose op lowers to each lir kernel (lir.elementwise excepted: many do)."""
+
+
+def check_complete(what: str, expected: Iterable[type[Operation]],
+                   present: Iterable[type[Operation]]) -> None:
+    """Raise a RegistryError naming the ops of `expected` missing from `present` and the
+    ones `present` has beyond `expected`."""
+    expected, present = set(expected), set(present)
+    missing = sorted(op.name for op in expected - present)
+    extra = sorted(op.name for op in present - expected)
+    if missing or extra:
+        raise RegistryError(
+            f"{what}: missing {', '.join(missing) or 'none'}; "
+            f"unexpected {', '.join(extra) or 'none'}"
+        )
+
+
+def _check_dialects() -> None:
+    check_complete("hir ops with a registry record", hir.HIR.operations, HIR_OPS)
+    mir_ops = [op for op in mir.MIR.operations if op is not mir.YieldOp]
+    check_complete("mir ops with a registry record", mir_ops, MIR_OPS)
+    check_complete("lir kernel ops named by a registry record", lir.KERNEL_OPS, LIR_KERNEL_OPS)
+    missing_fns = sorted(set(ElementwiseFn) - set(ELEMENTWISE_BY_FN))
+    if missing_fns:
+        raise RegistryError(f"lir.elementwise functions without a mir record: {missing_fns}")
+
+
+_check_dialects()
+
+__all__ = [
+    "ELEMENTWISE_BY_FN",
+    "ELEMENTWISE_FNS",
+    "HIR",
+    "HIR_OPS",
+    "HIR_RECORDS",
+    "KERNELS",
+    "LIR_KERNEL_OPS",
+    "LIR_RECORDS",
+    "MIR",
+    "MIR_OF_KERNEL",
+    "MIR_OPS",
+    "MIR_RECORDS",
+    "HirOpRecord",
+    "LirKernelRecord",
+    "Lowering",
+    "MirOpRecord",
+    "RegistryError",
+    "check_complete",
+    "same_shape",
+]

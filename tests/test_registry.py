@@ -1,0 +1,251 @@
+"""The op registry is complete: every op has its record, interpreter, lowering and kernel
+builder, every record's pieces agree with the op, and every Graph method is exercised by
+the every-method graph (tests/test_graph.py).
+
+The registry and the tables built from it also check themselves at import; these tests
+say what is checked in one place and cover what an import cannot see (the kernel builders
+of a higher layer, the hir patterns' behaviour, the shape rules on real ops).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+import pytest
+from test_graph import every_method_graph
+from xdsl.dialects.builtin import ModuleOp, TensorType, i32
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriteWalker
+from xdsl.utils.exceptions import VerifyException
+
+import rlx_mlir as rlx
+from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.core import shape_inference as si
+from rlx_mlir.dialects import hir, lir, mir, registry
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.registry import Lowering, MirOpRecord, RegistryError
+from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.interpreters.common import implementations_of, python_value
+from rlx_mlir.interpreters.hir import HIR_IMPLEMENTATIONS, HirFunctions
+from rlx_mlir.interpreters.lir import LIR_IMPLEMENTATIONS, LirFunctions
+from rlx_mlir.interpreters.mir import MIR_IMPLEMENTATIONS, MirFunctions
+from rlx_mlir.passes import mir_fuse
+from rlx_mlir.passes.convert_hir_to_mir import HIR_TO_MIR, ConvertHirToMirPass
+from rlx_mlir.passes.convert_mir_to_lir import ELEMENTWISE_FNS, KERNELS, OWN_PATTERNS
+from rlx_mlir.passes.lir_to_llvm import elementwise as elementwise_kernels
+from rlx_mlir.passes.lir_to_llvm.kernels import kernel_builders
+
+MIR_OPS = [op for op in mir.MIR.operations if op is not mir.YieldOp]
+LIR_OPS = [op for op in lir.LIR.operations if op is not lir.YieldOp]
+
+
+def _ids(ops: list[type[Operation]]) -> list[str]:
+    return [op.name for op in ops]
+
+
+def _has_impl(functions: type, op: type[Operation]) -> bool:
+    """`functions` (an InterpreterFunctions class) has an `@impl(op)` method; xDSL keeps
+    the table behind `_impls`, which the Interpreter reads the same way."""
+    return op in dict(functions._impls())  # pyright: ignore[reportPrivateUsage]
+
+
+# ----------------------------------------------------------------------------- hir
+
+
+@pytest.mark.parametrize("op", list(hir.HIR.operations), ids=_ids(list(hir.HIR.operations)))
+def test_every_hir_op_has_a_record_an_interpreter_and_a_pattern(op):
+    record = registry.HIR[op]
+    assert record.reference is not None and record.shape_rule is not None
+    assert op in HIR_IMPLEMENTATIONS and _has_impl(HirFunctions, op)
+    assert op in HIR_TO_MIR
+
+
+def _module() -> ModuleOp:
+    return every_method_graph().to_module()
+
+
+def test_each_hir_pattern_rewrites_its_op():
+    """Applied alone to the every-method graph, an op's pattern removes exactly that op."""
+    for op_type, pattern in HIR_TO_MIR.items():
+        module = _module()
+        assert any(isinstance(o, op_type) for o in module.walk()), op_type.name
+        PatternRewriteWalker(pattern(), apply_recursively=False).rewrite_module(module)
+        assert not any(isinstance(o, op_type) for o in module.walk()), op_type.name
+
+
+# ----------------------------------------------------------------------------- mir
+
+
+@pytest.mark.parametrize("op", MIR_OPS, ids=_ids(MIR_OPS))
+def test_every_mir_op_has_an_interpreter_a_lowering_and_a_kernel_builder(op):
+    record = registry.MIR[op]
+    assert op in MIR_IMPLEMENTATIONS and _has_impl(MirFunctions, op)
+    lowerings = {
+        Lowering.ELEMENTWISE: op in ELEMENTWISE_FNS,
+        Lowering.KERNEL: op in KERNELS,
+        Lowering.PATTERN: op in OWN_PATTERNS,
+    }
+    assert [kind for kind, has in lowerings.items() if has] == [record.lowering]
+    if record.kernel is not None:
+        assert record.kernel in kernel_builders(), f"{record.kernel.name} has no kernel builder"
+    else:
+        assert op is mir.ReshapeOp  # the only op that is always a view
+
+
+def _accepts_i32(op: type[Operation]) -> bool:
+    """The mir verifier of elementwise `op` accepts i32 operands."""
+    ty = TensorType(i32, [4])
+    block = Block(arg_types=[ty, ty])
+    operands = block.args[: 2 if op in BINARY else 1]
+    try:
+        op(*operands).verify()
+    except VerifyException:
+        return False
+    return True
+
+
+BINARY = {r.op for r in registry.MIR_RECORDS if r.shape_rule is si.broadcast}
+
+
+@pytest.mark.parametrize("fn", list(ElementwiseFn))
+def test_every_elementwise_fn_has_a_vector_kernel_and_a_reference(fn):
+    record = registry.ELEMENTWISE_BY_FN[fn]
+    assert fn in elementwise_kernels.FLOAT_FNS
+    if _accepts_i32(record.op):  # the integer form has a kernel too
+        assert fn in elementwise_kernels.INT_FNS
+    assert record.reference is K.ELEMENTWISE[fn.value]
+
+
+@pytest.mark.parametrize("op", list(registry.ELEMENTWISE_FNS), ids=_ids(list(registry.ELEMENTWISE_FNS)))
+def test_every_elementwise_op_fuses(op):
+    """mir-fuse has the scalar body of every f32 elementwise op."""
+    assert op in mir_fuse.SCALAR_BODIES
+
+
+# ----------------------------------------------------------------------------- lir
+
+
+@pytest.mark.parametrize("op", lir.KERNEL_OPS, ids=_ids(list(lir.KERNEL_OPS)))
+def test_every_lir_kernel_has_a_builder_and_an_interpreter(op):
+    assert op in registry.LIR_KERNEL_OPS
+    assert op in kernel_builders(), f"{op.name} has no kernel builder"
+    assert op in LIR_IMPLEMENTATIONS and _has_impl(LirFunctions, op)
+
+
+@pytest.mark.parametrize("op", LIR_OPS, ids=_ids(LIR_OPS))
+def test_every_lir_op_has_an_interpreter(op):
+    assert op in LIR_IMPLEMENTATIONS and _has_impl(LirFunctions, op)
+
+
+# ----------------------------------------------------------------------------- shape rules
+
+
+def _rule_arguments(op: Operation, rule: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The operand shapes (definition order; None for an absent optional operand, a list
+    for a variadic one) and the properties `rule` takes, by name."""
+    shapes: list[Any] = []
+    for name, _ in type(op).get_irdl_definition().operands:
+        value = getattr(op, name)
+        if value is None:
+            shapes.append(None)
+        elif isinstance(value, SSAValue):
+            shapes.append(shape_of(value))
+        else:
+            shapes.append([shape_of(v) for v in value])
+    params = inspect.signature(rule).parameters
+    names = list(params)
+    kwargs: dict[str, Any] = {}
+    for name in names[len(shapes):]:
+        if name in op.properties:
+            kwargs[name] = python_value(op.properties[name])
+        elif name == "target":
+            kwargs[name] = shape_of(op.results[0])
+        elif params[name].default is inspect.Parameter.empty:
+            kwargs[name] = None  # an absent optional property (keepdim)
+    return shapes[: len(names)], kwargs
+
+
+def _stages() -> list[ModuleOp]:
+    from xdsl.context import Context
+
+    module = _module()
+    lowered = module.clone()
+    ConvertHirToMirPass().apply(Context(), lowered)
+    fused = lowered.clone()
+    mir_fuse.MirFusePass().apply(Context(), fused)
+    return [module, lowered, fused]
+
+
+def test_shape_rules_give_the_result_shapes():
+    """Applied to the ops of the every-method graph (hir, mir and fused mir), the shape rule
+    each record names gives the op's result shape."""
+    checked: set[str] = set()
+    for module in _stages():
+        for op in module.walk():
+            record = registry.HIR.get(type(op)) or registry.MIR.get(type(op))
+            if record is None or record.shape_rule is None:
+                continue
+            if isinstance(op, hir.LlamaDecoderBlockOp):
+                continue  # its rule takes the weights as a dict: applied by the hir verifier
+            args, kwargs = _rule_arguments(op, record.shape_rule)
+            assert tuple(record.shape_rule(*args, **kwargs)) == shape_of(op.results[0]), op.name
+            checked.add(op.name)
+    with_rules = {r.op.name for r in registry.MIR_RECORDS + registry.HIR_RECORDS  # type: ignore
+                  if r.shape_rule is not None} - {"hir.llama_decoder_block"}
+    assert with_rules <= checked, f"ops not in the every-method graph: {with_rules - checked}"
+
+
+# ----------------------------------------------------------------------------- Graph
+
+
+def test_every_graph_method_is_in_the_every_method_graph(monkeypatch):
+    called: set[str] = set()
+    public = [
+        name for name, _ in inspect.getmembers(rlx.Graph)
+        if not name.startswith("_") and not isinstance(inspect.getattr_static(rlx.Graph, name), property)
+    ]
+    for name in public:
+        method = getattr(rlx.Graph, name)
+
+        def record(self, *args, __name=name, __method=method, **kwargs):
+            called.add(__name)
+            return __method(self, *args, **kwargs)
+
+        monkeypatch.setattr(rlx.Graph, name, record)
+    every_method_graph().to_mlir()
+    assert sorted(set(public) - called) == []
+
+
+# ----------------------------------------------------------------------------- the checks fail
+
+
+def test_a_missing_op_is_named():
+    with pytest.raises(RegistryError, match=r"missing mir\.sub; unexpected none"):
+        registry.check_complete("ops", [mir.AddOp, mir.SubOp], [mir.AddOp])
+    with pytest.raises(RegistryError, match=r"missing none; unexpected mir\.add"):
+        registry.check_complete("ops", [], [mir.AddOp])
+
+
+def test_a_record_without_an_implementation_is_an_error():
+    record = MirOpRecord(mir.ReshapeOp, None, None, Lowering.PATTERN, None)
+    with pytest.raises(RegistryError, match="'mir.reshape'.*got neither"):
+        implementations_of([record], {}, "mir")
+    with_reference = MirOpRecord(mir.ExpOp, registry.same_shape, K.exp, Lowering.ELEMENTWISE,
+                                 lir.ElementwiseOp, ElementwiseFn.EXP)
+    with pytest.raises(RegistryError, match="'mir.exp'.*got both"):
+        implementations_of([with_reference], {mir.ExpOp: lambda op, args, props: None}, "mir")
+
+
+def test_a_malformed_record_is_an_error():
+    with pytest.raises(RegistryError, match="'mir.exp': an elementwise lowering needs `fn`"):
+        MirOpRecord(mir.ExpOp, registry.same_shape, K.exp, Lowering.ELEMENTWISE, lir.ElementwiseOp)
+    with pytest.raises(RegistryError, match="'mir.matmul': Lowering.KERNEL needs a kernel"):
+        MirOpRecord(mir.MatmulOp, None, K.matmul, Lowering.KERNEL, None)
+
+
+def test_records_are_unique():
+    assert len(registry.MIR_RECORDS) == len(registry.MIR) == len(MIR_OPS)
+    assert len(registry.HIR_RECORDS) == len(registry.HIR) == len(list(hir.HIR.operations))
+    assert np.unique([r.fn for r in registry.MIR_RECORDS if r.fn]).size == len(ElementwiseFn)
