@@ -16,6 +16,15 @@ def make_context() -> Context:
     return ctx
 
 
+EMPTY_INPUT = "the input is empty"
+"""What both tools say about a file with nothing but blanks and comments."""
+
+
+def is_empty_text(text: str) -> bool:
+    """Whether module text has no operation at all: only whitespace and `//` comments."""
+    return all(not line.strip() or line.lstrip().startswith("//") for line in text.splitlines())
+
+
 def parse_module(text: str, name: str = "<string>") -> ModuleOp:
     """Parse and verify module text (raises xDSL's ParseError / VerifyException)."""
     module = Parser(make_context(), text, name).parse_module()

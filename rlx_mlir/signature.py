@@ -51,9 +51,12 @@ class Signature:
     results: tuple[ArgSpec, ...]
 
     @staticmethod
-    def of(fn: func.FuncOp) -> Signature:
-        """Read names and roles from the argument attributes of `fn`."""
+    def of(fn: func.FuncOp | llvm.FuncOp) -> Signature:
+        """Read names and roles from the argument attributes of `fn` (a graph function,
+        or an llvm-stage entry, whose pointer arguments record their memref `rlx.type`)."""
         arg_attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+        if isinstance(fn, llvm.FuncOp):
+            return Signature._of_llvm_entry(fn.sym_name.data, arg_attrs)
         args = []
         for i, arg in enumerate(fn.body.block.args):
             attrs = arg_attrs[i].data if i < len(arg_attrs) else {}
@@ -68,6 +71,15 @@ class Signature:
         )
         outputs = tuple(a for a in args if a.role == "output")
         return Signature(fn.sym_name.data, tuple(args), results or outputs)
+
+    @staticmethod
+    def _of_llvm_entry(name: str, arg_attrs: Sequence[DictionaryAttr]) -> Signature:
+        args = tuple(
+            ArgSpec(_string(a.data, ARG_NAME) or f"arg{i}", _string(a.data, ARG_ROLE) or "input",
+                    shape_of(a.data["rlx.type"]), dtype_of(a.data["rlx.type"]))
+            for i, a in enumerate(arg_attrs) if "rlx.type" in a.data
+        )
+        return Signature(name, args, tuple(a for a in args if a.role == "output"))
 
     @property
     def output_names(self) -> tuple[str, ...]:

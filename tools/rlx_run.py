@@ -1,11 +1,21 @@
 """rlx-run: JIT-compile a module (at any stage) and run it on numpy data.
 
     rlx-run model.mlir --random --check --bench 20
-    rlx-run model.mlir --inputs x.npz --params w.npz -o out.npz
+    rlx-run model.mlir --inputs x.npz --params w.npz -o out.npz --threads 2
 
-npz keys are argument names. `--random` fills every argument not given with
-reproducible data valid for its role; `--check` compares with the numpy reference
-executor and prints `max abs error: <x>`; `--bench N` prints timing over N runs.
+npz keys are argument names. `--params` are bound at compile time (as `jit(params=...)`:
+weights lir-pack-weights marked packed are packed once), `--inputs` are passed at every
+call. `--random` fills every argument not given with reproducible data valid for its
+role (random params are bound at compile time too). `--check` compares with the numpy
+reference executor and prints `max abs error: <x>` (NaN and ±inf must sit at the same
+places in both; the error is over the finite values). `--bench N` prints timing over
+N runs.
+
+The compile line `compiled NAME in T ms (arena A B, naive N B)` gives the planned
+arena (`model.arena_bytes`: every intermediate buffer placed by lir-plan-arena, reusing
+the bytes of dead ones) and `naive` (`model.naive_bytes`: the sum of every intermediate
+buffer, as without reuse); inputs, params and outputs are the caller's and count in
+neither.
 """
 
 from __future__ import annotations
@@ -23,20 +33,41 @@ import numpy as np
 from rlx_mlir.core.errors import RlxError
 
 
+def _count(minimum: int):
+    """An argparse type: an int >= minimum (argparse reports anything else, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlx-run", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rlx-run", description=__doc__.splitlines()[0],
+        epilog="The compile line prints the planned arena and, as naive, the sum of every "
+               "intermediate buffer without reuse (model.arena_bytes, model.naive_bytes).")
     parser.add_argument("file", help="module text (.mlir) at the hir, mir, lir or llvm stage")
     parser.add_argument("--inputs", type=Path, help="npz file of inputs, keyed by argument name")
-    parser.add_argument("--params", type=Path, help="npz file of params, keyed by argument name")
+    parser.add_argument("--params", type=Path,
+                        help="npz file of params, keyed by argument name (bound at compile time)")
     parser.add_argument("--random", action="store_true", help="fill arguments not given with random data")
     parser.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
     parser.add_argument("--check", action="store_true", help="compare with the reference executor")
-    parser.add_argument("--bench", type=int, metavar="N", default=0, help="time N runs")
+    parser.add_argument("--bench", type=_count(1), metavar="N", help="time N runs (N >= 1)")
+    parser.add_argument("--threads", type=_count(1), metavar="N",
+                        help="threads a call may use (default: all cores, capped by RLX_NUM_THREADS)")
     parser.add_argument("-o", "--output", type=Path, help="write the outputs to this npz file")
     parser.add_argument("--time-passes", action="store_true", help="print the time of each pass and of LLVM")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="--check fails (exit 1) when the max abs error exceeds this times "
-                             "max(1, largest |reference value|) (default 1e-4)")
+                             "max(1, largest finite |reference value|) (default 1e-4)")
     return parser
 
 
@@ -57,29 +88,30 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run rlx-run on `argv`; return the exit status."""
     args = _parser().parse_args(argv)
     import rlx_mlir as rlx
-    from rlx_mlir.ir import parse_module
     from rlx_mlir.pipeline import stage_of
     from rlx_mlir.random_inputs import random_arguments
+    from rlx_mlir.signature import Signature, entry_function, name_arguments
 
-    try:
-        text = Path(args.file).read_text()
-    except OSError as err:
-        raise RlxError(f"cannot read {args.file!r}: {err.strerror}") from err
-    except UnicodeDecodeError as err:
-        raise RlxError(f"cannot read {args.file!r}: not UTF-8 text ({err.reason})") from err
-    start = time.perf_counter()
-    model = rlx.compile_mlir(text, time_passes=args.time_passes)
-    print(f"compiled {model.signature.name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
-          f"(arena {model.arena_bytes} B, naive {model.naive_bytes} B)")
-    # compile_mlir parsed the text already, so this cannot fail.
-    module = parse_module(text) if args.check or args.random else None
+    module = _read_module(args.file)
+    name_arguments(module)  # as compile_mlir does: defaults, or a diagnostic before compiling
     if args.check and stage_of(module) == "llvm":
         raise RlxError("--check needs a module at the hir, mir or lir stage (llvm has no reference)")
+    signature = Signature.of(entry_function(module))
     given = {**_load_npz(args.inputs), **_load_npz(args.params)}
-    wanted = [a for a in model.signature.callable_args if a.name not in given]
+    wanted = [a for a in signature.callable_args if a.name not in given]
     if wanted and args.random:
         given.update(random_arguments(module, wanted, args.seed))
-    outputs = model(**given)
+    # Every param with a value is bound at compile time (packed if lir-pack-weights says
+    # so); the rest goes to the call, which reports missing and unknown names.
+    param_names = {a.name for a in signature.args if a.role == "param"}
+    params = {name: value for name, value in given.items() if name in param_names}
+    call_args = {name: value for name, value in given.items() if name not in param_names}
+    start = time.perf_counter()
+    model = rlx.compile_mlir(_text(module), params, threads=args.threads,
+                             time_passes=args.time_passes)
+    print(f"compiled {model.signature.name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
+          f"(arena {model.arena_bytes} B, naive {model.naive_bytes} B)")
+    outputs = model(**call_args)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     for spec, value in zip(model.outputs, outputs, strict=True):
         print(f"{spec.name}: {spec.dtype}{list(spec.shape)} mean {value.mean():.6g} "
@@ -93,16 +125,73 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.check:
         expected = rlx.reference(module)(**given)
         expected = expected if isinstance(expected, tuple) else (expected,)
-        error = max(float(np.max(np.abs(o.astype(np.float64) - e))) for o, e in zip(outputs, expected, strict=True))
-        scale = max(1.0, *(float(np.max(np.abs(e))) for e in expected))
-        print(f"max abs error: {error:.3g} (largest reference magnitude {scale:.3g})")
-        if not error <= args.tolerance * scale:
-            print(f"rlx-run: error: max abs error {error:.3g} exceeds the tolerance "
-                  f"{args.tolerance:g} x {scale:.3g}", file=sys.stderr)
-            status = 1
-    if args.bench > 0:
-        _bench(model, given, args.bench)
+        status = _check(model.outputs, outputs, expected, args.tolerance)
+    if args.bench:
+        _bench(model, call_args, args.bench)
     return status
+
+
+def _read_module(path: str):
+    """Parse and verify the module in `path`: errors carry `path:line:col`."""
+    from rlx_mlir.ir import EMPTY_INPUT, is_empty_text, parse_module
+
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise RlxError(f"cannot read {path!r}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise RlxError(f"cannot read {path!r}: not UTF-8 text ({err.reason})") from err
+    if is_empty_text(text):
+        raise RlxError(f"{path}: {EMPTY_INPUT} (no module to run)")
+    try:
+        return parse_module(text, path)
+    except Exception as err:  # xDSL's ParseError / VerifyException carry the location
+        raise RlxError(f"the module does not parse or verify:\n{err}") from err
+
+
+def _text(module) -> str:
+    import io
+
+    from xdsl.printer import Printer
+
+    out = io.StringIO()
+    Printer(stream=out).print_op(module)
+    return out.getvalue()
+
+
+def _check(specs, outputs, expected, tolerance: float) -> int:
+    """Print the max abs error over the finite values; 1 when NaN or ±inf positions
+    differ or the error exceeds the tolerance (relative to the largest finite value)."""
+    status = 0
+    error, scale = 0.0, 1.0
+    for spec, got, want in zip(specs, outputs, expected, strict=True):
+        got, want = got.astype(np.float64), np.asarray(want, dtype=np.float64)
+        mismatch = _special_mismatch(got, want)
+        if mismatch is not None:
+            print(f"rlx-run: error: {spec.name}: {mismatch}", file=sys.stderr)
+            status = 1
+        finite = np.isfinite(got) & np.isfinite(want)
+        if finite.any():
+            error = max(error, float(np.max(np.abs(got[finite] - want[finite]))))
+            scale = max(scale, float(np.max(np.abs(want[finite]))))
+    print(f"max abs error: {error:.3g} (largest reference magnitude {scale:.3g})")
+    if not error <= tolerance * scale:
+        print(f"rlx-run: error: max abs error {error:.3g} exceeds the tolerance "
+              f"{tolerance:g} x {scale:.3g}", file=sys.stderr)
+        status = 1
+    return status
+
+
+def _special_mismatch(got: np.ndarray, want: np.ndarray) -> str | None:
+    """Where NaN or ±inf differ between output and reference (the first place), or None."""
+    special = ~np.isfinite(got) | ~np.isfinite(want)
+    same = (np.isnan(got) & np.isnan(want)) | (got == want)
+    bad = np.flatnonzero(special & ~same)
+    if not bad.size:
+        return None
+    where = ", ".join(str(int(i)) for i in np.unravel_index(bad[0], got.shape))
+    return (f"[{where}] is {got.flat[bad[0]]} but the reference has {want.flat[bad[0]]} "
+            f"(NaN and inf must sit at the same places; {bad.size} such places)")
 
 
 def _bench(model, arrays: dict[str, np.ndarray], runs: int) -> None:
