@@ -328,3 +328,66 @@ def test_run_split_input_location(tmp_path, capsys):
     text = '"test.op"() : () -> ()\n// -----\n"test.op"() : () -> ()\n\xff\n'.encode("latin-1")
     assert run([_write(tmp_path, text), "--split-input-file"]) == 1
     assert re.search(r"input\.mlir:4:1: expected UTF-8 text", capsys.readouterr().err)
+
+
+# --- issue 14: help, did-you-mean, MLIR option commas, empty input, pass order ---------
+
+MLP = Path(__file__).resolve().parent.parent / "examples" / "mlp.mlir"
+
+
+def test_help_lists_rlx_passes_with_options_first(rlx_opt):
+    proc = rlx_opt("--help")
+    _assert_ok(proc)
+    out = proc.stdout
+    rlx_at, xdsl_at = out.index("rlx passes"), out.index("xDSL passes")
+    assert rlx_at < out.index("\n  --split-input-file") < xdsl_at  # before the flags
+    assert "lir-plan-arena{alignment=64 strategy=greedy-by-size inplace=true}" in out
+    assert "convert-lir-to-llvm{vector-width=0}" in out
+    assert "x86-set-arch" not in out[:xdsl_at]  # the -p help no longer lists every xDSL pass
+
+
+def test_unknown_pass_did_you_mean(rlx_opt, tmp_path):
+    proc = rlx_opt(_write(tmp_path, ARITH_FUNC), "-p", "cse,lir-plan-arean")
+    err = _assert_diagnostic(proc)
+    assert "unknown pass 'lir-plan-arean': did you mean lir-plan-arena?" in err
+    assert re.search(r"known passes: convert-hir-to-mir, .*rlx-lower \(rlx\); canonicalize, cse", err)
+    assert "x86-set-arch" not in err  # not all ~140 passes
+
+
+def test_mlir_comma_separated_pass_options(rlx_opt):
+    lir = "convert-hir-to-mir,convert-mir-to-lir,lir-plan-arena"
+    with_commas = rlx_opt(str(MLP), "-p", lir + "{alignment=128,strategy=naive}")
+    with_spaces = rlx_opt(str(MLP), "-p", lir + "{alignment=128 strategy=naive}")
+    _assert_ok(with_commas)
+    _assert_ok(with_spaces)
+    assert "alignment 128 strategy naive" in with_commas.stdout
+    assert with_commas.stdout == with_spaces.stdout
+
+
+def test_mlir_option_commas_keep_list_values():
+    from rlx_mlir.tools.rlx_opt import mlir_option_commas
+
+    assert mlir_option_commas("a{x=1,y=2},b{l=1,2,3,z=4},c") == "a{x=1 y=2},b{l=1,2,3 z=4},c"
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n", "// a comment only\n"], ids=["empty", "blank", "comment"])
+def test_empty_input_says_so(rlx_opt, tmp_path, text):
+    err = _assert_diagnostic(rlx_opt(_write(tmp_path, text)))
+    assert "(the input is empty)" in err
+
+
+@pytest.mark.parametrize("pipeline, message", [
+    ("convert-mir-to-lir", r"convert-mir-to-lir: the module still has hir ops \(hir\.linear\); "
+                           r"run convert-hir-to-mir first"),
+    ("convert-hir-to-mir,convert-mir-to-lir,convert-lir-to-llvm",
+     r"convert-lir-to-llvm: the module still has lir\.alloc ops; run lir-plan-arena first"),
+], ids=["mir-to-lir-on-hir", "llvm-before-plan"])
+def test_pass_out_of_order(rlx_opt, pipeline, message):
+    err = _assert_diagnostic(rlx_opt(str(MLP), "-p", pipeline))
+    assert re.search(message, err), err
+    assert "does not verify" not in err
+
+
+def test_bad_rlx_lower_option_lists_the_valid_values(rlx_opt):
+    err = _assert_diagnostic(rlx_opt(str(MLP), "-p", "rlx-lower{strategy=best}"))
+    assert "strategy: expected one of 'greedy-by-size', 'naive', got 'best'" in err

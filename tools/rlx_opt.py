@@ -2,12 +2,19 @@
 
 Unlike a bare `xdsl-opt`, every failure (parse error, verifier error, unknown pass,
 unreadable file) is a one-paragraph diagnostic on stderr and exit status 1, never a
-Python traceback.
+Python traceback. `--help` lists rlx's passes with their options first; an unknown pass
+gets a "did you mean"; pass options may be separated by spaces (xDSL) or by commas
+(MLIR): `-p 'lir-plan-arena{alignment=128,strategy=naive}'`.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import difflib
+import re
 import sys
+import textwrap
 from collections.abc import Sequence
 from io import BytesIO
 from typing import IO
@@ -18,6 +25,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import register_all_dialects
+from rlx_mlir.ir import EMPTY_INPUT, is_empty_text
 from rlx_mlir.passes import get_all_passes
 
 
@@ -34,19 +42,33 @@ class RlxOptMain(xDSLOptMain):
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
 
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
+        super().register_all_arguments(arg_parser)
+        for action in arg_parser._actions:  # xDSL's -p help lists all ~140 passes in one line
+            if "--passes" in action.option_strings:
+                action.help = ("comma-separated pass pipeline, options in braces: "
+                               "'convert-hir-to-mir,lir-plan-arena{alignment=128 strategy=naive}' "
+                               "(commas between options work too); rlx's passes are listed below")
+        arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        arg_parser.description = f"{arg_parser.description}\n\n{_rlx_passes_help(self.available_passes)}"
+        arg_parser.epilog = _xdsl_passes_help(self.available_passes)
+
     def get_input_stream(self):
         if self.args.input_file == "-":
             self.args.input_file = None
         return super().get_input_stream()
 
     def setup_pipeline(self):
+        written = self.args.passes
+        self.args.passes = mlir_option_commas(written)
         try:
             super().setup_pipeline()
         except (ValueError, ArgSpecParseError) as err:
             # ArgSpecParseError (a pipeline syntax error) derives from BaseException.
-            known = ", ".join(sorted(self.available_passes))
             raise PipelineError(
-                f"invalid pass pipeline {self.args.passes!r}: {err}\nknown passes: {known}"
+                f"invalid pass pipeline {written!r}: {err}\n"
+                f"{_did_you_mean(written, self.available_passes)}"
+                f"{_known_passes(self.available_passes)}"
             ) from err
 
     def parse_chunk(
@@ -70,11 +92,80 @@ class RlxOptMain(xDSLOptMain):
             raise
 
 
+_OPTION_COMMA = re.compile(r",(?=\s*[A-Za-z_][\w-]*\s*=)")
+"""A comma that starts a new `name=value` option (a comma before a bare value separates
+the elements of a list option, as in xDSL)."""
+
+
+def mlir_option_commas(pipeline: str) -> str:
+    """Rewrite MLIR's comma-separated pass options (`p{a=1,b=2}`) in xDSL's syntax
+    (`p{a=1 b=2}`); commas between passes and inside list values stay."""
+    return re.sub(r"\{[^{}]*\}", lambda m: _OPTION_COMMA.sub(" ", m.group(0)), pipeline)
+
+
+def _rlx_pass_names() -> list[str]:
+    return list(get_all_passes())
+
+
+def _pass_options(factory) -> str:
+    """`{name=default ...}` of a pass's options (its dataclass fields), MLIR-style."""
+    try:
+        cls = factory()
+    except Exception:  # a pass that fails to import is still listed, without options
+        return ""
+    if not dataclasses.is_dataclass(cls):
+        return ""
+    options = [
+        f"{f.name.replace('_', '-')}={_option_text(f.default)}"
+        for f in dataclasses.fields(cls) if f.init and f.default is not dataclasses.MISSING
+    ]
+    return "{" + " ".join(options) + "}" if options else ""
+
+
+def _option_text(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "(none)"
+    return str(value)
+
+
+def _rlx_passes_help(available) -> str:
+    lines = ["rlx passes, with their options and defaults (-p 'name{option=value ...}'):"]
+    lines += [f"  {name}{_pass_options(available[name])}" for name in _rlx_pass_names()]
+    return "\n".join(lines)
+
+
+def _xdsl_passes_help(available) -> str:
+    others = sorted(set(available) - set(_rlx_pass_names()))
+    listing = textwrap.fill(", ".join(others), width=88, initial_indent="  ",
+                            subsequent_indent="  ", break_on_hyphens=False)
+    return f"xDSL passes ({len(others)}; canonicalize and cse run in rlx's pipeline):\n{listing}"
+
+
+def _did_you_mean(pipeline: str, available) -> str:
+    """`did you mean X?` for each pass name of `pipeline` that is unknown but close to one."""
+    hints = []
+    for word in re.findall(r"[A-Za-z][\w-]*(?=\s*(?:\{|,|$))", re.sub(r"\{[^{}]*\}", "{}", pipeline)):
+        if word not in available:
+            close = difflib.get_close_matches(word, list(available), n=3, cutoff=0.6)
+            if close:
+                hints.append(f"unknown pass {word!r}: did you mean {' or '.join(close)}?\n")
+    return "".join(hints)
+
+
+def _known_passes(available) -> str:
+    rlx = _rlx_pass_names()
+    others = sorted(set(available) - set(rlx))
+    return (f"known passes: {', '.join(rlx)} (rlx); canonicalize, cse and "
+            f"{len(others) - 2} more from xDSL (rlx-opt --help lists them all)")
+
+
 def _explain_parse_error(err: ParseError) -> str:
     """Reword xDSL's parse errors that name neither what was expected nor what was got."""
     content = err.span.input.content
     if err.span.start >= len(content.rstrip()):
-        got = "end of input" + (" (the input is empty)" if not content.strip() else "")
+        got = "end of input" + (f" ({EMPTY_INPUT})" if is_empty_text(content) else "")
     else:
         got = repr(err.span.text)
     msg = err.msg.strip()
@@ -132,4 +223,4 @@ def main() -> None:
 if __name__ == "__main__":  # pragma: no cover
     main()
 
-__all__ = ["RlxOptMain", "main", "run"]
+__all__ = ["RlxOptMain", "main", "mlir_option_commas", "run"]
