@@ -26,7 +26,6 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as rules
@@ -166,18 +165,3 @@ def verify_scale(op: Operation, scale: FloatAttr) -> None:
     value = scale.value.data
     if not math.isfinite(value):
         raise VerifyException(f"'{op.name}': scale: expected a finite value, got {value:g}")
-
-
-def verify_dims(op: IRDLOperation) -> None:
-    """Every operand and result has all dimensions >= 1 (no zero-size tensors)."""
-    op_def = op.get_irdl_definition()
-    for name, _ in [*op_def.operands, *op_def.results]:
-        values = getattr(op, name)
-        if values is None:
-            continue
-        if isinstance(values, SSAValue):
-            values = (values,)
-        for i, value in enumerate(values):
-            label = f"{name} {i}" if len(values) > 1 else name
-            with rule_errors(op):
-                rules.check_shape(label, shape_of(value))

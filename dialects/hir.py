@@ -19,6 +19,7 @@ the shared `rlx` attributes and print as bare keywords:
 from __future__ import annotations
 
 import math
+from abc import ABC
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -33,7 +34,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
-    IRDLOperation,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -54,12 +54,7 @@ from rlx_mlir.dialects.common import (
     i64_attr,
     opt_shape,
     rope_shape,
-    rule_errors,
     shape_of,
-    verify_dtype,
-    verify_eps,
-    verify_result,
-    verify_scale,
 )
 from rlx_mlir.dialects.rlx import (
     Activation,
@@ -71,19 +66,10 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
+from rlx_mlir.dialects.signature import INDEX, UI8, ElementTypes, VerifiesSignature
 
 DEFAULT_EPS = 1e-5
-"""The eps of the norms when none is given (SPEC)."""
-
-F32 = ("f32",)
-INDEX = rules.INDEX_DTYPES
-UI8 = ("ui8",)
-
-
-
-
-
-
+"""The eps of the norms when none is given (docs/semantics.md)."""
 
 
 def _eps_attr(eps: float | FloatAttr | None) -> FloatAttr | None:
@@ -100,39 +86,12 @@ def _enum_attr(cls: type, enum: type, value: object) -> Attribute | None:
 # ----------------------------------------------------------------------------- base
 
 
-class HirOp(IRDLOperation):
-    """Base of every hir op: checks operand element types, dimensions (every one >= 1)
-    and attribute ranges, then that the result is the f32 tensor the shape rule infers.
-
-    Subclasses set `OPERAND_DTYPES` (operand name -> allowed element types; f32 when
-    not listed) and implement `infer_shape` by calling their rule in
-    `rlx_mlir.core.shape_inference`.
+class HirOp(VerifiesSignature, ABC):
+    """Base of every hir op: a block with one f32 result; `VerifiesSignature` checks the
+    dimensions (every one >= 1), the element types (f32 unless `ELEMENT_TYPES` says
+    otherwise), eps and scale, then that the result has the shape `infer_shape` computes
+    with the op's rule in `rlx_mlir.core.shape_inference`.
     """
-
-    OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {}
-
-    def operand_values(self) -> dict[str, SSAValue | None]:
-        """Every operand by its definition name (None for an absent optional one)."""
-        return {name: getattr(self, name) for name, _ in self.get_irdl_definition().operands}
-
-    def infer_shape(self) -> Shape:
-        """The result shape the op's shape rule infers from the operands and properties."""
-        raise NotImplementedError
-
-    def verify_attributes(self) -> None:
-        """Range checks of properties that the shape rule does not cover."""
-
-    def verify_(self) -> None:
-        for name, value in self.operand_values().items():
-            if value is None:
-                continue
-            verify_dtype(self, name, value, self.OPERAND_DTYPES.get(name, F32))
-            with rule_errors(self):
-                rules.check_shape(name, shape_of(value))
-        self.verify_attributes()
-        result = self.results[0]
-        verify_dtype(self, "result", result, F32)
-        verify_result(self, result, self.infer_shape)
 
 
 # ----------------------------------------------------------------------------- linear layers
@@ -224,7 +183,7 @@ class DequantMatmulOp(HirOp):
 
     assembly_format = "$scheme $x `,` $w attr-dict `:` functional-type(operands, results)"
 
-    OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {"w": UI8}
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
 
     def __init__(
         self,
@@ -259,7 +218,7 @@ class EmbeddingOp(HirOp):
 
     assembly_format = "$table `[` $ids `]` attr-dict `:` functional-type(operands, results)"
 
-    OPERAND_DTYPES: ClassVar[dict[str, tuple[str, ...]]] = {"ids": INDEX}
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"ids": INDEX})
 
     def __init__(self, table: SSAValue, ids: SSAValue, *, result_type: Attribute):
         super().__init__(operands=[table, ids], result_types=[result_type])
@@ -306,13 +265,10 @@ class DepthwiseConv1dCausalOp(HirOp):
 # ----------------------------------------------------------------------------- norms
 
 
-class NormOpBase(HirOp):
+class NormOpBase(HirOp, ABC):
     """Shared structure of the norms: an `eps` property (f32, default 1e-5, > 0)."""
 
     eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(DEFAULT_EPS, f32))
-
-    def verify_attributes(self) -> None:
-        verify_eps(self, self.eps)
 
 
 @irdl_op_definition
@@ -488,9 +444,6 @@ class AttentionOp(HirOp):
                 "scale": f32_attr(1.0 / math.sqrt(head_dim) if scale is None else scale),
             },
         )
-
-    def verify_attributes(self) -> None:
-        verify_scale(self, self.scale)
 
     def infer_shape(self) -> Shape:
         return attention_shape(self)
@@ -755,11 +708,8 @@ class LlamaDecoderBlockOp(HirOp):
         printer.print_function_type(self.operand_types, self.result_types)
 
     def weight_shapes(self) -> dict[str, Shape | None]:
-        """The shapes of the weight operands by SPEC name (None for an absent beta)."""
+        """The shapes of the weight operands by name, as in docs/semantics.md "Blocks" (None for an absent beta)."""
         return {name: opt_shape(getattr(self, name)) for name in LLAMA_WEIGHTS}
-
-    def verify_attributes(self) -> None:
-        verify_eps(self, self.eps)
 
     def infer_shape(self) -> Shape:
         return rules.llama_decoder_block(

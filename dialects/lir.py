@@ -22,30 +22,26 @@ memref type whose live range ends at k where out's starts.
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import ClassVar
+from abc import ABC
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
-    AnyFloatConstr,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
-    Float32Type,
-    FloatAttr,
-    IndexType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     NoneAttr,
     UnitAttr,
     i8,
-    i64,
 )
 from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    OptOperandDef,
+    OptPropertyDef,
+    VarOperandDef,
     irdl_op_definition,
     operand_def,
     opt_operand_def,
@@ -56,29 +52,25 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.irdl.operations import _PropertyFieldDef  # pyright: ignore[reportPrivateUsage]
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.shape_inference import Shape
+from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
-    attention_shape,
     dtype_name,
     dtype_of,
     f32_attr,
     i64_array_attr,
     i64_attr,
-    rope_shape,
     rule_errors,
     shape_of,
     verify_dtype,
-    verify_eps,
-    verify_result,
     verify_same_dtype,
-    verify_scale,
 )
 from rlx_mlir.dialects.rlx import (
-    BINARY_FNS,
     Activation,
     ActivationAttr,
     ArenaStrategy,
@@ -94,28 +86,18 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
+from rlx_mlir.dialects.signature import (
+    BODY_DIALECTS,
+    ElementTypes,
+    Operand,
+    VerifiesSignature,
+    verify_scalar_body,
+)
 
 # ----------------------------------------------------------------------------- helpers
 
 RLX_DTYPES = si.DTYPES
 """Element types an lir buffer may hold."""
-
-F32 = ("f32",)
-NUMERIC = ("f32", "i32", "i64")
-
-NUMERIC_FNS = frozenset(
-    {
-        ElementwiseFn.ADD,
-        ElementwiseFn.SUB,
-        ElementwiseFn.MUL,
-        ElementwiseFn.MAX,
-        ElementwiseFn.MIN,
-        ElementwiseFn.NEG,
-        ElementwiseFn.RELU,
-        ElementwiseFn.ABS,
-    }
-)
-"""Elementwise functions that also take i32/i64 (as their mir ops); the rest are f32-only."""
 
 ELEMENT_BYTES = {"f32": 4, "i32": 4, "i64": 8, "ui8": 1, "i8": 1}
 """Bytes per element of each element type lir buffers (and the arena) use."""
@@ -145,35 +127,8 @@ def check_buffer(
     verify_dtype(op, name, value, tuple(dtypes))
 
 
-def named_operands(op: IRDLOperation) -> list[tuple[str, SSAValue]]:
-    """The operands of `op` by their definition names (`inputs[1]` inside a variadic)."""
-    named: list[tuple[str, SSAValue]] = []
-    for name, _ in type(op).get_irdl_definition().operands:
-        value = getattr(op, name)
-        if value is None:
-            continue
-        if isinstance(value, SSAValue):
-            named.append((name, value))
-        else:
-            named.extend((f"{name}[{i}]", v) for i, v in enumerate(value))
-    return named
-
-
 def _int(attr: IntegerAttr) -> int:
     return attr.value.data
-
-
-def _float(attr: FloatAttr) -> float:
-    return attr.value.data
-
-
-
-
-
-
-
-
-
 
 
 def _require(op: Operation, ok: bool, message: str) -> None:
@@ -499,46 +454,91 @@ class BarrierOp(IRDLOperation):
 # ----------------------------------------------------------------------------- kernels
 
 
-class KernelOp(IRDLOperation, ABC):
+class KernelOp(VerifiesSignature, ABC):
     """Base of the destination-passing kernels: operands are the inputs, then `out`.
 
-    The verifier checks every buffer, the element types (`verify_dtypes`, f32 by
-    default) and that `out` has the shape `infer_out` computes with the MIR rule.
+    The verifier (`VerifiesSignature`) checks every operand as an lir buffer
+    (`check_buffer`), the element types, and that `out` has the shape `infer_shape`
+    computes with the MIR rule.
     """
 
-    def verify_(self) -> None:
-        for name, value in named_operands(self):
-            check_buffer(self, name, value)
-        self.verify_dtypes()
-        verify_result(self, self.operands[-1], self.infer_out, "out")
+    RESULT: ClassVar[str] = "out"
 
-    def verify_dtypes(self) -> None:
-        """Compute kernels read and write f32."""
-        for name, value in named_operands(self):
-            verify_dtype(self, name, value, F32)
-
-    @abstractmethod
-    def infer_out(self) -> Shape:
-        """The shape of `out` by the MIR shape rule (raises ShapeError)."""
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        check_buffer(self, label, value)
 
 
-class DataMovementOp(KernelOp, ABC):
-    """A kernel that moves elements of any rlx type: data operands and `out` share
-    one element type; `INDEX_OPERANDS` are i32 or i64."""
+def kernel_twin(
+    mir_op: type[VerifiesSignature],
+    *,
+    leading: tuple[str, ...] = (),
+    extra_properties: Mapping[str, Any] | None = None,
+) -> type[KernelOp]:
+    """The destination-passing twin of `mir_op`, to subclass as the lir kernel op.
 
-    INDEX_OPERANDS: ClassVar[tuple[str, ...]] = ()
+    From the mir op's definition it takes the operands (same names and kinds, memrefs
+    instead of tensors) followed by the `out` buffer, the property definitions, the
+    element-type rule (`result` becomes `out`), the shape rule `infer_shape` and
+    `verify_attributes`; so mir and lir cannot drift. `extra_properties` are lir-only
+    property definitions (placed after the mir ones). The custom syntax states every
+    property (defaults are not carried over):
 
-    def verify_dtypes(self) -> None:
-        data = [(n, v) for n, v in named_operands(self) if n not in self.INDEX_OPERANDS]
-        verify_same_dtype(self, [n for n, _ in data], [v for _, v in data])
-        for name in self.INDEX_OPERANDS:
-            verify_dtype(self, name, getattr(self, name), si.INDEX_DTYPES)
+        lir.<name> <leading properties> ins(<operands> : <types>) outs(%out : <type>) <properties>
+
+    with every other property as `name value` (optional ones only when present).
+    """
+    op_def = mir_op.get_irdl_definition()
+    namespace: dict[str, Any] = {
+        "__annotations__": {"MIR_OP": ClassVar[type], "ELEMENT_TYPES": ClassVar[ElementTypes]},
+        "name": "lir." + op_def.name.split(".", 1)[1],
+        "MIR_OP": mir_op,
+        "ELEMENT_TYPES": mir_op.ELEMENT_TYPES.renamed("result", "out"),
+        "infer_shape": mir_op.infer_shape,
+        "verify_attributes": mir_op.verify_attributes,
+    }
+    values: list[str] = []
+    types: list[str] = []
+    for i, (name, operand) in enumerate(op_def.operands):
+        comma = "`,` " if i else ""
+        if isinstance(operand, OptOperandDef):
+            namespace[name] = opt_operand_def(MemRefType)
+            values.append(f"({comma}${name}^)?")
+            types.append(f"({comma}type(${name})^)?")
+        else:
+            variadic = isinstance(operand, VarOperandDef)
+            namespace[name] = (var_operand_def if variadic else operand_def)(MemRefType)
+            values.append(f"{comma}${name}")
+            types.append(f"{comma}type(${name})")
+    namespace["out"] = operand_def(MemRefType)
+    # Without the mir defaults: an lir kernel states every property (`eps 1.000000e-05`).
+    properties: dict[str, Any] = {
+        name: (opt_prop_def if isinstance(prop, OptPropertyDef) else prop_def)(prop.constr)
+        for name, prop in op_def.properties.items()
+    }
+    properties.update(extra_properties or {})
+    namespace.update(properties)
+    trailing = [
+        f"(`{name}` ${name}^)?" if _is_optional(prop) else f"`{name}` ${name}"
+        for name, prop in properties.items()
+        if name not in leading
+    ]
+    namespace["assembly_format"] = (
+        "".join(f"${name} " for name in leading)
+        + _inout(" ".join(values) + " `:` " + " ".join(types))
+        + _out_format(" ".join(trailing))
+    )
+    return type(f"{mir_op.__name__}Twin", (KernelOp,), namespace)
+
+
+def _is_optional(field: Any) -> bool:
+    return isinstance(field, _PropertyFieldDef) and issubclass(field.cls, OptPropertyDef)
 
 
 @irdl_op_definition
 class ElementwiseOp(KernelOp):
     """Applies `fn` elementwise to `inputs` (one, or two with numpy broadcasting),
-    writing `out`.
+    writing `out`; `fn` names the mir elementwise op it stands for, whose element types
+    it accepts (`ELEMENTWISE_MIR_OPS`).
 
     ```mlir
     lir.elementwise add ins(%a, %b : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>)
@@ -564,16 +564,21 @@ class ElementwiseOp(KernelOp):
             operands=[inputs, out], properties={"fn": ElementwiseFnAttr(ElementwiseFn(fn))}
         )
 
-    def verify_dtypes(self) -> None:
-        """Inputs and out share one element type: f32, or also i32/i64 for `NUMERIC_FNS`."""
-        dtypes = NUMERIC if self.fn.data in NUMERIC_FNS else F32
-        named = named_operands(self)
-        verify_dtype(self, named[0][0], named[0][1], dtypes)
-        verify_same_dtype(self, [n for n, _ in named], [v for _, v in named])
+    @property
+    def mir_op(self) -> type[VerifiesSignature]:
+        """The mir op `fn` stands for."""
+        return ELEMENTWISE_MIR_OPS[self.fn.data]
 
-    def infer_out(self) -> Shape:
+    def verify_element_types(self, named: list[Operand]) -> None:
+        """Inputs and out share one element type, one the mir op takes."""
+        mir_op = self.mir_op
+        first_operand = mir_op.get_irdl_definition().operands[0][0]
+        allowed = mir_op.ELEMENT_TYPES.allowed_for(first_operand)
+        ElementTypes({"inputs": allowed}, same=("inputs", "out")).verify(self, named)
+
+    def infer_shape(self) -> Shape:
         fn = self.fn.data
-        arity = 2 if fn in BINARY_FNS else 1
+        arity = len(self.mir_op.get_irdl_definition().operands)
         if len(self.inputs) != arity:
             raise si.ShapeError(
                 f"inputs: {fn} takes {arity} input{'s' if arity > 1 else ''}, "
@@ -586,14 +591,23 @@ class ElementwiseOp(KernelOp):
         )
 
 
-FUSED_BODY_DIALECTS = ("arith", "math")
+ELEMENTWISE_MIR_OPS: dict[ElementwiseFn, type[VerifiesSignature]] = {
+    ElementwiseFn(op.name.removeprefix("mir.")): op
+    for op in (*mir.BINARY_ELEMENTWISE_OPS, *mir.UNARY_ELEMENTWISE_OPS)
+}
+"""The mir elementwise op each `lir.elementwise` fn stands for."""
+assert set(ELEMENTWISE_MIR_OPS) == set(ElementwiseFn), "an lir.elementwise fn without a mir op"
+
+
+FUSED_BODY_DIALECTS = BODY_DIALECTS
 """Dialects whose scalar ops may appear in a `lir.fused_elementwise` body."""
 
 
 @irdl_op_definition
 class FusedElementwiseOp(KernelOp):
     """Runs the scalar `body` at every element of `out`, its block arguments taken from
-    the (broadcast) `inputs` at that position; the yielded value is written to `out`.
+    the (broadcast) `inputs` at that position; the yielded value is written to `out`
+    (the buffer form of `mir.fused_elementwise`, with its element types and shape rule).
 
     ```mlir
     lir.fused_elementwise ins(%a, %b : memref<8xf32>, memref<8xf32>) outs(%o : memref<8xf32>) {
@@ -617,6 +631,11 @@ class FusedElementwiseOp(KernelOp):
         _inout("$inputs `:` type($inputs)") + "`outs` `(` $out `:` type($out) `)` $body attr-dict"
     )
 
+    MIR_OP: ClassVar[type] = mir.FusedElementwiseOp
+    ELEMENT_TYPES: ClassVar[ElementTypes] = mir.FusedElementwiseOp.ELEMENT_TYPES.renamed(
+        "result", "out"
+    )
+
     def __init__(
         self,
         inputs: Sequence[SSAValue | Operation],
@@ -625,74 +644,11 @@ class FusedElementwiseOp(KernelOp):
     ):
         super().__init__(operands=[inputs, out], regions=[body])
 
+    infer_shape = mir.FusedElementwiseOp.infer_shape
+
     def verify_(self) -> None:
-        _require(self, len(self.inputs) >= 1, "inputs: expected at least one input, got none")
         super().verify_()
-        self._verify_body()
-
-    def verify_dtypes(self) -> None:
-        """Inputs and out hold f32, i32 or i64 (the body converts between them)."""
-        for name, value in named_operands(self):
-            verify_dtype(self, name, value, NUMERIC)
-
-    def infer_out(self) -> Shape:
-        """As mir.fused_elementwise: every input broadcasts to out's shape."""
-        out = shape_of(self.out)
-        for i, value in enumerate(self.inputs):
-            try:
-                si.broadcast_to(shape_of(value), out)
-            except si.ShapeError as err:
-                raise si.ShapeError(f"inputs[{i}]: {err}") from err
-        return out
-
-    def _verify_body(self) -> None:
-        """Block arguments of the input element types, scalar arith/math ops, then one
-        `lir.yield` of out's element type."""
-        block = self.body.block
-        args = block.args
-        _require(
-            self,
-            len(args) == len(self.inputs),
-            f"body: expected {len(self.inputs)} block arguments (one per input), got {len(args)}",
-        )
-        for i, (arg, value) in enumerate(zip(args, self.inputs, strict=True)):
-            want = value.type.get_element_type()
-            _require(
-                self,
-                arg.type == want,
-                f"body: block argument {i}: expected {want} (element type of inputs[{i}]), "
-                f"got {arg.type}",
-            )
-        last = block.last_op
-        _require(
-            self,
-            isinstance(last, YieldOp),
-            f"body: expected to end in 'lir.yield', got "
-            f"{'nothing' if last is None else repr(last.name)}",
-        )
-        assert isinstance(last, YieldOp)
-        for body_op in block.ops:
-            if body_op is last:
-                break
-            _require(
-                self,
-                body_op.dialect_name() in FUSED_BODY_DIALECTS,
-                f"body: expected only arith and math ops, got '{body_op.name}'",
-            )
-            for res in body_op.results:
-                _require(
-                    self,
-                    _is_scalar(res.type),
-                    f"body: '{body_op.name}' must compute a scalar, got a value of type {res.type}",
-                )
-        want = self.out.type.get_element_type()
-        yielded = [v.type for v in last.arguments]
-        _require(
-            self,
-            yielded == [want],
-            f"body: 'lir.yield' expected one value of type {want} (element type of out), "
-            f"got ({', '.join(map(str, yielded))})",
-        )
+        verify_scalar_body(self, self.body.block, list(self.inputs), self.out, "lir.yield")
 
 
 @irdl_op_definition
@@ -704,10 +660,6 @@ class YieldOp(AbstractYieldOperation[Attribute]):
     traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
 
 
-def _is_scalar(ty: Attribute) -> bool:
-    return isinstance(ty, IntegerType | IndexType) or AnyFloatConstr.verifies(ty)
-
-
 def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:
     """`packed_rhs`: the rhs is a 2-D weight [K, N] whose buffer holds it in the
     prepacked panel layout (`rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`), so it must be 2-D."""
@@ -716,8 +668,12 @@ def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:
         raise VerifyException(f"'{op.name}': packed_rhs needs a 2-D rhs [K, N], got rank {rank}")
 
 
+PACKED_RHS = {"packed_rhs": opt_prop_def(UnitAttr)}
+"""The lir-only property of the matmuls: the rhs buffer holds a prepacked weight."""
+
+
 @irdl_op_definition
-class MatmulOp(KernelOp):
+class MatmulOp(kernel_twin(mir.MatmulOp, extra_properties=PACKED_RHS)):
     """out = lhs @ rhs (np.matmul: 1-D operands promoted, batch dims broadcast);
     `packed_rhs`: the 2-D rhs buffer holds the weight prepacked at bind time (panel layout).
 
@@ -725,18 +681,6 @@ class MatmulOp(KernelOp):
     lir.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%o : memref<4x16xf32>)
     ```
     """
-
-    name = "lir.matmul"
-
-    lhs = operand_def(MemRefType)
-    rhs = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    packed_rhs = opt_prop_def(UnitAttr)
-
-    assembly_format = _inout("$lhs `,` $rhs `:` type($lhs) `,` type($rhs)") + _out_format(
-        "(`packed_rhs` $packed_rhs^)?"
-    )
 
     def __init__(
         self,
@@ -748,16 +692,12 @@ class MatmulOp(KernelOp):
         properties: dict[str, Attribute] = {"packed_rhs": UnitAttr()} if packed_rhs else {}
         super().__init__(operands=[lhs, rhs, out], properties=properties)
 
-    def verify_(self) -> None:
-        super().verify_()
+    def verify_attributes(self) -> None:
         _verify_packed_rhs(self)
-
-    def infer_out(self) -> Shape:
-        return si.matmul(shape_of(self.lhs), shape_of(self.rhs))
 
 
 @irdl_op_definition
-class FusedMatmulOp(KernelOp):
+class FusedMatmulOp(kernel_twin(mir.FusedMatmulOp, extra_properties=PACKED_RHS)):
     """out = activation(lhs @ rhs + bias), with `bias` ([N]) and `activation` optional;
     `packed_rhs` as for `lir.matmul`.
 
@@ -765,20 +705,6 @@ class FusedMatmulOp(KernelOp):
     lir.fused_matmul ins(%a, %b, %c : memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%o : memref<4x16xf32>) activation gelu
     ```
     """
-
-    name = "lir.fused_matmul"
-
-    lhs = operand_def(MemRefType)
-    rhs = operand_def(MemRefType)
-    bias = opt_operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    activation = opt_prop_def(ActivationAttr)
-    packed_rhs = opt_prop_def(UnitAttr)
-
-    assembly_format = _inout(
-        "$lhs `,` $rhs (`,` $bias^)? `:` type($lhs) `,` type($rhs) (`,` type($bias)^)?"
-    ) + _out_format("(`activation` $activation^)? (`packed_rhs` $packed_rhs^)?")
 
     def __init__(
         self,
@@ -796,20 +722,12 @@ class FusedMatmulOp(KernelOp):
             properties["packed_rhs"] = UnitAttr()
         super().__init__(operands=[lhs, rhs, bias, out], properties=properties)
 
-    def verify_(self) -> None:
-        super().verify_()
+    def verify_attributes(self) -> None:
         _verify_packed_rhs(self)
-
-    def infer_out(self) -> Shape:
-        product = si.matmul(shape_of(self.lhs), shape_of(self.rhs))
-        if self.bias is not None:
-            rhs = shape_of(self.rhs)
-            si.check_exact("bias", shape_of(self.bias), rhs[-1:], "N = last dim of rhs")
-        return product
 
 
 @irdl_op_definition
-class ReduceOp(KernelOp):
+class ReduceOp(kernel_twin(mir.ReduceOp, leading=("kind",))):
     """out = the `kind` reduction (sum, max, min, mean) of `input` over `axes`,
     reduced dims kept as 1 with `keepdim` (all axes without it: a rank-0 out).
 
@@ -817,21 +735,6 @@ class ReduceOp(KernelOp):
     lir.reduce sum ins(%x : memref<4x8xf32>) outs(%o : memref<4xf32>) axes [1]
     ```
     """
-
-    name = "lir.reduce"
-
-    input = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    kind = prop_def(ReduceKindAttr)
-    axes = prop_def(DenseArrayBase.constr(i64))
-    keepdim = opt_prop_def(UnitAttr)
-
-    assembly_format = (
-        "$kind "
-        + _inout("$input `:` type($input)")
-        + _out_format("`axes` $axes (`keepdim` $keepdim^)?")
-    )
 
     def __init__(
         self,
@@ -849,13 +752,9 @@ class ReduceOp(KernelOp):
             properties["keepdim"] = UnitAttr()
         super().__init__(operands=[input, out], properties=properties)
 
-    def infer_out(self) -> Shape:
-        axes = self.axes.get_values()
-        return si.reduce(shape_of(self.input), axes, self.keepdim is not None)
-
 
 @irdl_op_definition
-class SoftmaxOp(KernelOp):
+class SoftmaxOp(kernel_twin(mir.SoftmaxOp)):
     """out = softmax of `input` along `axis` (max-subtracted, numerically stable).
 
     ```mlir
@@ -863,55 +762,18 @@ class SoftmaxOp(KernelOp):
     ```
     """
 
-    name = "lir.softmax"
-
-    input = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    axis = prop_def(IntegerAttr[I64])
-
-    assembly_format = _inout("$input `:` type($input)") + _out_format("`axis` $axis")
-
     def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, axis: int = -1):
         super().__init__(operands=[input, out], properties={"axis": i64_attr(axis)})
 
-    def infer_out(self) -> Shape:
-        return si.softmax(shape_of(self.input), _int(self.axis))
-
-
-class NormOp(KernelOp, ABC):
-    """Base of the norms over the last axis: `x`, `gamma` and `beta` ([N]), and `eps`."""
-
-    def verify_(self) -> None:
-        verify_eps(self, self.eps)  # pyright: ignore[reportAttributeAccessIssue]
-        super().verify_()
-
-    def infer_out(self) -> Shape:
-        x, gamma, *beta = self.operands[:-1]
-        return si.norm(shape_of(x), shape_of(gamma), shape_of(beta[0]) if beta else None)
-
 
 @irdl_op_definition
-class RmsNormOp(NormOp):
+class RmsNormOp(kernel_twin(mir.RmsNormOp)):
     """out = x / sqrt(mean(x², -1) + eps) * gamma (+ beta).
 
     ```mlir
     lir.rms_norm ins(%x, %g : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>) eps 1.000000e-05
     ```
     """
-
-    name = "lir.rms_norm"
-
-    x = operand_def(MemRefType)
-    gamma = operand_def(MemRefType)
-    beta = opt_operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    eps = prop_def(FloatAttr[Float32Type])
-
-    assembly_format = _inout(
-        "$x `,` $gamma (`,` $beta^)? `:` type($x) `,` type($gamma) (`,` type($beta)^)?"
-    ) + _out_format("`eps` $eps")
 
     def __init__(
         self,
@@ -925,7 +787,7 @@ class RmsNormOp(NormOp):
 
 
 @irdl_op_definition
-class LayerNormOp(NormOp):
+class LayerNormOp(kernel_twin(mir.LayerNormOp)):
     """out = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis
     (population variance).
 
@@ -933,19 +795,6 @@ class LayerNormOp(NormOp):
     lir.layer_norm ins(%x, %g, %b : memref<4x8xf32>, memref<8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>) eps 1.000000e-05
     ```
     """
-
-    name = "lir.layer_norm"
-
-    x = operand_def(MemRefType)
-    gamma = operand_def(MemRefType)
-    beta = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    eps = prop_def(FloatAttr[Float32Type])
-
-    assembly_format = _inout(
-        "$x `,` $gamma `,` $beta `:` type($x) `,` type($gamma) `,` type($beta)"
-    ) + _out_format("`eps` $eps")
 
     def __init__(
         self,
@@ -959,7 +808,7 @@ class LayerNormOp(NormOp):
 
 
 @irdl_op_definition
-class RopeOp(KernelOp):
+class RopeOp(kernel_twin(mir.RopeOp)):
     """out = `x` ([S, H·D] or [B, S, H·D]) with the first `n_rot` dims of every head
     rotated by `cos`/`sin` ([S, n_rot/2]), pairs chosen by `style`.
 
@@ -967,21 +816,6 @@ class RopeOp(KernelOp):
     lir.rope ins(%x, %c, %s : memref<4x16xf32>, memref<4x4xf32>, memref<4x4xf32>) outs(%o : memref<4x16xf32>) head_dim 8 n_rot 8 style half
     ```
     """
-
-    name = "lir.rope"
-
-    x = operand_def(MemRefType)
-    cos = operand_def(MemRefType)
-    sin = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    head_dim = prop_def(IntegerAttr[I64])
-    n_rot = prop_def(IntegerAttr[I64])
-    style = prop_def(RopeStyleAttr)
-
-    assembly_format = _inout(
-        "$x `,` $cos `,` $sin `:` type($x) `,` type($cos) `,` type($sin)"
-    ) + _out_format("`head_dim` $head_dim `n_rot` $n_rot `style` $style")
 
     def __init__(
         self,
@@ -1002,12 +836,9 @@ class RopeOp(KernelOp):
             },
         )
 
-    def infer_out(self) -> Shape:
-        return rope_shape(self)
-
 
 @irdl_op_definition
-class AttentionOp(KernelOp):
+class AttentionOp(kernel_twin(mir.AttentionOp)):
     """out = grouped-query attention of `q` over `k`/`v` (heads packed in the last axis),
     scores scaled by `scale` and masked by `mask_kind` (with `mask` for custom|bias).
 
@@ -1015,27 +846,6 @@ class AttentionOp(KernelOp):
     lir.attention ins(%q, %k, %v : memref<4x16xf32>, memref<4x8xf32>, memref<4x8xf32>) outs(%o : memref<4x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 mask_kind causal scale 3.535534e-01
     ```
     """
-
-    name = "lir.attention"
-
-    q = operand_def(MemRefType)
-    k = operand_def(MemRefType)
-    v = operand_def(MemRefType)
-    mask = opt_operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    num_heads = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
-    num_kv_heads = prop_def(IntegerAttr[I64])
-    mask_kind = prop_def(MaskKindAttr)
-    scale = prop_def(FloatAttr[Float32Type])
-
-    assembly_format = _inout(
-        "$q `,` $k `,` $v (`,` $mask^)? `:` type($q) `,` type($k) `,` type($v) (`,` type($mask)^)?"
-    ) + _out_format(
-        "`num_heads` $num_heads `head_dim` $head_dim `num_kv_heads` $num_kv_heads "
-        "`mask_kind` $mask_kind `scale` $scale"
-    )
 
     def __init__(
         self,
@@ -1062,16 +872,9 @@ class AttentionOp(KernelOp):
             },
         )
 
-    def verify_(self) -> None:
-        verify_scale(self, self.scale)
-        super().verify_()
-
-    def infer_out(self) -> Shape:
-        return attention_shape(self)
-
 
 @irdl_op_definition
-class TransposeOp(DataMovementOp):
+class TransposeOp(kernel_twin(mir.TransposeOp)):
     """out = `input` with its dimensions permuted by `perm` (out dim i = input dim perm[i]).
 
     ```mlir
@@ -1079,24 +882,12 @@ class TransposeOp(DataMovementOp):
     ```
     """
 
-    name = "lir.transpose"
-
-    input = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    perm = prop_def(DenseArrayBase.constr(i64))
-
-    assembly_format = _inout("$input `:` type($input)") + _out_format("`perm` $perm")
-
     def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, perm: Sequence[int]):
         super().__init__(operands=[input, out], properties={"perm": i64_array_attr(perm)})
 
-    def infer_out(self) -> Shape:
-        return si.transpose(shape_of(self.input), self.perm.get_values())
-
 
 @irdl_op_definition
-class NarrowOp(DataMovementOp):
+class NarrowOp(kernel_twin(mir.NarrowOp)):
     """out = `input`[..., start:start+length, ...] along `axis` (a strided copy; a
     contiguous narrow is an `lir.view` instead).
 
@@ -1104,19 +895,6 @@ class NarrowOp(DataMovementOp):
     lir.narrow ins(%x : memref<4x8xf32>) outs(%o : memref<4x2xf32>) axis 1 start 3 length 2
     ```
     """
-
-    name = "lir.narrow"
-
-    input = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    axis = prop_def(IntegerAttr[I64])
-    start = prop_def(IntegerAttr[I64])
-    length = prop_def(IntegerAttr[I64])
-
-    assembly_format = _inout("$input `:` type($input)") + _out_format(
-        "`axis` $axis `start` $start `length` $length"
-    )
 
     def __init__(
         self,
@@ -1131,12 +909,9 @@ class NarrowOp(DataMovementOp):
             properties={"axis": i64_attr(axis), "start": i64_attr(start), "length": i64_attr(length)},
         )
 
-    def infer_out(self) -> Shape:
-        return si.narrow(shape_of(self.input), _int(self.axis), _int(self.start), _int(self.length))
-
 
 @irdl_op_definition
-class ConcatOp(DataMovementOp):
+class ConcatOp(kernel_twin(mir.ConcatOp)):
     """out = `inputs` joined along `axis`.
 
     ```mlir
@@ -1144,26 +919,14 @@ class ConcatOp(DataMovementOp):
     ```
     """
 
-    name = "lir.concat"
-
-    inputs = var_operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    axis = prop_def(IntegerAttr[I64])
-
-    assembly_format = _inout("$inputs `:` type($inputs)") + _out_format("`axis` $axis")
-
     def __init__(
         self, inputs: Sequence[SSAValue | Operation], out: SSAValue | Operation, axis: int
     ):
         super().__init__(operands=[inputs, out], properties={"axis": i64_attr(axis)})
 
-    def infer_out(self) -> Shape:
-        return si.concat([shape_of(v) for v in self.inputs], _int(self.axis))
-
 
 @irdl_op_definition
-class BroadcastToOp(DataMovementOp):
+class BroadcastToOp(kernel_twin(mir.BroadcastToOp)):
     """out = `input` broadcast (numpy rules) to out's shape.
 
     ```mlir
@@ -1171,42 +934,18 @@ class BroadcastToOp(DataMovementOp):
     ```
     """
 
-    name = "lir.broadcast_to"
-
-    input = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    assembly_format = _inout("$input `:` type($input)") + _out_format()
-
     def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
         super().__init__(operands=[input, out])
 
-    def infer_out(self) -> Shape:
-        return si.broadcast_to(shape_of(self.input), shape_of(self.out))
-
 
 @irdl_op_definition
-class GatherOp(DataMovementOp):
+class GatherOp(kernel_twin(mir.GatherOp)):
     """out = np.take(`input`, `indices`, `axis`) with i32 or i64 `indices`.
 
     ```mlir
     lir.gather ins(%t, %ids : memref<100x8xf32>, memref<4xi32>) outs(%o : memref<4x8xf32>) axis 0
     ```
     """
-
-    name = "lir.gather"
-
-    input = operand_def(MemRefType)
-    indices = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    axis = prop_def(IntegerAttr[I64])
-
-    INDEX_OPERANDS: ClassVar[tuple[str, ...]] = ("indices",)
-
-    assembly_format = _inout(
-        "$input `,` $indices `:` type($input) `,` type($indices)"
-    ) + _out_format("`axis` $axis")
 
     def __init__(
         self,
@@ -1217,12 +956,9 @@ class GatherOp(DataMovementOp):
     ):
         super().__init__(operands=[input, indices, out], properties={"axis": i64_attr(axis)})
 
-    def infer_out(self) -> Shape:
-        return si.gather(shape_of(self.input), shape_of(self.indices), _int(self.axis))
-
 
 @irdl_op_definition
-class ConstantOp(DataMovementOp):
+class ConstantOp(KernelOp):
     """Writes the elements of `value` into `out` (same shape and element type).
 
     ```mlir
@@ -1238,10 +974,12 @@ class ConstantOp(DataMovementOp):
 
     assembly_format = "$value " + _out_format()
 
+    MIR_OP: ClassVar[type] = mir.ConstantOp
+
     def __init__(self, value: DenseIntOrFPElementsAttr, out: SSAValue | Operation):
         super().__init__(operands=[out], properties={"value": value})
 
-    def verify_dtypes(self) -> None:
+    def verify_element_types(self, named: list[Operand]) -> None:
         want = dtype_name(self.value.get_element_type())
         got = dtype_of(self.out)
         _require(
@@ -1250,12 +988,11 @@ class ConstantOp(DataMovementOp):
             f"out: expected element type {want} (the value's), got {got}",
         )
 
-    def infer_out(self) -> Shape:
-        return tuple(self.value.get_shape())
+    infer_shape = mir.ConstantOp.infer_shape
 
 
 @irdl_op_definition
-class CopyOp(DataMovementOp):
+class CopyOp(KernelOp):
     """out = `input` (same shape and element type).
 
     ```mlir
@@ -1270,15 +1007,17 @@ class CopyOp(DataMovementOp):
 
     assembly_format = _inout("$input `:` type($input)") + _out_format()
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = mir.DATA_MOVEMENT.renamed("result", "out")
+
     def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
         super().__init__(operands=[input, out])
 
-    def infer_out(self) -> Shape:
+    def infer_shape(self) -> Shape:
         return shape_of(self.input)
 
 
 @irdl_op_definition
-class DequantMatmulOp(KernelOp):
+class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
     """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/32·bytes]
     of `scheme`.
 
@@ -1286,16 +1025,6 @@ class DequantMatmulOp(KernelOp):
     lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>)
     ```
     """
-
-    name = "lir.dequant_matmul"
-
-    x = operand_def(MemRefType)
-    w = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    scheme = prop_def(QuantSchemeAttr)
-
-    assembly_format = "$scheme " + _inout("$x `,` $w `:` type($x) `,` type($w)") + _out_format()
 
     def __init__(
         self,
@@ -1308,17 +1037,9 @@ class DequantMatmulOp(KernelOp):
             operands=[x, w, out], properties={"scheme": QuantSchemeAttr(QuantScheme(scheme))}
         )
 
-    def verify_dtypes(self) -> None:
-        verify_dtype(self, "x", self.x, F32)
-        verify_dtype(self, "w", self.w, ("ui8",))
-        verify_dtype(self, "out", self.out, F32)
-
-    def infer_out(self) -> Shape:
-        return si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value)
-
 
 @irdl_op_definition
-class DepthwiseConv1dOp(KernelOp):
+class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
     """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c]: a valid depthwise convolution
     over time of the pre-padded `input` [B, S+K-1, C] with `weight` [K, C].
 
@@ -1327,23 +1048,10 @@ class DepthwiseConv1dOp(KernelOp):
     ```
     """
 
-    name = "lir.depthwise_conv1d"
-
-    input = operand_def(MemRefType)
-    weight = operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    assembly_format = (
-        _inout("$input `,` $weight `:` type($input) `,` type($weight)") + _out_format()
-    )
-
     def __init__(
         self, input: SSAValue | Operation, weight: SSAValue | Operation, out: SSAValue | Operation
     ):
         super().__init__(operands=[input, weight, out])
-
-    def infer_out(self) -> Shape:
-        return si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight))
 
 
 KERNEL_OPS: tuple[type[KernelOp], ...] = (

@@ -22,14 +22,11 @@ from typing import ClassVar
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects.builtin import (
     I64,
-    AnyFloatConstr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     Float32Type,
     FloatAttr,
-    IndexType,
     IntegerAttr,
-    IntegerType,
     TensorType,
     UnitAttr,
     f32,
@@ -39,7 +36,6 @@ from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
-    IRDLOperation,
     ParamAttrConstraint,
     VarConstraint,
     base,
@@ -66,7 +62,6 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
-from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects.common import (
     attention_shape,
     f32_attr,
@@ -75,12 +70,6 @@ from rlx_mlir.dialects.common import (
     opt_shape,
     rope_shape,
     shape_of,
-    verify_dims,
-    verify_dtype,
-    verify_eps,
-    verify_result,
-    verify_same_dtype,
-    verify_scale,
 )
 from rlx_mlir.dialects.rlx import (
     Activation,
@@ -94,22 +83,19 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-
-FLOAT = ("f32",)
-NUMERIC = ("f32", "i32", "i64")
-ANY_DTYPE = si.DTYPES
+from rlx_mlir.dialects.signature import (
+    ANY_DTYPE,
+    FLOAT,
+    INDEX,
+    NUMERIC,
+    UI8,
+    ElementTypes,
+    VerifiesSignature,
+    fused_elementwise_shape,
+    verify_scalar_body,
+)
 
 # ----------------------------------------------------------------------------- helpers
-
-
-
-
-
-
-
-
-
-
 
 def _infer(
     result_type: Attribute | None, like: SSAValue | Attribute, rule: Callable[[], si.Shape]
@@ -187,7 +173,15 @@ class MirConstantMaterialization(ConstantMaterializationInterface):
 # ----------------------------------------------------------------------------- elementwise
 
 
-class BinaryElementwiseOp(IRDLOperation, ABC):
+FLOAT_BINARY = ElementTypes({"lhs": FLOAT}, same=("lhs", "rhs", "result"))
+NUMERIC_BINARY = ElementTypes({"lhs": NUMERIC}, same=("lhs", "rhs", "result"))
+FLOAT_UNARY = ElementTypes({"input": FLOAT}, same=("input", "result"))
+NUMERIC_UNARY = ElementTypes({"input": NUMERIC}, same=("input", "result"))
+DATA_MOVEMENT = ElementTypes({"input": ANY_DTYPE}, same=("input", "result"))
+"""Copy-like ops: any rlx element type, kept by the result."""
+
+
+class BinaryElementwiseOp(VerifiesSignature, ABC):
     """Base of the binary elementwise ops: `result = f(lhs, rhs)` with numpy broadcasting."""
 
     lhs = operand_def(TensorType)
@@ -198,7 +192,7 @@ class BinaryElementwiseOp(IRDLOperation, ABC):
 
     assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 
-    DTYPES: ClassVar[tuple[str, ...]] = FLOAT
+    ELEMENT_TYPES: ClassVar[ElementTypes] = FLOAT_BINARY
 
     def __init__(
         self,
@@ -210,13 +204,8 @@ class BinaryElementwiseOp(IRDLOperation, ABC):
         result_type = _infer(result_type, lhs, lambda: si.broadcast(_shape(lhs), _shape(rhs)))
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        verify_dtype(self, "lhs", self.lhs, self.DTYPES)
-        verify_same_dtype(self, ["lhs", "rhs", "result"], [self.lhs, self.rhs, self.result])
-        verify_result(
-            self, self.result, lambda: si.broadcast(shape_of(self.lhs), shape_of(self.rhs))
-        )
+    def infer_shape(self) -> si.Shape:
+        return si.broadcast(shape_of(self.lhs), shape_of(self.rhs))
 
 
 @irdl_op_definition
@@ -224,7 +213,7 @@ class AddOp(BinaryElementwiseOp):
     """Elementwise `lhs + rhs` (f32, i32 or i64)."""
 
     name = "mir.add"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_BINARY
 
 
 @irdl_op_definition
@@ -232,7 +221,7 @@ class SubOp(BinaryElementwiseOp):
     """Elementwise `lhs - rhs` (f32, i32 or i64)."""
 
     name = "mir.sub"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_BINARY
 
 
 @irdl_op_definition
@@ -240,7 +229,7 @@ class MulOp(BinaryElementwiseOp):
     """Elementwise `lhs * rhs` (f32, i32 or i64)."""
 
     name = "mir.mul"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_BINARY
 
 
 @irdl_op_definition
@@ -255,7 +244,7 @@ class MaxOp(BinaryElementwiseOp):
     """Elementwise `maximum(lhs, rhs)` (f32, i32 or i64)."""
 
     name = "mir.max"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_BINARY
 
 
 @irdl_op_definition
@@ -263,7 +252,7 @@ class MinOp(BinaryElementwiseOp):
     """Elementwise `minimum(lhs, rhs)` (f32, i32 or i64)."""
 
     name = "mir.min"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_BINARY
 
 
 @irdl_op_definition
@@ -273,7 +262,7 @@ class PowOp(BinaryElementwiseOp):
     name = "mir.pow"
 
 
-class UnaryElementwiseOp(IRDLOperation, ABC):
+class UnaryElementwiseOp(VerifiesSignature, ABC):
     """Base of the unary elementwise ops: `result = f(input)`, of the input's type."""
 
     T: ClassVar = VarConstraint("T", base(TensorType))
@@ -285,15 +274,14 @@ class UnaryElementwiseOp(IRDLOperation, ABC):
 
     assembly_format = "$input attr-dict `:` type($result)"
 
-    DTYPES: ClassVar[tuple[str, ...]] = FLOAT
+    ELEMENT_TYPES: ClassVar[ElementTypes] = FLOAT_UNARY
 
     def __init__(self, input: SSAValue | Operation):
         input = SSAValue.get(input)
         super().__init__(operands=[input], result_types=[input.type])
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        verify_dtype(self, "input", self.input, self.DTYPES)
+    def infer_shape(self) -> si.Shape:
+        return shape_of(self.input)
 
 
 @irdl_op_definition
@@ -301,7 +289,7 @@ class NegOp(UnaryElementwiseOp):
     """Elementwise `-input` (f32, i32 or i64)."""
 
     name = "mir.neg"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_UNARY
 
 
 @irdl_op_definition
@@ -372,7 +360,7 @@ class ReluOp(UnaryElementwiseOp):
     """Elementwise `max(input, 0)` (f32, i32 or i64)."""
 
     name = "mir.relu"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_UNARY
 
 
 @irdl_op_definition
@@ -380,14 +368,21 @@ class AbsOp(UnaryElementwiseOp):
     """Elementwise `|input|` (f32, i32 or i64)."""
 
     name = "mir.abs"
-    DTYPES: ClassVar[tuple[str, ...]] = NUMERIC
+    ELEMENT_TYPES: ClassVar[ElementTypes] = NUMERIC_UNARY
+
+
+@irdl_op_definition
+class SoftplusOp(UnaryElementwiseOp):
+    """Elementwise `log(1 + exp(input))` (f32)."""
+
+    name = "mir.softplus"
 
 
 # ----------------------------------------------------------------------------- linear algebra
 
 
 @irdl_op_definition
-class MatmulOp(IRDLOperation):
+class MatmulOp(VerifiesSignature):
     """`np.matmul(lhs, rhs)`: 1-D operands promoted, batch dimensions broadcast (f32)."""
 
     name = "mir.matmul"
@@ -410,15 +405,12 @@ class MatmulOp(IRDLOperation):
         result_type = _infer(result_type, lhs, lambda: si.matmul(_shape(lhs), _shape(rhs)))
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        for name, value in (("lhs", self.lhs), ("rhs", self.rhs), ("result", self.result)):
-            verify_dtype(self, name, value, FLOAT)
-        verify_result(self, self.result, lambda: si.matmul(shape_of(self.lhs), shape_of(self.rhs)))
+    def infer_shape(self) -> si.Shape:
+        return si.matmul(shape_of(self.lhs), shape_of(self.rhs))
 
 
 @irdl_op_definition
-class FusedMatmulOp(IRDLOperation):
+class FusedMatmulOp(VerifiesSignature):
     """`activation(lhs @ rhs + bias)`: a matmul (as `mir.matmul`) with an optional bias
     [N] (N = last dim of rhs) and an optional activation fused into its epilogue (f32)."""
 
@@ -457,7 +449,7 @@ class FusedMatmulOp(IRDLOperation):
             properties={"activation": activation},
         )
 
-    def _rule(self) -> si.Shape:
+    def infer_shape(self) -> si.Shape:
         lhs, rhs = shape_of(self.lhs), shape_of(self.rhs)
         out = si.matmul(lhs, rhs)
         bias = opt_shape(self.bias)
@@ -466,17 +458,9 @@ class FusedMatmulOp(IRDLOperation):
             si.check_exact("bias", bias, rhs[-1:], "N = last dim of rhs")
         return out
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        for name, value in (("lhs", self.lhs), ("rhs", self.rhs), ("bias", self.bias)):
-            if value is not None:
-                verify_dtype(self, name, value, FLOAT)
-        verify_dtype(self, "result", self.result, FLOAT)
-        verify_result(self, self.result, self._rule)
-
 
 @irdl_op_definition
-class DequantMatmulOp(IRDLOperation):
+class DequantMatmulOp(VerifiesSignature):
     """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a q8_0 or
     q4_0 tensor, ui8 [N, K/32 * bytes_per_block]; x and the result are f32."""
 
@@ -491,6 +475,8 @@ class DequantMatmulOp(IRDLOperation):
     traits = traits_def(Pure())
 
     assembly_format = "$x `,` $w `scheme` $scheme attr-dict `:` functional-type(operands, results)"
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
 
     def __init__(
         self,
@@ -508,20 +494,12 @@ class DequantMatmulOp(IRDLOperation):
         )
         super().__init__(operands=[x, w], result_types=[result_type], properties={"scheme": scheme})
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        verify_dtype(self, "x", self.x, FLOAT)
-        verify_dtype(self, "w", self.w, ("ui8",))
-        verify_dtype(self, "result", self.result, FLOAT)
-        verify_result(
-            self,
-            self.result,
-            lambda: si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value),
-        )
+    def infer_shape(self) -> si.Shape:
+        return si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value)
 
 
 @irdl_op_definition
-class DepthwiseConv1dOp(IRDLOperation):
+class DepthwiseConv1dOp(VerifiesSignature):
     """Valid depthwise convolution over time: `input` [B, S+K-1, C] (pre-padded), `weight`
     [K, C] -> [B, S, C], `y[b, t, c] = sum_k weight[k, c] * input[b, t+k, c]` (f32)."""
 
@@ -547,27 +525,16 @@ class DepthwiseConv1dOp(IRDLOperation):
         )
         super().__init__(operands=[input, weight], result_types=[result_type])
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        for name, value in (
-            ("input", self.input),
-            ("weight", self.weight),
-            ("result", self.result),
-        ):
-            verify_dtype(self, name, value, FLOAT)
+    def infer_shape(self) -> si.Shape:
         # The rule names the operands `x` (input) and `w` (weight).
-        verify_result(
-            self,
-            self.result,
-            lambda: si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight)),
-        )
+        return si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight))
 
 
 # ----------------------------------------------------------------------------- reductions, norms
 
 
 @irdl_op_definition
-class ReduceOp(IRDLOperation):
+class ReduceOp(VerifiesSignature):
     """Reduce `input` with `kind` (sum, max, min, mean) over `axes` (non-empty, may be
     negative, no repeats); `keepdim` keeps the reduced axes as size 1 (f32)."""
 
@@ -609,22 +576,16 @@ class ReduceOp(IRDLOperation):
             properties={"kind": kind, "axes": axes, "keepdim": UnitAttr() if keepdim else None},
         )
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        verify_dtype(self, "input", self.input, FLOAT)
-        verify_dtype(self, "result", self.result, FLOAT)
-        axes = self.axes.get_values()
-        if not axes:
+    def verify_attributes(self) -> None:
+        if not self.axes.get_values():
             raise VerifyException(f"'{self.name}': axes: expected at least one axis, got none")
-        verify_result(
-            self,
-            self.result,
-            lambda: si.reduce(shape_of(self.input), axes, self.keepdim is not None),
-        )
+
+    def infer_shape(self) -> si.Shape:
+        return si.reduce(shape_of(self.input), self.axes.get_values(), self.keepdim is not None)
 
 
 @irdl_op_definition
-class SoftmaxOp(IRDLOperation):
+class SoftmaxOp(VerifiesSignature):
     """Numerically stable softmax of `input` along `axis` (may be negative) (f32)."""
 
     name = "mir.softmax"
@@ -646,32 +607,18 @@ class SoftmaxOp(IRDLOperation):
             operands=[input], result_types=[input.type], properties={"axis": i64_attr(axis)}
         )
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        verify_dtype(self, "input", self.input, FLOAT)
-        verify_result(
-            self, self.result, lambda: si.softmax(shape_of(self.input), self.axis.value.data)
-        )
+    def infer_shape(self) -> si.Shape:
+        return si.softmax(shape_of(self.input), self.axis.value.data)
 
 
-class NormOp(IRDLOperation, ABC):
+class NormOp(VerifiesSignature, ABC):
     """Base of the norms over the last axis of `x`: gamma and beta are exactly [N]."""
 
     traits = traits_def(Pure())
 
-    def verify_(self) -> None:
-        # The subclasses define the operands x, gamma, beta, the result and eps.
-        verify_dims(self)
-        for name, value in (("x", self.x), ("gamma", self.gamma), ("beta", self.beta)):
-            if value is not None:
-                verify_dtype(self, name, value, FLOAT)
-        verify_dtype(self, "result", self.result, FLOAT)
-        verify_eps(self, self.eps)
-        verify_result(
-            self,
-            self.result,
-            lambda: si.norm(shape_of(self.x), shape_of(self.gamma), opt_shape(self.beta)),
-        )
+    def infer_shape(self) -> si.Shape:
+        # The subclasses define the operands x, gamma and beta.
+        return si.norm(shape_of(self.x), shape_of(self.gamma), opt_shape(self.beta))
 
 
 @irdl_op_definition
@@ -741,7 +688,7 @@ class LayerNormOp(NormOp):
 
 
 @irdl_op_definition
-class RopeOp(IRDLOperation):
+class RopeOp(VerifiesSignature):
     """Rotary embedding of `x` [S, H*D] or [B, S, H*D] by `cos`, `sin` [S, n_rot/2]: in each
     head of `head_dim` the first `n_rot` dims rotate in `style` pairs, the rest pass (f32)."""
 
@@ -785,16 +732,12 @@ class RopeOp(IRDLOperation):
             },
         )
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        for name, value in (("x", self.x), ("cos", self.cos), ("sin", self.sin)):
-            verify_dtype(self, name, value, FLOAT)
-        verify_dtype(self, "result", self.result, FLOAT)
-        verify_result(self, self.result, lambda: rope_shape(self))
+    def infer_shape(self) -> si.Shape:
+        return rope_shape(self)
 
 
 @irdl_op_definition
-class AttentionOp(IRDLOperation):
+class AttentionOp(VerifiesSignature):
     """Grouped-query scaled dot-product attention, heads packed in the last axis: `q`
     [B?, S, H*D], `k` and `v` [B?, T, Hkv*D], optional `mask` (custom or bias kinds);
     the result has q's shape (f32)."""
@@ -850,28 +793,15 @@ class AttentionOp(IRDLOperation):
             },
         )
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        for name, value in (("q", self.q), ("k", self.k), ("v", self.v), ("mask", self.mask)):
-            if value is not None:
-                verify_dtype(self, name, value, FLOAT)
-        verify_dtype(self, "result", self.result, FLOAT)
-        verify_scale(self, self.scale)
-        verify_result(self, self.result, lambda: attention_shape(self))
+    def infer_shape(self) -> si.Shape:
+        return attention_shape(self)
 
 
 # ----------------------------------------------------------------------------- data movement
 
 
-def _verify_data_movement(op: IRDLOperation, input: SSAValue, result: SSAValue) -> None:
-    """Shared checks of the copy-like ops: any rlx element type, kept by the result."""
-    verify_dims(op)
-    verify_dtype(op, "input", input, ANY_DTYPE)
-    verify_same_dtype(op, ["input", "result"], [input, result])
-
-
 @irdl_op_definition
-class ReshapeOp(IRDLOperation):
+class ReshapeOp(VerifiesSignature):
     """`input` reinterpreted (row-major) with the result's shape; element counts agree."""
 
     name = "mir.reshape"
@@ -886,15 +816,14 @@ class ReshapeOp(IRDLOperation):
     def __init__(self, input: SSAValue | Operation, result_type: Attribute):
         super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
 
-    def verify_(self) -> None:
-        _verify_data_movement(self, self.input, self.result)
-        verify_result(
-            self, self.result, lambda: si.reshape(shape_of(self.input), shape_of(self.result))
-        )
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
+    def infer_shape(self) -> si.Shape:
+        return si.reshape(shape_of(self.input), self.declared_shape())
 
 
 @irdl_op_definition
-class TransposeOp(IRDLOperation):
+class TransposeOp(VerifiesSignature):
     """Permute the axes of `input`: `result.shape[i] = input.shape[perm[i]]` (perm entries
     may be negative)."""
 
@@ -921,15 +850,14 @@ class TransposeOp(IRDLOperation):
         result_type = _infer(result_type, input, lambda: si.transpose(_shape(input), perm_list))
         super().__init__(operands=[input], result_types=[result_type], properties={"perm": perm})
 
-    def verify_(self) -> None:
-        _verify_data_movement(self, self.input, self.result)
-        verify_result(
-            self, self.result, lambda: si.transpose(shape_of(self.input), self.perm.get_values())
-        )
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
+    def infer_shape(self) -> si.Shape:
+        return si.transpose(shape_of(self.input), self.perm.get_values())
 
 
 @irdl_op_definition
-class NarrowOp(IRDLOperation):
+class NarrowOp(VerifiesSignature):
     """The slice `[start, start + length)` of `input` along `axis` (may be negative)."""
 
     name = "mir.narrow"
@@ -969,22 +897,16 @@ class NarrowOp(IRDLOperation):
             properties={"axis": axis, "start": start, "length": length},
         )
 
-    def verify_(self) -> None:
-        _verify_data_movement(self, self.input, self.result)
-        verify_result(
-            self,
-            self.result,
-            lambda: si.narrow(
-                shape_of(self.input),
-                self.axis.value.data,
-                self.start.value.data,
-                self.length.value.data,
-            ),
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
+    def infer_shape(self) -> si.Shape:
+        return si.narrow(
+            shape_of(self.input), self.axis.value.data, self.start.value.data, self.length.value.data
         )
 
 
 @irdl_op_definition
-class ConcatOp(IRDLOperation):
+class ConcatOp(VerifiesSignature):
     """Concatenate `inputs` (at least one, same element type) along `axis`."""
 
     name = "mir.concat"
@@ -1013,22 +935,16 @@ class ConcatOp(IRDLOperation):
         )
         super().__init__(operands=[values], result_types=[result_type], properties={"axis": axis})
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        if not self.inputs:
-            raise VerifyException(f"'{self.name}': inputs: expected at least one input, got none")
-        verify_dtype(self, "input 0", self.inputs[0], ANY_DTYPE)
-        names = [f"input {i}" for i in range(len(self.inputs))]
-        verify_same_dtype(self, [*names, "result"], [*self.inputs, self.result])
-        verify_result(
-            self,
-            self.result,
-            lambda: si.concat([shape_of(v) for v in self.inputs], self.axis.value.data),
-        )
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"inputs": ANY_DTYPE}, same=("inputs", "result")
+    )
+
+    def infer_shape(self) -> si.Shape:
+        return si.concat([shape_of(v) for v in self.inputs], self.axis.value.data)
 
 
 @irdl_op_definition
-class BroadcastToOp(IRDLOperation):
+class BroadcastToOp(VerifiesSignature):
     """Broadcast `input` (numpy rules) to the result's shape."""
 
     name = "mir.broadcast_to"
@@ -1043,17 +959,14 @@ class BroadcastToOp(IRDLOperation):
     def __init__(self, input: SSAValue | Operation, result_type: Attribute):
         super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
 
-    def verify_(self) -> None:
-        _verify_data_movement(self, self.input, self.result)
-        verify_result(
-            self,
-            self.result,
-            lambda: si.broadcast_to(shape_of(self.input), shape_of(self.result)),
-        )
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
+    def infer_shape(self) -> si.Shape:
+        return si.broadcast_to(shape_of(self.input), self.declared_shape())
 
 
 @irdl_op_definition
-class GatherOp(IRDLOperation):
+class GatherOp(VerifiesSignature):
     """`np.take(input, indices, axis)`: result shape is
     `input.shape[:axis] + indices.shape + input.shape[axis+1:]`; indices are i32 or i64."""
 
@@ -1087,18 +1000,16 @@ class GatherOp(IRDLOperation):
             operands=[input, indices], result_types=[result_type], properties={"axis": axis}
         )
 
-    def verify_(self) -> None:
-        _verify_data_movement(self, self.input, self.result)
-        verify_dtype(self, "indices", self.indices, si.INDEX_DTYPES)
-        verify_result(
-            self,
-            self.result,
-            lambda: si.gather(shape_of(self.input), shape_of(self.indices), self.axis.value.data),
-        )
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"input": ANY_DTYPE, "indices": INDEX}, same=("input", "result")
+    )
+
+    def infer_shape(self) -> si.Shape:
+        return si.gather(shape_of(self.input), shape_of(self.indices), self.axis.value.data)
 
 
 @irdl_op_definition
-class ConstantOp(IRDLOperation):
+class ConstantOp(VerifiesSignature):
     """A tensor constant: the result has exactly the type of the dense `value`."""
 
     name = "mir.constant"
@@ -1116,16 +1027,17 @@ class ConstantOp(IRDLOperation):
     def __init__(self, value: DenseIntOrFPElementsAttr):
         super().__init__(result_types=[value.get_type()], properties={"value": value})
 
-    def verify_(self) -> None:
-        verify_dims(self)
-        verify_dtype(self, "result", self.result, ANY_DTYPE)
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"result": ANY_DTYPE})
+
+    def infer_shape(self) -> si.Shape:
+        return tuple(self.value.get_shape())
 
 
 # ----------------------------------------------------------------------------- fusion
 
 
 @irdl_op_definition
-class FusedElementwiseOp(IRDLOperation):
+class FusedElementwiseOp(VerifiesSignature):
     """A fused chain of elementwise ops: every `inputs` tensor (possibly rank-0) broadcasts
     to the result's shape, and `body` computes one result element from the scalar
     elements of the inputs (its block arguments, in order) with `arith`/`math` ops,
@@ -1142,7 +1054,7 @@ class FusedElementwiseOp(IRDLOperation):
 
     assembly_format = "attr-dict `ins` `(` $inputs `:` type($inputs) `)` `->` type($result) $body"
 
-    BODY_DIALECTS: ClassVar[tuple[str, ...]] = ("arith", "math")
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(default=NUMERIC)
 
     def __init__(
         self,
@@ -1152,68 +1064,13 @@ class FusedElementwiseOp(IRDLOperation):
     ):
         super().__init__(operands=[_values(*inputs)], result_types=[result_type], regions=[body])
 
-    def _fail(self, message: str) -> VerifyException:
-        return VerifyException(f"'{self.name}': {message}")
+    def infer_shape(self) -> si.Shape:
+        """Every input broadcasts to the result's shape."""
+        return fused_elementwise_shape(self.inputs, self.declared_shape())
 
     def verify_(self) -> None:
-        verify_dims(self)
-        if not self.inputs:
-            raise self._fail("inputs: expected at least one input, got none")
-        for i, value in enumerate(self.inputs):
-            verify_dtype(self, f"input {i}", value, NUMERIC)
-        verify_dtype(self, "result", self.result, NUMERIC)
-        out = shape_of(self.result)
-        for i, value in enumerate(self.inputs):
-            try:
-                si.broadcast_to(shape_of(value), out)
-            except RlxError as err:
-                raise self._fail(f"input {i}: {err}") from err
-        self._verify_body()
-
-    def _verify_body(self) -> None:
-        block = self.body.block
-        args = block.args
-        if len(args) != len(self.inputs):
-            raise self._fail(
-                f"body: expected {len(self.inputs)} block arguments (one per input), "
-                f"got {len(args)}"
-            )
-        for i, (arg, value) in enumerate(zip(args, self.inputs, strict=True)):
-            assert isinstance(value.type, TensorType)
-            want = value.type.get_element_type()
-            if arg.type != want:
-                raise self._fail(
-                    f"body: block argument {i}: expected {want} (element type of input {i}), "
-                    f"got {arg.type}"
-                )
-        terminator = block.last_op
-        if not isinstance(terminator, YieldOp):
-            got = "nothing" if terminator is None else f"'{terminator.name}'"
-            raise self._fail(f"body: expected to end in 'mir.yield', got {got}")
-        for op in block.ops:
-            if op is terminator:
-                break
-            if op.dialect_name() not in self.BODY_DIALECTS:
-                raise self._fail(f"body: expected only arith and math ops, got '{op.name}'")
-            for res in op.results:
-                if not _is_scalar(res.type):
-                    raise self._fail(
-                        f"body: '{op.name}' must compute a scalar, got a value of type {res.type}"
-                    )
-        assert isinstance(self.result.type, TensorType)
-        want = self.result.type.get_element_type()
-        yielded = terminator.arguments
-        if len(yielded) != 1:
-            raise self._fail(f"body: 'mir.yield' expected 1 value, got {len(yielded)}")
-        if yielded[0].type != want:
-            raise self._fail(
-                f"body: 'mir.yield' expected a value of type {want} (element type of result), "
-                f"got {yielded[0].type}"
-            )
-
-
-def _is_scalar(ty: Attribute) -> bool:
-    return isinstance(ty, IntegerType | IndexType) or AnyFloatConstr.verifies(ty)
+        super().verify_()
+        verify_scalar_body(self, self.body.block, list(self.inputs), self.result, "mir.yield")
 
 
 @irdl_op_definition
@@ -1224,6 +1081,15 @@ class YieldOp(AbstractYieldOperation[Attribute]):
 
     traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
 
+
+BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = (
+    AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp,
+)
+UNARY_ELEMENTWISE_OPS: tuple[type[UnaryElementwiseOp], ...] = (
+    NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, SiluOp, GeluOp, GeluTanhOp,
+    ReluOp, AbsOp, SoftplusOp,
+)
+"""The elementwise ops, each one `fn` of `lir.elementwise`."""
 
 MIR = Dialect(
     "mir",
@@ -1247,6 +1113,7 @@ MIR = Dialect(
         GeluTanhOp,
         ReluOp,
         AbsOp,
+        SoftplusOp,
         MatmulOp,
         FusedMatmulOp,
         ReduceOp,

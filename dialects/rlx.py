@@ -72,12 +72,7 @@ class ElementwiseFn(StrEnum):
     GELU_TANH = "gelu_tanh"
     RELU = "relu"
     ABS = "abs"
-
-
-BINARY_FNS = frozenset(
-    {ElementwiseFn.ADD, ElementwiseFn.SUB, ElementwiseFn.MUL, ElementwiseFn.DIV,
-     ElementwiseFn.MAX, ElementwiseFn.MIN, ElementwiseFn.POW}
-)
+    SOFTPLUS = "softplus"
 
 
 @irdl_attr_definition

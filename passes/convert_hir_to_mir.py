@@ -1,6 +1,6 @@
 """`convert-hir-to-mir`: expand every hir block into mir primitives.
 
-One rewrite pattern per hir op, each following SPEC "Semantics" (the numpy oracle is
+One rewrite pattern per hir op, each following docs/semantics.md (the numpy oracle is
 `rlx_mlir.core.reference_kernels`). Linear layers become `mir.matmul` (+ `mir.add` of the
 bias) (+ the activation's unary op); fusing them into `mir.fused_matmul` is `mir-fuse`'s
 job. The norms, `rope`, `attention`, `dequant_matmul` keep a mir op of their own;
@@ -271,7 +271,7 @@ HIR_TO_MIR_PATTERNS: tuple[type[RewritePattern], ...] = tuple(HIR_TO_MIR.values(
 
 @dataclass(frozen=True)
 class ConvertHirToMirPass(ModulePass):
-    """Expand every hir block op into mir primitives (SPEC "The pipeline")."""
+    """Expand every hir block op into mir primitives (docs/semantics.md "The pipeline's order")."""
 
     name = "convert-hir-to-mir"
 

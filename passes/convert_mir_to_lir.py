@@ -338,7 +338,7 @@ MIR_TO_LIR_PATTERNS: tuple[type[RewritePattern], ...] = (
 
 @dataclass(frozen=True)
 class ConvertMirToLirPass(ModulePass):
-    """Bufferize mir into destination-passing lir kernels (SPEC "The pipeline")."""
+    """Bufferize mir into destination-passing lir kernels (docs/semantics.md "The pipeline's order")."""
 
     name = "convert-mir-to-lir"
 

@@ -553,7 +553,7 @@ ACTIVATIONS: dict[str, Callable[[KernelBuilder, SSAValue], SSAValue]] = {
     "sigmoid": sigmoid,
     "tanh": tanh,
 }
-"""The activations of linear / fused_matmul (SPEC "Semantics")."""
+"""The activations of linear / fused_matmul (docs/semantics.md "Weight layout")."""
 
 
 def activation(kb: KernelBuilder, name: str | None, x: SSAValue) -> SSAValue:

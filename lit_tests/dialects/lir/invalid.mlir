@@ -988,7 +988,7 @@ func.func @f(%x: memref<4x8xf32>, %t: memref<8x4xf32>, %i: memref<3xi32>, %f: me
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'lir.concat': concat: expected at least one input, got none
+// CHECK-NEXT: 'lir.concat': inputs: expected at least one input, got none
 
 // -----
 

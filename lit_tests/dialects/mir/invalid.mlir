@@ -79,6 +79,14 @@
 
 // -----
 
+%a = "test.op"() : () -> tensor<4xi32>
+%z = mir.softplus %a : tensor<4xi32>
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.softplus': input: expected element type f32, got i32
+
+// -----
+
 %a = "test.op"() : () -> tensor<4xui8>
 %z = mir.abs %a : tensor<4xui8>
 
@@ -836,7 +844,7 @@
 %z = mir.concat %x, %y axis 0 : (tensor<4x8xf32>, tensor<4x8xi32>) -> tensor<8x8xf32>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.concat': input 1: expected element type f32 (as input 0), got i32
+// CHECK-NEXT: 'mir.concat': inputs[1]: expected element type f32 (as inputs[0]), got i32
 
 // -----
 
@@ -852,7 +860,7 @@
 %z = mir.concat %x axis 1 : (tensor<4x8xf16>) -> tensor<4x8xf16>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.concat': input 0: expected element type f32 or i32 or i64 or ui8, got f16
+// CHECK-NEXT: 'mir.concat': inputs[0]: expected element type f32 or i32 or i64 or ui8, got f16
 
 // -----
 
@@ -959,7 +967,7 @@
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.fused_elementwise': input 0: expected element type f32 or i32 or i64, got f16
+// CHECK-NEXT: 'mir.fused_elementwise': inputs[0]: expected element type f32 or i32 or i64, got f16
 
 // -----
 
@@ -982,7 +990,7 @@
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.fused_elementwise': input 0: input of shape [3] cannot be broadcast to [4, 8]
+// CHECK-NEXT: 'mir.fused_elementwise': inputs[0]: input of shape [3] cannot be broadcast to [4, 8]
 
 // -----
 
@@ -1005,7 +1013,7 @@
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.fused_elementwise': body: block argument 0: expected i32 (element type of input 0), got i64
+// CHECK-NEXT: 'mir.fused_elementwise': body: block argument 0: expected i32 (element type of inputs[0]), got i64
 
 // -----
 
@@ -1051,7 +1059,7 @@
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.fused_elementwise': body: 'mir.yield' expected 1 value, got 2
+// CHECK-NEXT: 'mir.fused_elementwise': body: 'mir.yield' expected one value of type f32 (element type of result), got (f32, f32)
 
 // -----
 
@@ -1062,7 +1070,7 @@
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.fused_elementwise': body: 'mir.yield' expected a value of type i32 (element type of result), got f32
+// CHECK-NEXT: 'mir.fused_elementwise': body: 'mir.yield' expected one value of type i32 (element type of result), got (f32)
 
 // -----
 

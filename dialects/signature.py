@@ -1,0 +1,245 @@
+"""One verifier for the ops of hir, mir and lir: an op declares its signature, the
+`VerifiesSignature` base checks it.
+
+An op declares
+- `ELEMENT_TYPES`: which element types each operand and result accepts, and which of them
+  share one element type (`ElementTypes`);
+- `infer_shape()`: the shape its rule of `rlx_mlir.core.shape_inference` infers for the
+  value named `RESULT` (the result, or `out` for a destination-passing lir kernel);
+- `verify_attributes()`, optionally: property checks the shape rule does not cover.
+
+`VerifiesSignature.verify_` then checks, in this order, every value's shape (every
+dimension >= 1; lir kernels also check the buffer layout), the element types, the
+properties named `eps` and `scale` (the same meaning at every level) and
+`verify_attributes`, and last that `RESULT` has the inferred shape. Messages name the op,
+the operand (`inputs[1]` inside a variadic), what was expected and what it got.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+from xdsl.dialects.builtin import AnyFloatConstr, IndexType, IntegerType, ShapedType
+from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.irdl import IRDLOperation, OptionalDef, VarOperandDef
+from xdsl.utils.exceptions import VerifyException
+
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.shape_inference import Shape
+from rlx_mlir.dialects.common import (
+    dtype_of,
+    rule_errors,
+    shape_of,
+    verify_dtype,
+    verify_eps,
+    verify_result,
+    verify_scale,
+)
+
+FLOAT: tuple[str, ...] = ("f32",)
+"""Compute operands and results."""
+NUMERIC: tuple[str, ...] = ("f32", "i32", "i64")
+"""Operands of the elementwise ops that also take integers."""
+ANY_DTYPE: tuple[str, ...] = rules.DTYPES
+"""Every rlx element type (f32, i32, i64, ui8): the data movement ops."""
+INDEX: tuple[str, ...] = rules.INDEX_DTYPES
+"""Index operands (gather indices, embedding ids)."""
+UI8: tuple[str, ...] = ("ui8",)
+"""Raw GGUF block bytes."""
+
+
+
+class Operand(NamedTuple):
+    """The values of one operand (or result) definition, each with the label messages
+    use: `name`, or `name[i]` inside a variadic (none for an absent optional operand)."""
+
+    name: str
+    values: list[tuple[str, SSAValue]]
+    variadic: bool
+
+
+def named_values(op: IRDLOperation) -> list[Operand]:
+    """The operands then the results of `op`, by definition name."""
+    op_def = op.get_irdl_definition()
+    named: list[Operand] = []
+    for name, definition in [*op_def.operands, *op_def.results]:
+        value = getattr(op, name)
+        if isinstance(definition, VarOperandDef) and not isinstance(definition, OptionalDef):
+            labelled = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+            named.append(Operand(name, labelled, True))
+        else:
+            named.append(Operand(name, [] if value is None else [(name, value)], False))
+    return named
+
+
+@dataclass(frozen=True)
+class ElementTypes:
+    """The element types an op accepts, by operand/result name.
+
+    `allowed[name]` (or `default` when not listed) constrains every value of `name`,
+    except the members of `same` after the first: those must have the element type of
+    the first value of `same[0]` (so `same=("lhs", "rhs", "result")` checks `lhs`
+    against `allowed` and then `rhs` and `result` against `lhs`).
+    """
+
+    allowed: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    same: tuple[str, ...] = ()
+    default: tuple[str, ...] = FLOAT
+
+    def allowed_for(self, name: str) -> tuple[str, ...]:
+        return self.allowed.get(name, self.default)
+
+    def renamed(self, old: str, new: str) -> ElementTypes:
+        """The same rule with the value `old` called `new` (mir `result` -> lir `out`)."""
+
+        def rename(name: str) -> str:
+            return new if name == old else name
+
+        return ElementTypes(
+            {rename(n): dtypes for n, dtypes in self.allowed.items()},
+            tuple(rename(n) for n in self.same),
+            self.default,
+        )
+
+    def verify(self, op: IRDLOperation, named: list[Operand]) -> None:
+        followers = set(self.same[1:])
+        for operand in named:
+            if operand.name not in followers:
+                for label, value in operand.values:
+                    verify_dtype(op, label, value, self.allowed_for(operand.name))
+        by_name = {operand.name: operand.values for operand in named}
+        leader = by_name.get(self.same[0], []) if self.same else []
+        if not leader:
+            return
+        reference_label, reference = leader[0]
+        want = dtype_of(reference)
+        for name in self.same:
+            for label, value in by_name.get(name, []):
+                got = dtype_of(value)
+                if got != want:
+                    raise VerifyException(
+                        f"'{op.name}': {label}: expected element type {want} "
+                        f"(as {reference_label}), got {got}"
+                    )
+
+
+ATTRIBUTE_CHECKS: dict[str, Callable[[IRDLOperation, Attribute], None]] = {
+    "eps": verify_eps,  # pyright: ignore[reportAssignmentType]
+    "scale": verify_scale,  # pyright: ignore[reportAssignmentType]
+}
+"""Checks of the properties that mean the same at every level, by property name."""
+
+
+class VerifiesSignature(IRDLOperation, ABC):
+    """Base of the hir, mir and lir ops: `verify_` checks the declared signature (see the
+    module docstring); subclasses only declare it."""
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes()
+    RESULT: ClassVar[str] = "result"
+
+    @abstractmethod
+    def infer_shape(self) -> Shape:
+        """The shape of `RESULT` by the op's shape rule (raises the rule's RlxError)."""
+
+    def verify_attributes(self) -> None:
+        """Property checks the shape rule does not cover (none by default)."""
+
+    def declared_shape(self) -> Shape:
+        """The shape `RESULT` declares (a rule that takes a target shape reads it)."""
+        return shape_of(getattr(self, self.RESULT))
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        """One operand or result: every dimension >= 1."""
+        with rule_errors(self):
+            rules.check_shape(label, shape_of(value))
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        self.ELEMENT_TYPES.verify(self, named)
+
+    def verify_(self) -> None:
+        named = named_values(self)
+        for operand in named:
+            if operand.variadic and not operand.values:
+                raise VerifyException(
+                    f"'{self.name}': {operand.name}: expected at least one input, got none"
+                )
+            for label, value in operand.values:
+                self.verify_value(label, value)
+        self.verify_element_types(named)
+        for prop, check in ATTRIBUTE_CHECKS.items():
+            if (attr := self.properties.get(prop)) is not None:
+                check(self, attr)
+        self.verify_attributes()
+        verify_result(self, getattr(self, self.RESULT), self.infer_shape, self.RESULT)
+
+
+# ----------------------------------------------------------------------------- scalar bodies
+
+BODY_DIALECTS: tuple[str, ...] = ("arith", "math")
+"""Dialects whose scalar ops may appear in a fused elementwise body (mir and lir)."""
+
+
+def fused_elementwise_shape(inputs: Sequence[SSAValue], out: Shape) -> Shape:
+    """The shape rule of a fused elementwise op: every input broadcasts to `out`."""
+    for i, value in enumerate(inputs):
+        try:
+            rules.broadcast_to(shape_of(value), out)
+        except rules.ShapeError as err:
+            raise rules.ShapeError(f"inputs[{i}]: {err}") from err
+    return out
+
+
+def is_scalar(ty: Attribute) -> bool:
+    return isinstance(ty, IntegerType | IndexType) or AnyFloatConstr.verifies(ty)
+
+
+def verify_scalar_body(
+    op: IRDLOperation, block: Block, inputs: list[SSAValue], result: SSAValue, yield_name: str
+) -> None:
+    """The body of a fused elementwise op (mir or lir): one block argument per input of its
+    element type, scalar arith/math ops, then one `yield_name` of the result's element type."""
+
+    def fail(message: str) -> VerifyException:
+        return VerifyException(f"'{op.name}': body: {message}")
+
+    args = block.args
+    if len(args) != len(inputs):
+        raise fail(f"expected {len(inputs)} block arguments (one per input), got {len(args)}")
+    for i, (arg, value) in enumerate(zip(args, inputs, strict=True)):
+        want = _element_type(value)
+        if arg.type != want:
+            raise fail(
+                f"block argument {i}: expected {want} (element type of inputs[{i}]), got {arg.type}"
+            )
+    last = block.last_op
+    if last is None or last.name != yield_name:
+        got = "nothing" if last is None else repr(last.name)
+        raise fail(f"expected to end in '{yield_name}', got {got}")
+    for body_op in block.ops:
+        if body_op is last:
+            break
+        if body_op.dialect_name() not in BODY_DIALECTS:
+            raise fail(f"expected only arith and math ops, got '{body_op.name}'")
+        for res in body_op.results:
+            if not is_scalar(res.type):
+                raise fail(f"'{body_op.name}' must compute a scalar, got a value of type {res.type}")
+    want = _element_type(result)
+    yielded = [v.type for v in last.operands]
+    if yielded != [want]:
+        raise fail(
+            f"'{yield_name}' expected one value of type {want} (element type of "
+            f"{_result_label(op, result)}), got ({', '.join(map(str, yielded))})"
+        )
+
+
+def _element_type(value: SSAValue) -> Attribute:
+    ty = value.type
+    assert isinstance(ty, ShapedType), ty
+    return ty.get_element_type()  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def _result_label(op: IRDLOperation, result: SSAValue) -> str:
+    return "result" if result in op.results else "out"
