@@ -252,7 +252,7 @@ class PlanArena(RewritePattern):
 
 @dataclass(frozen=True)
 class LirPlanArenaPass(ModulePass):
-    """Plan every function's allocs into one arena (SPEC "The pipeline")."""
+    """Plan every function's allocs into one arena (docs/semantics.md "The pipeline's order")."""
 
     name = "lir-plan-arena"
 

@@ -144,7 +144,7 @@ class ScalarBody:
             self._constants[value] = self.emit(arith.ConstantOp(FloatAttr(value, f32)))
         return self._constants[value]
 
-    # composite functions, as SPEC "Semantics" defines them
+    # composite functions, as docs/semantics.md defines them
 
     def sigmoid(self, x: SSAValue) -> SSAValue:
         """1 / (1 + exp(-x))."""

@@ -532,7 +532,8 @@ class Graph:
         return self._emit(hir.LinearOp, [x, w, b], shape, properties={"activation": act})
 
     def swiglu_ffn(self, x: Value, up: Value, gate: Value, down: Value) -> Value:
-        """(silu(x @ gate) * (x @ up)) @ down."""
+        """(silu(x @ gate) * (x @ up)) @ down. Note the order `up, gate, down`, unlike
+        `llama_decoder_block(..., gate_w, up_w, down_w)` (docs/semantics.md "Blocks")."""
         self._f32_operands("swiglu_ffn", ["x", "up", "gate", "down"], [x, up, gate, down])
         with _context("swiglu_ffn"):
             shape = rules.swiglu_ffn(x.shape, up.shape, gate.shape, down.shape)
@@ -693,7 +694,9 @@ class Graph:
 
     def rope(self, x: Value, cos: Value, sin: Value, head_dim: int, n_rot: int | None = None,
              style: str = "half") -> Value:
-        """Rotary position embedding of every head of x[S, H*D] or x[B, S, H*D]."""
+        """Rotary position embedding of every head of x[S, H*D] or x[B, S, H*D]; cos/sin
+        are [S, n_rot/2], row s for position s; styles "half" (HF) and "interleaved"
+        (GGML), see docs/semantics.md "Rotary embedding"."""
         self._f32_operands("rope", ["x", "cos", "sin"], [x, cos, sin])
         n_rot = head_dim if n_rot is None else n_rot
         with _context("rope"):
@@ -705,7 +708,9 @@ class Graph:
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None, *,
                   num_heads: int, head_dim: int, num_kv_heads: int | None = None,
                   mask_kind: str = "none", scale: float | None = None) -> Value:
-        """Grouped-query attention with heads packed in the last axis (SPEC "Semantics")."""
+        """Grouped-query attention with heads packed in the last axis: query head h reads kv
+        head h // (num_heads / num_kv_heads); masks, causal offset and scale as in
+        docs/semantics.md ("Grouped-query attention")."""
         self._f32_operands("attention", ["q", "k", "v", "mask"], [q, k, v, mask])
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         with _context("attention"):
@@ -744,7 +749,11 @@ class Graph:
         head_dim: int, num_kv_heads: int | None = None, eps: float = 1e-5,
         mask_kind: str = "causal", rope_style: str = "half",
     ) -> Value:
-        """The pre-norm Llama decoder block (SPEC "Semantics"; matches HF LlamaDecoderLayer)."""
+        """The pre-norm Llama decoder block (docs/semantics.md "Blocks"; matches HF
+        LlamaDecoderLayer with weights as [in, out]).
+
+        The FFN weights come as `gate_w, up_w, down_w` (HF's LlamaMLP order), unlike
+        `swiglu_ffn(x, up, gate, down)`; both orders stay, pass by keyword when unsure."""
         operands = dict(x=x, ln1_g=ln1_g, ln1_b=ln1_b, q_w=q_w, k_w=k_w, v_w=v_w, o_w=o_w,
                         ln2_g=ln2_g, ln2_b=ln2_b, gate_w=gate_w, up_w=up_w, down_w=down_w,
                         cos=cos, sin=sin, mask=mask)

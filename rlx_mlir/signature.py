@@ -1,7 +1,7 @@
 """A graph function's calling convention: which arguments it takes and how calls bind them.
 
 Shared by the reference executor and compiled models, so both accept exactly the same
-calls and refuse bad ones with the same `ArgumentError`s (SPEC "Errors").
+calls and refuse bad ones with the same `ArgumentError`s (docs/semantics.md "Calling a model").
 """
 
 from __future__ import annotations

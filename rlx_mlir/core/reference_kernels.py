@@ -1,6 +1,7 @@
 """numpy reference kernels: the oracle every compiled rlx-mlir kernel is compared against.
 
-Every function follows SPEC.md "Semantics" and works on numpy arrays: float inputs are
+Every function follows docs/semantics.md (the conventions: weight layout, packed heads,
+grouped-query attention, masks, rope styles) and works on numpy arrays: float inputs are
 converted to float32 and every float result is a fresh float32 array (rank 0 included, never
 a numpy scalar).  Where rounding matters (transcendental functions, matmul and reduction
 accumulation, norms, softmax, attention, the composite blocks) the value is computed in

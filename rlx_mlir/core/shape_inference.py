@@ -304,7 +304,7 @@ def llama_decoder_block(
     mask: Shape | None,
     mask_kind: str,
 ) -> Shape:
-    """The pre-norm Llama block; `weights` maps the operand names of SPEC to shapes.
+    """The pre-norm Llama block; `weights` maps operand names (docs/semantics.md) to shapes.
 
     Errors of the inner rules are renamed to the block's operand names (`ln2_g`, not `gamma`).
     """
