@@ -1,5 +1,7 @@
 """rlx-mlir passes, one module per pass, named after the pass (`convert_hir_to_mir.py`
-for `convert-hir-to-mir`)."""
+for `convert-hir-to-mir`); the llvm kernel generators of `convert-lir-to-llvm` live
+beside it in `lir_to_llvm/`, and the stages of the whole pipeline in
+`pipeline_stages.py`."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ _PASSES: dict[str, tuple[str, str]] = {
     "convert-mir-to-lir": ("convert_mir_to_lir", "ConvertMirToLirPass"),
     "lir-plan-arena": ("lir_plan_arena", "LirPlanArenaPass"),
     "lir-pack-weights": ("lir_pack_weights", "LirPackWeightsPass"),
+    "lir-parallelize": ("lir_parallelize", "LirParallelizePass"),
     "convert-lir-to-llvm": ("convert_lir_to_llvm", "ConvertLirToLlvmPass"),
     "rlx-lower": ("rlx_lower", "RlxLowerPass"),
 }

@@ -11,12 +11,15 @@ are built once. The graph function becomes the entry point
 whose arguments keep their `rlx.name`/`rlx.role` attributes plus `rlx.type` (the
 memref type they stand for); `lir.slot`s and `lir.view`s become GEPs into the arena or
 their source. It returns 0, or the status of a failing checked kernel (an out-of-range
-gather index, see `rlx_mlir.passes.lir_to_llvm.kernels.ERROR_MESSAGES`).
+gather index, see `rlx_mlir.core.abi.ERROR_MESSAGES`).
 
-Threads: every thread of a call runs the entry with its id `part` of `parts`. Large
-kernels that have a partitioned builder compute their share; the others run on thread
-0 through a serial wrapper; `rlx_barrier` calls separate kernels whose data crosses
-threads (see `rlx_mlir.passes.lir_to_llvm.parallel`). With `parts = 1` it is a plain serial call.
+Threads: every thread of a call runs the entry with its id `part` of `parts`. Kernels
+that `lir-parallelize` marked `rlx.parallel` are built partitioned and compute their
+share; the others run on thread 0 through a serial wrapper; each `lir.barrier` becomes a
+call of `rlx_barrier`, and an entry with barriers gets its native worker loop (see
+`rlx_mlir.passes.lir_to_llvm.parallel`). A module that did not go through
+lir-parallelize lowers to a serial entry. With `parts = 1` every entry is a plain
+serial call.
 
 The patterns keep memref-typed uses valid with `builtin.unrealized_conversion_cast`s,
 which `reconcile-unrealized-casts` removes at the end: afterwards only llvm and builtin
@@ -54,12 +57,24 @@ from xdsl.pattern_rewriter import (
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 from xdsl.utils.exceptions import PassFailedException
 
+from rlx_mlir.core.abi import (
+    ARENA_BYTES,
+    ARG_ROLE,
+    ARG_TYPE,
+    ENTRY_EXTRA_ROLES,
+    NAIVE_BYTES,
+    ROLE_ARENA,
+    ROLE_PART,
+    ROLE_PARTS,
+    ROLE_SYNC,
+)
+from rlx_mlir.core.target import host_target
 from rlx_mlir.dialects import lir
+from rlx_mlir.passes.lir_parallelize import is_parallel
+from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.builder import PTR
 from rlx_mlir.passes.lir_to_llvm.kernels import (
     CHECKED_KERNELS,
-    PARALLEL_MIN_WORK,
-    estimate_work,
     kernel_builders,
     partitioned_builders,
 )
@@ -71,20 +86,6 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_worker_loop,
 )
 from rlx_mlir.passes.utils import require_lowered
-
-ARG_TYPE = "rlx.type"
-"""Entry-argument attribute: the memref type the pointer stands for."""
-ARENA_ROLE = "arena"
-"""`rlx.role` of the entry's arena pointer argument."""
-ENTRY_EXTRA_ARGS = (ARENA_ROLE, "part", "parts", "sync")
-"""The entry's arguments after the graph's own: the arena, this thread's id and the thread
-count (kernels get both), and the barrier state shared by the threads of a call."""
-ARENA_BYTES = "rlx.arena_bytes"
-"""Arena-argument attribute: the bytes the caller must pass."""
-NAIVE_BYTES = "rlx.naive_bytes"
-"""Arena-argument attribute: the bytes all intermediates would take without reuse."""
-KERNEL_MARK = "rlx.kernel"
-"""Discardable attribute on kernel calls while barriers are placed: "parallel" or "serial"."""
 
 
 def _cast(rewriter: PatternRewriter, value: SSAValue, ty) -> SSAValue:
@@ -127,10 +128,10 @@ class LowerGraphFunction(RewritePattern):
             rewriter.replace_all_uses_with(arg, cast.results[0])
             block.erase_arg(arg)
         arena_bytes, naive_bytes = _arena_sizes(op)
-        for ty, role in ((PTR, ARENA_ROLE), (i64, "part"), (i64, "parts"), (PTR, "sync")):
+        for ty, role in zip((PTR, i64, i64, PTR), ENTRY_EXTRA_ROLES, strict=True):
             block.insert_arg(ty, len(block.args))
-            attrs = {"rlx.role": StringAttr(role)}
-            if role == ARENA_ROLE:  # so llvm-stage text alone says how big an arena to pass
+            attrs = {ARG_ROLE: StringAttr(role)}
+            if role == ROLE_ARENA:  # so llvm-stage text alone says how big an arena to pass
                 attrs |= {ARENA_BYTES: IntegerAttr(arena_bytes, i64),
                           NAIVE_BYTES: IntegerAttr(naive_bytes, i64)}
             new_attrs.append(DictionaryAttr(attrs))
@@ -146,8 +147,6 @@ class LowerGraphFunction(RewritePattern):
 
 
 def _arena_sizes(fn: func.FuncOp) -> tuple[int, int]:
-    from rlx_mlir.passes.lir_plan_arena import planned_bytes
-
     arena, naive, _ = planned_bytes(fn)
     return arena, naive
 
@@ -188,7 +187,7 @@ class LowerArena(RewritePattern):
         fn = _graph_function(op)
         if not isinstance(fn, llvm.FuncOp):
             return
-        arena = fn.body.block.args[ENTRY_EXTRA_ARGS.index(ARENA_ROLE) - len(ENTRY_EXTRA_ARGS)]
+        arena = _entry_arg(fn, ROLE_ARENA)
         rewriter.replace(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
 
 
@@ -209,6 +208,23 @@ class LowerView(RewritePattern):
         element = op.source.type.get_element_type()
         address = _offset(rewriter, _cast(rewriter, op.source, PTR), op.offset.value.data, element)
         rewriter.replace(op, UnrealizedConversionCastOp.get([address], [op.results[0].type]))
+
+
+def _entry_arg(entry: llvm.FuncOp, role: str) -> SSAValue:
+    """The entry's argument of one of the roles it has after the graph's own arguments."""
+    return entry.body.block.args[ENTRY_EXTRA_ROLES.index(role) - len(ENTRY_EXTRA_ROLES)]
+
+
+class LowerBarrier(RewritePattern):
+    """lir.barrier -> a call of `rlx_barrier(sync, parts)` (returns at once when parts = 1)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lir.BarrierOp, rewriter: PatternRewriter, /):
+        entry = _graph_function(op)
+        if not isinstance(entry, llvm.FuncOp):
+            return
+        rewriter.replace(op, llvm.CallOp(BARRIER, _entry_arg(entry, ROLE_SYNC),
+                                         _entry_arg(entry, ROLE_PARTS)))
 
 
 class RejectAlloc(RewritePattern):
@@ -235,14 +251,11 @@ class LowerKernel(RewritePattern):
         if not isinstance(op, lir.KernelOp):
             return
         graph = _graph_function(op)
-        parallel = (type(op) in partitioned_builders() and not isinstance(op, CHECKED_KERNELS)
-                    and estimate_work(op) >= PARALLEL_MIN_WORK)
-        name = self._kernel(op, graph, parallel)
-        part, parts = graph.body.block.args[-3:-1]
+        name = self._kernel(op, graph, is_parallel(op))
+        part, parts = _entry_arg(graph, ROLE_PART), _entry_arg(graph, ROLE_PARTS)
         pointers = [_cast(rewriter, operand, PTR) for operand in op.operands]
         checked = isinstance(op, CHECKED_KERNELS)
         call = llvm.CallOp(name, *pointers, part, parts, return_type=i32 if checked else None)
-        call.attributes[KERNEL_MARK] = StringAttr("parallel" if parallel else "serial")
         rewriter.replace(op, call, new_results=[])
 
     def _kernel(self, op: Operation, graph: Operation, parallel: bool) -> str:
@@ -252,7 +265,7 @@ class LowerKernel(RewritePattern):
         if key not in self.built:
             base = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
             if parallel:
-                functions = [partitioned_builders()[type(op)](op, base, self.vector_width)]
+                functions = [_partitioned_builder(op)(op, base, self.vector_width)]
             else:
                 builder = kernel_builders().get(type(op))
                 if builder is None:
@@ -265,6 +278,16 @@ class LowerKernel(RewritePattern):
                 graph.parent_block().insert_op_before(function, graph)
             self.built[key] = functions[-1].sym_name.data
         return self.built[key]
+
+
+def _partitioned_builder(op: Operation):
+    builder = partitioned_builders().get(type(op))
+    if builder is None or isinstance(op, CHECKED_KERNELS):
+        raise PassFailedException(
+            f"convert-lir-to-llvm: '{op.name}' is marked rlx.parallel but has no partitioned "
+            "builder (lir-parallelize marks only kernels that have one)"
+        )
+    return builder
 
 
 def _drop_noalias(kernel: llvm.FuncOp) -> None:
@@ -325,56 +348,35 @@ class ConvertLirToLlvmPass(ModulePass):
         in_place = in_place_kernels(op)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
-            [LowerArena(), LowerSlot(), LowerView(), LowerKernel(width, {}, in_place)],
+            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place)],
             [LowerReturn()],
         ):
             PatternRewriteWalker(
                 GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
-        insert_barriers(op)
+        add_thread_support(op)
         _check_only_llvm(op)
 
 
-def _is_graph_entry(fn: llvm.FuncOp) -> bool:
-    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
-    return any(a.data.get("rlx.role") == StringAttr(ARENA_ROLE) for a in attrs)
-
-
-def insert_barriers(module: ModuleOp) -> None:
-    """A barrier between two kernel calls unless both run on thread 0 only (serial), and
-    one before returning when any kernel is split across threads."""
-    needed = False
-    for entry in module.ops:
-        if not isinstance(entry, llvm.FuncOp) or not _is_graph_entry(entry):
-            continue
-        previous: str | None = None
-        parallel = False
-        parts, sync = entry.body.block.args[-2:]
-        for call in list(entry.body.walk()):
-            kind = call.attributes.pop(KERNEL_MARK, None)
-            if kind is None:
-                continue
-            if previous is not None and "parallel" in (previous, kind.data):
-                barrier = llvm.CallOp(BARRIER, sync, parts)
-                call.parent_block().insert_op_before(barrier, call)
-                needed = True
-            previous = kind.data
-            parallel |= kind.data == "parallel"
-        if parallel:
-            # A last barrier: when thread 0 returns, every thread's writes are done, so the
-            # caller needs no second hand-off from the workers.
-            ret = entry.body.block.last_op
-            ret.parent_block().insert_op_before(llvm.CallOp(BARRIER, sync, parts), ret)
+def add_thread_support(module: ModuleOp) -> None:
+    """For every entry that calls `rlx_barrier` (it splits work across threads): its
+    native worker loop; then, once, the barrier function itself."""
+    barriers = False
+    for entry in list(module.ops):
+        if isinstance(entry, llvm.FuncOp) and _calls_barrier(entry):
             module.body.block.add_op(build_worker_loop(entry))
-            needed = True
-    if needed:
+            barriers = True
+    if barriers:
         module.body.block.add_ops(build_barrier())
 
 
-def _target_vector_width() -> int:
-    from rlx_mlir.core.target import host_target
+def _calls_barrier(fn: llvm.FuncOp) -> bool:
+    return any(isinstance(op, llvm.CallOp) and op.callee.string_value() == BARRIER
+               for op in fn.body.walk())
 
+
+def _target_vector_width() -> int:
     return host_target().vector_width
 
 

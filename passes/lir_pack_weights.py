@@ -5,7 +5,7 @@ A function argument with `rlx.role = "param"` whose `rlx.name` is in the option 
 `lir.fused_matmul` ops (at least once), takes the prepacked panel layout of
 `rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`: every such op gets the `packed_rhs` property (its
 kernel then reads contiguous K × NR·W panels and packs nothing per call) and the
-argument gets the argument attribute `rlx.layout = "packed_rhs"`, which
+argument gets the argument attribute `rlx.layout = "packed_rhs"` (`rlx_mlir.core.abi`), which
 convert-lir-to-llvm keeps on the llvm entry: the caller must pass that argument packed
 (`CompiledGraph` packs its bound copy once, for the target's vector width).
 
@@ -33,14 +33,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import BlockArgument
 from xdsl.passes import ModulePass
 
+from rlx_mlir.core.abi import ARG_LAYOUT, ARG_NAME, ARG_ROLE, LAYOUT_PACKED_RHS, ROLE_PARAM
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.utils import require_lowered
-
-LAYOUT = "rlx.layout"
-"""The argument attribute naming a non-default layout of an argument's buffer."""
-PACKED_RHS = "packed_rhs"
-"""The `rlx.layout` of a weight in the prepacked matmul rhs layout."""
-PARAM_ROLE = "param"
 
 
 def _packable(arg: BlockArgument) -> list[lir.MatmulOp | lir.FusedMatmulOp] | None:
@@ -63,15 +58,15 @@ def pack_weights(fn: func.FuncOp, params: frozenset[str]) -> list[str]:
     attrs = list(fn.arg_attrs.data)
     packed = []
     for arg, arg_attrs in zip(fn.body.block.args, attrs, strict=True):
-        role, name = arg_attrs.data.get("rlx.role"), arg_attrs.data.get("rlx.name")
-        if role != StringAttr(PARAM_ROLE) or not isinstance(name, StringAttr) or name.data not in params:
+        role, name = arg_attrs.data.get(ARG_ROLE), arg_attrs.data.get(ARG_NAME)
+        if role != StringAttr(ROLE_PARAM) or not isinstance(name, StringAttr) or name.data not in params:
             continue
         users = _packable(arg)
         if users is None:
             continue
         for op in users:
             op.properties["packed_rhs"] = UnitAttr()
-        attrs[arg.index] = DictionaryAttr({**arg_attrs.data, LAYOUT: StringAttr(PACKED_RHS)})
+        attrs[arg.index] = DictionaryAttr({**arg_attrs.data, ARG_LAYOUT: StringAttr(LAYOUT_PACKED_RHS)})
         packed.append(name.data)
     fn.arg_attrs = ArrayAttr(attrs)
     return packed

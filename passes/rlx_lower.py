@@ -8,11 +8,14 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from rlx_mlir.passes.pipeline_stages import PipelineOptions, stage_pipeline
+
 
 @dataclass(frozen=True)
 class RlxLowerPass(ModulePass):
     """convert-hir-to-mir, canonicalize, cse, mir-fuse, convert-mir-to-lir, lir-plan-arena,
-    convert-lir-to-llvm — the passes a module at its stage still needs, in order."""
+    lir-pack-weights, lir-parallelize, convert-lir-to-llvm — the passes a module at its
+    stage still needs, in order (`rlx_mlir.passes.pipeline_stages`)."""
 
     name = "rlx-lower"
 
@@ -24,7 +27,5 @@ class RlxLowerPass(ModulePass):
     """convert-lir-to-llvm: f32 lanes per vector, 0 for the target's."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from rlx_mlir.pipeline import PipelineOptions, lower
-
         options = PipelineOptions(self.alignment, self.strategy, self.vector_width)
-        lower(op, "llvm", options, ctx=ctx)
+        stage_pipeline(op, "llvm", options).apply(ctx, op)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
@@ -28,14 +29,25 @@ from rlx_mlir.backend import (
     load_cached,
     optimize,
 )
+from rlx_mlir.core.abi import (
+    ARENA_BYTES,
+    ARG_LAYOUT,
+    ARG_NAME,
+    ARG_ROLE,
+    ARG_TYPE,
+    ERROR_MESSAGES,
+    LAYOUT_PACKED_RHS,
+    NAIVE_BYTES,
+    ROLE_OUTPUT,
+    ROLE_PARAM,
+    SYNC_BYTES,
+    WORKER_SUFFIX,
+)
 from rlx_mlir.core.errors import ArgumentError, OptionError, RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
-from rlx_mlir.passes.lir_pack_weights import LAYOUT, PACKED_RHS
-from rlx_mlir.passes.lir_to_llvm.kernels import ERROR_MESSAGES
 from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
-from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX, SYNC_BYTES, WORKER_SUFFIX
 from rlx_mlir.pipeline import (
     STAGES,
     PipelineOptions,
@@ -137,22 +149,22 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
     layouts = {}
     arena = naive = -1
     for attrs in entry.arg_attrs.data:
-        if "rlx.arena_bytes" in attrs.data:
-            arena = attrs.data["rlx.arena_bytes"].value.data
-            naive = attrs.data["rlx.naive_bytes"].value.data
-        if "rlx.type" not in attrs.data:
+        if ARENA_BYTES in attrs.data:
+            arena = attrs.data[ARENA_BYTES].value.data
+            naive = attrs.data[NAIVE_BYTES].value.data
+        if ARG_TYPE not in attrs.data:
             continue  # the arena, the thread id and count, the barrier state
-        ty = attrs.data["rlx.type"]
-        spec = ArgSpec(attrs.data["rlx.name"].data, attrs.data["rlx.role"].data,
+        ty = attrs.data[ARG_TYPE]
+        spec = ArgSpec(attrs.data[ARG_NAME].data, attrs.data[ARG_ROLE].data,
                        tuple(ty.get_shape()), _dtype(ty))
         args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
-        if LAYOUT in attrs.data:  # e.g. a weight packed at bind time (lir-pack-weights)
-            layouts[spec.name] = attrs.data[LAYOUT].data
+        if ARG_LAYOUT in attrs.data:  # e.g. a weight packed at bind time (lir-pack-weights)
+            layouts[spec.name] = attrs.data[ARG_LAYOUT].data
     if arena < 0:
         raise RlxError(f"@{entry.sym_name.data}: the arena argument has no rlx.arena_bytes "
                        "attribute, so the size of the arena to pass is unknown")
-    parallel = any(op.name == "llvm.call" and not op.callee.string_value().endswith(SERIAL_SUFFIX)
-                   and op.callee.string_value() != BARRIER for op in entry.walk())
+    worker = entry.sym_name.data + WORKER_SUFFIX  # only an entry that splits work has one
+    parallel = any(isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in stages["llvm"].ops)
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
             "naive_bytes": naive, "parallel": parallel, "layouts": layouts}
 
@@ -182,7 +194,7 @@ class CompiledGraph:
         self._opt_level = opt_level
         self._stages = stages
         specs = tuple(ArgSpec(n, r, tuple(s), d) for n, r, s, d in meta["args"])
-        self.signature = Signature(meta["name"], specs, tuple(a for a in specs if a.role == "output"))
+        self.signature = Signature(meta["name"], specs, tuple(a for a in specs if a.role == ROLE_OUTPUT))
         self.arena_bytes: int = meta["arena_bytes"]
         """Bytes of the planned arena of intermediate buffers."""
         self.naive_bytes: int = meta["naive_bytes"]
@@ -208,7 +220,7 @@ class CompiledGraph:
         # Precomputed once: the per-call path only binds arguments and calls.
         self._arena_address = self._arena.ctypes.data
         self._sync_address = self._sync.ctypes.data
-        self._arg_order = tuple((a.name, a.role == "output") for a in specs)
+        self._arg_order = tuple((a.name, a.role == ROLE_OUTPUT) for a in specs)
         self._out_layouts = tuple((o.shape, np.dtype(_numpy(o.dtype))) for o in self.outputs)
 
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -219,12 +231,12 @@ class CompiledGraph:
         layouts = self._executable.metadata.get("layouts", {})
         bound = {}
         for name, value in params.items():
-            if name not in specs or specs[name].role != "param":
-                known = ", ".join(a.name for a in self.signature.args if a.role == "param") or "none"
+            if name not in specs or specs[name].role != ROLE_PARAM:
+                known = ", ".join(a.name for a in self.signature.args if a.role == ROLE_PARAM) or "none"
                 raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r} (params: {known})")
             array = convert(specs[name], value)
             layout = layouts.get(name)
-            if layout == PACKED_RHS:
+            if layout == LAYOUT_PACKED_RHS:
                 bound[name] = pack_rhs(array, self._executable.target.vector_width)
             elif layout is None:
                 bound[name] = array.copy()

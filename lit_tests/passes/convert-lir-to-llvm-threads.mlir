@@ -1,8 +1,10 @@
-// RUN: rlx-opt %s -p convert-lir-to-llvm{vector-width=16} | filecheck %s
+// RUN: rlx-opt %s -p 'lir-parallelize,convert-lir-to-llvm{vector-width=16}' | filecheck %s
+// RUN: rlx-opt %s -p convert-lir-to-llvm{vector-width=16} | filecheck %s --check-prefix=SERIAL
 
-// Kernels large enough to split across threads are built partitioned: they take the
-// thread id and count and compute their share. Barriers separate kernels whose data
-// crosses threads, and a last one ends the entry so thread 0 returns when all are done.
+// Kernels that lir-parallelize marked rlx.parallel are built partitioned: they take the
+// thread id and count and compute their share. Its lir.barriers become rlx_barrier calls
+// (the last one ends the entry so thread 0 returns when all are done), and an entry with
+// barriers gets its native worker loop.
 
 func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
                %small: memref<8xf32> {rlx.name = "small", rlx.role = "input"},
@@ -26,7 +28,16 @@ func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
 // CHECK-NEXT: llvm.call @big__elementwise_2__serial(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
 // CHECK:      llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
+// CHECK-NEXT: llvm.mlir.constant(0 : i32)
 // CHECK-NEXT: llvm.return
+// CHECK:      llvm.func @big__worker(
 // CHECK:      llvm.func @rlx_barrier(
 // CHECK:      "lock xaddq
 // CHECK:      llvm.func @sched_yield() -> i32
+
+// Without lir-parallelize every kernel is serial: no partitioned kernel, no barrier, no
+// worker loop.
+// SERIAL:     llvm.func @big__elementwise_0(%{{.*}}: !llvm.ptr {llvm.noalias}, %{{.*}}: !llvm.ptr {llvm.noalias})
+// SERIAL:     llvm.func @big__elementwise_0__serial(
+// SERIAL-NOT: rlx_barrier
+// SERIAL-NOT: __worker

@@ -215,7 +215,8 @@ class KernelBuilder:
             return self.constant(int(value), ty)
         return self.constant(float(value), ty)
 
-    def _pair(self, a: Value, b: Value) -> tuple[SSAValue, SSAValue]:
+    def pair(self, a: Value, b: Value) -> tuple[SSAValue, SSAValue]:
+        """Two operands of one type: a Python number becomes a constant of the other's type."""
         if isinstance(a, SSAValue):
             return a, self._like(b, a)
         assert isinstance(b, SSAValue), "at least one operand must be an SSA value"
@@ -224,22 +225,22 @@ class KernelBuilder:
     # ------------------------------------------------------------------ integer (index) math
 
     def add(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.AddOp(*self._pair(a, b)))
+        return self.insert(llvm.AddOp(*self.pair(a, b)))
 
     def sub(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.SubOp(*self._pair(a, b)))
+        return self.insert(llvm.SubOp(*self.pair(a, b)))
 
     def mul(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.MulOp(*self._pair(a, b)))
+        return self.insert(llvm.MulOp(*self.pair(a, b)))
 
     def sdiv(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.SDivOp(*self._pair(a, b)))
+        return self.insert(llvm.SDivOp(*self.pair(a, b)))
 
     def srem(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.SRemOp(*self._pair(a, b)))
+        return self.insert(llvm.SRemOp(*self.pair(a, b)))
 
     def icmp(self, predicate: str, a: Value, b: Value) -> SSAValue:
-        lhs, rhs = self._pair(a, b)
+        lhs, rhs = self.pair(a, b)
         pred = IntegerAttr(llvm.ICmpPredicateFlag(predicate).to_int(), i64)
         return self.insert(llvm.ICmpOp(lhs, rhs, pred))
 
@@ -252,16 +253,16 @@ class KernelBuilder:
     # ------------------------------------------------------------------ float math (scalar or vector)
 
     def fadd(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.FAddOp(*self._pair(a, b), _FAST))
+        return self.insert(llvm.FAddOp(*self.pair(a, b), _FAST))
 
     def fsub(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.FSubOp(*self._pair(a, b), _FAST))
+        return self.insert(llvm.FSubOp(*self.pair(a, b), _FAST))
 
     def fmul(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.FMulOp(*self._pair(a, b), _FAST))
+        return self.insert(llvm.FMulOp(*self.pair(a, b), _FAST))
 
     def fdiv(self, a: Value, b: Value) -> SSAValue:
-        return self.insert(llvm.FDivOp(*self._pair(a, b)))
+        return self.insert(llvm.FDivOp(*self.pair(a, b)))
 
     def fneg(self, a: SSAValue) -> SSAValue:
         return self.insert(llvm.FNegOp(a))
@@ -275,23 +276,29 @@ class KernelBuilder:
 
     def fcmp(self, predicate: str, a: Value, b: Value) -> SSAValue:
         """Compare floats (`olt`, `uge`, `uno`, ...): an i1, or a vector<W x i1> mask."""
-        lhs, rhs = self._pair(a, b)
+        lhs, rhs = self.pair(a, b)
         return self.insert(VectorFCmpOp(lhs, rhs, predicate))
 
     def select(self, cond: SSAValue, a: Value, b: Value) -> SSAValue:
         """cond ? a : b (lane by lane for a mask)."""
-        lhs, rhs = self._pair(a, b)
+        lhs, rhs = self.pair(a, b)
         return self.insert(VectorSelectOp(cond, lhs, rhs))
 
     def fmax(self, a: Value, b: Value) -> SSAValue:
         """max(a, b) propagating NaN like numpy.maximum."""
-        lhs, rhs = self._pair(a, b)
+        lhs, rhs = self.pair(a, b)
         return self.intrinsic("llvm.maximum", [lhs, rhs], lhs.type)
 
     def fmin(self, a: Value, b: Value) -> SSAValue:
         """min(a, b) propagating NaN like numpy.minimum."""
-        lhs, rhs = self._pair(a, b)
+        lhs, rhs = self.pair(a, b)
         return self.intrinsic("llvm.minimum", [lhs, rhs], lhs.type)
+
+    # xDSL 0.74 has `llvm.FAbsOp`/`FSqrtOp` (and `FCopySignOp`, `VectorFMaxOp`, ...), but
+    # its LLVM-IR converter declares them unmangled (`@llvm.fabs`), so a module using one
+    # on both f32 and vector<16xf32> (every kernel with a scalar tail) fails to translate
+    # (llvmlite: "Type of #1 arg mismatch"). Only `llvm.FMAOp` is declared per type; the
+    # others stay calls of the type-mangled intrinsic.
 
     def fabs(self, a: SSAValue) -> SSAValue:
         return self.intrinsic("llvm.fabs", [a], a.type)

@@ -173,7 +173,8 @@ def strided_map(kb: KernelBuilder, shape: Sequence[int], out: Operand, inputs: S
     k = tile_dim(dims, strides)
     if k is None:
         if share is None:
-            _map_level(kb, dims, strides, operands, bases, fn, 0)
+            _outer_loops(kb, dims[:-1], strides, bases, lambda row_bases: _map_row(
+                kb, dims[-1], [s[-1] for s in strides], operands, row_bases, fn))
         else:
             _map_share(kb, dims, strides, operands, bases, fn, share)
         return
@@ -182,7 +183,8 @@ def strided_map(kb: KernelBuilder, shape: Sequence[int], out: Operand, inputs: S
     dims = [dims[d] for d in order]
     strides = [[s[d] for d in order] for s in strides]
     if share is None:
-        _map_outer_then_tiles(kb, dims, strides, operands, bases, fn, 0)
+        _outer_loops(kb, dims[:-2], strides, bases, lambda block_bases: _row_blocks(
+            kb, dims, strides, operands, block_bases, fn))
     else:
         _tiles_share(kb, dims, strides, operands, bases, fn, share)
 
@@ -212,15 +214,22 @@ def _block_end(kb: KernelBuilder, start: SSAValue, n: int) -> SSAValue:
     return vmath.select(kb, kb.icmp("slt", end, n), end, kb.index(n))
 
 
-def _map_outer_then_tiles(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
-                          operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
-                          level: int) -> None:
-    """Loops over dims[:-2], then TILE x TILE blocks of the last two dims, scalar inside."""
-    if level < len(dims) - 2:
-        with kb.loop(0, dims[level]) as loop:
-            inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
-            _map_outer_then_tiles(kb, dims, strides, operands, inner, fn, level + 1)
+def _outer_loops(kb: KernelBuilder, outer: Sequence[int], strides: list[list[int]],
+                 bases: list[SSAValue | int], body: Callable[[list[SSAValue | int]], None],
+                 level: int = 0) -> None:
+    """Nested loops over the `outer` (leading) dims, outermost first; in the innermost
+    one, `body(bases)` with every operand's base advanced to that position."""
+    if level == len(outer):
+        body(bases)
         return
+    with kb.loop(0, outer[level]) as loop:
+        inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
+        _outer_loops(kb, outer, strides, inner, body, level + 1)
+
+
+def _row_blocks(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
+                operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn) -> None:
+    """TILE x TILE blocks of the last two dims, scalar inside, TILE rows at a time."""
     with kb.loop(0, dims[-2], TILE) as row_block:
         _tile_row_block(kb, dims[-2:], strides, operands, bases, fn, row_block.iv)
 
@@ -300,17 +309,6 @@ def _map_share(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
                  lo, hi)
 
 
-def _map_level(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
-               operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
-               level: int) -> None:
-    if level < len(dims) - 1:
-        with kb.loop(0, dims[level]) as loop:
-            inner = [_offset(kb, b, loop.iv, s[level]) for b, s in zip(bases, strides, strict=True)]
-            _map_level(kb, dims, strides, operands, inner, fn, level + 1)
-        return
-    _map_row(kb, dims[level], [s[level] for s in strides], operands, bases, fn)
-
-
 def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list[Operand],
              bases: list[SSAValue | int], fn: ElementFn, lo: Value = 0,
              hi: Value | None = None) -> None:
@@ -371,6 +369,19 @@ def _irelu(kb: KernelBuilder, a: SSAValue) -> SSAValue:
     return vmath.select(kb, vmath.icmp(kb, "slt", a, 0), vmath.const(kb, 0, a.type), a)
 
 
+def softplus(kb: KernelBuilder, x: SSAValue) -> SSAValue:
+    """log(1 + e^x) = max(x, 0) + log1p(e^-|x|), with log1p(t) = log(u)·t/(u - 1) for
+    u = 1 + t (Goldberg: the rounding of u cancels; t itself where u rounds to 1), so
+    neither large x (e^x overflows) nor very negative x (1 + e^x rounds to 1) loses
+    accuracy. NaN stays NaN, softplus(-inf) = 0, softplus(+inf) = +inf."""
+    t = vmath.exp(kb, kb.fneg(kb.fabs(x)))
+    u = kb.fadd(t, 1.0)
+    d = kb.fsub(u, 1.0)
+    log1p = vmath.select(kb, vmath.fcmp(kb, "oeq", d, 0.0), t,
+                         kb.fdiv(kb.fmul(vmath.log(kb, u), t), d))
+    return kb.fadd(kb.fmax(x, 0.0), log1p)
+
+
 FLOAT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
     ElementwiseFn.ADD: lambda kb, a, b: kb.fadd(a, b),
     ElementwiseFn.SUB: lambda kb, a, b: kb.fsub(a, b),
@@ -391,6 +402,7 @@ FLOAT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
     ElementwiseFn.GELU_TANH: vmath.gelu_tanh,
     ElementwiseFn.RELU: vmath.relu,
     ElementwiseFn.ABS: lambda kb, a: kb.fabs(a),
+    ElementwiseFn.SOFTPLUS: softplus,
 }
 """The f32 function of every `lir.elementwise` fn (IEEE max/min propagate NaN, as numpy)."""
 

@@ -14,6 +14,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerType, MemRefType, f32, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
 from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
@@ -84,7 +85,7 @@ def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
             src = kb.gep(x, kb.add(src_base, kb.mul(row, inner)), element)
             dst = kb.gep(out, kb.add(dst_base, kb.mul(i_loop.iv, inner)), element)
             copy_elements(kb, src, dst, inner, element)
-    kb.ret(kb.select(any_bad, kb.constant(1, i32), kb.constant(0, i32)))
+    kb.ret(kb.select(any_bad, kb.constant(STATUS_INDEX_OUT_OF_RANGE, i32), kb.constant(STATUS_OK, i32)))
     return kb.finish()
 
 

@@ -3,8 +3,8 @@
 A builder is `build(op, name, vector_width) -> llvm.FuncOp`. The function takes one
 `!llvm.ptr` per memref operand of `op` (definition order, absent optional operands
 skipped, the `out` buffer last) and returns nothing, except the kernels in
-`CHECKED_KERNELS`, which return an i32 status (0 = ok, else an error code of
-`ERROR_MESSAGES`).
+`CHECKED_KERNELS`, which return an i32 status (`STATUS_OK`, else an error code of
+`rlx_mlir.core.abi.ERROR_MESSAGES`).
 """
 
 from __future__ import annotations
@@ -25,14 +25,6 @@ _FAMILIES = ("elementwise", "reductions", "matmul", "attention", "indexing")
 
 CHECKED_KERNELS: tuple[type[Operation], ...] = (lir.GatherOp,)
 """Kernels that validate data at run time and return an i32 status."""
-
-ERROR_MESSAGES = {1: "an index (gather or embedding id) is negative or out of range"}
-"""Status codes a compiled graph can return, and what they mean."""
-
-
-PARALLEL_MIN_WORK = 1 << 18
-"""A kernel is split across threads only when it does at least this much work (about
-25-50 µs on one core): waking another thread costs ~10 µs."""
 
 
 @functools.cache
@@ -55,16 +47,3 @@ def _collect(attribute: str) -> dict[type[Operation], KernelBuilderFn]:
         builders.update(getattr(module, attribute, {}))
     return builders
 
-
-def estimate_work(op: Operation) -> int:
-    """Rough work of a kernel (multiply-adds or elements touched), to decide whether
-    splitting it across threads pays."""
-    from rlx_mlir.core.shape_inference import numel
-    from rlx_mlir.dialects.common import shape_of
-
-    out = numel(shape_of(op.operands[-1]))
-    if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
-        return out * shape_of(op.operands[0])[-1]
-    if isinstance(op, lir.AttentionOp):
-        return out * shape_of(op.operands[1])[-2]
-    return max(out, *(numel(shape_of(v)) for v in op.operands[:-1])) if op.operands[:-1] else out

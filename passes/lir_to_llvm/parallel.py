@@ -15,14 +15,13 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
 
+from rlx_mlir.core.abi import WORKER_SUFFIX
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 BARRIER = "rlx_barrier"
 SERIAL_SUFFIX = "__serial"
 """Name suffix of the wrappers that run a serial kernel on thread 0 only."""
 SCHED_YIELD = "sched_yield"
-SYNC_BYTES = 128
-"""Bytes of barrier state per graph: the arrival count and the generation, on two cache lines."""
 SPINS_BEFORE_YIELD = 4096
 
 
@@ -100,8 +99,6 @@ def build_serial_wrapper(name: str, kernel: llvm.FuncOp) -> llvm.FuncOp:
     return kb.finish()
 
 
-
-
 TICKET_WAIT = "rlx_ticket_wait"
 TICKET_BUMP = "rlx_ticket_bump"
 
@@ -134,10 +131,6 @@ def build_ticket_functions() -> list[llvm.FuncOp]:
     old = _asm(bump, "lock xaddq $0, ($2)", "=r,0,r,~{memory}", [bump.index(1), word], i64)
     bump.ret(bump.add(old, 1))
     return [wait.finish(), bump.finish()]
-
-
-WORKER_SUFFIX = "__worker"
-"""Name suffix of a graph's native worker loop."""
 
 
 def build_worker_loop(entry: llvm.FuncOp) -> llvm.FuncOp:

@@ -36,7 +36,7 @@ from xdsl.dialects.builtin import (
     VectorType,
     f32,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir.dialects.llvm_vector import mask_type
 from rlx_mlir.passes.lir_to_llvm.builder import KernelBuilder, Value
@@ -44,12 +44,7 @@ from rlx_mlir.passes.lir_to_llvm.builder import KernelBuilder, Value
 NAN = float("nan")
 INF = float("inf")
 
-# ----------------------------------------------------------------------------- vector-capable ops
-
-
 # ----------------------------------------------------------------------------- typed helpers
-
-
 
 
 def int_type(ty: Attribute, width: int = 32) -> Attribute:
@@ -69,49 +64,36 @@ def const(kb: KernelBuilder, value: float | int, ty: Attribute) -> SSAValue:
     return kb.constant(value, ty)
 
 
-def _pair(kb: KernelBuilder, a: Value, b: Value) -> tuple[SSAValue, SSAValue]:
-    if isinstance(a, SSAValue):
-        return a, b if isinstance(b, SSAValue) else const(kb, b, a.type)
-    assert isinstance(b, SSAValue), "at least one operand must be an SSA value"
-    return const(kb, a, b.type), b
+# Formulas below read f(kb, a, b): the builder's own methods, called as functions (a
+# Python number becomes a constant of the other operand's type, see `KernelBuilder.pair`).
+fcmp = KernelBuilder.fcmp
+"""An ordered/unordered float comparison (`olt`, `uge`, `uno`, ...), scalar or vector."""
+icmp = KernelBuilder.icmp
+select = KernelBuilder.select
+"""cond ? a : b, lane by lane for a vector condition."""
+muladd = KernelBuilder.fma
+"""a·b + c, fused when the target has fast FMA (`llvm.fmuladd`: never a libcall)."""
 
 
-def fcmp(kb: KernelBuilder, predicate: str, a: Value, b: Value) -> SSAValue:
-    """An ordered/unordered float comparison (`olt`, `uge`, `uno`, ...), scalar or vector."""
-    return kb.fcmp(predicate, *_pair(kb, a, b))
+def _binary(op: type[Operation]) -> Callable[[KernelBuilder, Value, Value], SSAValue]:
+    """`f(kb, a, b)` emitting `op` (a two-operand llvm op without fast-math flags)."""
+
+    def emit(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
+        return kb.insert(op(*kb.pair(a, b)))
+
+    return emit
 
 
-def icmp(kb: KernelBuilder, predicate: str, a: Value, b: Value) -> SSAValue:
-    return kb.icmp(predicate, *_pair(kb, a, b))
-
-
-def select(kb: KernelBuilder, cond: SSAValue, a: Value, b: Value) -> SSAValue:
-    """cond ? a : b, lane by lane for a vector condition."""
-    return kb.select(cond, *_pair(kb, a, b))
-
-
-def and_(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.AndOp(*_pair(kb, a, b)))
-
-
-def or_(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.OrOp(*_pair(kb, a, b)))
-
-
-def xor(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.XOrOp(*_pair(kb, a, b)))
-
-
-def shl(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.ShlOp(*_pair(kb, a, b)))
-
-
-def ashr(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.AShrOp(*_pair(kb, a, b)))
-
-
-def lshr(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.LShrOp(*_pair(kb, a, b)))
+and_ = _binary(llvm.AndOp)
+or_ = _binary(llvm.OrOp)
+xor = _binary(llvm.XOrOp)
+shl = _binary(llvm.ShlOp)
+ashr = _binary(llvm.AShrOp)
+lshr = _binary(llvm.LShrOp)
+mul_exact = _binary(llvm.FMulOp)
+"""a * b that LLVM may not contract into an FMA (for error-free transformations)."""
+add_exact = _binary(llvm.FAddOp)
+sub_exact = _binary(llvm.FSubOp)
 
 
 def bits(kb: KernelBuilder, x: SSAValue) -> SSAValue:
@@ -121,19 +103,6 @@ def bits(kb: KernelBuilder, x: SSAValue) -> SSAValue:
 
 def from_bits(kb: KernelBuilder, n: SSAValue) -> SSAValue:
     return kb.bitcast(n, float_type(n.type))
-
-
-def mul_exact(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    """a * b that LLVM may not contract into an FMA (for error-free transformations)."""
-    return kb.insert(llvm.FMulOp(*_pair(kb, a, b)))
-
-
-def add_exact(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.FAddOp(*_pair(kb, a, b)))
-
-
-def sub_exact(kb: KernelBuilder, a: Value, b: Value) -> SSAValue:
-    return kb.insert(llvm.FSubOp(*_pair(kb, a, b)))
 
 
 def min_(kb: KernelBuilder, x: SSAValue, bound: Value) -> SSAValue:
@@ -156,13 +125,6 @@ def has_fma(kb: KernelBuilder) -> bool:
     depends on it: `two_prod` uses `llvm.fma` (a libcall without hardware FMA) or
     Dekker's product."""
     return bool(getattr(kb, "has_fma", kb.vector_width >= 8))
-
-
-def muladd(kb: KernelBuilder, a: Value, b: Value, c: Value) -> SSAValue:
-    """a·b + c, fused when the target has fast FMA (`llvm.fmuladd`: never a libcall)."""
-    ref = next(v for v in (a, b, c) if isinstance(v, SSAValue))
-    args = [v if isinstance(v, SSAValue) else const(kb, v, ref.type) for v in (a, b, c)]
-    return kb.intrinsic("llvm.fmuladd", args, ref.type)
 
 
 def polynomial(kb: KernelBuilder, x: SSAValue, coefficients: Sequence[float]) -> SSAValue:
@@ -189,7 +151,7 @@ def two_prod(kb: KernelBuilder, a: SSAValue, b: Value) -> tuple[SSAValue, SSAVal
     b = b if isinstance(b, SSAValue) else const(kb, b, a.type)
     p = mul_exact(kb, a, b)
     if has_fma(kb):  # llvm.fma, not fmuladd: the error term needs the single rounding
-        return p, kb.intrinsic("llvm.fma", [a, b, kb.fneg(p)], a.type)
+        return p, kb.insert(llvm.FMAOp(a, b, kb.fneg(p)))
     a_hi, a_lo = _split_bits(kb, a)
     b_hi, b_lo = (a_hi, a_lo) if b is a else _split_bits(kb, b)
     e = sub_exact(kb, mul_exact(kb, a_hi, b_hi), p)

@@ -1,0 +1,115 @@
+"""`lir-parallelize`: decide, in lir, which kernels split their work across threads and
+where the threads of a call must wait for each other.
+
+Every thread of a call runs the whole entry with its id `part` of `parts` (see
+`rlx_mlir.core.abi`). A kernel is *parallel* when it has a partitioned builder
+(`partitioned_builders()` of `rlx_mlir.passes.lir_to_llvm.kernels`), is not a checked
+kernel (its status must come from one thread) and does at least `min-work` work
+(`estimate_work`); the pass marks it with the discardable unit attribute `rlx.parallel`.
+Every other kernel is *serial*: thread 0 runs it alone.
+
+A `lir.barrier` goes between two consecutive kernels unless both are serial (thread 0
+then wrote what it reads next), and one goes before the `func.return` when any kernel is
+parallel, so that when thread 0 returns every thread's share is written. For example,
+with `%x` large and `%s` small:
+
+```mlir
+lir.elementwise exp ins(%x : ...) outs(%t : ...) {rlx.parallel}
+lir.barrier
+lir.elementwise neg ins(%t : ...) outs(%out0 : ...) {rlx.parallel}
+lir.barrier
+lir.elementwise abs ins(%s : ...) outs(%out1 : ...)
+lir.barrier
+func.return
+```
+
+`convert-lir-to-llvm` then lowers marked kernels with their partitioned builder, the
+others through serial wrappers, and each `lir.barrier` to a call of `rlx_barrier`. The
+pass runs on planned lir (after `lir-plan-arena`, `lir-pack-weights`); it is idempotent:
+a function that already has barriers is left alone. Barriers touch no memory and the
+kernels keep their order, so the slots' live ranges (positions in the planned schedule)
+keep their meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from rlx_mlir.core.abi import PARALLEL
+from rlx_mlir.core.shape_inference import numel
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.passes.lir_to_llvm.kernels import CHECKED_KERNELS, partitioned_builders
+from rlx_mlir.passes.utils import require_lowered
+
+PARALLEL_MIN_WORK = 1 << 18
+"""A kernel is split across threads only when it does at least this much work (about
+25-50 µs on one core): waking another thread costs ~10 µs."""
+
+
+def estimate_work(op: Operation) -> int:
+    """Rough work of a kernel (multiply-adds or elements touched), to decide whether
+    splitting it across threads pays."""
+    out = numel(shape_of(op.operands[-1]))
+    if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
+        return out * shape_of(op.operands[0])[-1]
+    if isinstance(op, lir.AttentionOp):
+        return out * shape_of(op.operands[1])[-2]
+    return max(out, *(numel(shape_of(v)) for v in op.operands[:-1])) if op.operands[:-1] else out
+
+
+def is_parallel(op: Operation) -> bool:
+    """Whether `op` is a kernel marked by lir-parallelize to split its work across threads."""
+    return PARALLEL in op.attributes
+
+
+def splits(op: lir.KernelOp, min_work: int) -> bool:
+    """Whether splitting `op` across threads is possible and pays."""
+    return (type(op) in partitioned_builders() and not isinstance(op, CHECKED_KERNELS)
+            and estimate_work(op) >= min_work)
+
+
+def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
+    """Mark the parallel kernels of `fn` and insert its barriers (see the module doc)."""
+    block = fn.body.block
+    if any(isinstance(op, lir.BarrierOp) for op in block.ops):
+        return  # already parallelized
+    previous_parallel: bool | None = None
+    any_parallel = False
+    for op in list(block.ops):
+        if not isinstance(op, lir.KernelOp):
+            continue
+        parallel = splits(op, min_work)
+        if parallel:
+            op.attributes[PARALLEL] = UnitAttr()
+        if previous_parallel is not None and (previous_parallel or parallel):
+            block.insert_op_before(lir.BarrierOp(), op)
+        previous_parallel = parallel
+        any_parallel |= parallel
+    if any_parallel:
+        block.insert_op_before(lir.BarrierOp(), block.last_op)
+
+
+@dataclass(frozen=True)
+class LirParallelizePass(ModulePass):
+    """Marks kernels split across threads (`rlx.parallel`) and inserts `lir.barrier`s."""
+
+    name = "lir-parallelize"
+
+    min_work: int = PARALLEL_MIN_WORK
+    """The least work (`estimate_work`) for which a kernel is split across threads."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.min_work < 1:
+            raise PassFailedException(f"lir-parallelize: min-work must be >= 1, got {self.min_work}")
+        require_lowered(op, self.name, "hir", "mir", "lir.alloc")
+        for fn in op.walk():
+            if isinstance(fn, func.FuncOp) and not fn.is_declaration:
+                parallelize(fn, self.min_work)

@@ -1,0 +1,162 @@
+"""The stages of the rlx pipeline and the passes that take a module from each to the next.
+
+| stage  | reached after                                               |
+|--------|-------------------------------------------------------------|
+| `hir`  | the Graph builder (hir blocks and mir primitives on tensors) |
+| `mir`  | convert-hir-to-mir, canonicalize, cse, mir-fuse             |
+| `lir`  | convert-mir-to-lir, lir-plan-arena, lir-pack-weights        |
+| `llvm` | lir-parallelize, convert-lir-to-llvm                        |
+
+Shared by the `rlx-lower` pass and `rlx_mlir.pipeline.lower` (which adds timings and
+per-stage snapshots): both run the passes of `stage_plan` through xDSL's `PassPipeline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects import func, llvm
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.transforms import get_all_passes as xdsl_passes
+
+from rlx_mlir.core.errors import OptionError
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.rlx import ArenaStrategy
+from rlx_mlir.passes import get_all_passes
+
+STAGES = ("hir", "mir", "lir", "llvm")
+
+STAGE_PASSES: dict[str, tuple[str, ...]] = {
+    "mir": ("convert-hir-to-mir", "canonicalize", "cse", "mir-fuse"),
+    "lir": ("convert-mir-to-lir", "lir-plan-arena", "lir-pack-weights"),
+    "llvm": ("lir-parallelize", "convert-lir-to-llvm"),
+}
+"""The passes that produce each stage from the one before."""
+
+VECTOR_WIDTHS = (0, 4, 8, 16)
+"""Valid `vector_width` options: f32 lanes per vector, 0 for the target's."""
+
+
+def check_int_option(name: str, value: object, valid: str, ok: Callable[[int], bool]) -> int:
+    """`value` if it is an int (not a bool) for which `ok` holds, else an OptionError
+    naming the option and its valid values."""
+    if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
+        raise OptionError(f"{name}: expected {valid}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """Options of the passes of the pipeline."""
+
+    alignment: int = 64
+    """lir-plan-arena: byte alignment of every arena slot."""
+    strategy: str = "greedy-by-size"
+    """lir-plan-arena: greedy-by-size (reuse) or naive (no reuse)."""
+    vector_width: int = 0
+    """convert-lir-to-llvm: f32 lanes per vector, 0 for the target's."""
+    packed_params: tuple[str, ...] = ()
+    """lir-pack-weights: the params bound at compile time (packed once at bind time)."""
+
+    def __post_init__(self) -> None:
+        """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
+        check_int_option("alignment", self.alignment, "a power of two >= 1",
+                         lambda a: a >= 1 and not a & (a - 1))
+        strategies = [s.value for s in ArenaStrategy]
+        if self.strategy not in strategies:
+            raise OptionError(f"strategy: expected one of {', '.join(map(repr, strategies))}, "
+                              f"got {self.strategy!r}")
+        check_int_option("vector_width", self.vector_width, "0 (the target's), 4, 8 or 16",
+                         lambda w: w in VECTOR_WIDTHS)
+
+
+DEFAULT_OPTIONS = PipelineOptions()
+"""Every option at its default."""
+
+PASS_OPTIONS: dict[str, dict[str, str]] = {
+    "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy"},
+    "lir-pack-weights": {"params": "packed_params"},
+    "convert-lir-to-llvm": {"vector_width": "vector_width"},
+}
+"""Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from}."""
+
+
+def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """xDSL's passes (canonicalize, cse, ...) and the rlx passes, by name (lazy factories)."""
+    return {**xdsl_passes(), **get_all_passes()}
+
+
+def make_pass(name: str, options: PipelineOptions = DEFAULT_OPTIONS) -> ModulePass:
+    """The pass `name` configured from `options`."""
+    cls = available_passes()[name]()
+    fields = PASS_OPTIONS.get(name, {})
+    return cls(**{field: getattr(options, source) for field, source in fields.items()})
+
+
+def stage_of(module: ModuleOp) -> str:
+    """The stage a module is at: "hir" for any tensor-level module (hir and/or mir ops:
+    the tensor passes are idempotent, so a mir module simply goes through them again),
+    "lir" (planned or not) or "llvm"."""
+    ops = list(module.walk())
+    if any(isinstance(op, llvm.FuncOp) for op in ops) and not any(isinstance(op, func.FuncOp) for op in ops):
+        return "llvm"
+    if any(op.name.startswith("lir.") for op in ops) or any(
+        isinstance(op, func.FuncOp) and not op.function_type.outputs.data for op in ops
+    ):
+        return "lir"
+    return "hir"
+
+
+def is_planned(module: ModuleOp) -> bool:
+    """Whether every buffer of an lir module is an arena slot (no `lir.alloc` is left)."""
+    return not any(isinstance(op, lir.AllocOp) for op in module.walk())
+
+
+def stage_plan(module: ModuleOp, until: str = "llvm") -> list[tuple[str, tuple[str, ...]]]:
+    """(stage reached, names of the passes that reach it) for each stage from `module`'s
+    own to `until`. An lir input is planned first if it needs it, and its bound weights
+    packed, before the llvm stage's passes."""
+    stage = stage_of(module)
+    plan = []
+    for target in STAGES[STAGES.index(stage) + 1 : STAGES.index(until) + 1]:
+        names = STAGE_PASSES[target]
+        if target == "llvm" and stage == "lir":
+            names = ("lir-pack-weights", *names)
+            if not is_planned(module):
+                names = ("lir-plan-arena", *names)
+        plan.append((target, names))
+    return plan
+
+
+def stage_passes(module: ModuleOp, until: str = "llvm", options: PipelineOptions = DEFAULT_OPTIONS
+                 ) -> list[tuple[str, tuple[ModulePass, ...]]]:
+    """`stage_plan` with every pass made and configured from `options`."""
+    return [(stage, tuple(make_pass(name, options) for name in names))
+            for stage, names in stage_plan(module, until)]
+
+
+def stage_pipeline(module: ModuleOp, until: str = "llvm", options: PipelineOptions = DEFAULT_OPTIONS,
+                   callback: Callable[[ModulePass | None, ModuleOp, ModulePass | None], None] | None = None
+                   ) -> PassPipeline:
+    """The `PassPipeline` of all the passes that take `module` to `until`."""
+    passes = tuple(p for _, stage in stage_passes(module, until, options) for p in stage)
+    return PassPipeline(passes, callback)
+
+
+__all__ = [
+    "DEFAULT_OPTIONS",
+    "PASS_OPTIONS",
+    "STAGES",
+    "STAGE_PASSES",
+    "PipelineOptions",
+    "available_passes",
+    "check_int_option",
+    "is_planned",
+    "make_pass",
+    "stage_of",
+    "stage_passes",
+    "stage_pipeline",
+    "stage_plan",
+]

@@ -1,0 +1,89 @@
+"""The entry ABI: how a graph function's arguments are named, what they are for, and what
+a compiled entry returns. Every layer that reads or writes these attributes (the Graph
+builder, the passes, the compiled-graph runtime, the tools) takes the names from here.
+
+A graph function's argument carries the argument attributes
+
+    {rlx.name = "x", rlx.role = "input" | "param" | "output" | "state"}
+
+and, once lowered to llvm (`convert-lir-to-llvm`), the entry point is
+
+    llvm.func @graph(ptr %arg {rlx.name, rlx.role, rlx.type[, rlx.layout]}...,
+                     ptr %arena {rlx.role = "arena", rlx.arena_bytes, rlx.naive_bytes},
+                     i64 %part {rlx.role = "part"}, i64 %parts {rlx.role = "parts"},
+                     ptr %sync {rlx.role = "sync"}) -> i32
+
+returning `STATUS_OK` or one of the codes of `ERROR_MESSAGES`. A graph that splits work
+across threads also has `@<graph>__worker` (`WORKER_SUFFIX`), the native loop a worker
+thread waits in; every thread of a call shares the `SYNC_BYTES` of barrier state.
+"""
+
+from __future__ import annotations
+
+# ----------------------------------------------------------------------------- attribute names
+
+ARG_NAME = "rlx.name"
+"""Argument attribute holding an argument's name (survives every stage)."""
+ARG_ROLE = "rlx.role"
+"""Argument attribute holding an argument's role (one of the `ROLE_*` values)."""
+ARG_TYPE = "rlx.type"
+"""llvm-entry argument attribute: the memref type the pointer stands for."""
+ARG_LAYOUT = "rlx.layout"
+"""Argument attribute naming a non-default layout of the argument's buffer (`LAYOUT_*`)."""
+ARENA_BYTES = "rlx.arena_bytes"
+"""Arena-argument attribute: the bytes the caller must pass."""
+NAIVE_BYTES = "rlx.naive_bytes"
+"""Arena-argument attribute: the bytes all intermediates would take without reuse."""
+PARALLEL = "rlx.parallel"
+"""Discardable unit attribute on an lir kernel op (set by `lir-parallelize`): its work is
+split across the threads of a call (it is lowered with its partitioned builder)."""
+
+# ----------------------------------------------------------------------------- roles
+
+ROLE_INPUT = "input"
+"""A graph input, passed on every call."""
+ROLE_PARAM = "param"
+"""A weight: passed on every call or bound once at compile time."""
+ROLE_OUTPUT = "output"
+"""A result buffer the callee writes (in lir and llvm, where results are arguments)."""
+ROLE_STATE = "state"
+"""A buffer that persists across calls and is updated in place (coming with state ops)."""
+ROLE_ARENA = "arena"
+"""The llvm entry's pointer to the planned arena of intermediate buffers."""
+ROLE_PART = "part"
+"""The llvm entry's thread id, in [0, parts)."""
+ROLE_PARTS = "parts"
+"""The llvm entry's thread count."""
+ROLE_SYNC = "sync"
+"""The llvm entry's pointer to the barrier state shared by the threads of a call."""
+
+GRAPH_ROLES = (ROLE_INPUT, ROLE_PARAM, ROLE_OUTPUT, ROLE_STATE)
+"""Roles of a graph's own arguments."""
+ENTRY_EXTRA_ROLES = (ROLE_ARENA, ROLE_PART, ROLE_PARTS, ROLE_SYNC)
+"""The llvm entry's arguments after the graph's own, in order."""
+
+# ----------------------------------------------------------------------------- layouts
+
+LAYOUT_PACKED_RHS = "packed_rhs"
+"""`rlx.layout` of a weight in the prepacked matmul-rhs panel layout
+(`rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`), packed once when it is bound."""
+
+# ----------------------------------------------------------------------------- threads
+
+WORKER_SUFFIX = "__worker"
+"""Name suffix of a graph's native worker loop, `@<graph>__worker`."""
+SYNC_BYTES = 128
+"""Bytes of barrier state per graph: the arrival count and the generation, on two cache lines."""
+
+# ----------------------------------------------------------------------------- status codes
+
+STATUS_OK = 0
+"""What the entry returns when every checked kernel succeeded."""
+STATUS_INDEX_OUT_OF_RANGE = 1
+"""A gather (or embedding) index is negative or not below the gathered dimension."""
+
+ERROR_MESSAGES = {
+    STATUS_INDEX_OUT_OF_RANGE: "an index (gather or embedding id) is negative or out of range",
+}
+"""Non-zero status codes a compiled graph can return, and what they mean. The entry ORs
+the statuses of its checked kernels, so every code is a distinct bit."""
