@@ -171,6 +171,7 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _unary(mir.GeluTanhOp, ElementwiseFn.GELU_TANH, K.gelu_tanh),
     _unary(mir.ReluOp, ElementwiseFn.RELU, K.relu),
     _unary(mir.AbsOp, ElementwiseFn.ABS, K.absolute),
+    _unary(mir.SoftplusOp, ElementwiseFn.SOFTPLUS, K.softplus),
     # linear algebra
     _kernel(mir.MatmulOp, lir.MatmulOp, si.matmul, K.matmul),
     _kernel(mir.FusedMatmulOp, lir.FusedMatmulOp, si.linear, K.fused_matmul),

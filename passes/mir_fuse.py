@@ -172,6 +172,17 @@ class ScalarBody:
         one_plus = self.emit(arith.AddfOp(self.const(1.0), t))
         return self.emit(arith.MulfOp(self.emit(arith.MulfOp(self.const(0.5), x)), one_plus))
 
+    def softplus(self, x: SSAValue) -> SSAValue:
+        """max(x, 0) + log1p(e^-|x|), log1p(t) = log(u)·t/(u - 1) with u = 1 + t (t where u
+        rounds to 1): as the `lir.elementwise softplus` kernel computes it."""
+        t = self.emit(mathd.ExpOp(self.emit(arith.NegfOp(self.emit(mathd.AbsFOp(x))))))
+        u = self.emit(arith.AddfOp(self.const(1.0), t))
+        d = self.emit(arith.SubfOp(u, self.const(1.0)))
+        ratio = self.emit(arith.DivfOp(self.emit(arith.MulfOp(self.emit(mathd.LogOp(u)), t)), d))
+        rounds_to_one = self.emit(arith.CmpfOp(d, self.const(0.0), "oeq"))
+        log1p = self.emit(arith.SelectOp(rounds_to_one, t, ratio))
+        return self.emit(arith.AddfOp(self.emit(arith.MaximumfOp(x, self.const(0.0))), log1p))
+
     def relu(self, x: SSAValue) -> SSAValue:
         """maximumf(x, 0)."""
         return self.emit(arith.MaximumfOp(x, self.const(0.0)))
@@ -208,6 +219,7 @@ SCALAR_BODIES: dict[type[Operation], ScalarFn] = {
     mir.GeluOp: lambda body, args: body.gelu(args[0]),
     mir.GeluTanhOp: lambda body, args: body.gelu_tanh(args[0]),
     mir.ReluOp: lambda body, args: body.relu(args[0]),
+    mir.SoftplusOp: lambda body, args: body.softplus(args[0]),
 }
 """The scalar computation of each elementwise mir op, on f32 scalars."""
 

@@ -513,6 +513,10 @@ class Graph:
     def abs(self, x: Value) -> Value:
         return self._unary("abs", mir.AbsOp, x)
 
+    def softplus(self, x: Value) -> Value:
+        """log(1 + exp(x)), computed stably (no overflow for large x)."""
+        return self._unary("softplus", mir.SoftplusOp, x)
+
     # ------------------------------------------------------------------ linear algebra
 
     def matmul(self, a: Value, b: Value) -> Value:

@@ -106,7 +106,8 @@ def test_operators_and_python_scalars(g):
         x + "a"
 
 
-UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "relu", "abs"]
+UNARY = ["neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "relu", "abs",
+         "softplus"]
 
 
 @pytest.mark.parametrize("method", UNARY)

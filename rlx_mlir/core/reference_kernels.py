@@ -37,7 +37,7 @@ F64 = np.float64
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
 UNARY_OPS = (
     "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
-    "relu", "abs",
+    "relu", "abs", "softplus",
 )
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 REDUCE_KINDS = ("sum", "max", "min", "mean")
@@ -263,11 +263,19 @@ def absolute(x: ArrayLike) -> np.ndarray:
     return _numeric(np.abs, x)
 
 
+@_quiet
+def softplus(x: ArrayLike) -> np.ndarray:
+    """log(1 + e^x), as max(x, 0) + log1p(e^-|x|): no overflow for large x, no lost tail
+    for very negative x."""
+    x64 = _f64(x)
+    return _out(np.maximum(x64, 0.0) + np.log1p(np.exp(-np.abs(x64))))
+
+
 ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
     "add": add, "sub": sub, "mul": mul, "div": div, "max": maximum, "min": minimum,
     "pow": power, "neg": neg, "exp": exp, "log": log, "sqrt": sqrt, "rsqrt": rsqrt,
     "tanh": tanh, "sigmoid": sigmoid, "silu": silu, "gelu": gelu, "gelu_tanh": gelu_tanh,
-    "relu": relu, "abs": absolute,
+    "relu": relu, "abs": absolute, "softplus": softplus,
 }
 """Every mir elementwise op by name: binary ones take (a, b), unary ones (x)."""
 

@@ -467,3 +467,20 @@ func.func @fused_elementwise() {
 // GENERIC-NEXT:    ^{{.*}}(%{{.*}}: f32, %{{.*}}: f32, %{{.*}}: f32):
 // GENERIC:           "mir.yield"(%{{.*}}) : (f32) -> ()
 // GENERIC-NEXT:    }) : (tensor<4x8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<4x8xf32>
+
+// -----
+
+func.func @softplus(%x: tensor<2x3xf32>, %s: tensor<f32>) -> (tensor<2x3xf32>, tensor<f32>) {
+  %y = mir.softplus %x : tensor<2x3xf32>
+  %z = mir.softplus %s : tensor<f32>
+  func.return %y, %z : tensor<2x3xf32>, tensor<f32>
+}
+
+// CHECK-LABEL: func.func @softplus(
+// CHECK-SAME:      %[[X:.*]]: tensor<2x3xf32>, %[[S:.*]]: tensor<f32>)
+// CHECK-NEXT:    %[[Y:.*]] = mir.softplus %[[X]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[Z:.*]] = mir.softplus %[[S]] : tensor<f32>
+// CHECK-NEXT:    func.return %[[Y]], %[[Z]] : tensor<2x3xf32>, tensor<f32>
+
+// GENERIC-LABEL: "func.func"() <{sym_name = "softplus"
+// GENERIC:         %{{.*}} = "mir.softplus"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
