@@ -382,19 +382,6 @@ def softplus(kb: KernelBuilder, x: SSAValue) -> SSAValue:
     return kb.fadd(kb.fmax(x, 0.0), log1p)
 
 
-def softplus(kb: KernelBuilder, x: SSAValue) -> SSAValue:
-    """log(1 + e^x) = max(x, 0) + log1p(e^-|x|), with log1p(t) = log(u)·t/(u - 1) for
-    u = 1 + t (Goldberg: the rounding of u cancels; t itself where u rounds to 1), so
-    neither large x (e^x overflows) nor very negative x (1 + e^x rounds to 1) loses
-    accuracy. NaN stays NaN, softplus(-inf) = 0, softplus(+inf) = +inf."""
-    t = vmath.exp(kb, kb.fneg(kb.fabs(x)))
-    u = kb.fadd(t, 1.0)
-    d = kb.fsub(u, 1.0)
-    log1p = vmath.select(kb, vmath.fcmp(kb, "oeq", d, 0.0), t,
-                         kb.fdiv(kb.fmul(vmath.log(kb, u), t), d))
-    return kb.fadd(kb.fmax(x, 0.0), log1p)
-
-
 FLOAT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
     ElementwiseFn.ADD: lambda kb, a, b: kb.fadd(a, b),
     ElementwiseFn.SUB: lambda kb, a, b: kb.fsub(a, b),
@@ -415,7 +402,6 @@ FLOAT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
     ElementwiseFn.GELU_TANH: vmath.gelu_tanh,
     ElementwiseFn.RELU: vmath.relu,
     ElementwiseFn.ABS: lambda kb, a: kb.fabs(a),
-    ElementwiseFn.SOFTPLUS: softplus,
     ElementwiseFn.SOFTPLUS: softplus,
 }
 """The f32 function of every `lir.elementwise` fn (IEEE max/min propagate NaN, as numpy)."""
