@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
@@ -25,12 +25,15 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
+from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.shape_inference import Shape
+from rlx_mlir.dialects.rlx import MaskKind, MaskKindAttr, RopeStyle, RopeStyleAttr
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
 
@@ -86,6 +89,49 @@ def i64_array_attr(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
     if isinstance(values, DenseArrayBase):
         return values
     return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+EnumAttrT = TypeVar("EnumAttrT", bound=EnumAttribute[Any])
+
+
+def enum_attr(attr_type: type[EnumAttrT], value: str | StrEnum | EnumAttrT) -> EnumAttrT:
+    """An enum property (`ActivationAttr`, `MaskKindAttr`, ...) from its keyword, enum
+    member or attribute."""
+    if isinstance(value, attr_type):
+        return value
+    return attr_type(attr_type.enum_type(value))
+
+
+def attention_properties(
+    num_heads: int,
+    head_dim: int,
+    num_kv_heads: int | None = None,
+    mask_kind: str | MaskKind | MaskKindAttr = MaskKind.NONE,
+    scale: float | FloatAttr | None = None,
+) -> dict[str, Attribute]:
+    """The properties of an attention op at any level: `num_kv_heads` defaults to
+    `num_heads` (no grouping), `scale` to 1/sqrt(head_dim)."""
+    return {
+        "num_heads": i64_attr(num_heads),
+        "head_dim": i64_attr(head_dim),
+        "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
+        "mask_kind": enum_attr(MaskKindAttr, mask_kind),
+        "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
+    }
+
+
+def rope_properties(
+    head_dim: int | IntegerAttr,
+    n_rot: int | IntegerAttr | None = None,
+    style: str | RopeStyle | RopeStyleAttr = RopeStyle.HALF,
+) -> dict[str, Attribute]:
+    """The properties of a rope op at any level: `n_rot` defaults to `head_dim` (rotate
+    every dim of a head)."""
+    return {
+        "head_dim": i64_attr(head_dim),
+        "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
+        "style": enum_attr(RopeStyleAttr, style),
+    }
 
 
 def tensor_type(shape: Shape, dtype: str = "f32") -> TensorType:

@@ -18,9 +18,8 @@ the shared `rlx` attributes and print as bare keywords:
 
 from __future__ import annotations
 
-import math
 from abc import ABC
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -48,12 +47,14 @@ from xdsl.traits import Pure
 
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.shape_inference import Shape
+from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
-    attention_shape,
+    attention_properties,
+    enum_attr,
     f32_attr,
     i64_attr,
     opt_shape,
-    rope_shape,
+    rope_properties,
     shape_of,
 )
 from rlx_mlir.dialects.rlx import (
@@ -66,7 +67,7 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.dialects.signature import INDEX, UI8, ElementTypes, VerifiesSignature
+from rlx_mlir.dialects.signature import INDEX, ElementTypes, VerifiesSignature, twin
 
 DEFAULT_EPS = 1e-5
 """The eps of the norms when none is given (docs/semantics.md)."""
@@ -77,11 +78,6 @@ def _eps_attr(eps: float | FloatAttr | None) -> FloatAttr | None:
     return None if eps is None else f32_attr(eps)
 
 
-def _enum_attr(cls: type, enum: type, value: object) -> Attribute | None:
-    if value is None or isinstance(value, cls):
-        return value  # type: ignore[return-value]
-    return cls(enum(value))
-
 
 # ----------------------------------------------------------------------------- base
 
@@ -90,8 +86,19 @@ class HirOp(VerifiesSignature, ABC):
     """Base of every hir op: a block with one f32 result; `VerifiesSignature` checks the
     dimensions (every one >= 1), the element types (f32 unless `ELEMENT_TYPES` says
     otherwise), eps and scale, then that the result has the shape `infer_shape` computes
-    with the op's rule in `rlx_mlir.core.shape_inference`.
+    with the op's rule in `rlx_mlir.core.shape_inference`. An op that is a mir op at the
+    block level (rms_norm, layer_norm, attention, rope, dequant_matmul) is the mir op's
+    `twin`: the same operands, properties, element types and shape rule.
     """
+
+    traits = traits_def(Pure())
+
+
+def mir_twin(mir_op: type[VerifiesSignature], **defaults: Attribute) -> type[HirOp]:
+    """The base of the hir op that is `mir_op` at the block level (`signature.twin`), with
+    `defaults` for properties the hir syntax may leave out."""
+    cls = twin(mir_op, HirOp, dialect="hir", value_type=TensorType, defaults=defaults)
+    return cast(type[HirOp], cls)
 
 
 # ----------------------------------------------------------------------------- linear layers
@@ -110,8 +117,6 @@ class LinearOp(HirOp):
     result = result_def(TensorType)
     activation = opt_prop_def(ActivationAttr)
 
-    traits = traits_def(Pure())
-
     assembly_format = (
         "$x `,` $w (`bias` $bias^)? (`activation` $activation^)? attr-dict"
         " `:` functional-type(operands, results)"
@@ -129,7 +134,9 @@ class LinearOp(HirOp):
         super().__init__(
             operands=[x, w, bias],
             result_types=[result_type],
-            properties={"activation": _enum_attr(ActivationAttr, Activation, activation)},
+            properties={
+                "activation": None if activation is None else enum_attr(ActivationAttr, activation)
+            },
         )
 
     def infer_shape(self) -> Shape:
@@ -149,8 +156,6 @@ class SwigluFfnOp(HirOp):
     down = operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure())
-
     assembly_format = (
         "$x `,` `up` $up `,` `gate` $gate `,` `down` $down attr-dict"
         " `:` functional-type(operands, results)"
@@ -168,22 +173,11 @@ class SwigluFfnOp(HirOp):
 
 
 @irdl_op_definition
-class DequantMatmulOp(HirOp):
+class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
     """`x[..., K] @ dequant(w)^T` where `w` holds a GGUF tensor's raw blocks (ui8
     [N, K/32 * bytes_per_block]) quantized with `scheme` (q8_0 or q4_0); result [..., N]."""
 
-    name = "hir.dequant_matmul"
-
-    x = operand_def(TensorType)
-    w = operand_def(TensorType)
-    result = result_def(TensorType)
-    scheme = prop_def(QuantSchemeAttr)
-
-    traits = traits_def(Pure())
-
     assembly_format = "$scheme $x `,` $w attr-dict `:` functional-type(operands, results)"
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
 
     def __init__(
         self,
@@ -196,11 +190,8 @@ class DequantMatmulOp(HirOp):
         super().__init__(
             operands=[x, w],
             result_types=[result_type],
-            properties={"scheme": _enum_attr(QuantSchemeAttr, QuantScheme, scheme)},
+            properties={"scheme": enum_attr(QuantSchemeAttr, scheme)},
         )
-
-    def infer_shape(self) -> Shape:
-        return rules.dequant_matmul(shape_of(self.x), shape_of(self.w), str(self.scheme.data))
 
 
 @irdl_op_definition
@@ -213,8 +204,6 @@ class EmbeddingOp(HirOp):
     table = operand_def(TensorType)
     ids = operand_def(TensorType)
     result = result_def(TensorType)
-
-    traits = traits_def(Pure())
 
     assembly_format = "$table `[` $ids `]` attr-dict `:` functional-type(operands, results)"
 
@@ -240,8 +229,6 @@ class DepthwiseConv1dCausalOp(HirOp):
     left_pad = opt_operand_def(TensorType)
     result = result_def(TensorType)
 
-    traits = traits_def(Pure())
-
     assembly_format = (
         "$x `,` $w (`left_pad` $left_pad^)? attr-dict `:` functional-type(operands, results)"
     )
@@ -265,25 +252,10 @@ class DepthwiseConv1dCausalOp(HirOp):
 # ----------------------------------------------------------------------------- norms
 
 
-class NormOpBase(HirOp, ABC):
-    """Shared structure of the norms: an `eps` property (f32, default 1e-5, > 0)."""
-
-    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(DEFAULT_EPS, f32))
-
-
 @irdl_op_definition
-class RmsNormOp(NormOpBase):
+class RmsNormOp(mir_twin(mir.RmsNormOp)):
     """RMS normalization over the last axis, `x / sqrt(mean(x^2) + eps) * gamma (+ beta)`,
     of operands `x` [..., N], `gamma` [N] and the optional `beta` [N]."""
-
-    name = "hir.rms_norm"
-
-    x = operand_def(TensorType)
-    gamma = operand_def(TensorType)
-    beta = opt_operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
 
     assembly_format = (
         "$x `,` $gamma (`beta` $beta^)? (`eps` $eps^)? attr-dict"
@@ -305,12 +277,9 @@ class RmsNormOp(NormOpBase):
             properties={"eps": _eps_attr(eps)},
         )
 
-    def infer_shape(self) -> Shape:
-        return rules.norm(shape_of(self.x), shape_of(self.gamma), opt_shape(self.beta))
-
 
 @irdl_op_definition
-class ResidualRmsNormOp(NormOpBase):
+class ResidualRmsNormOp(HirOp):
     """`rms_norm(x + residual, gamma, beta, eps)` of operands `x`, `residual` (same
     shape), `gamma` [N] and the optional `beta` [N]; returns the normalized value only."""
 
@@ -321,8 +290,7 @@ class ResidualRmsNormOp(NormOpBase):
     gamma = operand_def(TensorType)
     beta = opt_operand_def(TensorType)
     result = result_def(TensorType)
-
-    traits = traits_def(Pure())
+    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(DEFAULT_EPS, f32))
 
     assembly_format = (
         "$x `,` $residual `,` $gamma (`beta` $beta^)? (`eps` $eps^)? attr-dict"
@@ -352,19 +320,10 @@ class ResidualRmsNormOp(NormOpBase):
 
 
 @irdl_op_definition
-class LayerNormOp(NormOpBase):
+class LayerNormOp(mir_twin(mir.LayerNormOp)):
     """Layer normalization over the last axis (population variance),
     `(x - mean) / sqrt(var + eps) * gamma + beta`, of operands `x` [..., N], `gamma` and
     `beta` [N]."""
-
-    name = "hir.layer_norm"
-
-    x = operand_def(TensorType)
-    gamma = operand_def(TensorType)
-    beta = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
 
     assembly_format = (
         "$x `,` $gamma `,` $beta (`eps` $eps^)? attr-dict `:` functional-type(operands, results)"
@@ -385,33 +344,15 @@ class LayerNormOp(NormOpBase):
             properties={"eps": _eps_attr(eps)},
         )
 
-    def infer_shape(self) -> Shape:
-        return rules.norm(shape_of(self.x), shape_of(self.gamma), shape_of(self.beta))
-
 
 # ----------------------------------------------------------------------------- attention
 
 
 @irdl_op_definition
-class AttentionOp(HirOp):
+class AttentionOp(mir_twin(mir.AttentionOp, mask_kind=MaskKindAttr(MaskKind.NONE))):
     """Grouped-query scaled dot-product attention of `q` [B, S, H*D], `k` and `v`
     [B, T, Hkv*D] (B optional) with the optional `mask` ([S, T] or [1|B, 1|H, S, T],
     present exactly when `mask_kind` is custom or bias); result has q's shape."""
-
-    name = "hir.attention"
-
-    q = operand_def(TensorType)
-    k = operand_def(TensorType)
-    v = operand_def(TensorType)
-    mask = opt_operand_def(TensorType)
-    result = result_def(TensorType)
-    num_heads = prop_def(IntegerAttr[I64])
-    head_dim = prop_def(IntegerAttr[I64])
-    num_kv_heads = prop_def(IntegerAttr[I64])
-    mask_kind = prop_def(MaskKindAttr, default_value=MaskKindAttr(MaskKind.NONE))
-    scale = prop_def(FloatAttr[Float32Type])
-
-    traits = traits_def(Pure())
 
     assembly_format = (
         "$q `,` $k `,` $v (`mask` $mask^)? (`mask_kind` $mask_kind^)?"
@@ -436,36 +377,15 @@ class AttentionOp(HirOp):
         super().__init__(
             operands=[q, k, v, mask],
             result_types=[result_type],
-            properties={
-                "num_heads": i64_attr(num_heads),
-                "head_dim": i64_attr(head_dim),
-                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
-                "mask_kind": _enum_attr(MaskKindAttr, MaskKind, mask_kind),
-                "scale": f32_attr(1.0 / math.sqrt(head_dim) if scale is None else scale),
-            },
+            properties=attention_properties(num_heads, head_dim, num_kv_heads, mask_kind, scale),
         )
-
-    def infer_shape(self) -> Shape:
-        return attention_shape(self)
 
 
 @irdl_op_definition
-class RopeOp(HirOp):
+class RopeOp(mir_twin(mir.RopeOp, style=RopeStyleAttr(RopeStyle.HALF))):
     """Rotary position embedding of `x` [S, H*D] or [B, S, H*D] by the tables `cos` and
     `sin` [S, n_rot/2]: in every head of `head_dim` dims the first `n_rot` rotate in
     `style` pairs (half or interleaved) and the rest pass through."""
-
-    name = "hir.rope"
-
-    x = operand_def(TensorType)
-    cos = operand_def(TensorType)
-    sin = operand_def(TensorType)
-    result = result_def(TensorType)
-    head_dim = prop_def(IntegerAttr[I64])
-    n_rot = prop_def(IntegerAttr[I64])
-    style = prop_def(RopeStyleAttr, default_value=RopeStyleAttr(RopeStyle.HALF))
-
-    traits = traits_def(Pure())
 
     assembly_format = (
         "$x `,` $cos `,` $sin `head_dim` $head_dim `n_rot` $n_rot (`style` $style^)?"
@@ -486,15 +406,8 @@ class RopeOp(HirOp):
         super().__init__(
             operands=[x, cos, sin],
             result_types=[result_type],
-            properties={
-                "head_dim": i64_attr(head_dim),
-                "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
-                "style": _enum_attr(RopeStyleAttr, RopeStyle, style),
-            },
+            properties=rope_properties(head_dim, n_rot, style),
         )
-
-    def infer_shape(self) -> Shape:
-        return rope_shape(self)
 
 
 # ----------------------------------------------------------------------------- decoder block
@@ -573,8 +486,6 @@ class LlamaDecoderBlockOp(HirOp):
     mask_kind = prop_def(MaskKindAttr, default_value=MaskKindAttr(MaskKind.CAUSAL))
     rope_style = prop_def(RopeStyleAttr, default_value=RopeStyleAttr(RopeStyle.HALF))
 
-    traits = traits_def(Pure())
-
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(
@@ -627,8 +538,8 @@ class LlamaDecoderBlockOp(HirOp):
                 "head_dim": i64_attr(head_dim),
                 "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
                 "eps": _eps_attr(eps),
-                "mask_kind": _enum_attr(MaskKindAttr, MaskKind, mask_kind),
-                "rope_style": _enum_attr(RopeStyleAttr, RopeStyle, rope_style),
+                "mask_kind": enum_attr(MaskKindAttr, mask_kind),
+                "rope_style": enum_attr(RopeStyleAttr, rope_style),
             },
         )
 

@@ -21,10 +21,9 @@ memref type whose live range ends at k where out's starts.
 
 from __future__ import annotations
 
-import math
 from abc import ABC
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
@@ -41,10 +40,8 @@ from xdsl.irdl import (
     IRDLOperation,
     OptOperandDef,
     OptPropertyDef,
-    VarOperandDef,
     irdl_op_definition,
     operand_def,
-    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -60,11 +57,14 @@ from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
+    attention_properties,
     dtype_name,
     dtype_of,
+    enum_attr,
     f32_attr,
     i64_array_attr,
     i64_attr,
+    rope_properties,
     rule_errors,
     shape_of,
     verify_dtype,
@@ -78,19 +78,18 @@ from rlx_mlir.dialects.rlx import (
     ElementwiseFn,
     ElementwiseFnAttr,
     MaskKind,
-    MaskKindAttr,
     QuantScheme,
     QuantSchemeAttr,
     ReduceKind,
     ReduceKindAttr,
     RopeStyle,
-    RopeStyleAttr,
 )
 from rlx_mlir.dialects.signature import (
     BODY_DIALECTS,
     ElementTypes,
     Operand,
     VerifiesSignature,
+    twin,
     verify_scalar_body,
 )
 
@@ -474,60 +473,43 @@ def kernel_twin(
     leading: tuple[str, ...] = (),
     extra_properties: Mapping[str, Any] | None = None,
 ) -> type[KernelOp]:
-    """The destination-passing twin of `mir_op`, to subclass as the lir kernel op.
-
-    From the mir op's definition it takes the operands (same names and kinds, memrefs
-    instead of tensors) followed by the `out` buffer, the property definitions, the
-    element-type rule (`result` becomes `out`), the shape rule `infer_shape` and
-    `verify_attributes`; so mir and lir cannot drift. `extra_properties` are lir-only
-    property definitions (placed after the mir ones). The custom syntax states every
-    property (defaults are not carried over):
+    """The base of the destination-passing twin of `mir_op` (see `signature.twin`): the mir
+    op's operands as memrefs, then the `out` buffer; its properties, element types, shape
+    rule and attribute checks. `extra_properties` are lir-only property definitions
+    (after the mir ones). The custom syntax states every property:
 
         lir.<name> <leading properties> ins(<operands> : <types>) outs(%out : <type>) <properties>
 
-    with every other property as `name value` (optional ones only when present).
+    with every other property as `name value` (an optional one only when present).
     """
+    cls = twin(mir_op, KernelOp, dialect="lir", value_type=MemRefType, destination=True)
+    for name, prop in (extra_properties or {}).items():
+        setattr(cls, name, prop)
     op_def = mir_op.get_irdl_definition()
-    namespace: dict[str, Any] = {
-        "__annotations__": {"MIR_OP": ClassVar[type], "ELEMENT_TYPES": ClassVar[ElementTypes]},
-        "name": "lir." + op_def.name.split(".", 1)[1],
-        "MIR_OP": mir_op,
-        "ELEMENT_TYPES": mir_op.ELEMENT_TYPES.renamed("result", "out"),
-        "infer_shape": mir_op.infer_shape,
-        "verify_attributes": mir_op.verify_attributes,
-    }
     values: list[str] = []
     types: list[str] = []
     for i, (name, operand) in enumerate(op_def.operands):
         comma = "`,` " if i else ""
         if isinstance(operand, OptOperandDef):
-            namespace[name] = opt_operand_def(MemRefType)
             values.append(f"({comma}${name}^)?")
             types.append(f"({comma}type(${name})^)?")
         else:
-            variadic = isinstance(operand, VarOperandDef)
-            namespace[name] = (var_operand_def if variadic else operand_def)(MemRefType)
             values.append(f"{comma}${name}")
             types.append(f"{comma}type(${name})")
-    namespace["out"] = operand_def(MemRefType)
-    # Without the mir defaults: an lir kernel states every property (`eps 1.000000e-05`).
-    properties: dict[str, Any] = {
-        name: (opt_prop_def if isinstance(prop, OptPropertyDef) else prop_def)(prop.constr)
-        for name, prop in op_def.properties.items()
-    }
-    properties.update(extra_properties or {})
-    namespace.update(properties)
+    optional = {
+        name: isinstance(prop, OptPropertyDef) for name, prop in op_def.properties.items()
+    } | {name: _is_optional(prop) for name, prop in (extra_properties or {}).items()}
     trailing = [
-        f"(`{name}` ${name}^)?" if _is_optional(prop) else f"`{name}` ${name}"
-        for name, prop in properties.items()
+        f"(`{name}` ${name}^)?" if is_optional else f"`{name}` ${name}"
+        for name, is_optional in optional.items()
         if name not in leading
     ]
-    namespace["assembly_format"] = (
+    cls.assembly_format = (
         "".join(f"${name} " for name in leading)
         + _inout(" ".join(values) + " `:` " + " ".join(types))
         + _out_format(" ".join(trailing))
     )
-    return type(f"{mir_op.__name__}Twin", (KernelOp,), namespace)
+    return cast(type[KernelOp], cls)
 
 
 def _is_optional(field: Any) -> bool:
@@ -717,7 +699,7 @@ class FusedMatmulOp(kernel_twin(mir.FusedMatmulOp, extra_properties=PACKED_RHS))
     ):
         properties: dict[str, Attribute] = {}
         if activation is not None:
-            properties["activation"] = ActivationAttr(Activation(activation))
+            properties["activation"] = enum_attr(ActivationAttr, activation)
         if packed_rhs:
             properties["packed_rhs"] = UnitAttr()
         super().__init__(operands=[lhs, rhs, bias, out], properties=properties)
@@ -745,7 +727,7 @@ class ReduceOp(kernel_twin(mir.ReduceOp, leading=("kind",))):
         keepdim: bool = False,
     ):
         properties: dict[str, Attribute] = {
-            "kind": ReduceKindAttr(ReduceKind(kind)),
+            "kind": enum_attr(ReduceKindAttr, kind),
             "axes": i64_array_attr(axes),
         }
         if keepdim:
@@ -829,11 +811,7 @@ class RopeOp(kernel_twin(mir.RopeOp)):
     ):
         super().__init__(
             operands=[x, cos, sin, out],
-            properties={
-                "head_dim": i64_attr(head_dim),
-                "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
-                "style": RopeStyleAttr(RopeStyle(style)),
-            },
+            properties=rope_properties(head_dim, n_rot, style),
         )
 
 
@@ -863,13 +841,7 @@ class AttentionOp(kernel_twin(mir.AttentionOp)):
     ):
         super().__init__(
             operands=[q, k, v, mask, out],
-            properties={
-                "num_heads": i64_attr(num_heads),
-                "head_dim": i64_attr(head_dim),
-                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
-                "mask_kind": MaskKindAttr(MaskKind(mask_kind)),
-                "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
-            },
+            properties=attention_properties(num_heads, head_dim, num_kv_heads, mask_kind, scale),
         )
 
 
@@ -1034,7 +1006,7 @@ class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
         scheme: QuantScheme | str,
     ):
         super().__init__(
-            operands=[x, w, out], properties={"scheme": QuantSchemeAttr(QuantScheme(scheme))}
+            operands=[x, w, out], properties={"scheme": enum_attr(QuantSchemeAttr, scheme)}
         )
 
 

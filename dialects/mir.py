@@ -14,7 +14,6 @@ restricted to elementwise maps with a scalar `arith`/`math` body.
 
 from __future__ import annotations
 
-import math
 from abc import ABC
 from collections.abc import Callable, Sequence
 from typing import ClassVar
@@ -63,11 +62,14 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects.common import (
+    attention_properties,
     attention_shape,
+    enum_attr,
     f32_attr,
     i64_array_attr,
     i64_attr,
     opt_shape,
+    rope_properties,
     rope_shape,
     shape_of,
 )
@@ -440,8 +442,7 @@ class FusedMatmulOp(VerifiesSignature):
     ):
         lhs, rhs = _values(lhs, rhs)
         bias = None if bias is None else SSAValue.get(bias)
-        if activation is not None and not isinstance(activation, ActivationAttr):
-            activation = ActivationAttr(Activation(activation))
+        activation = None if activation is None else enum_attr(ActivationAttr, activation)
         result_type = _infer(result_type, lhs, lambda: si.matmul(_shape(lhs), _shape(rhs)))
         super().__init__(
             operands=[lhs, rhs, bias],
@@ -486,8 +487,7 @@ class DequantMatmulOp(VerifiesSignature):
         result_type: Attribute | None = None,
     ):
         x, w = _values(x, w)
-        if not isinstance(scheme, QuantSchemeAttr):
-            scheme = QuantSchemeAttr(QuantScheme(scheme))
+        scheme = enum_attr(QuantSchemeAttr, scheme)
         scheme_name = scheme.data.value
         result_type = _infer(
             result_type, x, lambda: si.dequant_matmul(_shape(x), _shape(w), scheme_name)
@@ -563,8 +563,7 @@ class ReduceOp(VerifiesSignature):
         result_type: Attribute | None = None,
     ):
         input = SSAValue.get(input)
-        if not isinstance(kind, ReduceKindAttr):
-            kind = ReduceKindAttr(ReduceKind(kind))
+        kind = enum_attr(ReduceKindAttr, kind)
         axes = i64_array_attr([axes] if isinstance(axes, int) else axes)
         axis_list = axes.get_values()
         result_type = _infer(
@@ -720,16 +719,10 @@ class RopeOp(VerifiesSignature):
         style: str | RopeStyle | RopeStyleAttr = RopeStyle.HALF,
     ):
         x, cos, sin = _values(x, cos, sin)
-        if not isinstance(style, RopeStyleAttr):
-            style = RopeStyleAttr(RopeStyle(style))
         super().__init__(
             operands=[x, cos, sin],
             result_types=[x.type],
-            properties={
-                "head_dim": i64_attr(head_dim),
-                "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
-                "style": style,
-            },
+            properties=rope_properties(head_dim, n_rot, style),
         )
 
     def infer_shape(self) -> si.Shape:
@@ -779,18 +772,10 @@ class AttentionOp(VerifiesSignature):
     ):
         q, k, v = _values(q, k, v)
         mask = None if mask is None else SSAValue.get(mask)
-        if not isinstance(mask_kind, MaskKindAttr):
-            mask_kind = MaskKindAttr(MaskKind(mask_kind))
         super().__init__(
             operands=[q, k, v, mask],
             result_types=[q.type],
-            properties={
-                "num_heads": i64_attr(num_heads),
-                "head_dim": i64_attr(head_dim),
-                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
-                "mask_kind": mask_kind,
-                "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
-            },
+            properties=attention_properties(num_heads, head_dim, num_kv_heads, mask_kind, scale),
         )
 
     def infer_shape(self) -> si.Shape:

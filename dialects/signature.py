@@ -20,11 +20,23 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from xdsl.dialects.builtin import AnyFloatConstr, IndexType, IntegerType, ShapedType
 from xdsl.ir import Attribute, Block, SSAValue
-from xdsl.irdl import IRDLOperation, OptionalDef, VarOperandDef
+from xdsl.irdl import (
+    IRDLOperation,
+    OptionalDef,
+    OptOperandDef,
+    OptPropertyDef,
+    VarOperandDef,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as rules
@@ -174,6 +186,62 @@ class VerifiesSignature(IRDLOperation, ABC):
                 check(self, attr)
         self.verify_attributes()
         verify_result(self, getattr(self, self.RESULT), self.infer_shape, self.RESULT)
+
+
+# ----------------------------------------------------------------------------- twins
+
+
+def twin(
+    source: type[VerifiesSignature],
+    base: type[VerifiesSignature],
+    *,
+    dialect: str,
+    value_type: type[Attribute],
+    destination: bool = False,
+    defaults: Mapping[str, Attribute | None] | None = None,
+) -> type[VerifiesSignature]:
+    """The base class of `source`'s twin op in `dialect`, to subclass with the twin's
+    docstring, syntax and constructor (and decorate with `irdl_op_definition`).
+
+    The twin is `source` at another level: its operands (same names and kinds: single,
+    optional, variadic) and results hold `value_type` values, and it takes from `source`
+    the property definitions, `ELEMENT_TYPES`, `infer_shape` and `verify_attributes`, so
+    the two cannot drift. With `destination` the results become one trailing `out`
+    operand (destination-passing style, as `lir` kernels) and the properties lose their
+    defaults; `defaults` overrides a property's default. `MIR_OP` names `source`.
+    """
+    op_def = source.get_irdl_definition()
+    fields: dict[str, Any] = {}
+    for name, operand in op_def.operands:
+        if isinstance(operand, OptOperandDef):
+            fields[name] = opt_operand_def(value_type)
+        elif isinstance(operand, VarOperandDef):
+            fields[name] = var_operand_def(value_type)
+        else:
+            fields[name] = operand_def(value_type)
+    element_types = source.ELEMENT_TYPES
+    if destination:
+        (result, _), *more = op_def.results
+        assert not more, f"{op_def.name}: a destination-passing twin needs one result"
+        fields["out"] = operand_def(value_type)
+        element_types = element_types.renamed(result, "out")
+    else:
+        fields.update((name, result_def(value_type)) for name, _ in op_def.results)
+    for name, prop in op_def.properties.items():
+        default = None if destination else prop.default_value
+        default = (defaults or {}).get(name, default)
+        factory = opt_prop_def if isinstance(prop, OptPropertyDef) else prop_def
+        fields[name] = factory(prop.constr, default)
+    namespace: dict[str, Any] = {
+        "__annotations__": {"MIR_OP": ClassVar[type], "ELEMENT_TYPES": ClassVar[ElementTypes]},
+        "name": f"{dialect}.{op_def.name.split('.', 1)[1]}",
+        "MIR_OP": source,
+        "ELEMENT_TYPES": element_types,
+        "infer_shape": source.infer_shape,
+        "verify_attributes": source.verify_attributes,
+        **fields,
+    }
+    return type(f"{source.__name__}Twin", (base,), namespace)
 
 
 # ----------------------------------------------------------------------------- scalar bodies
