@@ -59,13 +59,11 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import ARG_NAME, ARG_ROLE, ROLE_OUTPUT
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.passes.utils import require_lowered
-
-ROLE_OUTPUT = "output"
-"""The `rlx.role` of the arguments that receive the function's results."""
 
 ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = registry.ELEMENTWISE_FNS
 """The function of the `lir.elementwise` kernel of each mir elementwise op (registry)."""
@@ -101,7 +99,7 @@ def output_args(ret: func.ReturnOp) -> Sequence[BlockArgument] | None:
     attrs = func_op.arg_attrs
     if first < 0 or attrs is None or len(attrs.data) != len(block.args):
         return None
-    roles = [_str(a, "rlx.role") for a in attrs.data[first:]]
+    roles = [_str(a, ARG_ROLE) for a in attrs.data[first:]]
     return block.args[first:] if all(role == ROLE_OUTPUT for role in roles) else None
 
 
@@ -191,11 +189,11 @@ class FuncSignatureLowering(RewritePattern):
         attrs = list(old_attrs) or [DictionaryAttr({}) for _ in inputs]
         res_attrs = op.res_attrs.data if op.res_attrs is not None else ()
         names = [  # a result named in the graph (rlx.name) keeps its name
-            (_str(res_attrs[i], "rlx.name") if i < len(res_attrs) else None) or f"out{i}"
+            (_str(res_attrs[i], ARG_NAME) if i < len(res_attrs) else None) or f"out{i}"
             for i in range(len(outputs))
         ]
         attrs += [
-            DictionaryAttr({"rlx.name": StringAttr(name), "rlx.role": StringAttr(ROLE_OUTPUT)})
+            DictionaryAttr({ARG_NAME: StringAttr(name), ARG_ROLE: StringAttr(ROLE_OUTPUT)})
             for name in names
         ]
         if not op.is_declaration:

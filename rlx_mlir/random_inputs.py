@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.core.abi import ROLE_PARAM
 from rlx_mlir.core.shape_inference import QUANT_BLOCK_BYTES, QUANT_BLOCK_SIZE
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
@@ -63,10 +64,10 @@ def _random(spec: ArgSpec, uses: list[tuple[Operation, int]], rng: np.random.Gen
             return K.QUANTIZE[scheme](weights)
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
             return (rng.random(spec.shape) > 0.3).astype(np.float32)
-    if spec.dtype == "f32" and spec.role == "param" and len(spec.shape) >= 2:
+    if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(spec.shape) >= 2:
         # Weights scaled by 1/sqrt(fan_in) keep activations O(1) through deep graphs.
         return (rng.standard_normal(spec.shape) / np.sqrt(spec.shape[-2])).astype(np.float32)
-    if spec.dtype == "f32" and spec.role == "param":
+    if spec.dtype == "f32" and spec.role == ROLE_PARAM:
         return (1.0 + 0.1 * rng.standard_normal(spec.shape)).astype(np.float32)
     if spec.dtype == "f32":
         return (0.5 * rng.standard_normal(spec.shape)).astype(np.float32)

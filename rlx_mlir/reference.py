@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from rlx_mlir.core.abi import ROLE_OUTPUT, ROLE_PARAM
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph
 from rlx_mlir.interpreters import make_interpreter
@@ -37,7 +38,7 @@ def run_module(module: ModuleOp, arrays: Mapping[str, Any]) -> tuple[np.ndarray,
     args = []
     outputs = []
     for spec in signature.args:
-        if spec.role == "output":
+        if spec.role == ROLE_OUTPUT:
             buffer = new_buffer(spec.shape, spec.dtype)
             outputs.append(buffer)
             args.append(buffer)
@@ -56,7 +57,7 @@ class ReferenceModel:
         specs = {a.name: a for a in self.signature.callable_args}
         self._bound = {}
         for name, value in (params or {}).items():
-            if name not in specs or specs[name].role != "param":
+            if name not in specs or specs[name].role != ROLE_PARAM:
                 raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r}")
             self._bound[name] = convert(specs[name], value).copy()
 

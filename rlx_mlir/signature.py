@@ -15,14 +15,18 @@ import numpy as np
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
 
+from rlx_mlir.core.abi import (
+    ARG_NAME,
+    ARG_ROLE,
+    ARG_TYPE,
+    ROLE_ARENA,
+    ROLE_INPUT,
+    ROLE_OUTPUT,
+    ROLE_PARAM,
+)
 from rlx_mlir.core.errors import ArgumentError, GraphError
 from rlx_mlir.core.shape_inference import fmt
 from rlx_mlir.dialects.common import dtype_of, shape_of
-
-ARG_NAME = "rlx.name"
-"""Argument attribute holding an argument's name (survives every stage)."""
-ARG_ROLE = "rlx.role"
-"""Argument attribute holding an argument's role: "input", "param" or (in LIR) "output"."""
 
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8,
@@ -61,25 +65,25 @@ class Signature:
         for i, arg in enumerate(fn.body.block.args):
             attrs = arg_attrs[i].data if i < len(arg_attrs) else {}
             name = _string(attrs, ARG_NAME) or default_name(arg, i)
-            role = _string(attrs, ARG_ROLE) or "input"
+            role = _string(attrs, ARG_ROLE) or ROLE_INPUT
             args.append(ArgSpec(name, role, shape_of(arg), dtype_of(arg)))
         res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
         results = tuple(
             ArgSpec((_string(res_attrs[i].data, ARG_NAME) if i < len(res_attrs) else None) or f"out{i}",
-                    "output", shape_of(t), dtype_of(t))
+                    ROLE_OUTPUT, shape_of(t), dtype_of(t))
             for i, t in enumerate(fn.function_type.outputs.data)
         )
-        outputs = tuple(a for a in args if a.role == "output")
+        outputs = tuple(a for a in args if a.role == ROLE_OUTPUT)
         return Signature(fn.sym_name.data, tuple(args), results or outputs)
 
     @staticmethod
     def _of_llvm_entry(name: str, arg_attrs: Sequence[DictionaryAttr]) -> Signature:
         args = tuple(
-            ArgSpec(_string(a.data, ARG_NAME) or f"arg{i}", _string(a.data, ARG_ROLE) or "input",
-                    shape_of(a.data["rlx.type"]), dtype_of(a.data["rlx.type"]))
-            for i, a in enumerate(arg_attrs) if "rlx.type" in a.data
+            ArgSpec(_string(a.data, ARG_NAME) or f"arg{i}", _string(a.data, ARG_ROLE) or ROLE_INPUT,
+                    shape_of(a.data[ARG_TYPE]), dtype_of(a.data[ARG_TYPE]))
+            for i, a in enumerate(arg_attrs) if ARG_TYPE in a.data
         )
-        return Signature(name, args, tuple(a for a in args if a.role == "output"))
+        return Signature(name, args, tuple(a for a in args if a.role == ROLE_OUTPUT))
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -89,8 +93,8 @@ class Signature:
     @functools.cached_property
     def callable_args(self) -> tuple[ArgSpec, ...]:
         """Inputs then params: what a caller passes (outputs are the callee's to allocate)."""
-        inputs = [a for a in self.args if a.role == "input"]
-        params = [a for a in self.args if a.role == "param"]
+        inputs = [a for a in self.args if a.role == ROLE_INPUT]
+        params = [a for a in self.args if a.role == ROLE_PARAM]
         return tuple(inputs + params)
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any],
@@ -215,7 +219,7 @@ def name_arguments(module: Any) -> None:
                     "stage (no results) has its outputs among its arguments, so give every "
                     'argument {rlx.name = "...", rlx.role = "input" | "param" | "output"}'
                 )
-            data[ARG_ROLE] = StringAttr("input")
+            data[ARG_ROLE] = StringAttr(ROLE_INPUT)
         if ARG_NAME not in data:
             name = default_name(block_args[i], i) if block_args else f"arg{i}"
             if name in taken:
@@ -231,7 +235,7 @@ def name_arguments(module: Any) -> None:
 
 def _check_llvm_entry_names(fn: llvm.FuncOp) -> None:
     for i, entry in enumerate(fn.arg_attrs.data if fn.arg_attrs is not None else ()):
-        if "rlx.type" in entry.data and not (
+        if ARG_TYPE in entry.data and not (
             _string(entry.data, ARG_NAME) and _string(entry.data, ARG_ROLE)
         ):
             raise GraphError(
@@ -290,4 +294,4 @@ def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
 
 def _is_entry(fn: llvm.FuncOp) -> bool:
     attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
-    return any(_string(a.data, ARG_ROLE) == "arena" for a in attrs)
+    return any(_string(a.data, ARG_ROLE) == ROLE_ARENA for a in attrs)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlx_mlir.core.abi import ROLE_PARAM
 from rlx_mlir.core.errors import RlxError
 
 
@@ -103,7 +104,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         given.update(random_arguments(module, wanted, args.seed))
     # Every param with a value is bound at compile time (packed if lir-pack-weights says
     # so); the rest goes to the call, which reports missing and unknown names.
-    param_names = {a.name for a in signature.args if a.role == "param"}
+    param_names = {a.name for a in signature.args if a.role == ROLE_PARAM}
     params = {name: value for name, value in given.items() if name in param_names}
     call_args = {name: value for name, value in given.items() if name not in param_names}
     start = time.perf_counter()
