@@ -271,6 +271,13 @@ def _check_dialects() -> None:
     mir_ops = [op for op in mir.MIR.operations if op is not mir.YieldOp]
     check_complete("mir ops with a registry record", mir_ops, MIR_OPS)
     check_complete("lir kernel ops named by a registry record", lir.KERNEL_OPS, LIR_KERNEL_OPS)
+    for record in MIR_RECORDS:  # a twin kernel says which mir op it was generated from
+        twin_of = getattr(record.kernel, "MIR_OP", record.op)
+        if record.kernel is not lir.ElementwiseOp and twin_of is not record.op:
+            raise RegistryError(
+                f"registry record of '{record.op.name}': kernel {record.kernel.name} is the "
+                f"twin of '{twin_of.name}', expected the twin of '{record.op.name}'"
+            )
     missing_fns = sorted(set(ElementwiseFn) - set(ELEMENTWISE_BY_FN))
     if missing_fns:
         raise RegistryError(f"lir.elementwise functions without a mir record: {missing_fns}")

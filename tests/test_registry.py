@@ -128,6 +128,14 @@ def test_every_elementwise_op_fuses(op):
 
 
 @pytest.mark.parametrize("op", lir.KERNEL_OPS, ids=_ids(list(lir.KERNEL_OPS)))
+def test_every_twin_kernel_belongs_to_the_record_of_its_mir_op(op):
+    """A kernel generated from a mir op (`MIR_OP`) is the kernel of that op's record."""
+    if hasattr(op, "MIR_OP"):
+        assert registry.MIR[op.MIR_OP].kernel is op
+        assert registry.MIR_OF_KERNEL[op].op is op.MIR_OP
+
+
+@pytest.mark.parametrize("op", lir.KERNEL_OPS, ids=_ids(list(lir.KERNEL_OPS)))
 def test_every_lir_kernel_has_a_builder_and_an_interpreter(op):
     assert op in registry.LIR_KERNEL_OPS
     assert op in kernel_builders(), f"{op.name} has no kernel builder"
