@@ -37,6 +37,7 @@ from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 
 from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.abi import ARG_NAME, ARG_ROLE, ROLE_INPUT, ROLE_PARAM
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.dialects import hir, mir
 from rlx_mlir.dialects.common import f32_attr, i64_array_attr, i64_attr, tensor_type
@@ -52,11 +53,6 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-
-ARG_NAME = "rlx.name"
-"""Argument attribute holding an argument's name (survives every stage)."""
-ARG_ROLE = "rlx.role"
-"""Argument attribute holding an argument's role: "input", "param" (or "output" in LIR)."""
 
 Scalar = float | int
 Operand = "Value | float | int"
@@ -238,12 +234,12 @@ class Graph:
     def input(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
         """Declare a graph input (given at every call). `dtype` is an rlx name ("f32",
         "i32", "i64", "ui8"), a numpy name ("float32"), a numpy type or a np.dtype."""
-        return self._argument(name, shape, dtype, "input")
+        return self._argument(name, shape, dtype, ROLE_INPUT)
 
     def param(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
         """Declare a parameter (bound once at `jit(params=...)` or given at call time);
         `dtype` as for `input`."""
-        return self._argument(name, shape, dtype, "param")
+        return self._argument(name, shape, dtype, ROLE_PARAM)
 
     def _argument(self, name: str, shape: Sequence[int], dtype: Any, role: str) -> Value:
         with _context(role):
@@ -310,11 +306,11 @@ class Graph:
 
     @property
     def inputs(self) -> list[str]:
-        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == "input"]
+        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == ROLE_INPUT]
 
     @property
     def params(self) -> list[str]:
-        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == "param"]
+        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == ROLE_PARAM]
 
     # ------------------------------------------------------------------ module
 
