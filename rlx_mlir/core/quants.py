@@ -1,0 +1,273 @@
+"""numpy reference dequantization of GGUF (ggml) tensor types: the oracle for quantized kernels.
+
+Each function is written from the block layout of ggml (ggml-common.h / ggml-quants.c), not
+from the `gguf` package, and is bit-exact against `gguf.quants.dequantize`: every value is
+computed in float32 with the same operations in the same order (a product of the f16 scale
+converted to f32 and the integer quant, then the offset), so a compiled kernel that follows
+the same order can be compared for equality.
+
+Raw data is uint8 with the bytes of a row in the last axis (`[..., n_blocks * type_size]`);
+the result is float32 with the values of a row in the last axis (`[..., n_blocks *
+block_size]`). Types are named like ggml ("Q4_K"), by their ggml type id, or by any IntEnum
+with those names (such as `gguf.GGMLQuantizationType`).
+
+Block layouts (little-endian; d, dmin and m are f16):
+
+| type | values | bytes | layout |
+|---|---|---|---|
+| Q4_0 | 32 | 18 | d; 16 bytes: low nibbles values 0-15, high nibbles 16-31; v = d*(q-8) |
+| Q4_1 | 32 | 20 | d, m; nibbles as Q4_0; v = d*q + m |
+| Q5_0 | 32 | 22 | d; u32 qh (bit i = 5th bit of value i); nibbles as Q4_0; v = d*(q-16) |
+| Q5_1 | 32 | 24 | d, m; qh; nibbles; v = d*q + m |
+| Q8_0 | 32 | 34 | d; 32 int8; v = d*q |
+| Q2_K | 256 | 84 | 16 scale bytes (lo nibble scale, hi nibble min, per 16 values); 64 bytes of 2-bit quants; d; dmin |
+| Q3_K | 256 | 110 | 32 bytes hmask; 64 bytes 2-bit quants; 12 bytes of 16 6-bit scales; d |
+| Q4_K | 256 | 144 | d; dmin; 12 bytes of 8 6-bit scales and 8 6-bit mins; 128 bytes of nibbles |
+| Q5_K | 256 | 176 | d; dmin; 12 scale bytes; 32 bytes qh; 128 bytes of nibbles |
+| Q6_K | 256 | 210 | 128 bytes low nibbles; 64 bytes of 2-bit highs; 16 int8 scales; d |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from rlx_mlir.core.errors import ArgumentError, ShapeError
+
+QK_K = 256
+"""Values per super-block of the K-quants."""
+
+
+@dataclass(frozen=True)
+class QuantType:
+    """A ggml tensor type: its id in GGUF files and its block geometry."""
+
+    name: str
+    type_id: int
+    block_size: int
+    """Values per block."""
+    type_size: int
+    """Bytes per block."""
+
+    def row_bytes(self, n_values: int) -> int:
+        """Bytes of a row of `n_values` values (a multiple of the block size)."""
+        if n_values % self.block_size:
+            raise ShapeError(f"{self.name}: a row of {n_values} values is not a whole number "
+                             f"of {self.block_size}-value blocks")
+        return n_values // self.block_size * self.type_size
+
+
+_TYPES = [
+    QuantType("F32", 0, 1, 4), QuantType("F16", 1, 1, 2), QuantType("BF16", 30, 1, 2),
+    QuantType("Q4_0", 2, 32, 18), QuantType("Q4_1", 3, 32, 20),
+    QuantType("Q5_0", 6, 32, 22), QuantType("Q5_1", 7, 32, 24), QuantType("Q8_0", 8, 32, 34),
+    QuantType("Q2_K", 10, QK_K, 84), QuantType("Q3_K", 11, QK_K, 110),
+    QuantType("Q4_K", 12, QK_K, 144), QuantType("Q5_K", 13, QK_K, 176),
+    QuantType("Q6_K", 14, QK_K, 210),
+]
+QUANT_TYPES: dict[str, QuantType] = {t.name: t for t in _TYPES}
+"""Every type this module dequantizes, by ggml name."""
+_BY_ID = {t.type_id: t for t in _TYPES}
+
+
+def quant_type(kind: str | int | IntEnum | QuantType) -> QuantType:
+    """The QuantType named by `kind` (a name, a ggml type id, an IntEnum member or a QuantType)."""
+    if isinstance(kind, QuantType):
+        return kind
+    if isinstance(kind, IntEnum):
+        found = QUANT_TYPES.get(kind.name)
+    elif isinstance(kind, str):
+        found = QUANT_TYPES.get(kind.upper())
+    else:
+        found = _BY_ID.get(int(kind))
+    if found is None:
+        raise ArgumentError(f"unsupported tensor type {getattr(kind, 'name', kind)!r}; "
+                            f"supported: {', '.join(QUANT_TYPES)}")
+    return found
+
+
+def dequantize(raw: np.ndarray, kind: str | int | IntEnum | QuantType) -> np.ndarray:
+    """float32 values of `raw`, the bytes of rows of type `kind` in its last axis.
+
+    `raw` may be any uint8 array (for F32/F16/BF16 also an array of that dtype, read as bytes).
+    """
+    qtype = quant_type(kind)
+    data = np.ascontiguousarray(raw).view(np.uint8)
+    if data.ndim == 0 or data.shape[-1] % qtype.type_size:
+        raise ShapeError(f"{qtype.name}: the last axis of the raw data ({data.shape}) is not a "
+                         f"whole number of {qtype.type_size}-byte blocks")
+    outer = data.shape[:-1]
+    n_blocks = data.shape[-1] // qtype.type_size
+    blocks = data.reshape(-1, qtype.type_size)
+    values = _DEQUANTIZERS[qtype.name](blocks)
+    return values.reshape(*outer, n_blocks * qtype.block_size)
+
+
+def dequantize_rows(raw: np.ndarray, kind: str | int | IntEnum | QuantType,
+                    rows: np.ndarray | list[int]) -> np.ndarray:
+    """Dequantize only `rows` of the 2-D raw table `raw` ([n_rows, row_bytes]): an embedding
+    lookup on a quantized table, `dequantize(raw, kind)[rows]` without touching other rows."""
+    data = np.asarray(raw)
+    if data.ndim != 2:
+        raise ShapeError(f"dequantize_rows: expected a 2-D [rows, row_bytes] table, got shape "
+                         f"{data.shape}")
+    index = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if index.size and (index.min() < -data.shape[0] or index.max() >= data.shape[0]):
+        raise ArgumentError(f"dequantize_rows: row index out of range for a table of "
+                            f"{data.shape[0]} rows")
+    return dequantize(data[index], kind)
+
+
+# --- per-type block dequantizers: blocks is uint8 [n_blocks, type_size] -> f32 [n, block] ---
+
+def _f16(blocks: np.ndarray, start: int) -> np.ndarray:
+    """The f16 at byte `start` of every block, as an f32 column [n, 1]."""
+    return blocks[:, start:start + 2].copy().view(np.float16).astype(np.float32)
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    """[n, 16] bytes -> [n, 32]: the 16 low nibbles, then the 16 high nibbles."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=1)
+
+
+def _f32(blocks: np.ndarray) -> np.ndarray:
+    return blocks.copy().view(np.float32)
+
+
+def _f16_values(blocks: np.ndarray) -> np.ndarray:
+    return blocks.copy().view(np.float16).astype(np.float32)
+
+
+def _bf16(blocks: np.ndarray) -> np.ndarray:
+    # bf16 is the top half of an f32: shift the 16 bits into place.
+    return (blocks.copy().view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _q4_0(blocks: np.ndarray) -> np.ndarray:
+    q = _nibbles(blocks[:, 2:18]).astype(np.float32) - np.float32(8)
+    return _f16(blocks, 0) * q
+
+
+def _q4_1(blocks: np.ndarray) -> np.ndarray:
+    q = _nibbles(blocks[:, 4:20]).astype(np.float32)
+    return _f16(blocks, 0) * q + _f16(blocks, 2)
+
+
+def _fifth_bits(qh_bytes: np.ndarray) -> np.ndarray:
+    """[n, 4] bytes of a little-endian u32 -> [n, 32] bits, bit i for value i, as 0 or 16."""
+    bits = np.unpackbits(qh_bytes, axis=1, bitorder="little")
+    return bits << 4
+
+
+def _q5_0(blocks: np.ndarray) -> np.ndarray:
+    q = (_nibbles(blocks[:, 6:22]) | _fifth_bits(blocks[:, 2:6])).astype(np.float32)
+    return _f16(blocks, 0) * (q - np.float32(16))
+
+
+def _q5_1(blocks: np.ndarray) -> np.ndarray:
+    q = (_nibbles(blocks[:, 8:24]) | _fifth_bits(blocks[:, 4:8])).astype(np.float32)
+    return _f16(blocks, 0) * q + _f16(blocks, 2)
+
+
+def _q8_0(blocks: np.ndarray) -> np.ndarray:
+    q = blocks[:, 2:34].view(np.int8).astype(np.float32)
+    return q * _f16(blocks, 0)
+
+
+def _k_scales_mins(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 8 6-bit scales and 8 6-bit mins of Q4_K/Q5_K from their 12 packed bytes.
+
+    Sub-blocks 0-3 keep scale and min in the low 6 bits of bytes 0-3 and 4-7; sub-blocks 4-7
+    keep their low 4 bits in the nibbles of bytes 8-11 and their top 2 bits in the top bits
+    of bytes 0-3 (scales) and 4-7 (mins).
+    """
+    low_sc, low_m, high = packed[:, 0:4], packed[:, 4:8], packed[:, 8:12]
+    scales = np.concatenate([low_sc & 63, (high & 0x0F) | ((low_sc >> 6) << 4)], axis=1)
+    mins = np.concatenate([low_m & 63, (high >> 4) | ((low_m >> 6) << 4)], axis=1)
+    return scales, mins
+
+
+def _q4_k_style(blocks: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Q4_K and Q5_K: v = (d*scale) * q - (dmin*min), per sub-block of 32 values."""
+    n = blocks.shape[0]
+    scales, mins = _k_scales_mins(blocks[:, 4:16])
+    d = (_f16(blocks, 0) * scales.astype(np.float32)).reshape(n, 8, 1)
+    dm = (_f16(blocks, 2) * mins.astype(np.float32)).reshape(n, 8, 1)
+    return (d * q.reshape(n, 8, 32).astype(np.float32) - dm).reshape(n, QK_K)
+
+
+def _k_nibbles(qs: np.ndarray) -> np.ndarray:
+    """[n, 128] bytes -> [n, 256]: each 32-byte chunk gives 32 low nibbles then 32 high."""
+    n = qs.shape[0]
+    chunks = qs.reshape(n, 4, 1, 32)
+    return np.concatenate([chunks & 0x0F, chunks >> 4], axis=2).reshape(n, QK_K)
+
+
+def _q4_k(blocks: np.ndarray) -> np.ndarray:
+    return _q4_k_style(blocks, _k_nibbles(blocks[:, 16:144]))
+
+
+def _q5_k(blocks: np.ndarray) -> np.ndarray:
+    n = blocks.shape[0]
+    # Bit j of qh[l] is the 5th bit of value l of sub-block j.
+    qh = blocks[:, 16:48].reshape(n, 1, 32) >> np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
+    high = ((qh & 1) << 4).reshape(n, QK_K)
+    return _q4_k_style(blocks, _k_nibbles(blocks[:, 48:176]) | high)
+
+
+def _q6_k(blocks: np.ndarray) -> np.ndarray:
+    n = blocks.shape[0]
+    # Per half of 128 values: 64 ql bytes (values 0-31 low nibbles of bytes 0-31, 32-63 of
+    # bytes 32-63, 64-127 their high nibbles) and 32 qh bytes (2 bits per value, shifts 0-6).
+    ql = blocks[:, 0:128].reshape(n, 2, 1, 64)
+    low = np.concatenate([ql & 0x0F, ql >> 4], axis=2).reshape(n, 2, 4, 32)
+    qh = blocks[:, 128:192].reshape(n, 2, 1, 32)
+    high = (qh >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)) & 3
+    q = (low | (high << 4)).reshape(n, 16, 16).astype(np.float32) - np.float32(32)
+    scales = blocks[:, 192:208].view(np.int8).astype(np.float32)
+    d = (_f16(blocks, 208) * scales).reshape(n, 16, 1)
+    return (d * q).reshape(n, QK_K)
+
+
+def _q2_k(blocks: np.ndarray) -> np.ndarray:
+    n = blocks.shape[0]
+    scales = blocks[:, 0:16]
+    # Per half of 128 values: 32 qs bytes, 2-bit fields at shifts 0, 2, 4, 6 give values
+    # 0-31, 32-63, 64-95, 96-127.
+    qs = blocks[:, 16:80].reshape(n, 2, 1, 32)
+    q = (qs >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)) & 3
+    d = (_f16(blocks, 80) * (scales & 0x0F).astype(np.float32)).reshape(n, 16, 1)
+    m = (_f16(blocks, 82) * (scales >> 4).astype(np.float32)).reshape(n, 16, 1)
+    return (d * q.reshape(n, 16, 16).astype(np.float32) - m).reshape(n, QK_K)
+
+
+def _q3_k_scales(packed: np.ndarray) -> np.ndarray:
+    """The 16 signed 6-bit scales of Q3_K: low 4 bits in the nibbles of bytes 0-7 (scales 0-7
+    low nibbles, 8-15 high nibbles), top 2 bits in bytes 8-11 (shift 2k gives scales 4k..4k+3)."""
+    n = packed.shape[0]
+    low = np.concatenate([packed[:, 0:8] & 0x0F, packed[:, 0:8] >> 4], axis=1)
+    high = (packed[:, 8:12].reshape(n, 1, 4)
+            >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 4, 1)) & 3
+    return (low | (high.reshape(n, 16) << 4)).astype(np.float32) - np.float32(32)
+
+
+def _q3_k(blocks: np.ndarray) -> np.ndarray:
+    n = blocks.shape[0]
+    hmask = blocks[:, 0:32].reshape(n, 1, 32)
+    qs = blocks[:, 32:96].reshape(n, 2, 1, 32)
+    low = (qs >> np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)) & 3
+    # Bit k of hmask[l] belongs to value 32k + l; a clear bit subtracts 4.
+    high = (hmask >> np.arange(8, dtype=np.uint8).reshape(1, 8, 1)) & 1
+    q = (low.reshape(n, 8, 32).astype(np.int8) - ((high ^ 1) << 2).astype(np.int8))
+    d = (_f16(blocks, 108) * _q3_k_scales(blocks[:, 96:108])).reshape(n, 16, 1)
+    return (d * q.reshape(n, 16, 16).astype(np.float32)).reshape(n, QK_K)
+
+
+_DEQUANTIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "F32": _f32, "F16": _f16_values, "BF16": _bf16,
+    "Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0,
+    "Q2_K": _q2_k, "Q3_K": _q3_k, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k,
+}
