@@ -1,0 +1,9 @@
+"""Errors of the models package."""
+
+from __future__ import annotations
+
+from rlx_mlir.core.errors import RlxError
+
+
+class ModelError(RlxError):
+    """A model file, model name or download is not one rlx-mlir can use; the message names why."""
