@@ -7,10 +7,14 @@ a static shape and the identity layout; element types are f32 (compute), i32/i64
 
 Buffers come from `lir.alloc` (one buffer each) or, after `lir-plan-arena`, from
 `lir.slot`s of one `lir.arena`; `lir.view` aliases a contiguous part of a buffer.
-The kernels mirror the MIR compute ops in destination-passing style, like
-linalg's named ops: they read their `ins(...)` and write their `outs(...)`
-buffer and have no results.  Each kernel checks `out` against the shape the MIR
-rule of `rlx_mlir.core.shape_inference` infers from its inputs.
+The kernels are the MIR ops in destination-passing style, like linalg's named
+ops with buffer semantics: they read their `ins(...)` and write their `outs(...)`
+buffer and have no results.  A kernel is defined by its mir op: `kernel_twin(mir.XOp)`
+gives it the mir op's operands (as memrefs, then `out`), properties, element types,
+shape rule and checks (`MIR_OP` names it), so the two levels cannot drift; the lir
+class adds its docstring and Python constructor.  `lir.elementwise` (one kernel for
+every mir elementwise op, by `fn`), `lir.copy` and `lir.constant` are written out, with
+the rules of their mir ops.
 
 The `lir.arena` verifier proves an arena plan safe: every slot lies inside the
 arena, is aligned, and no two slots whose live ranges overlap share a byte, except an
@@ -44,7 +48,6 @@ from xdsl.irdl import (
     operand_def,
     opt_prop_def,
     prop_def,
-    region_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -90,7 +93,6 @@ from rlx_mlir.dialects.signature import (
     Operand,
     VerifiesSignature,
     twin,
-    verify_scalar_body,
 )
 
 # ----------------------------------------------------------------------------- helpers
@@ -586,10 +588,9 @@ FUSED_BODY_DIALECTS = BODY_DIALECTS
 
 
 @irdl_op_definition
-class FusedElementwiseOp(KernelOp):
+class FusedElementwiseOp(kernel_twin(mir.FusedElementwiseOp)):
     """Runs the scalar `body` at every element of `out`, its block arguments taken from
-    the (broadcast) `inputs` at that position; the yielded value is written to `out`
-    (the buffer form of `mir.fused_elementwise`, with its element types and shape rule).
+    the (broadcast) `inputs` at that position; the yielded value is written to `out`.
 
     ```mlir
     lir.fused_elementwise ins(%a, %b : memref<8xf32>, memref<8xf32>) outs(%o : memref<8xf32>) {
@@ -600,22 +601,10 @@ class FusedElementwiseOp(KernelOp):
     ```
     """
 
-    name = "lir.fused_elementwise"
-
-    inputs = var_operand_def(MemRefType)
-    out = operand_def(MemRefType)
-
-    body = region_def("single_block")
-
     traits = traits_def(IsolatedFromAbove())
 
     assembly_format = (
         _inout("$inputs `:` type($inputs)") + "`outs` `(` $out `:` type($out) `)` $body attr-dict"
-    )
-
-    MIR_OP: ClassVar[type] = mir.FusedElementwiseOp
-    ELEMENT_TYPES: ClassVar[ElementTypes] = mir.FusedElementwiseOp.ELEMENT_TYPES.renamed(
-        "result", "out"
     )
 
     def __init__(
@@ -625,12 +614,6 @@ class FusedElementwiseOp(KernelOp):
         body: Region,
     ):
         super().__init__(operands=[inputs, out], regions=[body])
-
-    infer_shape = mir.FusedElementwiseOp.infer_shape
-
-    def verify_(self) -> None:
-        super().verify_()
-        verify_scalar_body(self, self.body.block, list(self.inputs), self.out, "lir.yield")
 
 
 @irdl_op_definition

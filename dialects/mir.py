@@ -7,6 +7,11 @@ every rlx element type (f32, i32, i64, ui8); `add sub mul max min neg abs relu` 
 i32 and i64. Shapes follow the rules of `rlx_mlir.core.shape_inference`, which the verifiers
 call, so the Graph builder and the verifiers agree. A dimension is never 0.
 
+Each op declares its signature (`ELEMENT_TYPES`, `infer_shape`, optional
+`verify_attributes`) and `signature.VerifiesSignature` verifies it; the lir kernels and
+the hir blocks that are a mir op at another level are generated from these definitions
+(`signature.twin`).
+
 The ops mirror MLIR's `tosa`/`linalg` named ops loosely; unlike them, binary elementwise
 ops broadcast implicitly (numpy rules), and `fused_elementwise` is a `linalg.generic`
 restricted to elementwise maps with a scalar `arith`/`math` body.
@@ -1053,9 +1058,11 @@ class FusedElementwiseOp(VerifiesSignature):
         """Every input broadcasts to the result's shape."""
         return fused_elementwise_shape(self.inputs, self.declared_shape())
 
-    def verify_(self) -> None:
-        super().verify_()
-        verify_scalar_body(self, self.body.block, list(self.inputs), self.result, "mir.yield")
+    def verify_regions(self) -> None:
+        # The lir twin shares this check, ending in its own `lir.yield`.
+        result = getattr(self, self.RESULT)
+        yield_name = f"{self.dialect_name()}.yield"
+        verify_scalar_body(self, self.body.block, list(self.inputs), result, yield_name)
 
 
 @irdl_op_definition

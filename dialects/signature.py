@@ -37,6 +37,7 @@ from xdsl.irdl import (
     result_def,
     var_operand_def,
 )
+from xdsl.irdl.operations import _RegionFieldDef  # pyright: ignore[reportPrivateUsage]
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as rules
@@ -159,6 +160,9 @@ class VerifiesSignature(IRDLOperation, ABC):
     def verify_attributes(self) -> None:
         """Property checks the shape rule does not cover (none by default)."""
 
+    def verify_regions(self) -> None:
+        """Checks of the op's regions, after the shape (none by default)."""
+
     def declared_shape(self) -> Shape:
         """The shape `RESULT` declares (a rule that takes a target shape reads it)."""
         return shape_of(getattr(self, self.RESULT))
@@ -186,6 +190,7 @@ class VerifiesSignature(IRDLOperation, ABC):
                 check(self, attr)
         self.verify_attributes()
         verify_result(self, getattr(self, self.RESULT), self.infer_shape, self.RESULT)
+        self.verify_regions()
 
 
 # ----------------------------------------------------------------------------- twins
@@ -205,8 +210,8 @@ def twin(
 
     The twin is `source` at another level: its operands (same names and kinds: single,
     optional, variadic) and results hold `value_type` values, and it takes from `source`
-    the property definitions, `ELEMENT_TYPES`, `infer_shape` and `verify_attributes`, so
-    the two cannot drift. With `destination` the results become one trailing `out`
+    the property and region definitions, `ELEMENT_TYPES`, `infer_shape`,
+    `verify_attributes` and `verify_regions`, so the two cannot drift. With `destination` the results become one trailing `out`
     operand (destination-passing style, as `lir` kernels) and the properties lose their
     defaults; `defaults` overrides a property's default. `MIR_OP` names `source`.
     """
@@ -227,6 +232,8 @@ def twin(
         element_types = element_types.renamed(result, "out")
     else:
         fields.update((name, result_def(value_type)) for name, _ in op_def.results)
+    for name, region in op_def.regions:
+        fields[name] = _RegionFieldDef(type(region), region.entry_args)
     for name, prop in op_def.properties.items():
         default = None if destination else prop.default_value
         default = (defaults or {}).get(name, default)
@@ -239,6 +246,7 @@ def twin(
         "ELEMENT_TYPES": element_types,
         "infer_shape": source.infer_shape,
         "verify_attributes": source.verify_attributes,
+        "verify_regions": source.verify_regions,
         **fields,
     }
     return type(f"{source.__name__}Twin", (base,), namespace)
