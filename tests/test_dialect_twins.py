@@ -1,0 +1,81 @@
+"""The lir kernels and the hir blocks that are a mir op at another level are generated
+from the mir op (`signature.twin`): same operands, properties, element types and shape
+rule, so the levels cannot drift."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects import test
+from xdsl.dialects.builtin import MemRefType, TensorType, f32
+from xdsl.irdl import OptOperandDef, VarOperandDef
+from xdsl.utils.exceptions import VerifyException
+
+from rlx_mlir.dialects import hir, lir, mir
+from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.dialects.signature import VerifiesSignature
+
+HAND_WRITTEN = (lir.ElementwiseOp, lir.CopyOp, lir.ConstantOp)
+"""Kernels whose form differs from their mir op by design (they reuse its rules)."""
+LIR_TWINS = [op for op in lir.KERNEL_OPS if op not in HAND_WRITTEN]
+HIR_TWINS = [op for op in hir.HIR_OPS if getattr(op, "MIR_OP", None) is not None]
+
+
+def _kind(definition: object) -> str:
+    if isinstance(definition, OptOperandDef):
+        return "optional"
+    return "variadic" if isinstance(definition, VarOperandDef) else "single"
+
+
+def _operands(op: type[VerifiesSignature]) -> list[tuple[str, str]]:
+    return [(name, _kind(d)) for name, d in op.get_irdl_definition().operands]
+
+
+def test_twins_name_their_mir_op():
+    assert all(op.MIR_OP.name == op.name.replace("lir.", "mir.") for op in LIR_TWINS)
+    assert lir.RmsNormOp.MIR_OP is mir.RmsNormOp
+    assert {op.name for op in HIR_TWINS} == {
+        "hir.rms_norm", "hir.layer_norm", "hir.attention", "hir.rope", "hir.dequant_matmul"
+    }
+
+
+@pytest.mark.parametrize("kernel", LIR_TWINS, ids=lambda op: op.name)
+def test_lir_kernel_is_its_mir_op_in_destination_passing_style(kernel):
+    source = kernel.MIR_OP
+    assert kernel.name == source.name.replace("mir.", "lir.")
+    assert _operands(kernel) == [*_operands(source), ("out", "single")]
+    mir_props = source.get_irdl_definition().properties
+    lir_props = kernel.get_irdl_definition().properties
+    for name, prop in mir_props.items():
+        assert lir_props[name].constr == prop.constr, name
+    assert set(lir_props) - set(mir_props) <= {"packed_rhs"}
+    assert kernel.ELEMENT_TYPES == source.ELEMENT_TYPES.renamed("result", "out")
+    assert kernel.infer_shape is source.infer_shape
+
+
+@pytest.mark.parametrize("block", HIR_TWINS, ids=lambda op: op.name)
+def test_hir_twin_shares_the_mir_definition(block):
+    source = block.MIR_OP
+    assert _operands(block) == _operands(source)
+    assert block.infer_shape is source.infer_shape
+    assert block.ELEMENT_TYPES == source.ELEMENT_TYPES
+
+
+def test_every_elementwise_fn_stands_for_a_mir_op():
+    assert set(lir.ELEMENTWISE_MIR_OPS) == set(ElementwiseFn)
+    assert lir.ELEMENTWISE_MIR_OPS[ElementwiseFn.ADD] is mir.AddOp
+
+
+def _values(*types):
+    return test.TestOp(result_types=list(types)).results
+
+
+def test_mir_and_lir_report_a_shape_error_alike():
+    x, gamma = _values(TensorType(f32, [4, 8]), TensorType(f32, [4]))
+    with pytest.raises(VerifyException) as mir_err:
+        mir.RmsNormOp(x, gamma).verify()
+    xb, gb, out = _values(MemRefType(f32, [4, 8]), MemRefType(f32, [4]), MemRefType(f32, [4, 8]))
+    with pytest.raises(VerifyException) as lir_err:
+        lir.RmsNormOp(xb, gb, out).verify()
+    message = "gamma: expected shape [8] (N = last dim of x), got [4]"
+    assert f"'mir.rms_norm': {message}" in str(mir_err.value)
+    assert f"'lir.rms_norm': {message}" in str(lir_err.value)
