@@ -173,9 +173,12 @@ class VerifiesSignature(IRDLOperation, ABC):
             rules.check_shape(label, shape_of(value))
 
     def verify_element_types(self, named: list[Operand]) -> None:
+        """The declared `ELEMENT_TYPES` (an op whose rule depends on a property overrides)."""
         self.ELEMENT_TYPES.verify(self, named)
 
     def verify_(self) -> None:
+        """Values, element types, eps/scale and `verify_attributes`, the shape of
+        `RESULT`, then `verify_regions`; the first failure raises a VerifyException."""
         named = named_values(self)
         for operand in named:
             if operand.variadic and not operand.values:
@@ -211,9 +214,9 @@ def twin(
     The twin is `source` at another level: its operands (same names and kinds: single,
     optional, variadic) and results hold `value_type` values, and it takes from `source`
     the property and region definitions, `ELEMENT_TYPES`, `infer_shape`,
-    `verify_attributes` and `verify_regions`, so the two cannot drift. With `destination` the results become one trailing `out`
-    operand (destination-passing style, as `lir` kernels) and the properties lose their
-    defaults; `defaults` overrides a property's default. `MIR_OP` names `source`.
+    `verify_attributes` and `verify_regions`, so the two cannot drift. With `destination`
+    the results become one trailing `out` operand (destination-passing style, as `lir`
+    kernels) and the properties lose their defaults; `defaults` overrides a property's default. `MIR_OP` names `source`.
     """
     op_def = source.get_irdl_definition()
     fields: dict[str, Any] = {}
