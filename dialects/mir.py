@@ -20,7 +20,8 @@ restricted to elementwise maps with a scalar `arith`/`math` body.
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import ClassVar
 
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
@@ -105,25 +106,24 @@ from rlx_mlir.dialects.signature import (
 # ----------------------------------------------------------------------------- helpers
 
 def _infer(
-    result_type: Attribute | None, like: SSAValue | Attribute, rule: Callable[[], si.Shape]
+    op: type[VerifiesSignature], result_type: Attribute | None, like: SSAValue, **fields: object
 ) -> Attribute:
-    """`result_type`, or a tensor of `like`'s element type and the shape `rule` infers.
+    """`result_type`, or a tensor of `like`'s element type and the shape `op`'s rule
+    infers from `fields`, the op's operands and properties by name (all a rule reads, so
+    the constructor applies the verifier's rule before the op exists).
 
     The rule's `ShapeError` propagates when the operands do not fit.
     """
     if result_type is not None:
         return result_type
-    ty = like.type if isinstance(like, SSAValue) else like
+    ty = like.type
     assert isinstance(ty, TensorType)
-    return TensorType(ty.get_element_type(), rule())
+    shape = op.infer_shape(SimpleNamespace(**fields))  # pyright: ignore[reportArgumentType]
+    return TensorType(ty.get_element_type(), shape)
 
 
 def _values(*values: SSAValue | Operation) -> list[SSAValue]:
     return [SSAValue.get(v) for v in values]
-
-
-def _shape(value: SSAValue | Operation) -> si.Shape:
-    return shape_of(SSAValue.get(value))
 
 
 # ----------------------------------------------------------------------------- folding
@@ -208,7 +208,7 @@ class BinaryElementwiseOp(VerifiesSignature, ABC):
         result_type: Attribute | None = None,
     ):
         lhs, rhs = _values(lhs, rhs)
-        result_type = _infer(result_type, lhs, lambda: si.broadcast(_shape(lhs), _shape(rhs)))
+        result_type = _infer(type(self), result_type, lhs, lhs=lhs, rhs=rhs)
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
     def infer_shape(self) -> si.Shape:
@@ -409,7 +409,7 @@ class MatmulOp(VerifiesSignature):
         result_type: Attribute | None = None,
     ):
         lhs, rhs = _values(lhs, rhs)
-        result_type = _infer(result_type, lhs, lambda: si.matmul(_shape(lhs), _shape(rhs)))
+        result_type = _infer(type(self), result_type, lhs, lhs=lhs, rhs=rhs)
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
     def infer_shape(self) -> si.Shape:
@@ -448,7 +448,7 @@ class FusedMatmulOp(VerifiesSignature):
         lhs, rhs = _values(lhs, rhs)
         bias = None if bias is None else SSAValue.get(bias)
         activation = None if activation is None else enum_attr(ActivationAttr, activation)
-        result_type = _infer(result_type, lhs, lambda: si.matmul(_shape(lhs), _shape(rhs)))
+        result_type = _infer(type(self), result_type, lhs, lhs=lhs, rhs=rhs, bias=bias)
         super().__init__(
             operands=[lhs, rhs, bias],
             result_types=[result_type],
@@ -493,10 +493,7 @@ class DequantMatmulOp(VerifiesSignature):
     ):
         x, w = _values(x, w)
         scheme = enum_attr(QuantSchemeAttr, scheme)
-        scheme_name = scheme.data.value
-        result_type = _infer(
-            result_type, x, lambda: si.dequant_matmul(_shape(x), _shape(w), scheme_name)
-        )
+        result_type = _infer(type(self), result_type, x, x=x, w=w, scheme=scheme)
         super().__init__(operands=[x, w], result_types=[result_type], properties={"scheme": scheme})
 
     def infer_shape(self) -> si.Shape:
@@ -525,9 +522,7 @@ class DepthwiseConv1dOp(VerifiesSignature):
         result_type: Attribute | None = None,
     ):
         input, weight = _values(input, weight)
-        result_type = _infer(
-            result_type, input, lambda: si.depthwise_conv1d(_shape(input), _shape(weight))
-        )
+        result_type = _infer(type(self), result_type, input, input=input, weight=weight)
         super().__init__(operands=[input, weight], result_types=[result_type])
 
     def infer_shape(self) -> si.Shape:
@@ -570,15 +565,9 @@ class ReduceOp(VerifiesSignature):
         input = SSAValue.get(input)
         kind = enum_attr(ReduceKindAttr, kind)
         axes = i64_array_attr([axes] if isinstance(axes, int) else axes)
-        axis_list = axes.get_values()
-        result_type = _infer(
-            result_type, input, lambda: si.reduce(_shape(input), axis_list, keepdim)
-        )
-        super().__init__(
-            operands=[input],
-            result_types=[result_type],
-            properties={"kind": kind, "axes": axes, "keepdim": UnitAttr() if keepdim else None},
-        )
+        properties = {"kind": kind, "axes": axes, "keepdim": UnitAttr() if keepdim else None}
+        result_type = _infer(type(self), result_type, input, input=input, **properties)
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
 
     def verify_attributes(self) -> None:
         if not self.axes.get_values():
@@ -803,10 +792,10 @@ class ReshapeOp(VerifiesSignature):
 
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
     def __init__(self, input: SSAValue | Operation, result_type: Attribute):
         super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
     def infer_shape(self) -> si.Shape:
         return si.reshape(shape_of(self.input), self.declared_shape())
@@ -828,6 +817,8 @@ class TransposeOp(VerifiesSignature):
 
     assembly_format = "$input `perm` $perm attr-dict `:` type($input) `->` type($result)"
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
     def __init__(
         self,
         input: SSAValue | Operation,
@@ -836,11 +827,8 @@ class TransposeOp(VerifiesSignature):
     ):
         input = SSAValue.get(input)
         perm = i64_array_attr(perm)
-        perm_list = perm.get_values()
-        result_type = _infer(result_type, input, lambda: si.transpose(_shape(input), perm_list))
+        result_type = _infer(type(self), result_type, input, input=input, perm=perm)
         super().__init__(operands=[input], result_types=[result_type], properties={"perm": perm})
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
     def infer_shape(self) -> si.Shape:
         return si.transpose(shape_of(self.input), self.perm.get_values())
@@ -866,6 +854,8 @@ class NarrowOp(VerifiesSignature):
         " `:` type($input) `->` type($result)"
     )
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
     def __init__(
         self,
         input: SSAValue | Operation,
@@ -876,18 +866,9 @@ class NarrowOp(VerifiesSignature):
     ):
         input = SSAValue.get(input)
         axis, start, length = i64_attr(axis), i64_attr(start), i64_attr(length)
-        result_type = _infer(
-            result_type,
-            input,
-            lambda: si.narrow(_shape(input), axis.value.data, start.value.data, length.value.data),
-        )
-        super().__init__(
-            operands=[input],
-            result_types=[result_type],
-            properties={"axis": axis, "start": start, "length": length},
-        )
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+        properties = {"axis": axis, "start": start, "length": length}
+        result_type = _infer(type(self), result_type, input, input=input, **properties)
+        super().__init__(operands=[input], result_types=[result_type], properties=properties)
 
     def infer_shape(self) -> si.Shape:
         return si.narrow(
@@ -910,6 +891,10 @@ class ConcatOp(VerifiesSignature):
 
     assembly_format = "$inputs `axis` $axis attr-dict `:` functional-type($inputs, $result)"
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"inputs": ANY_DTYPE}, same=("inputs", "result")
+    )
+
     def __init__(
         self,
         inputs: Sequence[SSAValue | Operation],
@@ -918,16 +903,8 @@ class ConcatOp(VerifiesSignature):
     ):
         values = _values(*inputs)
         axis = i64_attr(axis)
-        result_type = _infer(
-            result_type,
-            values[0],
-            lambda: si.concat([_shape(v) for v in values], axis.value.data),
-        )
+        result_type = _infer(type(self), result_type, values[0], inputs=values, axis=axis)
         super().__init__(operands=[values], result_types=[result_type], properties={"axis": axis})
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
-        {"inputs": ANY_DTYPE}, same=("inputs", "result")
-    )
 
     def infer_shape(self) -> si.Shape:
         return si.concat([shape_of(v) for v in self.inputs], self.axis.value.data)
@@ -946,10 +923,10 @@ class BroadcastToOp(VerifiesSignature):
 
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
+
     def __init__(self, input: SSAValue | Operation, result_type: Attribute):
         super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
     def infer_shape(self) -> si.Shape:
         return si.broadcast_to(shape_of(self.input), self.declared_shape())
@@ -974,6 +951,10 @@ class GatherOp(VerifiesSignature):
         "$input `,` $indices `axis` $axis attr-dict `:` functional-type(operands, results)"
     )
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"input": ANY_DTYPE, "indices": INDEX}, same=("input", "result")
+    )
+
     def __init__(
         self,
         input: SSAValue | Operation,
@@ -984,15 +965,11 @@ class GatherOp(VerifiesSignature):
         input, indices = _values(input, indices)
         axis = i64_attr(axis)
         result_type = _infer(
-            result_type, input, lambda: si.gather(_shape(input), _shape(indices), axis.value.data)
+            type(self), result_type, input, input=input, indices=indices, axis=axis
         )
         super().__init__(
             operands=[input, indices], result_types=[result_type], properties={"axis": axis}
         )
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
-        {"input": ANY_DTYPE, "indices": INDEX}, same=("input", "result")
-    )
 
     def infer_shape(self) -> si.Shape:
         return si.gather(shape_of(self.input), shape_of(self.indices), self.axis.value.data)
@@ -1014,10 +991,10 @@ class ConstantOp(VerifiesSignature):
 
     assembly_format = "$value attr-dict"
 
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"result": ANY_DTYPE})
+
     def __init__(self, value: DenseIntOrFPElementsAttr):
         super().__init__(result_types=[value.get_type()], properties={"value": value})
-
-    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"result": ANY_DTYPE})
 
     def infer_shape(self) -> si.Shape:
         return tuple(self.value.get_shape())
