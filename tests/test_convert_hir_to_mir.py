@@ -22,6 +22,7 @@ from rlx_mlir.dialects import hir
 from rlx_mlir.ir import make_context
 from rlx_mlir.passes import get_all_passes
 from rlx_mlir.passes.convert_hir_to_mir import ConvertHirToMirPass
+from rlx_mlir.reference import run_module
 
 RTOL = 1e-5
 ATOL = 1e-5
@@ -308,10 +309,9 @@ def test_lowers_to_expected_mir(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_numerics_match_before_and_after(name: str) -> None:
-    reference = pytest.importorskip("rlx_mlir.reference")
     case = CASES[name]()
-    before = reference.run_module(case.graph.to_module(), case.inputs)
-    after = reference.run_module(lower(case.graph.to_module()), case.inputs)
+    before = run_module(case.graph.to_module(), case.inputs)
+    after = run_module(lower(case.graph.to_module()), case.inputs)
     assert len(before) == len(after) == 1
     for b, a in zip(before, after, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype

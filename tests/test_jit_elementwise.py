@@ -15,7 +15,6 @@ part alone must write a share disjoint from the others'. A last test goes throug
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import re
 import zlib
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from jit_harness import compile_functions
+from jit_harness import CPUS, Jitted
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
 from xdsl.ir import Block, Operation
 from xdsl.transforms.canonicalize import CanonicalizePass
@@ -41,42 +40,9 @@ from rlx_mlir.passes import get_all_passes
 from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED, canonicalize, tile_dim
 
 WIDTHS = (16, 8, 4)
-CPUS = {16: None, 8: "haswell", 4: "x86-64"}
-"""The CPU each width is compiled for (None: the host)."""
 RTOL, ATOL = 1e-4, 1e-5
 NP = {"f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8}
 SENTINEL = {"i32": -7, "i64": -7, "ui8": 77}
-
-
-# ----------------------------------------------------------------------------- JIT harness
-
-
-class Jitted:
-    """llvm.funcs compiled in one module with llvmlite's MCJIT (kept alive here)."""
-
-    def __init__(self, functions, cpu: str | None):
-        self.module, self.engine, self.tm = compile_functions(functions, cpu)
-
-    def call(self, name: str, arrays: list[np.ndarray]) -> None:
-        address = self.engine.get_function_address(name)
-        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays))(address)
-        for a in arrays:
-            assert a.flags.c_contiguous
-        fn(*(a.ctypes.data for a in arrays))
-
-    def call_part(self, name: str, arrays: list[np.ndarray], part: int, parts: int) -> None:
-        """Call a partitioned kernel: part `part` of `parts`."""
-        address = self.engine.get_function_address(name)
-        fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays), ctypes.c_int64,
-                              ctypes.c_int64)(address)
-        fn(*(a.ctypes.data for a in arrays), part, parts)
-
-    @functools.cached_property
-    def asm(self) -> str:
-        return self.tm.emit_assembly(self.module)
-
-    def function_asm(self, name: str) -> str:
-        return self.asm.split(f"\n{name}:")[1].split(".Lfunc_end")[0]
 
 
 def called_functions(asm: str) -> set[str]:

@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from jit_harness import compile_functions
+from jit_harness import CPUS, compile_functions
 from xdsl.ir import Block
 
 import rlx_mlir as rlx
@@ -24,8 +24,6 @@ from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS
 from rlx_mlir.pipeline import lower
 
 WIDTHS = (16, 8, 4)
-CPUS = {16: None, 8: "haswell", 4: "x86-64"}
-"""The CPU each width is compiled for (None: the host; x86-64 has no FMA)."""
 RTOL = 4e-7
 """A few f32 ulps."""
 ATOL = 1e-37

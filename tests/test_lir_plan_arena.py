@@ -5,21 +5,22 @@ and the Llama block (greedy-by-size must need at most half the bytes of the naiv
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
+from examples_loader import load_example
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
-from xdsl.transforms import get_all_passes as xdsl_passes
 from xdsl.utils.exceptions import PassFailedException, VerifyException
 
+from rlx_mlir.core.abi import ARG_NAME
 from rlx_mlir.dialects import lir
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes import arena_planner as ap
 from rlx_mlir.passes import get_all_passes
 from rlx_mlir.passes.lir_plan_arena import LirPlanArenaPass, plan_function, planned_bytes
+from rlx_mlir.passes.pipeline_stages import available_passes, make_pass
+from rlx_mlir.reference import run_module
 
 # ----------------------------------------------------------------------------- planner
 
@@ -380,7 +381,6 @@ def test_inplace_pairs_and_option() -> None:
 def test_inplace_numerics_on_a_real_arena(options: dict[str, object]) -> None:
     """The reference executor runs the planned kernels on numpy views of one arena: the
     planned function computes exactly (bit for bit) what the unplanned one does."""
-    reference = pytest.importorskip("rlx_mlir.reference")
     rng = np.random.default_rng(5)
     inputs = {
         "g": rng.standard_normal((4, 8)).astype(np.float32),
@@ -388,10 +388,10 @@ def test_inplace_numerics_on_a_real_arena(options: dict[str, object]) -> None:
         "r": rng.standard_normal(8).astype(np.float32),
     }
     module = parse_module(INPLACE)
-    (expected,) = reference.run_module(module, inputs)
+    (expected,) = run_module(module, inputs)
     LirPlanArenaPass(**options).apply(make_context(), module)  # pyright: ignore[reportArgumentType]
     module.verify()
-    (got,) = reference.run_module(module, inputs)
+    (got,) = run_module(module, inputs)
     np.testing.assert_array_equal(got, expected)
     assert np.isfinite(got).all()
 
@@ -432,27 +432,12 @@ def test_pass_is_registered() -> None:
 # ----------------------------------------------------------------------------- llama block
 
 
-def load_llama_example():
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "examples" / "llama_block.py"
-    spec = importlib.util.spec_from_file_location("examples_llama_block", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 FULL_PIPELINE = "convert-hir-to-mir,canonicalize,cse,mir-fuse,convert-mir-to-lir"
 """The issue's pipeline up to lir-plan-arena."""
 
 
 def run_pipeline(module: ModuleOp, spec: str) -> None:
-    passes = {**xdsl_passes(), **get_all_passes()}
-    for name in spec.split(","):
-        if name.split("{")[0] not in passes:
-            pytest.skip(f"{name} is not there yet")
-    PassPipeline.parse_spec(passes, spec).apply(make_context(), module)
+    PassPipeline.parse_spec(available_passes(), spec).apply(make_context(), module)
 
 
 def llama_mlir() -> ModuleOp:
@@ -501,16 +486,15 @@ def test_llama_block_full_pipeline_inplace() -> None:
 def test_llama_block_full_pipeline_numerics() -> None:
     """The llama block before (hir) and after planning in place (lir on the reference
     executor's real arena) agree; in-place and separate buffers agree bit for bit."""
-    reference = pytest.importorskip("rlx_mlir.reference")
     hir_module = llama_mlir()
     fn = the_function(hir_module)
     rng = np.random.default_rng(1)
     inputs = {}
     for arg, attrs in zip(fn.args, fn.arg_attrs.data if fn.arg_attrs else (), strict=True):
-        name = attrs.data["rlx.name"].data  # pyright: ignore[reportAttributeAccessIssue]
+        name = attrs.data[ARG_NAME].data  # pyright: ignore[reportAttributeAccessIssue]
         shape = tuple(arg.type.get_shape())  # pyright: ignore[reportAttributeAccessIssue]
         inputs[name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
-    (expected,) = reference.run_module(hir_module, inputs)
+    (expected,) = run_module(hir_module, inputs)
     results = {}
     for spec in (
         FULL_PIPELINE,
@@ -520,24 +504,17 @@ def test_llama_block_full_pipeline_numerics() -> None:
         module = llama_mlir()
         run_pipeline(module, spec)
         module.verify()
-        (results[spec],) = reference.run_module(module, inputs)
+        (results[spec],) = run_module(module, inputs)
         np.testing.assert_allclose(results[spec], expected, rtol=1e-4, atol=1e-5)
     for got in results.values():
         np.testing.assert_array_equal(got, results[FULL_PIPELINE])
 
 
 def lower_llama(fuse: bool) -> ModuleOp:
-    passes = get_all_passes()
-    if "convert-hir-to-mir" not in passes:
-        pytest.skip("passes/convert_hir_to_mir.py is not there yet")
-    module = load_llama_example().build_llama_block().to_module()
+    module = load_example("llama_block").build_llama_block().to_module()
     ctx = make_context()
-    passes["convert-hir-to-mir"]()().apply(ctx, module)
-    if fuse:
-        if "mir-fuse" not in passes:
-            pytest.skip("passes/mir_fuse.py is not there yet")
-        passes["mir-fuse"]()().apply(ctx, module)
-    passes["convert-mir-to-lir"]()().apply(ctx, module)
+    for name in ("convert-hir-to-mir", *(["mir-fuse"] if fuse else []), "convert-mir-to-lir"):
+        make_pass(name).apply(ctx, module)
     module.verify()
     return module
 
@@ -572,8 +549,7 @@ def test_llama_block_arena(fuse: bool) -> None:
 def test_llama_block_numerics_with_arena() -> None:
     """The planned lir block computes what the hir block does (the reference executor
     poisons the arena, so a wrong plan would show)."""
-    reference = pytest.importorskip("rlx_mlir.reference")
-    example = load_llama_example()
+    example = load_example("llama_block")
     graph = example.build_llama_block(
         seq=8, d_model=64, num_heads=4, num_kv_heads=2, head_dim=16, d_ff=96
     )
@@ -582,17 +558,14 @@ def test_llama_block_numerics_with_arena() -> None:
     fn = the_function(module)
     inputs = {}
     for arg, attrs in zip(fn.args, fn.arg_attrs.data if fn.arg_attrs else (), strict=True):
-        name = attrs.data["rlx.name"].data  # pyright: ignore[reportAttributeAccessIssue]
+        name = attrs.data[ARG_NAME].data  # pyright: ignore[reportAttributeAccessIssue]
         shape = tuple(arg.type.get_shape())  # pyright: ignore[reportAttributeAccessIssue]
         inputs[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
-    expected = reference.run_module(module, inputs)
-    passes = get_all_passes()
+    expected = run_module(module, inputs)
     ctx = make_context()
     lowered = graph.to_module()
     for name in ("convert-hir-to-mir", "convert-mir-to-lir", "lir-plan-arena"):
-        if name not in passes:
-            pytest.skip(f"{name} is not there yet")
-        passes[name]()().apply(ctx, lowered)
+        make_pass(name).apply(ctx, lowered)
     lowered.verify()
-    got = reference.run_module(lowered, inputs)
+    got = run_module(lowered, inputs)
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-5)

@@ -22,9 +22,9 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 import rlx_mlir as rlx
 from rlx_mlir.dialects import mir
 from rlx_mlir.ir import make_context
+from rlx_mlir.passes.convert_hir_to_mir import ConvertHirToMirPass
 from rlx_mlir.passes.mir_fuse import MirFusePass
-
-reference = pytest.importorskip("rlx_mlir.reference")
+from rlx_mlir.reference import run_module
 
 RTOL = 1e-5
 ATOL = 1e-6
@@ -81,8 +81,8 @@ def random_inputs(g: rlx.Graph, rng: np.random.Generator, positive: bool = False
 
 def assert_same_numerics(g: rlx.Graph, fused: ModuleOp, seed: int = 0, positive: bool = False):
     arrays = random_inputs(g, np.random.default_rng(seed), positive)
-    before = reference.run_module(g.to_module(), arrays)
-    after = reference.run_module(fused, arrays)
+    before = run_module(g.to_module(), arrays)
+    after = run_module(fused, arrays)
     assert len(before) == len(after)
     for b, a in zip(before, after, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
@@ -315,7 +315,7 @@ def test_existing_fused_elementwise_joins_a_tree():
     (op,) = body_ops(refused)
     assert isinstance(op, mir.FusedElementwiseOp)
     arrays = {"x": np.linspace(-2, 2, 8, dtype=np.float32)}
-    (out,) = reference.run_module(refused, arrays)
+    (out,) = run_module(refused, arrays)
     np.testing.assert_allclose(out, -np.exp(arrays["x"] + 1.0), rtol=RTOL, atol=ATOL)
 
 
@@ -393,10 +393,9 @@ def _llama_graph() -> tuple[rlx.Graph, Callable[[np.random.Generator], dict]]:
 
 
 def test_llama_block_after_hir_to_mir():
-    convert = pytest.importorskip("rlx_mlir.passes.convert_hir_to_mir")
     g = _llama_graph()
     module = g.to_module()
-    convert.ConvertHirToMirPass().apply(make_context(), module)
+    ConvertHirToMirPass().apply(make_context(), module)
     before = Counter(op_names(module))
     fused = fuse(module)
     after = Counter(op_names(fused))

@@ -12,6 +12,7 @@ import math
 import struct
 from itertools import product
 
+import gguf.quants
 import numpy as np
 import pytest
 
@@ -862,8 +863,7 @@ def test_embedding(ids_shape):
 
 # ----------------------------------------------------------------------------- GGUF quantization
 
-gguf_quants = pytest.importorskip("gguf.quants")
-QT = pytest.importorskip("gguf").GGMLQuantizationType
+QT = gguf.GGMLQuantizationType
 GGUF_TYPE = {"q8_0": QT.Q8_0, "q4_0": QT.Q4_0}
 
 
@@ -897,11 +897,11 @@ def decode_bytes(row_bytes, scheme):
 def test_quantize_dequantize_bit_exact_with_gguf(scheme, n, k):
     w = quant_data(n, k, seed=120 + n)
     ours = R.QUANTIZE[scheme](w)
-    ref = gguf_quants.quantize(w, GGUF_TYPE[scheme])
+    ref = gguf.quants.quantize(w, GGUF_TYPE[scheme])
     assert ours.dtype == np.uint8 and ours.shape == ref.shape
     assert np.array_equal(ours, ref)
     deq = R.DEQUANTIZE[scheme](ours, k)
-    gref = gguf_quants.dequantize(ref, GGUF_TYPE[scheme])
+    gref = gguf.quants.dequantize(ref, GGUF_TYPE[scheme])
     assert deq.dtype == np.float32 and deq.shape == (n, k)
     assert np.array_equal(deq.view(np.uint32), gref.view(np.uint32))
     assert np.array_equal(R.DEQUANTIZE[scheme](ours), deq)  # k inferred from the bytes
@@ -919,7 +919,7 @@ def test_dequantize_random_bytes(scheme):
     for blk in range(k // 32):
         raw[:, blk * step:blk * step + 2] = scales[:, 2 * blk:2 * blk + 2]
     deq = R.DEQUANTIZE[scheme](raw, k)
-    assert np.array_equal(deq, gguf_quants.dequantize(raw, GGUF_TYPE[scheme]))
+    assert np.array_equal(deq, gguf.quants.dequantize(raw, GGUF_TYPE[scheme]))
     for i in range(n):
         assert deq[i].tolist() == decode_bytes(raw[i], scheme)
 
@@ -930,7 +930,7 @@ def test_dequant_matmul(scheme, xshape):
     k, n = xshape[-1], 3
     w = R.QUANTIZE[scheme](quant_data(n, k, seed=140))
     x = rand(xshape, seed=141)
-    wd = gguf_quants.dequantize(w, GGUF_TYPE[scheme])
+    wd = gguf.quants.dequantize(w, GGUF_TYPE[scheme])
     check(R.dequant_matmul(x, w, scheme), loop_matmul(x, wd.T))
 
 

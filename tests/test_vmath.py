@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 import pytest
-from jit_harness import compile_functions
+from jit_harness import CPUS, Jitted
 from xdsl.dialects.builtin import i64
 
 from rlx_mlir.passes.lir_to_llvm import vmath
@@ -26,8 +26,6 @@ from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 WIDTHS = (16, 8, 4, 1)
 """Vector widths; 1 means scalar code only."""
-CPUS = {16: None, 8: "haswell", 4: "x86-64", 1: "x86-64"}
-"""The CPU each width is compiled for (None: the host)."""
 TINY = 2.0**-126
 """The smallest normal f32."""
 
@@ -65,21 +63,6 @@ DENORMAL_ABS = 6 * 2.0**-149
 """Max absolute error of a result in the denormal range: 6 denormal ulps (measured 4.2)."""
 
 
-# ----------------------------------------------------------------------------- JIT harness
-
-
-class Jitted:
-    """llvm.funcs compiled in one module with llvmlite's MCJIT (kept alive here)."""
-
-    def __init__(self, functions, cpu: str | None):
-        self.module, self.engine, tm = compile_functions(functions, cpu)
-        self.asm = tm.emit_assembly(self.module)
-
-    def function(self, name: str, n_ptrs: int):
-        address = self.engine.get_function_address(name)
-        return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n_ptrs, ctypes.c_int64)(address)
-
-
 def map_kernel(name: str, fn, width: int, arity: int = 1):
     """y[i] = fn(x0[i], ...) for i < n: a vector loop of `width` lanes, then a scalar tail
     (scalar loop only for width 1)."""
@@ -106,7 +89,7 @@ def compiled(width: int) -> Jitted:
 
 def run(width: int, name: str, *inputs: np.ndarray) -> np.ndarray:
     out = np.empty_like(inputs[0])
-    fn = compiled(width).function(name, len(inputs) + 1)
+    fn = compiled(width).function(name, len(inputs) + 1, extra=(ctypes.c_int64,))
     fn(*(x.ctypes.data for x in inputs), out.ctypes.data, out.size)
     return out
 
@@ -175,7 +158,7 @@ def test_vector_lanes_and_scalar_tail_agree(width: int):
     width - 1 elements only run the tail)."""
     x = sweep()[::50].copy()
     for name in REFERENCES:
-        fn = compiled(width).function(name, 2)
+        fn = compiled(width).function(name, 2, extra=(ctypes.c_int64,))
         lanes = run(width, name, x)
         tail = np.empty_like(x)
         for start in range(0, x.size, width - 1):
