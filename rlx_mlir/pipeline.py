@@ -1,15 +1,9 @@
 """The rlx pipeline from Python: `lower` takes a module from its stage down to `until`
 through xDSL's `PassPipeline`, timing every pass and snapshotting every stage reached.
 
-The stages and their passes are defined one layer down, in
-`rlx_mlir.passes.pipeline_stages` (the `rlx-lower` pass runs the same list):
-
-| stage  | reached after                                               |
-|--------|-------------------------------------------------------------|
-| `hir`  | the Graph builder (hir blocks and mir primitives on tensors) |
-| `mir`  | convert-hir-to-mir, canonicalize, cse, mir-fuse             |
-| `lir`  | convert-mir-to-lir, lir-plan-arena, lir-pack-weights        |
-| `llvm` | lir-parallelize, convert-lir-to-llvm                        |
+The stages (hir, mir, lir, llvm) and the passes that reach each one are defined one
+layer down, in `rlx_mlir.passes.pipeline_stages` (the `rlx-lower` pass runs the same
+list); they are re-exported here.
 """
 
 from __future__ import annotations

@@ -112,13 +112,17 @@ def test_builders_registry():
     assert BUILDERS == {lir.GatherOp: build_gather, lir.DepthwiseConv1dOp: build_depthwise_conv1d}
 
 
-@pytest.mark.parametrize("case", range(len(GATHER_CASES)))
-def test_gather(kernels, case):
+def gather_setup(kernels, case):
+    """(compiled gather of the case, its x, the case's ids shape and dtype, axis, dim)."""
     _, jitted = kernels
     x_shape, x_dtype, ids_shape, ids_dtype, axis = GATHER_CASES[case]
-    dim = x_shape[axis]
     fn = jitted.function(f"gather{case}", 3, ctypes.c_int32)
-    x = random_array(x_shape, x_dtype, case)
+    return fn, random_array(x_shape, x_dtype, case), ids_shape, ids_dtype, axis, x_shape[axis]
+
+
+@pytest.mark.parametrize("case", range(len(GATHER_CASES)))
+def test_gather(kernels, case):
+    fn, x, ids_shape, ids_dtype, axis, dim = gather_setup(kernels, case)
     ids = rng(case + 100).integers(0, dim, size=ids_shape).astype(NP_DTYPES[ids_dtype])
     if ids.size > 1:  # the first and last rows are reachable
         ids.flat[0], ids.flat[-1] = 0, dim - 1
@@ -130,18 +134,14 @@ def test_gather(kernels, case):
 
 @pytest.mark.parametrize("case", range(len(GATHER_CASES)))
 def test_gather_bad_ids_return_1_without_reading(kernels, case):
-    _, jitted = kernels
-    x_shape, x_dtype, ids_shape, ids_dtype, axis = GATHER_CASES[case]
-    dim = x_shape[axis]
-    fn = jitted.function(f"gather{case}", 3, ctypes.c_int32)
-    x = random_array(x_shape, x_dtype, case)
-    out_shape = gather(x_shape, ids_shape, axis)
+    fn, x, ids_shape, ids_dtype, axis, dim = gather_setup(kernels, case)
+    out_shape = gather(x.shape, ids_shape, axis)
     huge = 2**40 if ids_dtype == "i64" else 2**31 - 1
     for bad in (dim, -1, huge, -huge, dim + 1000):
         for position in {0, max(0, int(np.prod(ids_shape)) - 1)}:
             ids = np.zeros(ids_shape, dtype=NP_DTYPES[ids_dtype])
             ids.flat[position] = bad
-            out = np.full(out_shape, 7, dtype=NP_DTYPES[x_dtype])
+            out = np.full(out_shape, 7, dtype=x.dtype)
             assert call(fn, x, ids, out) == 1, (bad, position)
             assert (out == 7).all(), "a failing gather must not write its output"
 
