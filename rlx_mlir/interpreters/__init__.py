@@ -3,6 +3,11 @@
 `hir` and `mir` ops compute fresh arrays; `lir` kernels write into numpy views of real
 buffers (one byte arena laid out by the plan), so a bad plan gives wrong numbers. The
 scalar bodies of `fused_elementwise` run once, on whole arrays (`arrays.py`).
+
+The tables (one `@impl` per op) are built from the op registry
+(`rlx_mlir.dialects.registry`): an op runs its record's reference kernel, or a special
+implementation in `hir.py`/`mir.py`/`lir.py` when its record has none; an op with neither
+is an error at import.
 """
 
 from __future__ import annotations
