@@ -2,7 +2,6 @@
 // RUN: rlx-opt %s -p 'lir-plan-arena{alignment=128}' | filecheck %s --check-prefix=ALIGN
 // RUN: rlx-opt %s -p 'lir-plan-arena{strategy=naive}' | filecheck %s --check-prefix=NAIVE
 // RUN: rlx-opt %s -p 'lir-plan-arena{strategy=greedy-by-size alignment=16}' | filecheck %s --check-prefix=SMALL
-// RUN: rlx-opt %s -p convert-mir-to-lir,lir-plan-arena | filecheck %s --check-prefix=PIPE
 // RUN: rlx-opt %s -p 'lir-plan-arena{inplace=false}' | filecheck %s --check-prefix=NOINPLACE
 
 // Live ranges are schedule positions after the pass: the arena is op 0.
@@ -165,27 +164,6 @@ func.func @sizes(%x: memref<64xf32>, %y: memref<4xf32>, %out: memref<16x4xf32>) 
 func.func @no_allocs(%x: memref<4xf32>, %out: memref<4xf32>) {
   lir.copy ins(%x : memref<4xf32>) outs(%out : memref<4xf32>)
   func.return
-}
-
-// From mir: after convert-mir-to-lir the allocs are planned and the result verifies.
-
-// PIPE-LABEL: func.func @from_mir(
-// PIPE-SAME:      %[[X:.*]]: memref<8xf32>, %[[OUT:.*]]: memref<8xf32> {rlx.name = "out0", rlx.role = "output"}) {
-// PIPE-NEXT:    %[[AR:.*]] = lir.arena size 64 alignment 64 strategy "greedy-by-size" max_live_bytes 64 : memref<64xi8>
-// PIPE-NEXT:    %[[A:.*]] = lir.slot %[[AR]][0] live [2, 4] : memref<64xi8> -> memref<8xf32>
-// PIPE-NEXT:    lir.elementwise exp ins(%[[X]] : memref<8xf32>) outs(%[[A]] : memref<8xf32>)
-// PIPE-NEXT:    %[[B:.*]] = lir.slot %[[AR]][0] live [4, 6] : memref<64xi8> -> memref<8xf32>
-// PIPE-NEXT:    lir.elementwise sqrt ins(%[[A]] : memref<8xf32>) outs(%[[B]] : memref<8xf32>)
-// PIPE-NEXT:    %[[C:.*]] = lir.slot %[[AR]][0] live [6, 7] : memref<64xi8> -> memref<8xf32>
-// PIPE-NEXT:    lir.elementwise log ins(%[[B]] : memref<8xf32>) outs(%[[C]] : memref<8xf32>)
-// PIPE-NEXT:    lir.elementwise add ins(%[[C]], %[[X]] : memref<8xf32>, memref<8xf32>) outs(%[[OUT]] : memref<8xf32>)
-// PIPE-NEXT:    func.return
-func.func @from_mir(%x: tensor<8xf32>) -> tensor<8xf32> {
-  %a = mir.exp %x : tensor<8xf32>
-  %b = mir.sqrt %a : tensor<8xf32>
-  %c = mir.log %b : tensor<8xf32>
-  %y = mir.add %c, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-  func.return %y : tensor<8xf32>
 }
 
 // In-place reuse in the SwiGLU shape: silu(gate) and up are live together; the mul
