@@ -27,8 +27,8 @@ func.return
 others through serial wrappers, and each `lir.barrier` to a call of `rlx_barrier`. The
 pass runs on planned lir (after `lir-plan-arena`, `lir-pack-weights`); it is idempotent:
 a function that already has barriers is left alone. Barriers touch no memory and the
-kernels keep their order, so the slots' live ranges (positions in the planned schedule)
-keep their meaning.
+kernels keep their order; the slots' live ranges (positions in the planned schedule,
+which the `lir.arena` verifier reads) move with their ops to the new positions.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, UnitAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
+from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -81,6 +81,7 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
     block = fn.body.block
     if any(isinstance(op, lir.BarrierOp) for op in block.ops):
         return  # already parallelized
+    schedule = list(block.ops)
     previous_parallel: bool | None = None
     any_parallel = False
     for op in list(block.ops):
@@ -95,6 +96,27 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
         any_parallel |= parallel
     if any_parallel:
         block.insert_op_before(lir.BarrierOp(), block.last_op)
+    _renumber_live_ranges(block, schedule)
+
+
+def _renumber_live_ranges(block: Block, schedule: list[Operation]) -> None:
+    """Move every arena slot's live range (positions counted from its `lir.arena`, see
+    lir-plan-arena) from `schedule`, the ops before the barriers went in, to the same ops
+    in `block` now, so the `lir.arena` verifier still finds each in-place kernel at the
+    position where its two slots meet."""
+    now = list(block.ops)
+    for arena in (op for op in schedule if isinstance(op, lir.ArenaOp)):
+        before = schedule[schedule.index(arena):]
+        position = {op: i for i, op in enumerate(now[now.index(arena):])}
+        for use in list(arena.result.uses):
+            slot = use.operation
+            if not isinstance(slot, lir.SlotOp):
+                continue
+            for field in ("live_start", "live_end"):
+                old = slot.properties[field]
+                assert isinstance(old, IntegerAttr)
+                if 0 <= old.value.data < len(before):
+                    slot.properties[field] = IntegerAttr(position[before[old.value.data]], i64)
 
 
 @dataclass(frozen=True)

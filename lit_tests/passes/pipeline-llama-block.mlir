@@ -1,5 +1,6 @@
 // RUN: rlx-opt %S/../../examples/llama_block.mlir -p 'convert-hir-to-mir,canonicalize,cse,mir-fuse,convert-mir-to-lir,lir-plan-arena' | filecheck %s
 // RUN: rlx-opt %S/../../examples/llama_block.mlir -p 'convert-hir-to-mir,canonicalize,cse,mir-fuse,convert-mir-to-lir,lir-plan-arena{strategy=naive}' | filecheck %s --check-prefix=NAIVE
+// RUN: rlx-opt %S/../../examples/llama_block.mlir -p 'convert-hir-to-mir,canonicalize,cse,mir-fuse,convert-mir-to-lir,lir-plan-arena,lir-parallelize' | filecheck %s --check-prefix=PAR
 
 // The Llama block through the whole tensor and buffer pipeline: one arena that verifies
 // (rlx-opt verifies after every pass), with reuse at most half of the naive plan.
@@ -14,3 +15,25 @@
 // CHECK:      lir.fused_matmul {{.*}} activation silu
 
 // NAIVE:      lir.arena size 1114112 alignment 64 strategy naive
+
+// lir-parallelize: the matmuls and the attention (32 rows) are split across threads, the
+// small elementwise kernels are not; every kernel after a parallel one waits at a barrier.
+// The in-place residual add still verifies: the slots' live ranges moved with their ops.
+// PAR:      lir.rms_norm
+// PAR-NEXT: %{{.*}} = lir.slot
+// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.matmul {{.*}} {rlx.parallel}
+// PAR:      lir.attention {{.*}} {rlx.parallel}
+// PAR:      %[[PROJ:.*]] = lir.slot %arena[360448]
+// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.matmul ins(%{{.*}}, %o_w : {{.*}}) outs(%[[PROJ]] : memref<32x512xf32>) {rlx.parallel}
+// PAR-NEXT: %[[SUM:.*]] = lir.slot %arena[360448]
+// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.elementwise add ins(%x, %[[PROJ]] : memref<32x512xf32>, memref<32x512xf32>) outs(%[[SUM]] : memref<32x512xf32>)
+// PAR-NOT:  rlx.parallel
+// PAR-NEXT: %{{.*}} = lir.slot
+// PAR:      lir.matmul ins(%{{.*}}, %down_w : {{.*}}) {rlx.parallel}
+// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.elementwise add ins(%[[SUM]], %{{.*}}) outs(%out0 : memref<32x512xf32>)
+// PAR-NEXT: lir.barrier
+// PAR-NEXT: func.return

@@ -2,7 +2,9 @@
 // RUN: rlx-opt %s -p 'rlx-lower{vector-width=8 strategy=naive}' | filecheck %s --check-prefix=W8
 // RUN: rlx-opt %s -p rlx-lower | filecheck %s --check-prefix=PURE
 
-// rlx-lower runs the whole pipeline: hir -> mir -> fused mir -> lir -> planned lir -> llvm.
+// rlx-lower runs the whole pipeline: hir -> mir -> fused mir -> lir -> planned lir ->
+// parallelized lir -> llvm. These kernels are small: none is split across threads, so
+// there is no barrier and every kernel runs on thread 0 through its serial wrapper.
 
 func.func @mlp(%x: tensor<4x64xf32> {rlx.name = "x", rlx.role = "input"},
                %w1: tensor<64x128xf32> {rlx.name = "w1", rlx.role = "param"},
@@ -23,6 +25,7 @@ func.func @mlp(%x: tensor<4x64xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK:      llvm.call @mlp__fused_matmul_{{[0-9]+}}__serial(
 // CHECK:      llvm.call @mlp__matmul_{{[0-9]+}}__serial(
 // CHECK:      llvm.call @mlp__softmax_{{[0-9]+}}__serial(
+// CHECK-NOT:  rlx_barrier
 // CHECK:      llvm.return
 
 // W8:     vector<8xf32>
