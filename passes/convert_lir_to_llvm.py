@@ -75,6 +75,7 @@ from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.builder import PTR
 from rlx_mlir.passes.lir_to_llvm.kernels import (
     CHECKED_KERNELS,
+    KernelBuilderFn,
     kernel_builders,
     partitioned_builders,
 )
@@ -280,7 +281,8 @@ class LowerKernel(RewritePattern):
         return self.built[key]
 
 
-def _partitioned_builder(op: Operation):
+def _partitioned_builder(op: Operation) -> KernelBuilderFn:
+    """The partitioned builder of a kernel lir-parallelize marked."""
     builder = partitioned_builders().get(type(op))
     if builder is None or isinstance(op, CHECKED_KERNELS):
         raise PassFailedException(
@@ -342,7 +344,7 @@ class ConvertLirToLlvmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
-        width = self.vector_width or _target_vector_width()
+        width = self.vector_width or host_target().vector_width
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
         in_place = in_place_kernels(op)
@@ -374,10 +376,6 @@ def add_thread_support(module: ModuleOp) -> None:
 def _calls_barrier(fn: llvm.FuncOp) -> bool:
     return any(isinstance(op, llvm.CallOp) and op.callee.string_value() == BARRIER
                for op in fn.body.walk())
-
-
-def _target_vector_width() -> int:
-    return host_target().vector_width
 
 
 def _check_only_llvm(module: ModuleOp) -> None:

@@ -84,7 +84,7 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
     schedule = list(block.ops)
     previous_parallel: bool | None = None
     any_parallel = False
-    for op in list(block.ops):
+    for op in schedule:
         if not isinstance(op, lir.KernelOp):
             continue
         parallel = splits(op, min_work)
