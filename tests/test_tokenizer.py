@@ -349,6 +349,15 @@ def smollm2_metadata() -> dict:
         return dict(file.metadata)
 
 
+def test_from_gguf_and_chat_template(smollm2_metadata):
+    path = fetch("smollm2-135m-instruct", quiet=True)
+    tok = Tokenizer.from_gguf(path)
+    assert tok.chat_template == smollm2_metadata["tokenizer.chat_template"]
+    assert "<|im_start|>" in tok.chat_template
+    with read_gguf(path) as file:
+        assert Tokenizer.from_gguf(file).n_vocab == 49152
+
+
 def test_smollm2_capital_of_france(smollm2):
     assert smollm2.encode("The capital of France is") == [504, 3575, 282, 4649, 314]
     assert (smollm2.bos_id, smollm2.eos_id, smollm2.add_bos) == (1, 2, False)
@@ -378,3 +387,13 @@ def test_smollm2_roundtrip(smollm2):
         codepoints = rng.integers(0x20, 0x2FFF, size=40)
         text = "".join(chr(c) for c in codepoints if not 0xD800 <= c < 0xE000)
         assert smollm2.decode(smollm2.encode(text)) == text
+
+
+def test_smollm2_stream_across_split_characters(smollm2):
+    text = "emoji 🤗 and 日本語 and é"
+    ids = smollm2.encode(text)
+    stream = smollm2.stream()
+    parts = [stream.push(i) for i in ids]
+    assert "".join(parts) + stream.flush() == text
+    assert "" in parts  # some token ended inside a multi-byte character
+    assert all("\ufffd" not in part for part in parts)

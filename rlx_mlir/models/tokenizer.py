@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import codecs
 import functools
+import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,7 @@ from tokenizers import AddedToken, Regex, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as HFTokenizer
 
 from rlx_mlir.models.errors import ModelError
+from rlx_mlir.models.gguf_file import GGUFFile, read_gguf
 
 # llama_token_type values stored in tokenizer.ggml.token_type.
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -117,11 +120,14 @@ class Tokenizer:
                  scores: Sequence[float] | None = None, merges: Sequence[str] | None = None,
                  pre: str | None = None, bos_id: int | None = None, eos_id: int | None = None,
                  unk_id: int | None = None, eot_id: int | None = None,
-                 add_bos: bool | None = None, add_space_prefix: bool | None = None):
+                 add_bos: bool | None = None, add_space_prefix: bool | None = None,
+                 chat_template: str | None = None):
         if model not in ("gpt2", "llama"):
             raise ModelError(f"unsupported tokenizer model {model!r} (tokenizer.ggml.model); "
                              f"supported: 'gpt2' (byte-level BPE), 'llama' (SentencePiece BPE)")
         self.model = model
+        self.chat_template = chat_template
+        """The file's jinja2 chat template (`tokenizer.chat_template`), if it has one."""
         self.tokens = [text if text else f"[EMPTY_{i}]" for i, text in enumerate(tokens)]
         self.token_types = _llama_cpp_token_types(self.tokens, token_types)
         if model == "gpt2":
@@ -149,6 +155,7 @@ class Tokenizer:
         """Ids that end generation: EOS, EOT and the end-of-turn texts llama.cpp knows."""
         self._add_special_tokens()
         self._pieces: list[bytes | None] = [None] * len(self.tokens)
+        self._lock = threading.Lock()
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any]) -> Tokenizer:
@@ -173,7 +180,16 @@ class Tokenizer:
                    merges=get("merges"), pre=get("pre"), bos_id=get("bos_token_id"),
                    eos_id=get("eos_token_id"), unk_id=get("unknown_token_id"),
                    eot_id=get("eot_token_id"), add_bos=get("add_bos_token"),
-                   add_space_prefix=get("add_space_prefix"))
+                   add_space_prefix=get("add_space_prefix"),
+                   chat_template=metadata.get("tokenizer.chat_template"))
+
+    @classmethod
+    def from_gguf(cls, source: str | os.PathLike | GGUFFile) -> Tokenizer:
+        """The tokenizer of a GGUF file (a path or an open GGUFFile)."""
+        if isinstance(source, GGUFFile):
+            return cls.from_metadata(source.metadata)
+        with read_gguf(source) as file:
+            return cls.from_metadata(file.metadata)
 
     # --- public API ---------------------------------------------------------------------
 
@@ -188,8 +204,9 @@ class Tokenizer:
             (llama.cpp's parse_special); otherwise they are tokenized as plain text.
         add_bos: prepend BOS (default: as the file says, `tokenizer.ggml.add_bos_token`).
         """
-        self._hf.encode_special_tokens = not special
-        ids = self._hf.encode(text, add_special_tokens=False).ids if text else []
+        with self._lock:  # encode_special_tokens is state of the shared HF tokenizer
+            self._hf.encode_special_tokens = not special
+            ids = self._hf.encode(text, add_special_tokens=False).ids if text else []
         if self.add_bos if add_bos is None else add_bos:
             ids.insert(0, self.bos_id)
         return ids
