@@ -113,7 +113,8 @@ def _byte_decoder() -> dict[str, int]:
 class Tokenizer:
     """Text <-> token ids exactly as llama.cpp tokenizes the vocabulary of a GGUF file.
 
-    Build it with `Tokenizer.from_metadata(gguf_file.metadata)`.
+    Build it with `Tokenizer.from_gguf(path)` or `Tokenizer.from_metadata(metadata)`; the
+    HF tokenizer it wraps is private (its ids are llama.cpp's only through this class).
     """
 
     def __init__(self, *, model: str, tokens: Sequence[str], token_types: Sequence[int] | None,
@@ -131,24 +132,9 @@ class Tokenizer:
         self.tokens = [text if text else f"[EMPTY_{i}]" for i, text in enumerate(tokens)]
         self.token_types = _llama_cpp_token_types(self.tokens, token_types)
         if model == "gpt2":
-            pre = pre or "default"
-            if pre not in PRE_TOKENIZERS:
-                raise ModelError(f"unsupported pre-tokenizer {pre!r} (tokenizer.ggml.pre); "
-                                 f"supported: {', '.join(sorted(PRE_TOKENIZERS))}")
-            self.pre = pre
-            defaults = PRE_TOKENIZERS[pre]
-            self.add_space_prefix = bool(add_space_prefix) if add_space_prefix is not None else False
-            self.add_bos = defaults.add_bos if add_bos is None else bool(add_bos)
-            self.bos_id = _valid_id(bos_id, 11, len(self.tokens))
-            self.eos_id = _valid_id(eos_id, 11, len(self.tokens))
-            self._hf = self._build_byte_level(merges or [], defaults)
+            self._init_byte_level(merges or [], pre or "default", add_bos, bos_id, eos_id)
         else:
-            self.pre = None
-            self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
-            self.add_bos = True if add_bos is None else bool(add_bos)
-            self.bos_id = _valid_id(bos_id, 1, len(self.tokens))
-            self.eos_id = _valid_id(eos_id, 2, len(self.tokens))
-            self._hf = self._build_sentencepiece(scores, _valid_id(unk_id, 0, len(self.tokens)))
+            self._init_sentencepiece(scores, add_space_prefix, add_bos, bos_id, eos_id, unk_id)
         self.eog_ids = frozenset(
             [i for i, text in enumerate(self.tokens) if text in _EOG_TEXTS]
             + [i for i in (self.eos_id, eot_id) if i is not None and 0 <= i < len(self.tokens)])
@@ -239,6 +225,31 @@ class Tokenizer:
         return cached
 
     # --- construction -------------------------------------------------------------------
+
+    def _init_byte_level(self, merges: Sequence[str], pre: str, add_bos: bool | None,
+                         bos_id: int | None, eos_id: int | None) -> None:
+        if pre not in PRE_TOKENIZERS:
+            raise ModelError(f"unsupported pre-tokenizer {pre!r} (tokenizer.ggml.pre); "
+                             f"supported: {', '.join(sorted(PRE_TOKENIZERS))}")
+        self.pre = pre
+        defaults = PRE_TOKENIZERS[pre]
+        # llama.cpp's BPE never prepends a space, whatever tokenizer.ggml.add_space_prefix
+        # says, so decoding must not strip one either.
+        self.add_space_prefix = False
+        self.add_bos = defaults.add_bos if add_bos is None else bool(add_bos)
+        self.bos_id = _valid_id(bos_id, 11, len(self.tokens))  # llama.cpp's BPE defaults
+        self.eos_id = _valid_id(eos_id, 11, len(self.tokens))
+        self._hf = self._build_byte_level(merges, defaults)
+
+    def _init_sentencepiece(self, scores: Sequence[float] | None, add_space_prefix: bool | None,
+                            add_bos: bool | None, bos_id: int | None, eos_id: int | None,
+                            unk_id: int | None) -> None:
+        self.pre = None
+        self.add_space_prefix = True if add_space_prefix is None else bool(add_space_prefix)
+        self.add_bos = True if add_bos is None else bool(add_bos)
+        self.bos_id = _valid_id(bos_id, 1, len(self.tokens))
+        self.eos_id = _valid_id(eos_id, 2, len(self.tokens))
+        self._hf = self._build_sentencepiece(scores, _valid_id(unk_id, 0, len(self.tokens)))
 
     def _vocab(self) -> dict[str, int]:
         return {text: i for i, text in enumerate(self.tokens)}
