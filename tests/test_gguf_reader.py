@@ -19,7 +19,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from rlx_mlir.core.errors import RlxError
-from rlx_mlir.core.quants import dequantize
+from rlx_mlir.core.quants import dequantize, dequantize_rows
 from rlx_mlir.models import GGUFFile, ModelConfig, ModelError, fetch, read_gguf
 
 # The package exports the function `fetch`, which hides the submodule of the same name.
@@ -340,3 +340,16 @@ def test_smollm2_file(smollm2):
         assert file.raw("token_embd.weight").shape == (49152, 612)
         assert len(file.metadata["tokenizer.ggml.merges"]) == 48900
     assert seconds < 2.0, f"reading the header took {seconds:.2f} s"
+
+
+def test_smollm2_weights_dequantize_like_gguf(smollm2):
+    with read_gguf(smollm2) as file:
+        q = file.raw("blk.3.ffn_up.weight")
+        expected = gguf.quants.dequantize(q, T.Q4_1)
+        np.testing.assert_array_equal(file.array("blk.3.ffn_up.weight"), expected)
+        table = file.raw("token_embd.weight")
+        rows = [504, 3575, 0, 49151]
+        expected = gguf.quants.dequantize(table[rows], T.Q8_0)
+        got = dequantize_rows(table, file.tensor("token_embd.weight").type_name, rows)
+        np.testing.assert_array_equal(got, expected)
+        assert got.shape == (4, 576)
