@@ -8,11 +8,14 @@ xDSL `VerifyException`s that name the failing op.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DenseArrayBase,
     Float32Type,
     FloatAttr,
@@ -20,6 +23,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     Signedness,
+    StringAttr,
     TensorType,
     f32,
     i32,
@@ -57,17 +61,83 @@ def element_type(dtype: str) -> Attribute:
     return ELEMENT_TYPES[dtype]
 
 
+_NAMED_SHAPES: ContextVar[Mapping[SSAValue, Shape]] = ContextVar(
+    "named_shapes", default=MappingProxyType({})
+)
+
+
+@contextmanager
+def named_shapes(shapes: Mapping[SSAValue, Shape]) -> Iterator[None]:
+    """Inside, `shape_of` gives the values of `shapes` their symbolic shapes (`("S", 64)`
+    instead of `("?", 64)`), so an op's `infer_shape` propagates symbol names."""
+    token = _NAMED_SHAPES.set(shapes)
+    try:
+        yield
+    finally:
+        _NAMED_SHAPES.reset(token)
+
+
 def shape_of(value: SSAValue | Attribute) -> Shape:
-    """The static shape of a tensor or memref value (or type)."""
+    """The shape of a tensor or memref value (or type); a `?` dimension is
+    `shape_inference.UNKNOWN`, so the shape rules treat it as compatible with any size
+    (inside `named_shapes`, a value listed there has its symbolic shape)."""
+    if isinstance(value, SSAValue) and (named := _NAMED_SHAPES.get().get(value)) is not None:
+        return named
     ty = value.type if isinstance(value, SSAValue) else value
     assert isinstance(ty, TensorType | MemRefType), ty
-    return tuple(ty.get_shape())
+    return tuple(rules.UNKNOWN if d < 0 else d for d in ty.get_shape())
+
+
+def ir_dims(shape: Sequence[int | str]) -> list[int]:
+    """A shape as an xDSL type stores it: every symbol (and `?`) becomes `DYNAMIC`."""
+    return [rules.DYNAMIC if isinstance(d, str) else int(d) for d in shape]
 
 
 def dtype_of(value: SSAValue | Attribute) -> str:
     ty = value.type if isinstance(value, SSAValue) else value
     assert isinstance(ty, TensorType | MemRefType), ty
     return dtype_name(ty.get_element_type())
+
+
+def dims_attr(shape: Shape) -> ArrayAttr[Attribute]:
+    """The `rlx.dims` form of a shape (argument attribute, `lir.alloc dims`): an array of
+    i64 sizes and symbol names, `[ "S", 64 ]`."""
+    return ArrayAttr([StringAttr(d) if isinstance(d, str) else i64_attr(d) for d in shape])
+
+
+def dims_from_attr(attr: Attribute, what: str) -> Shape:
+    """The shape an `rlx.dims` array spells (RlxError naming `what` if it is malformed)."""
+    if not isinstance(attr, ArrayAttr):
+        raise RlxError(f"{what}: expected an array of sizes and symbol names, got {attr}")
+    dims: list[int | str] = []
+    for entry in attr.data:
+        if isinstance(entry, StringAttr):
+            dims.append(entry.data)
+        elif isinstance(entry, IntegerAttr):
+            dims.append(entry.value.data)
+        else:
+            raise RlxError(f"{what}: expected sizes and symbol names, got the entry {entry}")
+    return rules.check_shape(what, dims)
+
+
+def verify_dims(op: Operation, what: str, attr: Attribute, ty: Attribute) -> Shape:
+    """An `rlx.dims` array that describes the shaped type `ty`: same rank, each symbol or
+    `?` where `ty` has `?`, the same size where it is static. Returns the named shape."""
+    try:
+        dims = dims_from_attr(attr, what)
+    except RlxError as err:
+        raise VerifyException(f"'{op.name}': {err}") from err
+    shape = shape_of(ty)
+    ok = len(dims) == len(shape) and all(
+        (d == rules.UNKNOWN) == isinstance(n, str) and (isinstance(n, str) or n == d)
+        for n, d in zip(dims, shape, strict=True)
+    )
+    if not ok:
+        raise VerifyException(
+            f"'{op.name}': {what}: the dims {rules.fmt(dims)} do not describe {ty} (a symbol "
+            f"or ? exactly where the type has ?, the same sizes elsewhere)"
+        )
+    return dims
 
 
 def opt_shape(value: SSAValue | None) -> Shape | None:
@@ -135,11 +205,13 @@ def rope_properties(
 
 
 def tensor_type(shape: Shape, dtype: str = "f32") -> TensorType:
-    return TensorType(element_type(dtype), shape)
+    """`tensor<...>` of `shape`; a symbolic dim prints as `?`."""
+    return TensorType(element_type(dtype), ir_dims(shape))
 
 
 def memref_type(shape: Shape, dtype: str = "f32") -> MemRefType:
-    return MemRefType(element_type(dtype), shape)
+    """`memref<...>` of `shape`; a symbolic dim prints as `?`."""
+    return MemRefType(element_type(dtype), ir_dims(shape))
 
 
 @contextmanager
@@ -156,9 +228,9 @@ def verify_result(op: Operation, result: SSAValue, rule: Callable[[], Shape], wh
     with rule_errors(op):
         expected = rule()
     got = shape_of(result)
-    if tuple(expected) != got:
+    if len(expected) != len(got) or not all(map(rules.dims_match, expected, got)):
         raise VerifyException(
-            f"'{op.name}': {what}: expected shape {list(expected)}, got {list(got)}"
+            f"'{op.name}': {what}: expected shape {rules.fmt(expected)}, got {rules.fmt(got)}"
         )
 
 

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     IntegerAttr,
     MemRefType,
@@ -61,6 +62,7 @@ from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
     attention_properties,
+    dims_attr,
     dtype_name,
     dtype_of,
     enum_attr,
@@ -70,6 +72,7 @@ from rlx_mlir.dialects.common import (
     rope_properties,
     rule_errors,
     shape_of,
+    verify_dims,
     verify_dtype,
     verify_same_dtype,
 )
@@ -113,15 +116,17 @@ def byte_size(memref: MemRefType) -> int:
 
 
 def check_buffer(
-    op: Operation, name: str, value: SSAValue, dtypes: Sequence[str] = RLX_DTYPES
+    op: Operation, name: str, value: SSAValue, dtypes: Sequence[str] = RLX_DTYPES,
+    *, static: bool = False,
 ) -> None:
-    """An lir buffer: identity layout, static shape with every dim >= 1, allowed element type."""
+    """An lir buffer: identity layout, every dim >= 1 or `?` (only static with `static`:
+    arena slots), allowed element type."""
     ty = value.type
     assert isinstance(ty, MemRefType), ty
     if not isinstance(ty.layout, NoneAttr):
         raise VerifyException(f"'{op.name}': {name}: expected the identity layout, got {ty}")
-    shape = ty.get_shape()
-    if any(d < 0 for d in shape):  # xDSL stores `?` as a negative dimension
+    shape = shape_of(value)
+    if static and not si.is_static_shape(shape):
         raise VerifyException(f"'{op.name}': {name}: expected a static shape, got {ty}")
     with rule_errors(op):
         si.check_shape(name, shape)
@@ -153,23 +158,36 @@ def _out_format(props: str = "") -> str:
 @irdl_op_definition
 class AllocOp(IRDLOperation):
     """A fresh buffer of the result type (`lir-plan-arena` turns it into an arena slot).
+    A buffer with `?` dims names them in `dims` (a symbol of the graph, or `?` when the
+    IR does not say which), so a planner can size it from the symbols' bounds.
 
     ```mlir
     %b = lir.alloc : memref<4x8xf32>
+    %d = lir.alloc dims ["S", 8] : memref<?x8xf32>
     ```
     """
 
     name = "lir.alloc"
 
     result = result_def(MemRefType)
+    dims = opt_prop_def(ArrayAttr)
+    """The symbolic shape of a dynamic buffer: sizes and symbol names."""
 
-    assembly_format = "attr-dict `:` type($result)"
+    assembly_format = "(`dims` $dims^)? attr-dict `:` type($result)"
 
-    def __init__(self, result_type: MemRefType):
-        super().__init__(result_types=[result_type])
+    def __init__(self, result_type: MemRefType, dims: Shape | None = None):
+        properties = {} if dims is None else {"dims": dims_attr(dims)}
+        super().__init__(result_types=[result_type], properties=properties)
 
     def verify_(self) -> None:
         check_buffer(self, "result", self.result)
+        if self.dims is not None:
+            verify_dims(self, "dims", self.dims, self.result.type)
+        elif not si.is_static_shape(shape_of(self.result)):
+            raise VerifyException(
+                f"'{self.name}': dims: a buffer with ? dims needs its symbolic dims "
+                f"(lir.alloc dims [...]), got {self.result.type} without"
+            )
 
 
 @irdl_op_definition
@@ -218,7 +236,7 @@ class ArenaOp(IRDLOperation):
 
     def verify_(self) -> None:
         size, alignment = _int(self.size), _int(self.alignment)
-        check_buffer(self, "result", self.result, ("i8",))
+        check_buffer(self, "result", self.result, ("i8",), static=True)
         _require(self, size >= 1, f"size: expected >= 1, got {size}")
         shape = shape_of(self.result)
         _require(
@@ -251,7 +269,7 @@ class ArenaOp(IRDLOperation):
                 raise VerifyException(
                     f"'{self.name}': every use of the arena must be an lir.slot, got {user.name}"
                 )
-            check_buffer(user, "result", user.result)
+            check_buffer(user, "result", user.result, static=True)
             offset = _int(user.offset)
             end = offset + byte_size(user.result.type)
             slots.append((_int(user.live_start), _int(user.live_end), offset, end, number, user))
@@ -374,13 +392,13 @@ class SlotOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        check_buffer(self, "arena", self.arena, ("i8",))
+        check_buffer(self, "arena", self.arena, ("i8",), static=True)
         _require(
             self,
             len(shape_of(self.arena)) == 1,
             f"arena: expected a 1-D memref of i8, got {self.arena.type}",
         )
-        check_buffer(self, "result", self.result)
+        check_buffer(self, "result", self.result, static=True)
         offset, start, end = _int(self.offset), _int(self.live_start), _int(self.live_end)
         _require(self, offset >= 0, f"offset: expected >= 0, got {offset}")
         _require(
@@ -428,7 +446,14 @@ class ViewOp(IRDLOperation):
         verify_same_dtype(self, ["source", "result"], [self.source, self.result])
         offset = _int(self.offset)
         _require(self, offset >= 0, f"offset: expected >= 0, got {offset}")
-        total, count = si.numel(shape_of(self.source)), si.numel(shape_of(self.result))
+        source, result = shape_of(self.source), shape_of(self.result)
+        if not (si.is_static_shape(source) and si.is_static_shape(result)):
+            # A view of a dynamic buffer is a reshape keeping each `?` a whole dim.
+            _require(self, offset == 0, f"offset: a view with ? dims must start at 0, got {offset}")
+            with rule_errors(self):
+                si.reshape(source, result)
+            return
+        total, count = si.numel(source), si.numel(result)
         _require(
             self,
             offset + count <= total,

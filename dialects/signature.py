@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import AnyFloatConstr, IndexType, IntegerType, ShapedType
 from xdsl.ir import Attribute, Block, SSAValue
 from xdsl.irdl import (
@@ -41,9 +42,13 @@ from xdsl.irdl.operations import _RegionFieldDef  # pyright: ignore[reportPrivat
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.abi import ARG_DIMS
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects.common import (
+    dims_from_attr,
     dtype_of,
+    named_shapes,
     rule_errors,
     shape_of,
     verify_dtype,
@@ -196,6 +201,42 @@ class VerifiesSignature(IRDLOperation, ABC):
         self.verify_regions()
 
 
+# ----------------------------------------------------------------------------- symbolic shapes
+
+
+def symbolic_shapes(fn: func.FuncOp) -> dict[SSAValue, Shape]:
+    """The symbolic shape of each value of `fn` with `?` dims that the symbols of its
+    arguments (`rlx.dims`) determine: every op's own shape rule, run on its operands'
+    symbolic shapes (`named_shapes`), refined by the declared type. A `?` no rule names
+    stays `UNKNOWN` (e.g. a broadcast_to target)."""
+    shapes: dict[SSAValue, Shape] = {}
+    if fn.is_declaration:
+        return shapes
+    arg_attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    for arg, attrs in zip(fn.body.block.args, arg_attrs, strict=False):
+        if (dims := attrs.data.get(ARG_DIMS)) is not None:
+            try:
+                shape = dims_from_attr(dims, ARG_DIMS)
+            except RlxError:
+                continue
+            if len(shape) == len(shape_of(arg)):
+                shapes[arg] = tuple(map(rules.unify, shape_of(arg), shape))
+    with named_shapes(shapes):
+        for op in fn.body.block.ops:
+            if not isinstance(op, VerifiesSignature) or len(op.results) != 1:
+                continue
+            declared = shape_of(op.results[0])
+            if rules.is_static_shape(declared):
+                continue
+            try:
+                inferred = op.infer_shape()
+            except RlxError:
+                continue
+            if len(inferred) == len(declared):
+                shapes[op.results[0]] = tuple(map(rules.unify, declared, inferred))
+    return shapes
+
+
 # ----------------------------------------------------------------------------- twins
 
 
@@ -262,10 +303,11 @@ BODY_DIALECTS: tuple[str, ...] = ("arith", "math")
 
 
 def fused_elementwise_shape(inputs: Sequence[SSAValue], out: Shape) -> Shape:
-    """The shape rule of a fused elementwise op: every input broadcasts to `out`."""
+    """The shape rule of a fused elementwise op: every input broadcasts to `out` (whose
+    `?` dims take the symbols of the inputs, under `named_shapes`)."""
     for i, value in enumerate(inputs):
         try:
-            rules.broadcast_to(shape_of(value), out)
+            out = rules.broadcast_to(shape_of(value), out)
         except rules.ShapeError as err:
             raise rules.ShapeError(f"inputs[{i}]: {err}") from err
     return out

@@ -59,10 +59,11 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core import shape_inference as si
-from rlx_mlir.core.abi import ARG_NAME, ARG_ROLE, ROLE_OUTPUT
+from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT
 from rlx_mlir.dialects import lir, mir, registry
-from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.dialects.signature import symbolic_shapes
 from rlx_mlir.passes.utils import require_lowered
 
 ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = registry.ELEMENTWISE_FNS
@@ -136,10 +137,29 @@ def destination(value: SSAValue) -> tuple[list[Operation], SSAValue]:
     ty = memref_of(value.type)
     target = output_target(value)
     if target is None:
-        alloc = lir.AllocOp(ty)
+        alloc = lir.AllocOp(ty, symbolic_dims(value))
         return [alloc], alloc.result
     ops = view_of(target, ty)
     return ops, (ops[-1].results[0] if ops else target)
+
+
+def symbolic_dims(value: SSAValue) -> si.Shape | None:
+    """The symbolic shape `annotate_symbolic_dims` left on `value`'s op (None if static)."""
+    if si.is_static_shape(shape_of(value)):
+        return None
+    owner = value.owner
+    attr = owner.attributes.get(ARG_DIMS) if isinstance(owner, Operation) else None
+    return shape_of(value) if attr is None else dims_from_attr(attr, ARG_DIMS)
+
+
+def annotate_symbolic_dims(module: ModuleOp) -> None:
+    """Put `rlx.dims` on every mir op whose result has `?` dims (its symbolic shape, by
+    `symbolic_shapes`), for the `lir.alloc` that replaces it to carry (and drop)."""
+    for fn in module.walk():
+        if isinstance(fn, func.FuncOp):
+            for value, shape in symbolic_shapes(fn).items():
+                if isinstance(owner := value.owner, Operation):
+                    owner.attributes[ARG_DIMS] = dims_attr(shape)
 
 
 def replace_with_view(
@@ -193,8 +213,9 @@ class FuncSignatureLowering(RewritePattern):
             for i in range(len(outputs))
         ]
         attrs += [
-            DictionaryAttr({ARG_NAME: StringAttr(name), ARG_ROLE: StringAttr(ROLE_OUTPUT)})
-            for name in names
+            DictionaryAttr({ARG_NAME: StringAttr(name), ARG_ROLE: StringAttr(ROLE_OUTPUT),
+                            **_dims_of_result(res_attrs, i)})
+            for i, name in enumerate(names)
         ]
         if not op.is_declaration:
             block = op.body.block
@@ -208,6 +229,12 @@ class FuncSignatureLowering(RewritePattern):
         op.arg_attrs = ArrayAttr(attrs)
         op.res_attrs = None
         rewriter.notify_op_modified(op)
+
+
+def _dims_of_result(res_attrs: Sequence[DictionaryAttr], i: int) -> dict[str, Attribute]:
+    """The `rlx.dims` of result `i` (a symbolic result), for its output argument."""
+    dims = res_attrs[i].data.get(ARG_DIMS) if i < len(res_attrs) else None
+    return {} if dims is None else {ARG_DIMS: dims}
 
 
 class ReturnLowering(RewritePattern):
@@ -302,7 +329,7 @@ class NarrowLowering(RewritePattern):
         shape = shape_of(op.input)
         axis = op.axis.value.data % len(shape)
         start, length = op.start.value.data, op.length.value.data
-        if narrow_is_contiguous(shape, axis, length):
+        if si.is_static_shape(shape) and narrow_is_contiguous(shape, axis, length):
             replace_with_view(rewriter, op, op.input, start * si.numel(shape[axis + 1 :]))
             return
         ops, out = destination(op.result)
@@ -342,6 +369,7 @@ class ConvertMirToLirPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir")
+        annotate_symbolic_dims(op)
         PatternRewriteWalker(FuncSignatureLowering(), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(

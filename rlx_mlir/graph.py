@@ -37,10 +37,10 @@ from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 
 from rlx_mlir.core import shape_inference as rules
-from rlx_mlir.core.abi import ARG_NAME, ARG_ROLE, ROLE_INPUT, ROLE_PARAM
+from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_INPUT, ROLE_PARAM
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.dialects import hir, mir
-from rlx_mlir.dialects.common import f32_attr, i64_array_attr, i64_attr, tensor_type
+from rlx_mlir.dialects.common import dims_attr, f32_attr, i64_array_attr, i64_attr, tensor_type
 from rlx_mlir.dialects.rlx import (
     Activation,
     ActivationAttr,
@@ -82,11 +82,13 @@ def dtype_name(dtype: Any) -> str:
     return name
 
 
-def _dims(what: str, shape: Any, *, infer: bool = False) -> tuple[int, ...]:
+def _dims(what: str, shape: Any, *, infer: bool = False,
+          symbols: Sequence[str] | None = None, declare: bool = False) -> rules.Shape:
     """`shape` as a tuple of Python ints, each >= 1 (or -1 when `infer`, for reshape).
 
-    numpy integers count as ints; bools, floats and strings do not: a symbolic (string)
-    dimension is not supported yet.
+    numpy integers count as ints; bools and floats do not. A string entry is a symbolic
+    dimension when an input `declare`s it (any identifier) or, where `symbols` is given
+    (a reshape or broadcast_to target), when it is one of the graph's symbols.
     """
     if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
         shape = (shape,)
@@ -98,10 +100,8 @@ def _dims(what: str, shape: Any, *, infer: bool = False) -> tuple[int, ...]:
         raise ShapeError(f"{what}: expected a shape (tuple of ints), got {shape!r}") from None
     for i, d in enumerate(dims):
         if isinstance(d, str):
-            raise ShapeError(
-                f"{what}: dimension {i} is the string {d!r}: symbolic dimensions are not "
-                f"supported yet; expected an int >= 1 (shape {shape!r})"
-            )
+            _check_symbol(what, i, d, shape, symbols, declare)
+            continue
         if isinstance(d, bool | np.bool_) or not isinstance(d, int | np.integer):
             raise ShapeError(
                 f"{what}: dimension {i} is {d!r} ({type(d).__name__}); expected a shape "
@@ -113,7 +113,29 @@ def _dims(what: str, shape: Any, *, infer: bool = False) -> tuple[int, ...]:
                 f"{what}: dimension {i} is {int(d)}; every dimension must be >= 1: expected "
                 f"{want}, got shape {tuple(int(x) for x in dims)}"
             )
-    return tuple(int(d) for d in dims)
+    return tuple(d if isinstance(d, str) else int(d) for d in dims)
+
+
+def _check_symbol(what: str, i: int, d: str, shape: Any, symbols: Sequence[str] | None,
+                  declare: bool) -> None:
+    """A string dimension: a Python identifier, declared here or one of `symbols`."""
+    if symbols is None and not declare:
+        raise ShapeError(
+            f"{what}: dimension {i} is the symbol {d!r}: only graph inputs (and reshape or "
+            f"broadcast_to targets) take symbolic dimensions; expected an int >= 1 "
+            f"(shape {shape!r})"
+        )
+    if not d.isidentifier():
+        raise ShapeError(
+            f"{what}: dimension {i} is {d!r}: a symbolic dimension must be a Python "
+            f"identifier (shape {shape!r})"
+        )
+    if not declare and d not in (symbols or ()):
+        known = ", ".join(symbols or ()) or "none"
+        raise ShapeError(
+            f"{what}: dimension {i} is the symbol {d!r}, which no input of the graph "
+            f"declares (its symbols: {known})"
+        )
 
 
 def _finite(what: str, value: Any, *, positive: bool = False) -> float:
@@ -133,7 +155,7 @@ class Value:
     __slots__ = ("graph", "ssa", "shape", "dtype")
     __array_priority__ = 1000  # numpy scalars on the left defer to our operators
 
-    def __init__(self, graph: Graph, ssa: SSAValue, shape: tuple[int, ...], dtype: str):
+    def __init__(self, graph: Graph, ssa: SSAValue, shape: rules.Shape, dtype: str):
         self.graph = graph
         self.ssa = ssa
         self.shape = shape
@@ -228,12 +250,18 @@ class Graph:
         self._arg_roles: list[str] = []
         self._outputs: list[Value] = []
         self._output_names: list[str] = []
+        self._arg_shapes: list[rules.Shape] = []
+        self._symbols: dict[str, None] = {}  # the inputs' symbols, in order of declaration
 
     # ------------------------------------------------------------------ arguments, output
 
-    def input(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+    def input(self, name: str, shape: Sequence[int | str], dtype: Any = "f32") -> Value:
         """Declare a graph input (given at every call). `dtype` is an rlx name ("f32",
-        "i32", "i64", "ui8"), a numpy name ("float32"), a numpy type or a np.dtype."""
+        "i32", "i64", "ui8"), a numpy name ("float32"), a numpy type or a np.dtype.
+
+        A string in `shape` is a symbolic dimension, its size fixed by each call:
+        `g.input("x", ("S", 64))`. Equal names are equal sizes (docs/semantics.md,
+        "Dynamic dimensions")."""
         return self._argument(name, shape, dtype, ROLE_INPUT)
 
     def param(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
@@ -249,12 +277,19 @@ class Graph:
                 raise GraphError(f"name: {name!r} is already an argument of graph {self.name!r}")
             with _context(name):
                 dtype = dtype_name(dtype)
-            shape = _dims(name, shape)
+            shape = _dims(name, shape, declare=role == ROLE_INPUT)
         arg = self._block.insert_arg(tensor_type(shape, dtype), len(self._block.args))
         arg.name_hint = name
         self._arg_names.append(name)
         self._arg_roles.append(role)
+        self._arg_shapes.append(shape)
+        self._symbols.update(dict.fromkeys(rules.symbols_of(shape)))
         return Value(self, arg, shape, dtype)
+
+    @property
+    def symbols(self) -> list[str]:
+        """The symbolic dimensions of the inputs, in order of declaration."""
+        return list(self._symbols)
 
     def output(self, *values: Value, names: Sequence[str] | None = None, **named: Value) -> None:
         """Mark the graph's results, in order: `g.output(a, b)`. Name them with
@@ -329,8 +364,10 @@ class Graph:
                 Region(self._block),
                 arg_attrs=ArrayAttr(
                     [
-                        DictionaryAttr({ARG_NAME: StringAttr(n), ARG_ROLE: StringAttr(r)})
-                        for n, r in zip(self._arg_names, self._arg_roles, strict=True)
+                        DictionaryAttr({ARG_NAME: StringAttr(n), ARG_ROLE: StringAttr(r),
+                                        **self._dims_entry(shape)})
+                        for n, r, shape in zip(self._arg_names, self._arg_roles,
+                                               self._arg_shapes, strict=True)
                     ]
                 ),
                 res_attrs=self._result_attrs(),
@@ -342,12 +379,23 @@ class Graph:
             ret.erase()
         return module
 
+    @staticmethod
+    def _dims_entry(shape: rules.Shape) -> dict[str, Attribute]:
+        """`{rlx.dims = [...]}` for a symbolic shape, nothing for a static one."""
+        return {} if rules.is_static_shape(shape) else {ARG_DIMS: dims_attr(shape)}
+
     def _result_attrs(self) -> ArrayAttr | None:
         """`rlx.name` of each result, only when some result is named (the default names
-        out0, out1, ... are implied, so unnamed graphs print as before)."""
-        if self._output_names == [f"out{i}" for i in range(len(self._outputs))]:
+        out0, out1, ... are implied, so unnamed graphs print as before), and `rlx.dims`
+        of each symbolic result."""
+        named = self._output_names != [f"out{i}" for i in range(len(self._outputs))]
+        symbolic = not all(rules.is_static_shape(v.shape) for v in self._outputs)
+        if not named and not symbolic:
             return None
-        return ArrayAttr([DictionaryAttr({ARG_NAME: StringAttr(n)}) for n in self._output_names])
+        return ArrayAttr([
+            DictionaryAttr({**({ARG_NAME: StringAttr(n)} if named else {}), **self._dims_entry(v.shape)})
+            for n, v in zip(self._output_names, self._outputs, strict=True)
+        ])
 
     def to_mlir(self) -> str:
         """The module's text in custom syntax (what `rlx-opt` parses)."""
@@ -367,7 +415,7 @@ class Graph:
         return value
 
     def _emit(self, op_cls: type[IRDLOperation], operands: Sequence[Value | None],
-              shape: tuple[int, ...], dtype: str = "f32",
+              shape: rules.Shape, dtype: str = "f32",
               properties: dict[str, Attribute | None] | None = None) -> Value:
         op = op_cls.build(
             operands=[None if v is None else v.ssa for v in operands],
@@ -376,7 +424,7 @@ class Graph:
         )
         return self._append(op, shape, dtype)
 
-    def _append(self, op: Operation, shape: tuple[int, ...], dtype: str) -> Value:
+    def _append(self, op: Operation, shape: rules.Shape, dtype: str) -> Value:
         self._block.add_op(op)
         return Value(self, op.results[0], tuple(shape), dtype)
 
@@ -626,7 +674,7 @@ class Graph:
         with _context("reshape"):
             if isinstance(shape, int | np.integer):
                 raise ShapeError(f"shape: expected a tuple or list of ints, got {shape!r}")
-            new = rules.reshape(x.shape, _dims("shape", shape, infer=True))
+            new = rules.reshape(x.shape, _dims("shape", shape, infer=True, symbols=self.symbols))
         return self._emit(mir.ReshapeOp, [x], new, x.dtype)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
@@ -667,7 +715,7 @@ class Graph:
         """numpy.broadcast_to."""
         self._own("x", x)
         with _context("broadcast_to"):
-            target = rules.broadcast_to(x.shape, _dims("shape", shape))
+            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols))
         return self._emit(mir.BroadcastToOp, [x], target, x.dtype)
 
     def gather(self, x: Value, indices: Value, axis: int = 0) -> Value:

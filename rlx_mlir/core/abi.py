@@ -28,6 +28,10 @@ ARG_ROLE = "rlx.role"
 """Argument attribute holding an argument's role (one of the `ROLE_*` values)."""
 ARG_TYPE = "rlx.type"
 """llvm-entry argument attribute: the memref type the pointer stands for."""
+ARG_DIMS = "rlx.dims"
+"""Argument (and result) attribute of a value with symbolic dims: its shape with the
+symbol names, an array of sizes and names, `["S", 64]` for `tensor<?x64xf32>`. Only
+symbolic shapes carry it (a static shape is its type)."""
 ARG_LAYOUT = "rlx.layout"
 """Argument attribute naming a non-default layout of the argument's buffer (`LAYOUT_*`)."""
 ARENA_BYTES = "rlx.arena_bytes"

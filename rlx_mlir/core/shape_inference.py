@@ -6,8 +6,18 @@ names the operand and says what was expected and what was got.  The builder turn
 the result into a result type; the verifiers of hir, mir and lir compare it with the
 declared result (or destination) type.
 
-Dimensions are compared through `dims_match` so that a symbolic dimension (`DYNAMIC`,
-printed `?`) can be admitted later without rewriting the rules.
+A dimension (`Dim`) is an int >= 1, a *symbol* or `UNKNOWN`:
+
+- a symbol is a name (a Python identifier, `"S"`) standing for a size fixed at call time.
+  Equal names are equal sizes; a symbol broadcasts with 1 (the result is the symbol); a
+  symbol against an int or another symbol where the rule needs equal sizes is a
+  `ShapeError`. The Graph builder works with symbols.
+- `UNKNOWN` (`"?"`) is MLIR's `?`: a size the IR does not name. The verifiers read IR
+  types, where every symbol is `?`; `UNKNOWN` is compatible with any size (as MLIR's
+  "compatible shapes"), so the same rules reject only what is wrong for every size.
+
+Dimensions are compared through `dims_match` and combined through `unify`; arithmetic on a
+dimension is only done on static ones (`is_static`), a rule that needs a static dim says so.
 """
 
 from __future__ import annotations
@@ -17,10 +27,15 @@ from contextlib import contextmanager
 
 from rlx_mlir.core.errors import DTypeError, ShapeError
 
-Shape = tuple[int, ...]
+Dim = int | str
+"""A dimension: an int >= 1, a symbol name, or `UNKNOWN`."""
+Shape = tuple[Dim, ...]
 
-DYNAMIC = -1
-"""Marker of a dimension known only at run time (reserved for symbolic shapes)."""
+DYNAMIC = -(2**63)
+"""How xDSL stores MLIR's `?` in a shaped type (`xdsl.dialects.builtin.DYNAMIC_INDEX`;
+`shape_of` reads it as `UNKNOWN`)."""
+UNKNOWN = "?"
+"""A dimension the IR does not name (MLIR's `?`): compatible with any size."""
 
 DTYPES = ("f32", "i32", "i64", "ui8")
 INDEX_DTYPES = ("i32", "i64")
@@ -33,29 +48,78 @@ QUANT_BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
 QUANT_BLOCK_SIZE = 32
 
 
-def fmt(shape: Sequence[int]) -> str:
-    """Print a shape the way the error messages show it: `[4, 64]`."""
-    return "[" + ", ".join("?" if d == DYNAMIC else str(d) for d in shape) + "]"
+def fmt(shape: Sequence[Dim]) -> str:
+    """Print a shape the way the error messages show it: `[4, 64]`, `[S, 64]`, `[?, 64]`."""
+    return "[" + ", ".join(UNKNOWN if d == DYNAMIC else str(d) for d in shape) + "]"
 
 
-def dims_match(a: int, b: int) -> bool:
-    return a == b or DYNAMIC in (a, b)
+def is_static(d: Dim) -> bool:
+    """An int size (not a symbol, not `UNKNOWN`)."""
+    return isinstance(d, int)
 
 
-def numel(shape: Sequence[int]) -> int:
+def is_symbol(d: Dim) -> bool:
+    """A named symbol (`"S"`), not `UNKNOWN`."""
+    return isinstance(d, str) and d != UNKNOWN
+
+
+def is_static_shape(shape: Sequence[Dim]) -> bool:
+    return all(map(is_static, shape))
+
+
+def symbols_of(shape: Sequence[Dim]) -> tuple[str, ...]:
+    """The named symbols of `shape`, in order (with repeats)."""
+    return tuple(d for d in shape if is_symbol(d))  # pyright: ignore[reportReturnType]
+
+
+def dims_match(a: Dim, b: Dim) -> bool:
+    """Two dimensions that can be the same size: equal, or one of them `UNKNOWN`."""
+    return a == b or UNKNOWN in (a, b) or DYNAMIC in (a, b)
+
+
+def unify(a: Dim, b: Dim) -> Dim:
+    """The more precise of two matching dimensions: an int, else a symbol, else `UNKNOWN`."""
+    if is_static(a) and a != DYNAMIC:
+        return a
+    if is_static(b) and b != DYNAMIC:
+        return b
+    return a if is_symbol(a) else b if is_symbol(b) else UNKNOWN
+
+
+def numel(shape: Sequence[Dim]) -> int:
+    """The element count of a static shape (a symbolic one has none: ShapeError)."""
     n = 1
     for d in shape:
+        if not is_static(d):
+            raise ShapeError(f"shape {fmt(tuple(shape))} is symbolic: its element count is known only at call time")
         n *= d
     return n
 
 
-def check_shape(name: str, shape: Sequence[int]) -> Shape:
-    """A valid shape: every dimension at least 1 (zero-size tensors are not allowed)."""
-    shape = tuple(int(d) for d in shape)
+def check_dim(name: str, d: Dim) -> Dim:
+    """One dimension: an int >= 1, a symbol (a Python identifier) or `UNKNOWN`."""
+    if isinstance(d, str):
+        if d != UNKNOWN and not d.isidentifier():
+            raise ShapeError(f"{name}: a symbolic dimension must be a Python identifier, got {d!r}")
+        return d
+    return int(d)
+
+
+def check_shape(name: str, shape: Sequence[Dim]) -> Shape:
+    """A valid shape: every dimension at least 1 (zero-size tensors are not allowed), a
+    symbol or `UNKNOWN`."""
+    shape = tuple(check_dim(name, d) for d in shape)
     for d in shape:
-        if d < 1 and d != DYNAMIC:
+        if is_static(d) and d < 1:  # pyright: ignore[reportOperatorIssue]
             raise ShapeError(f"{name}: every dimension must be >= 1, got shape {fmt(shape)}")
     return shape
+
+
+def require_static(name: str, d: Dim, why: str) -> int:
+    """`d` as an int; a symbol here is a ShapeError saying `why` the rule needs a size."""
+    if not is_static(d):
+        raise ShapeError(f"{name}: {why} must be static, got the symbolic dimension {d}")
+    return d  # pyright: ignore[reportReturnType]
 
 
 def check_rank(name: str, shape: Shape, ranks: Sequence[int]) -> None:
@@ -104,15 +168,20 @@ def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Sh
     rank = max(len(a), len(b))
     pa = (1,) * (rank - len(a)) + tuple(a)
     pb = (1,) * (rank - len(b)) + tuple(b)
-    out = []
+    out: list[Dim] = []
     for da, db in zip(pa, pb, strict=True):
-        if da == db or db == 1:
+        if db == 1:
             out.append(da)
         elif da == 1:
             out.append(db)
+        elif dims_match(da, db):
+            out.append(unify(da, db))
         else:
+            why = ""
+            if is_symbol(da) or is_symbol(db):
+                why = f" ({da} vs {db}: a symbol only broadcasts with 1 or the same symbol)"
             raise ShapeError(
-                f"{names[0]} {fmt(a)} and {names[1]} {fmt(b)} are not broadcast-compatible"
+                f"{names[0]} {fmt(a)} and {names[1]} {fmt(b)} are not broadcast-compatible{why}"
             )
     return tuple(out)
 
@@ -120,9 +189,11 @@ def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Sh
 def broadcast_to(x: Shape, target: Shape) -> Shape:
     target = check_shape("broadcast_to target", target)
     padded = (1,) * (len(target) - len(x)) + tuple(x)
-    if len(x) > len(target) or any(a not in (1, b) for a, b in zip(padded, target, strict=True)):
+    if len(x) > len(target) or any(
+        a != 1 and not dims_match(a, b) for a, b in zip(padded, target, strict=True)
+    ):
         raise ShapeError(f"input of shape {fmt(x)} cannot be broadcast to {fmt(target)}")
-    return target
+    return tuple(b if a == 1 else unify(a, b) for a, b in zip(padded, target, strict=True))
 
 
 # ----------------------------------------------------------------------------- linear algebra
@@ -176,7 +247,7 @@ def dequant_matmul(x: Shape, w: Shape, scheme: str) -> Shape:
         raise ShapeError(f"scheme: expected one of {', '.join(QUANT_BLOCK_BYTES)}, got {scheme!r}")
     check_rank("x", x, range(1, 9))
     check_rank("w", w, (2,))
-    k = x[-1]
+    k = require_static("x", x[-1], "the last dim K")
     if k % QUANT_BLOCK_SIZE:
         raise ShapeError(f"x: last dim K must be a multiple of {QUANT_BLOCK_SIZE}, got {k}")
     row_bytes = k // QUANT_BLOCK_SIZE * QUANT_BLOCK_BYTES[scheme]
@@ -220,7 +291,7 @@ def rope(x: Shape, cos: Shape, sin: Shape, head_dim: int, n_rot: int) -> Shape:
     check_rank("x", x, (2, 3))
     if head_dim < 1:
         raise ShapeError(f"head_dim: expected a value >= 1, got {head_dim}")
-    if x[-1] % head_dim:
+    if require_static("x", x[-1], "the last dim (heads * head_dim)") % head_dim:
         raise ShapeError(f"head_dim: must divide the last dim of x {fmt(x)}, got {head_dim}")
     if n_rot % 2 or not 2 <= n_rot <= head_dim:
         raise ShapeError(f"n_rot: expected an even value in [2, head_dim={head_dim}], got {n_rot}")
@@ -269,23 +340,24 @@ def attention(
         raise ShapeError(f"mask: mask_kind {mask_kind!r} takes no mask operand, got one")
     if mask_kind in ("custom", "bias") and mask is None:
         raise ShapeError(f"mask: mask_kind {mask_kind!r} needs a mask operand, got none")
-    if mask_kind == "causal" and seq_q > seq_k:
+    if mask_kind == "causal" and is_static(seq_q) and is_static(seq_k) and seq_q > seq_k:  # pyright: ignore[reportOperatorIssue]
         raise ShapeError(f"causal attention needs S <= T, got S={seq_q} > T={seq_k}")
     if mask is not None:
         _check_mask(mask, batch, num_heads, seq_q, seq_k)
     return q
 
 
-def _check_mask(mask: Shape, batch: Shape, heads: int, seq_q: int, seq_k: int) -> None:
+def _check_mask(mask: Shape, batch: Shape, heads: int, seq_q: Dim, seq_k: Dim) -> None:
     if len(mask) == 2:
         check_exact("mask", mask, (seq_q, seq_k), "[S, T]")
         return
     b = batch[0] if batch else 1
     ok = (
         len(mask) == 4
-        and mask[0] in (1, b)
-        and mask[1] in (1, heads)
-        and tuple(mask[2:]) == (seq_q, seq_k)
+        and (mask[0] == 1 or dims_match(mask[0], b))
+        and (mask[1] == 1 or dims_match(mask[1], heads))
+        and dims_match(mask[2], seq_q)
+        and dims_match(mask[3], seq_k)
     )
     if not ok:
         raise ShapeError(
@@ -333,7 +405,7 @@ def llama_decoder_block(
         return swiglu_ffn(x, w["up_w"], w["gate_w"], w["down_w"])
 
 
-def _check_projections(d: int, w: dict[str, Shape | None], num_heads: int, head_dim: int,
+def _check_projections(d: Dim, w: dict[str, Shape | None], num_heads: int, head_dim: int,
                        num_kv_heads: int) -> None:
     """q_w, k_w and v_w against their own expected shapes (not the projected q, k, v's);
     bad head counts are left to `attention`, which names them."""
@@ -367,10 +439,11 @@ def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape
     check_rank("x", x, (3,))
     check_rank("w", w, (2,))
     check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
+    taps = require_static("w", w[0], "the kernel size K")
     if left_pad is not None:
-        if w[0] == 1:
+        if taps == 1:
             raise ShapeError("left_pad: a kernel of size K=1 takes no left_pad (it would be empty)")
-        check_exact("left_pad", left_pad, (x[0], w[0] - 1, x[2]), "[B, K-1, C]")
+        check_exact("left_pad", left_pad, (x[0], taps - 1, x[2]), "[B, K-1, C]")
     return x
 
 
@@ -379,16 +452,28 @@ def depthwise_conv1d(x: Shape, w: Shape) -> Shape:
     check_rank("x", x, (3,))
     check_rank("w", w, (2,))
     check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
-    if x[1] < w[0]:
-        raise ShapeError(f"x: time dim must be >= K={w[0]} (input is pre-padded), got {x[1]}")
-    return (x[0], x[1] - w[0] + 1, x[2])
+    taps = require_static("w", w[0], "the kernel size K")
+    if is_symbol(x[1]):
+        raise ShapeError(f"x: the time dim of a valid convolution must be static or ?, got the symbol {x[1]}")
+    if x[1] == UNKNOWN:  # a causal convolution's padded input: S + K - 1 rows give S
+        return (x[0], UNKNOWN, x[2])
+    if x[1] < taps:  # pyright: ignore[reportOperatorIssue]
+        raise ShapeError(f"x: time dim must be >= K={taps} (input is pre-padded), got {x[1]}")
+    return (x[0], x[1] - taps + 1, x[2])  # pyright: ignore[reportOperatorIssue]
 
 
 # ----------------------------------------------------------------------------- data movement
 
 
-def reshape(x: Shape, target: Sequence[int]) -> Shape:
-    """Resolve at most one -1 in target; element counts must agree."""
+def reshape(x: Shape, target: Sequence[Dim]) -> Shape:
+    """Resolve at most one -1 in target; element counts must agree.
+
+    A symbolic dim of x stays a whole dim: the target names the same symbols in the same
+    order (an `UNKNOWN` matches any symbol; the -1 may stand for one symbol) and the
+    static dims of both have the same product. Splitting or merging a symbol is an error.
+    """
+    if not is_static_shape(x) or not is_static_shape(target):
+        return _symbolic_reshape(x, tuple(target))
     target = tuple(int(d) for d in target)
     if target.count(-1) > 1:
         raise ShapeError(f"reshape: at most one -1 allowed in the target, got {fmt(target)}")
@@ -407,6 +492,35 @@ def reshape(x: Shape, target: Sequence[int]) -> Shape:
     return target
 
 
+def _symbolic_reshape(x: Shape, target: Shape) -> Shape:
+    """`reshape` when x or the target has symbolic dims (see there)."""
+    if target.count(-1) > 1:
+        raise ShapeError(f"reshape: at most one -1 allowed in the target, got {fmt(target)}")
+    x_syms = [d for d in x if not is_static(d)]
+    t_syms = [d for d in target if not is_static(d)]
+    x_static = numel(d for d in x if is_static(d))
+    t_static = numel(d for d in target if is_static(d) and d != -1)
+    resolved = list(target)
+    if -1 in target:
+        at = target.index(-1)
+        if len(x_syms) == len(t_syms) + 1:  # the -1 is the one symbol the target leaves out
+            before = sum(1 for d in target[:at] if not is_static(d))
+            resolved[at] = x_syms[before]
+            t_syms.insert(before, x_syms[before])
+        elif t_static and x_static % t_static == 0:
+            resolved[at] = x_static // t_static
+        t_static = numel(d for d in resolved if is_static(d))
+    if len(x_syms) != len(t_syms) or not all(map(dims_match, x_syms, t_syms)) or x_static != t_static:
+        raise ShapeError(
+            f"reshape: cannot reshape {fmt(x)} into {fmt(target)}: a symbolic dim must stay a "
+            f"whole dim (the same symbols in the same order, no split or merge) and the static "
+            f"dims must have the same product ({x_static} vs {t_static})"
+        )
+    syms = iter(x_syms)
+    out = tuple(d if is_static(d) else unify(next(syms), d) for d in resolved)
+    return check_shape("reshape target", out)
+
+
 def transpose(x: Shape, perm: Sequence[int]) -> Shape:
     rank = len(x)
     if len(perm) != rank:
@@ -419,7 +533,11 @@ def transpose(x: Shape, perm: Sequence[int]) -> Shape:
 
 def narrow(x: Shape, axis: int, start: int, length: int) -> Shape:
     ax = normalize_axis("axis", axis, len(x))
-    if start < 0 or length < 1 or start + length > x[ax]:
+    if not is_static(x[ax]):
+        raise ShapeError(
+            f"narrow: axis {ax} of {fmt(x)} is symbolic ({x[ax]}); narrow needs a static axis"
+        )
+    if start < 0 or length < 1 or start + length > x[ax]:  # pyright: ignore[reportOperatorIssue]
         raise ShapeError(
             f"narrow: start={start}, length={length} must satisfy 0 <= start, 1 <= length, "
             f"start+length <= {x[ax]} (dim {ax} of {fmt(x)})"
@@ -432,7 +550,7 @@ def concat(shapes: Sequence[Shape], axis: int) -> Shape:
         raise ShapeError("concat: expected at least one input, got none")
     first = shapes[0]
     ax = normalize_axis("axis", axis, len(first))
-    total = 0
+    out = list(first)
     for i, s in enumerate(shapes):
         if len(s) != len(first) or any(
             not dims_match(a, b) for j, (a, b) in enumerate(zip(s, first, strict=True)) if j != ax
@@ -441,8 +559,15 @@ def concat(shapes: Sequence[Shape], axis: int) -> Shape:
                 f"concat: input {i} has shape {fmt(s)}, expected {fmt(first)} "
                 f"except along axis {ax}"
             )
-        total += s[ax]
-    return first[:ax] + (total,) + first[ax + 1 :]
+        if is_symbol(s[ax]):
+            raise ShapeError(
+                f"concat: input {i} {fmt(s)} is symbolic ({s[ax]}) along axis {ax}; concat "
+                f"needs a static axis"
+            )
+        out = [d if j == ax else unify(d, e) for j, (d, e) in enumerate(zip(out, s, strict=True))]
+    along = [s[ax] for s in shapes]
+    out[ax] = sum(along) if all(map(is_static, along)) else UNKNOWN  # pyright: ignore[reportArgumentType]
+    return tuple(out)
 
 
 def gather(x: Shape, indices: Shape, axis: int) -> Shape:

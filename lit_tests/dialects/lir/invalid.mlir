@@ -11,7 +11,7 @@
 %b = lir.alloc : memref<?x8xf32>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'lir.alloc': result: expected a static shape, got memref<?x8xf32>
+// CHECK-NEXT: 'lir.alloc': dims: a buffer with ? dims needs its symbolic dims (lir.alloc dims [...]), got memref<?x8xf32> without
 
 // -----
 
@@ -346,7 +346,7 @@ func.func @f(%b: memref<?xf32>) {
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'lir.view': source: expected a static shape, got memref<?xf32>
+// CHECK-NEXT: 'lir.view': reshape: cannot reshape [?] into [2]: a symbolic dim must stay a whole dim
 
 // -----
 
