@@ -74,6 +74,7 @@ from rlx_mlir.dialects.common import (
     f32_attr,
     i64_array_attr,
     i64_attr,
+    ir_dims,
     opt_shape,
     rope_properties,
     rope_shape,
@@ -119,7 +120,7 @@ def _infer(
     ty = like.type
     assert isinstance(ty, TensorType)
     shape = op.infer_shape(SimpleNamespace(**fields))  # pyright: ignore[reportArgumentType]
-    return TensorType(ty.get_element_type(), shape)
+    return TensorType(ty.get_element_type(), ir_dims(shape))
 
 
 def _values(*values: SSAValue | Operation) -> list[SSAValue]:

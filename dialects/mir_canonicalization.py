@@ -36,6 +36,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from xdsl.traits import ConstantLike
 
 from rlx_mlir.core import reference_kernels as ref
+from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import shape_of
 
@@ -105,8 +106,9 @@ def _fold_constant(op: Operation, compute: Callable[..., np.ndarray]) -> FoldRes
     and its result is small."""
     result_type = op.results[0].type
     assert isinstance(result_type, TensorType)
-    if int(np.prod(shape_of(op.results[0]))) > MAX_FOLD_ELEMENTS:
-        return None
+    shape = shape_of(op.results[0])
+    if not si.is_static_shape(shape) or si.numel(shape) > MAX_FOLD_ELEMENTS:
+        return None  # a `?` result has no constant value (its size is the call's)
     arrays = _constant_operands(op)
     if arrays is None:
         return None

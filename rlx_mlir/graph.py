@@ -701,9 +701,15 @@ class Graph:
             self._own(f"values[{i}]", v)
         with _context("concat"):
             shape = rules.concat([v.shape for v in values], axis)
+            ax = rules.normalize_axis("axis", axis, values[0].rank)
+            for i, v in enumerate(values):
+                if not rules.is_static(v.shape[ax]):
+                    raise ShapeError(
+                        f"values[{i}] {rules.fmt(v.shape)} is symbolic ({v.shape[ax]}) along "
+                        f"axis {ax}; concat needs a static axis"
+                    )
             for i, v in enumerate(values):
                 rules.check_dtype(f"values[{i}]", v.dtype, (values[0].dtype,))
-            ax = rules.normalize_axis("axis", axis, values[0].rank)
         op = mir.ConcatOp.build(
             operands=[[v.ssa for v in values]],
             result_types=[tensor_type(shape, values[0].dtype)],

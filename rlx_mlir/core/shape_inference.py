@@ -22,8 +22,10 @@ dimension is only done on static ones (`is_static`), a rule that needs a static 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from rlx_mlir.core.errors import DTypeError, ShapeError
 
@@ -96,10 +98,39 @@ def numel(shape: Sequence[Dim]) -> int:
     return n
 
 
+_OFFSET_SYMBOL = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)([+-][0-9]+)?$")
+
+
+def split_symbol(d: str) -> tuple[str, int]:
+    """A symbol and its offset: `"S"` -> ("S", 0), `"S+2"` -> ("S", 2). An offset symbol
+    only arises inside the IR (a causal convolution pads S rows to S+K-1), never from the
+    builder."""
+    match = _OFFSET_SYMBOL.match(d)
+    if match is None:
+        raise ShapeError(f"a symbolic dimension must be a name (optionally +/- an int), got {d!r}")
+    return match.group(1), int(match.group(2) or 0)
+
+
+def offset_symbol(d: str, k: int) -> str:
+    """`d` + k (`"S"`, 2 -> `"S+2"`; `"S+2"`, -2 -> `"S"`)."""
+    name, offset = split_symbol(d)
+    total = offset + k
+    return name if total == 0 else f"{name}{total:+d}"
+
+
+def evaluate_dim(d: Dim, sizes: dict[str, int] | Any) -> int:
+    """The size of `d` under the symbols' `sizes` (KeyError for a symbol not there)."""
+    if isinstance(d, int):
+        return d
+    name, offset = split_symbol(d)
+    return sizes[name] + offset
+
+
 def check_dim(name: str, d: Dim) -> Dim:
-    """One dimension: an int >= 1, a symbol (a Python identifier) or `UNKNOWN`."""
+    """One dimension: an int >= 1, a symbol (a Python identifier, in the IR maybe with an
+    offset: `S+2`) or `UNKNOWN`."""
     if isinstance(d, str):
-        if d != UNKNOWN and not d.isidentifier():
+        if d != UNKNOWN and _OFFSET_SYMBOL.match(d) is None:
             raise ShapeError(f"{name}: a symbolic dimension must be a Python identifier, got {d!r}")
         return d
     return int(d)
@@ -453,9 +484,9 @@ def depthwise_conv1d(x: Shape, w: Shape) -> Shape:
     check_rank("w", w, (2,))
     check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
     taps = require_static("w", w[0], "the kernel size K")
-    if is_symbol(x[1]):
-        raise ShapeError(f"x: the time dim of a valid convolution must be static or ?, got the symbol {x[1]}")
-    if x[1] == UNKNOWN:  # a causal convolution's padded input: S + K - 1 rows give S
+    if is_symbol(x[1]):  # a causal convolution's padded input: S+K-1 rows give S
+        return (x[0], offset_symbol(x[1], 1 - taps), x[2])  # pyright: ignore[reportArgumentType]
+    if x[1] == UNKNOWN:
         return (x[0], UNKNOWN, x[2])
     if x[1] < taps:  # pyright: ignore[reportOperatorIssue]
         raise ShapeError(f"x: time dim must be >= K={taps} (input is pre-padded), got {x[1]}")
@@ -559,15 +590,21 @@ def concat(shapes: Sequence[Shape], axis: int) -> Shape:
                 f"concat: input {i} has shape {fmt(s)}, expected {fmt(first)} "
                 f"except along axis {ax}"
             )
-        if is_symbol(s[ax]):
-            raise ShapeError(
-                f"concat: input {i} {fmt(s)} is symbolic ({s[ax]}) along axis {ax}; concat "
-                f"needs a static axis"
-            )
         out = [d if j == ax else unify(d, e) for j, (d, e) in enumerate(zip(out, s, strict=True))]
-    along = [s[ax] for s in shapes]
-    out[ax] = sum(along) if all(map(is_static, along)) else UNKNOWN  # pyright: ignore[reportArgumentType]
+    out[ax] = _concat_length([s[ax] for s in shapes])
     return tuple(out)
+
+
+def _concat_length(along: list[Dim]) -> Dim:
+    """The length of a concat: the sum, `S+k` when one input is `S` (+ an offset) and the
+    others static (a causal convolution's padding), else `UNKNOWN`."""
+    symbolic = [d for d in along if not is_static(d)]
+    static = sum(d for d in along if is_static(d))  # pyright: ignore[reportArgumentType]
+    if not symbolic:
+        return static
+    if len(symbolic) == 1 and is_symbol(symbolic[0]):
+        return offset_symbol(symbolic[0], static)  # pyright: ignore[reportArgumentType]
+    return UNKNOWN
 
 
 def gather(x: Shape, indices: Shape, axis: int) -> Shape:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -19,7 +22,9 @@ from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 
-from rlx_mlir.dialects.common import dtype_of
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.dialects.common import dtype_of, shape_of
 from rlx_mlir.dialects.registry import RegistryError
 from rlx_mlir.signature import NUMPY_DTYPES
 
@@ -48,6 +53,58 @@ def dense_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     ty = attr.get_type()
     values = np.asarray(attr.get_values(), dtype=NUMPY_DTYPES[dtype_of(ty)])
     return values.reshape(tuple(ty.get_shape()))
+
+
+# ----------------------------------------------------------------------------- symbolic dims
+# A `?` in a result type is a size of this call: the kernels of the reference take it from
+# their operands' arrays, or (an lir.alloc) from the symbols the call bound.
+
+_SYMBOL_SIZES: ContextVar[Mapping[str, int]] = ContextVar(
+    "symbol_sizes", default=MappingProxyType({})
+)
+
+
+@contextmanager
+def bound_symbols(sizes: Mapping[str, int]) -> Iterator[None]:
+    """Run the interpreter with the call's symbol sizes (for `lir.alloc dims [...]`)."""
+    token = _SYMBOL_SIZES.set(sizes)
+    try:
+        yield
+    finally:
+        _SYMBOL_SIZES.reset(token)
+
+
+def reshaped_shape(result: SSAValue, source: SSAValue, array: np.ndarray) -> tuple[int, ...]:
+    """The shape of a reshape (or view) of `array`: each `?` of the result is the next `?`
+    of the source (a symbolic dim stays a whole dim, in order)."""
+    sizes = iter(n for d, n in zip(shape_of(source), array.shape, strict=True) if d == rules.UNKNOWN)
+    return tuple(next(sizes) if d == rules.UNKNOWN else d for d in shape_of(result))
+
+
+def broadcast_shape(result: SSAValue, arrays: Sequence[np.ndarray]) -> tuple[int, ...]:
+    """The shape of a result the `arrays` broadcast to: each `?` is their broadcast size."""
+    declared = shape_of(result)
+    rank = len(declared)
+    dims = []
+    for axis, d in enumerate(declared):
+        if d != rules.UNKNOWN:
+            dims.append(d)
+            continue
+        sizes = [a.shape[axis - rank + a.ndim] for a in arrays if axis - rank + a.ndim >= 0]
+        dims.append(max([n for n in sizes if n != 1] or [1]))
+    return tuple(dims)
+
+
+def allocated_shape(dims: Sequence[int | str], what: str) -> tuple[int, ...]:
+    """The shape of a buffer with symbolic `dims` under the call's symbol sizes."""
+    sizes = _SYMBOL_SIZES.get()
+    try:
+        return tuple(rules.evaluate_dim(d, sizes) for d in dims)
+    except (KeyError, rules.ShapeError):
+        raise ArgumentError(
+            f"{what}: dims {rules.fmt(tuple(dims))}: no size for a dim (a ? the IR does not "
+            f"name, or a symbol no argument binds; bound: {dict(sizes)})"
+        ) from None
 
 
 def python_props(op: Operation) -> dict[str, Any]:

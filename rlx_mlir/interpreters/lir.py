@@ -19,7 +19,7 @@ import numpy as np
 from xdsl.ir import Operation
 
 from rlx_mlir.dialects import lir
-from rlx_mlir.dialects.common import dtype_of, shape_of
+from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
 from rlx_mlir.dialects.registry import (
     ELEMENTWISE_BY_FN,
     LIR_KERNEL_OPS,
@@ -29,7 +29,14 @@ from rlx_mlir.dialects.registry import (
 )
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.interpreters.arrays import run_scalar_body
-from rlx_mlir.interpreters.common import OpImpl, dense_array, functions_for
+from rlx_mlir.interpreters.common import (
+    OpImpl,
+    allocated_shape,
+    broadcast_shape,
+    dense_array,
+    functions_for,
+    reshaped_shape,
+)
 from rlx_mlir.interpreters.mir import MIR_IMPLEMENTATIONS
 from rlx_mlir.signature import NUMPY_DTYPES
 
@@ -45,7 +52,10 @@ def new_buffer(shape: tuple[int, ...], dtype: str) -> np.ndarray:
 
 def _alloc(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
     result = op.results[0]
-    return new_buffer(shape_of(result), dtype_of(result))
+    shape = shape_of(result)
+    if "dims" in op.properties:  # a dynamic buffer: sized by the call's symbols
+        shape = allocated_shape(dims_from_attr(op.properties["dims"], "dims"), op.name)
+    return new_buffer(shape, dtype_of(result))
 
 
 def _arena(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
@@ -62,7 +72,7 @@ def _slot(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
 
 
 def _view(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    shape = shape_of(op.results[0])
+    shape = reshaped_shape(op.results[0], op.operands[0], args[0])
     flat = args[0].reshape(-1)
     assert np.shares_memory(flat, args[0]), "lir.view source must be contiguous"
     offset = props["offset"]
@@ -94,7 +104,7 @@ def _identity(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarr
 
 
 def _fused_elementwise(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    return run_scalar_body(op.body, args[0], shape_of(op.out))
+    return run_scalar_body(op.body, args[0], broadcast_shape(op.out, args[0]))
 
 
 def _barrier(op: Operation, args: list[Any], props: dict[str, Any]) -> None:

@@ -9,18 +9,24 @@ import numpy as np
 from xdsl.ir import Operation
 
 from rlx_mlir.dialects import mir
-from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.registry import MIR_RECORDS, check_complete
 from rlx_mlir.interpreters.arrays import run_scalar_body
-from rlx_mlir.interpreters.common import OpImpl, dense_array, functions_for, implementations_of
+from rlx_mlir.interpreters.common import (
+    OpImpl,
+    broadcast_shape,
+    dense_array,
+    functions_for,
+    implementations_of,
+    reshaped_shape,
+)
 
 
 def _reshape(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    return np.array(args[0]).reshape(shape_of(op.results[0]))
+    return np.array(args[0]).reshape(reshaped_shape(op.results[0], op.operands[0], args[0]))
 
 
 def _broadcast_to(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    return np.array(np.broadcast_to(args[0], shape_of(op.results[0])))
+    return np.array(np.broadcast_to(args[0], broadcast_shape(op.results[0], [args[0]])))
 
 
 def _constant(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
@@ -28,7 +34,7 @@ def _constant(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarr
 
 
 def _fused_elementwise(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    return run_scalar_body(op.body, args[0], shape_of(op.results[0]))
+    return run_scalar_body(op.body, args[0], broadcast_shape(op.results[0], args[0]))
 
 
 SPECIAL: dict[type[Operation], OpImpl] = {
