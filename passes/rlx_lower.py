@@ -8,6 +8,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from rlx_mlir.core.abi import name_arguments
 from rlx_mlir.passes.pipeline_stages import PipelineOptions, stage_pipeline
 
 
@@ -28,4 +29,5 @@ class RlxLowerPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         options = PipelineOptions(self.alignment, self.strategy, self.vector_width)
+        name_arguments(op)  # hand-written modules may leave rlx.name / rlx.role out
         stage_pipeline(op, "llvm", options).apply(ctx, op)

@@ -16,6 +16,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
+from rlx_mlir.core.abi import name_arguments
 from rlx_mlir.ir import make_context
 from rlx_mlir.passes.pipeline_stages import (
     DEFAULT_OPTIONS,
@@ -29,7 +30,6 @@ from rlx_mlir.passes.pipeline_stages import (
     stage_of,
     stage_passes,
 )
-from rlx_mlir.signature import name_arguments
 
 
 @dataclass

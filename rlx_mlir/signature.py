@@ -13,20 +13,23 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, StringAttr
 
+from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.abi import (
+    ARG_DIMS,
     ARG_NAME,
     ARG_ROLE,
     ARG_TYPE,
-    ROLE_ARENA,
     ROLE_INPUT,
     ROLE_OUTPUT,
     ROLE_PARAM,
+    default_name,
+    entry_function,
 )
-from rlx_mlir.core.errors import ArgumentError, GraphError
-from rlx_mlir.core.shape_inference import fmt
-from rlx_mlir.dialects.common import dtype_of, shape_of
+from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
+from rlx_mlir.core.shape_inference import Shape, fmt
+from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
 
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8,
@@ -35,15 +38,46 @@ NUMPY_DTYPES: dict[str, type[np.generic]] = {
 
 @dataclass(frozen=True)
 class ArgSpec:
-    """One function argument: its name, role ("input", "param", "output"), shape and dtype."""
+    """One function argument: its name, role ("input", "param", "output"), shape and
+    dtype. A symbolic shape names its symbols (`("S", 64)`, from `rlx.dims`); a `?` no
+    symbol names is `shape_inference.UNKNOWN`."""
 
     name: str
     role: str
-    shape: tuple[int, ...]
+    shape: Shape
     dtype: str
 
     def describe(self) -> str:
         return f"{self.role} {self.name!r} ({self.dtype}{fmt(self.shape)})"
+
+    @property
+    def symbolic(self) -> bool:
+        return not rules.is_static_shape(self.shape)
+
+    def concrete_shape(self, sizes: Mapping[str, int]) -> tuple[int, ...]:
+        """The shape under the symbols' `sizes` (ArgumentError if one is not bound)."""
+        try:
+            return tuple(rules.evaluate_dim(d, sizes) for d in self.shape)
+        except (KeyError, rules.ShapeError):
+            raise ArgumentError(
+                f"{self.describe()}: a dim is a ? no symbol names or a symbol no argument "
+                f"binds (bound: {dict(sizes)}); its size is unknown"
+            ) from None
+
+
+def _symbolic_shape(ty: Any, attrs: Mapping[str, Any], what: str) -> Shape:
+    """The shape of type `ty`, with the symbol names of its `rlx.dims` attribute (if any)."""
+    shape = shape_of(ty)
+    dims = attrs.get(ARG_DIMS)
+    if dims is None:
+        return shape
+    try:
+        named = dims_from_attr(dims, f"{what}: {ARG_DIMS}")
+    except RlxError as err:
+        raise GraphError(str(err)) from None
+    if len(named) != len(shape) or not all(map(rules.dims_match, named, shape)):
+        raise GraphError(f"{what}: {ARG_DIMS} {fmt(named)} does not describe its type {ty}")
+    return tuple(map(rules.unify, shape, named))
 
 
 @dataclass(frozen=True)
@@ -66,15 +100,15 @@ class Signature:
             attrs = arg_attrs[i].data if i < len(arg_attrs) else {}
             name = _string(attrs, ARG_NAME) or default_name(arg, i)
             role = _string(attrs, ARG_ROLE) or ROLE_INPUT
-            args.append(ArgSpec(name, role, shape_of(arg), dtype_of(arg)))
+            args.append(ArgSpec(name, role, _symbolic_shape(arg.type, attrs, name), dtype_of(arg)))
         res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
-        results = tuple(
-            ArgSpec((_string(res_attrs[i].data, ARG_NAME) if i < len(res_attrs) else None) or f"out{i}",
-                    ROLE_OUTPUT, shape_of(t), dtype_of(t))
-            for i, t in enumerate(fn.function_type.outputs.data)
-        )
+        results = []
+        for i, t in enumerate(fn.function_type.outputs.data):
+            attrs = res_attrs[i].data if i < len(res_attrs) else {}
+            name = _string(attrs, ARG_NAME) or f"out{i}"
+            results.append(ArgSpec(name, ROLE_OUTPUT, _symbolic_shape(t, attrs, name), dtype_of(t)))
         outputs = tuple(a for a in args if a.role == ROLE_OUTPUT)
-        return Signature(fn.sym_name.data, tuple(args), results or outputs)
+        return Signature(fn.sym_name.data, tuple(args), tuple(results) or outputs)
 
     @staticmethod
     def _of_llvm_entry(name: str, arg_attrs: Sequence[DictionaryAttr]) -> Signature:
@@ -84,6 +118,19 @@ class Signature:
             for i, a in enumerate(arg_attrs) if ARG_TYPE in a.data
         )
         return Signature(name, args, tuple(a for a in args if a.role == ROLE_OUTPUT))
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        """The symbols of the arguments' shapes, in order of first appearance."""
+        return tuple(dict.fromkeys(s for a in self.args for s in rules.symbols_of(a.shape)))
+
+    def symbol_sizes(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """The size of each symbol in a call's (already checked) arrays."""
+        sizes: dict[str, int] = {}
+        for spec in self.callable_args:
+            if spec.symbolic and spec.name in arrays:
+                _bind_symbols(spec, np.shape(arrays[spec.name]), sizes, {})
+        return sizes
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -127,8 +174,13 @@ class Signature:
         if missing:
             raise ArgumentError(f"{self.name}: missing argument(s): {', '.join(missing)}")
         result = dict(bound)
-        for name, value in given.items():
-            result[name] = convert(specs[name], value)
+        sizes: dict[str, int] = {}
+        where: dict[str, str] = {}
+        for spec in self.callable_args:  # declaration order: errors name the first binder
+            if spec.name in bound and spec.symbolic:
+                _bind_symbols(spec, bound[spec.name].shape, sizes, where)
+            elif spec.name in given:
+                result[spec.name] = convert(spec, given[spec.name], sizes, where)
         return result
 
 
@@ -185,78 +237,54 @@ def describe_bad_index(module: Any, arrays: Mapping[str, np.ndarray]) -> str | N
     return None
 
 
-def default_name(arg: Any, index: int) -> str:
-    """The name of an argument that has no `rlx.name`: its SSA name when that is a Python
-    identifier (`%x` -> "x"), else `arg<index>`."""
-    hint = arg.name_hint
-    return hint if hint and hint.isidentifier() else f"arg{index}"
-
-
-def name_arguments(module: Any) -> None:
-    """Give the graph function's arguments that lack them their `rlx.name` (see
-    `default_name`) and `rlx.role` ("input"), in place, so hand-written modules compile.
-
-    Roles cannot be guessed at the lir stage, where outputs are arguments too, nor in an
-    llvm-stage entry: there a missing name or role is a GraphError naming the argument.
-    """
-    fn = entry_function(module)
-    if isinstance(fn, llvm.FuncOp):
-        _check_llvm_entry_names(fn)
-        return
-    block_args = fn.body.block.args if not fn.is_declaration else ()
-    count = len(fn.function_type.inputs.data)
-    old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
-    old += [DictionaryAttr({})] * (count - len(old))
-    lir_stage = not fn.function_type.outputs.data
-    taken = {_string(a.data, ARG_NAME) for a in old}
-    attrs = []
-    for i, entry in enumerate(old):
-        data = dict(entry.data)
-        if ARG_ROLE not in data:
-            if lir_stage:
-                raise GraphError(
-                    f"@{fn.sym_name.data}: argument {i} has no rlx.role; a function at the lir "
-                    "stage (no results) has its outputs among its arguments, so give every "
-                    'argument {rlx.name = "...", rlx.role = "input" | "param" | "output"}'
-                )
-            data[ARG_ROLE] = StringAttr(ROLE_INPUT)
-        if ARG_NAME not in data:
-            name = default_name(block_args[i], i) if block_args else f"arg{i}"
-            if name in taken:
-                name = f"arg{i}"
-            if name in taken:
-                raise GraphError(f"@{fn.sym_name.data}: argument {i} has no rlx.name, and the "
-                                 f"default {name!r} is taken; name it with rlx.name")
-            taken.add(name)
-            data[ARG_NAME] = StringAttr(name)
-        attrs.append(DictionaryAttr(data))
-    fn.arg_attrs = ArrayAttr(attrs)
-
-
-def _check_llvm_entry_names(fn: llvm.FuncOp) -> None:
-    for i, entry in enumerate(fn.arg_attrs.data if fn.arg_attrs is not None else ()):
-        if ARG_TYPE in entry.data and not (
-            _string(entry.data, ARG_NAME) and _string(entry.data, ARG_ROLE)
-        ):
-            raise GraphError(
-                f"@{fn.sym_name.data}: argument {i} has no rlx.name or rlx.role; name the "
-                "arguments before lowering (a module lowered from unnamed arguments)"
-            )
-
-
 def _string(attrs: Mapping[str, Any] | DictionaryAttr, key: str) -> str | None:
     value = attrs.get(key)
     return value.data if isinstance(value, StringAttr) else None
 
 
-def convert(spec: ArgSpec, value: Any) -> np.ndarray:
-    """`value` as a C-contiguous array of `spec`'s dtype and shape, under numpy's same_kind rule."""
+def _bind_symbols(spec: ArgSpec, shape: tuple[int, ...], sizes: dict[str, int],
+                  where: dict[str, str]) -> None:
+    """Check `shape` (of the same rank) against `spec`'s symbolic shape: static dims equal,
+    every symbol >= 1 and the size `sizes` has for it (else bind it there, noting in
+    `where` which argument did)."""
+    for axis, (want, got) in enumerate(zip(spec.shape, shape, strict=True)):
+        if not isinstance(want, str):
+            if want != got:
+                raise ArgumentError(
+                    f"{spec.describe()}: expected shape {fmt(spec.shape)}, got {fmt(shape)}"
+                )
+            continue
+        if got < 1:
+            raise ArgumentError(
+                f"{spec.describe()}: symbol {want} (dim {axis}): expected a size >= 1, got "
+                f"{got} (shape {fmt(shape)})"
+            )
+        if want == rules.UNKNOWN:
+            continue
+        if want in sizes and sizes[want] != got:
+            raise ArgumentError(
+                f"{spec.describe()}: symbol {want} (dim {axis}) is {sizes[want]} (bound by "
+                f"{where.get(want, 'an earlier argument')}), got {got} (shape {fmt(shape)})"
+            )
+        sizes[want] = got
+        where.setdefault(want, repr(spec.name))
+
+
+def convert(spec: ArgSpec, value: Any, sizes: dict[str, int] | None = None,
+            where: dict[str, str] | None = None) -> np.ndarray:
+    """`value` as a C-contiguous array of `spec`'s dtype and shape, under numpy's same_kind
+    rule. A symbolic dim takes the array's size, which must be >= 1 and equal the size
+    `sizes` already binds that symbol to (the symbol is bound there otherwise)."""
     want = np.dtype(NUMPY_DTYPES[spec.dtype])
     try:
         arr = np.asarray(value)
     except Exception as err:  # numpy raises many types for ragged or odd input
         raise ArgumentError(f"{spec.describe()}: expected an array, got {type(value).__name__}") from err
-    if arr.dtype == want and arr.shape == spec.shape and arr.flags.c_contiguous:
+    shape = spec.shape
+    if spec.symbolic and arr.ndim == len(spec.shape):
+        _bind_symbols(spec, arr.shape, {} if sizes is None else sizes, {} if where is None else where)
+        shape = arr.shape  # checked: the sizes this call gives the symbols
+    if arr.dtype == want and arr.shape == shape and arr.flags.c_contiguous:
         return arr  # the common case, checked first: nothing to convert
     if arr.dtype == np.bool_ and want.kind != "f":
         # numpy casts bool to int under same_kind, but True/False are no ids or bytes.
@@ -266,7 +294,7 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
             f"{spec.describe()}: expected dtype {spec.dtype} (or one that casts to it under "
             f"numpy's same_kind rule), got {arr.dtype}"
         )
-    if arr.shape != spec.shape:
+    if arr.shape != shape:
         raise ArgumentError(f"{spec.describe()}: expected shape {fmt(spec.shape)}, got {fmt(arr.shape)}")
     if arr.dtype != want and want.kind in "iu" and arr.size:
         info = np.iinfo(want)
@@ -277,21 +305,3 @@ def convert(spec: ArgSpec, value: Any) -> np.ndarray:
                 f"got range [{low}, {high}]"
             )
     return np.asarray(arr, dtype=want, order="C")  # (ascontiguousarray makes rank 0 rank 1)
-
-
-def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
-    """The graph function of a module: its only public `func.func` (or the only one), or
-    after convert-lir-to-llvm the `llvm.func` that takes the arena."""
-    ops = list(module.body.block.ops)
-    funcs = [op for op in ops if isinstance(op, func.FuncOp)]
-    public = [f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"]
-    candidates = public or funcs or [op for op in ops if isinstance(op, llvm.FuncOp) and _is_entry(op)]
-    if len(candidates) != 1:
-        names = ", ".join(f.sym_name.data for f in candidates) or "none"
-        raise GraphError(f"expected exactly one graph function in the module, got {len(candidates)} ({names})")
-    return candidates[0]
-
-
-def _is_entry(fn: llvm.FuncOp) -> bool:
-    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
-    return any(_string(a.data, ARG_ROLE) == ROLE_ARENA for a in attrs)

@@ -89,9 +89,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run rlx-run on `argv`; return the exit status."""
     args = _parser().parse_args(argv)
     import rlx_mlir as rlx
+    from rlx_mlir.core.abi import entry_function, name_arguments
     from rlx_mlir.pipeline import stage_of
     from rlx_mlir.random_inputs import random_arguments
-    from rlx_mlir.signature import Signature, entry_function, name_arguments
+    from rlx_mlir.signature import Signature
 
     module = _read_module(args.file)
     name_arguments(module)  # as compile_mlir does: defaults, or a diagnostic before compiling

@@ -16,9 +16,20 @@ and, once lowered to llvm (`convert-lir-to-llvm`), the entry point is
 returning `STATUS_OK` or one of the codes of `ERROR_MESSAGES`. A graph that splits work
 across threads also has `@<graph>__worker` (`WORKER_SUFFIX`), the native loop a worker
 thread waits in; every thread of a call shares the `SYNC_BYTES` of barrier state.
+
+`entry_function` finds a module's graph function; `name_arguments` gives hand-written
+arguments their default names and roles (the pipeline and `rlx-lower` start with it).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from xdsl.dialects import func, llvm
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+
+from rlx_mlir.core.errors import GraphError
 
 # ----------------------------------------------------------------------------- attribute names
 
@@ -91,3 +102,88 @@ ERROR_MESSAGES = {
 }
 """Non-zero status codes a compiled graph can return, and what they mean. The entry ORs
 the statuses of its checked kernels, so every code is a distinct bit."""
+
+
+# ----------------------------------------------------------------------------- the graph function
+
+
+def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
+    """The graph function of a module: its only public `func.func` (or the only one), or
+    after convert-lir-to-llvm the `llvm.func` that takes the arena."""
+    ops = list(module.body.block.ops)
+    funcs = [op for op in ops if isinstance(op, func.FuncOp)]
+    public = [f for f in funcs if f.sym_visibility is None or f.sym_visibility.data == "public"]
+    candidates = public or funcs or [op for op in ops if isinstance(op, llvm.FuncOp) and _is_entry(op)]
+    if len(candidates) != 1:
+        names = ", ".join(f.sym_name.data for f in candidates) or "none"
+        raise GraphError(f"expected exactly one graph function in the module, got {len(candidates)} ({names})")
+    return candidates[0]
+
+
+def _is_entry(fn: llvm.FuncOp) -> bool:
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    return any(_string(a.data, ARG_ROLE) == ROLE_ARENA for a in attrs)
+
+
+def default_name(arg: Any, index: int) -> str:
+    """The name of an argument that has no `rlx.name`: its SSA name when that is a Python
+    identifier (`%x` -> "x"), else `arg<index>`."""
+    hint = arg.name_hint
+    return hint if hint and hint.isidentifier() else f"arg{index}"
+
+
+def name_arguments(module: Any) -> None:
+    """Give the graph function's arguments that lack them their `rlx.name` (see
+    `default_name`) and `rlx.role` ("input"), in place, so hand-written modules compile.
+
+    Roles cannot be guessed at the lir stage, where outputs are arguments too, nor in an
+    llvm-stage entry: there a missing name or role is a GraphError naming the argument.
+    """
+    fn = entry_function(module)
+    if isinstance(fn, llvm.FuncOp):
+        _check_llvm_entry_names(fn)
+        return
+    block_args = fn.body.block.args if not fn.is_declaration else ()
+    count = len(fn.function_type.inputs.data)
+    old = list(fn.arg_attrs.data) if fn.arg_attrs is not None else []
+    old += [DictionaryAttr({})] * (count - len(old))
+    lir_stage = not fn.function_type.outputs.data
+    taken = {_string(a.data, ARG_NAME) for a in old}
+    attrs = []
+    for i, entry in enumerate(old):
+        data = dict(entry.data)
+        if ARG_ROLE not in data:
+            if lir_stage:
+                raise GraphError(
+                    f"@{fn.sym_name.data}: argument {i} has no rlx.role; a function at the lir "
+                    "stage (no results) has its outputs among its arguments, so give every "
+                    'argument {rlx.name = "...", rlx.role = "input" | "param" | "output"}'
+                )
+            data[ARG_ROLE] = StringAttr(ROLE_INPUT)
+        if ARG_NAME not in data:
+            name = default_name(block_args[i], i) if block_args else f"arg{i}"
+            if name in taken:
+                name = f"arg{i}"
+            if name in taken:
+                raise GraphError(f"@{fn.sym_name.data}: argument {i} has no rlx.name, and the "
+                                 f"default {name!r} is taken; name it with rlx.name")
+            taken.add(name)
+            data[ARG_NAME] = StringAttr(name)
+        attrs.append(DictionaryAttr(data))
+    fn.arg_attrs = ArrayAttr(attrs)
+
+
+def _check_llvm_entry_names(fn: llvm.FuncOp) -> None:
+    for i, entry in enumerate(fn.arg_attrs.data if fn.arg_attrs is not None else ()):
+        if ARG_TYPE in entry.data and not (
+            _string(entry.data, ARG_NAME) and _string(entry.data, ARG_ROLE)
+        ):
+            raise GraphError(
+                f"@{fn.sym_name.data}: argument {i} has no rlx.name or rlx.role; name the "
+                "arguments before lowering (a module lowered from unnamed arguments)"
+            )
+
+
+def _string(attrs: Mapping[str, Any] | DictionaryAttr, key: str) -> str | None:
+    value = attrs.get(key)
+    return value.data if isinstance(value, StringAttr) else None
