@@ -185,11 +185,9 @@ class LowerArena(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: lir.ArenaOp, rewriter: PatternRewriter, /):
-        fn = _graph_function(op)
-        if not isinstance(fn, llvm.FuncOp):
-            return
-        arena = _entry_arg(fn, ROLE_ARENA)
-        rewriter.replace(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
+        if (entry := _lowered_entry(op)) is not None:
+            arena = _entry_arg(entry, ROLE_ARENA)
+            rewriter.replace(op, UnrealizedConversionCastOp.get([arena], [op.results[0].type]))
 
 
 class LowerSlot(RewritePattern):
@@ -211,6 +209,12 @@ class LowerView(RewritePattern):
         rewriter.replace(op, UnrealizedConversionCastOp.get([address], [op.results[0].type]))
 
 
+def _lowered_entry(op: Operation) -> llvm.FuncOp | None:
+    """The llvm entry holding `op`, or None while its function is still a func.func."""
+    fn = _graph_function(op)
+    return fn if isinstance(fn, llvm.FuncOp) else None
+
+
 def _entry_arg(entry: llvm.FuncOp, role: str) -> SSAValue:
     """The entry's argument of one of the roles it has after the graph's own arguments."""
     return entry.body.block.args[ENTRY_EXTRA_ROLES.index(role) - len(ENTRY_EXTRA_ROLES)]
@@ -221,11 +225,9 @@ class LowerBarrier(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: lir.BarrierOp, rewriter: PatternRewriter, /):
-        entry = _graph_function(op)
-        if not isinstance(entry, llvm.FuncOp):
-            return
-        rewriter.replace(op, llvm.CallOp(BARRIER, _entry_arg(entry, ROLE_SYNC),
-                                         _entry_arg(entry, ROLE_PARTS)))
+        if (entry := _lowered_entry(op)) is not None:
+            rewriter.replace(op, llvm.CallOp(BARRIER, _entry_arg(entry, ROLE_SYNC),
+                                             _entry_arg(entry, ROLE_PARTS)))
 
 
 class RejectAlloc(RewritePattern):
