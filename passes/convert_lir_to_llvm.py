@@ -86,7 +86,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_serial_wrapper,
     build_worker_loop,
 )
-from rlx_mlir.passes.utils import require_lowered
+from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
 
 
 def _cast(rewriter: PatternRewriter, value: SSAValue, ty) -> SSAValue:
@@ -345,6 +345,7 @@ class ConvertLirToLlvmPass(ModulePass):
     """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        refuse_dynamic(op, self.name)
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         width = self.vector_width or host_target().vector_width
         if width not in (4, 8, 16):

@@ -47,7 +47,7 @@ from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.kernels import CHECKED_KERNELS, partitioned_builders
-from rlx_mlir.passes.utils import require_lowered
+from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
 
 PARALLEL_MIN_WORK = 1 << 18
 """A kernel is split across threads only when it does at least this much work (about
@@ -131,6 +131,7 @@ class LirParallelizePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.min_work < 1:
             raise PassFailedException(f"lir-parallelize: min-work must be >= 1, got {self.min_work}")
+        refuse_dynamic(op, self.name)
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         for fn in op.walk():
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:

@@ -50,7 +50,7 @@ from xdsl.utils.exceptions import PassFailedException
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.rlx import ArenaStrategy
 from rlx_mlir.passes import arena_planner as planner
-from rlx_mlir.passes.utils import require_lowered
+from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
 
 PLANNERS = {
     ArenaStrategy.GREEDY_BY_SIZE: planner.plan_greedy_by_size,
@@ -268,6 +268,7 @@ class LirPlanArenaPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir")
+        refuse_dynamic(op, self.name)
         check_options(self.alignment, self.strategy)
         PatternRewriteWalker(
             PlanArena(self.alignment, self.strategy, self.inplace), apply_recursively=False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, f32
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ShapedType, TensorType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
@@ -76,6 +76,22 @@ def require_lowered(module: Operation, pass_name: str, *removed: str) -> None:
             )
 
 
+def refuse_dynamic(module: Operation, pass_name: str) -> None:
+    """Refuse a module with `?` dims (symbolic shapes): the passes from lir-plan-arena on
+    need static sizes (planning for max_dims and kernels that read sizes at run time are
+    not there yet), so they say so instead of planning or lowering wrongly."""
+    for op in module.walk():
+        values = [*op.results, *(arg for region in op.regions for block in region.blocks for arg in block.args)]
+        for value in values:
+            ty = value.type
+            if isinstance(ty, ShapedType) and any(d < 0 for d in ty.get_shape()):
+                raise PassFailedException(
+                    f"{pass_name}: the module has values with ? dims (a {ty} in '{op.name}'); "
+                    "dynamic buffers are not planned or lowered yet: run it with the "
+                    "reference executor or build it with static sizes"
+                )
+
+
 def splat_constant(
     shape: Sequence[int], value: float = 0.0, element_type: Attribute = f32
 ) -> mir.ConstantOp:
@@ -84,4 +100,6 @@ def splat_constant(
     return mir.ConstantOp(DenseIntOrFPElementsAttr.from_list(ty, [value]))
 
 
-__all__ = ["ACTIVATION_OPS", "REMOVED_BY", "OpSequence", "require_lowered", "splat_constant"]
+__all__ = [
+    "ACTIVATION_OPS", "REMOVED_BY", "OpSequence", "refuse_dynamic", "require_lowered", "splat_constant",
+]
