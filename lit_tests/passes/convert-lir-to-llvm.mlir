@@ -6,8 +6,10 @@
 // The graph function becomes an entry taking one pointer per argument plus the arena;
 // slots are byte GEPs into the arena, views element GEPs into their source, and every
 // kernel a call of an llvm.func built for it. Identical kernels share one function.
-// Every thread runs the entry with its id (part) of parts; serial kernels (all of these:
-// they are small) run on thread 0 and need no barrier between them.
+// Every thread runs the entry with its id (part) of parts. No kernel here is marked
+// rlx.parallel (lir-parallelize has not run; these are small anyway): all run on thread 0
+// through their serial wrappers, with no barrier between them (see
+// convert-lir-to-llvm-threads.mlir for marked kernels and lir.barrier).
 
 func.func @entry(%ids: memref<4xi32> {rlx.name = "ids", rlx.role = "input"},
                  %table: memref<10x8xf32> {rlx.name = "table", rlx.role = "param"},
