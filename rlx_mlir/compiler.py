@@ -43,7 +43,7 @@ from rlx_mlir.core.abi import (
     SYNC_BYTES,
     WORKER_SUFFIX,
 )
-from rlx_mlir.core.errors import ArgumentError, OptionError, RlxError
+from rlx_mlir.core.errors import ArgumentError, GraphError, OptionError, RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
@@ -113,6 +113,7 @@ def _text(module: ModuleOp) -> str:
 def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
              options: PipelineOptions, time_passes: bool, threads: int | None) -> CompiledGraph:
     check_int_option("opt_level", opt_level, "0, 1, 2 or 3", lambda n: 0 <= n <= 3)
+    _refuse_symbolic(module)
     if threads is not None:
         check_int_option("threads", threads, "an int in [1, 64] or None (all cores)",
                          lambda n: 1 <= n <= 64)
@@ -133,6 +134,21 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
     if timings is not None:
         print(timings.report())
     return CompiledGraph(executable, source, options, opt_level, params, stages, threads)
+
+
+def _refuse_symbolic(module: ModuleOp) -> None:
+    """Compiling symbolic dims (kernels that read sizes at run time, an arena planned for
+    max_dims) is not there yet: say so before any pass runs. `rlx.reference` runs them."""
+    signature = Signature.of(entry_function(module))
+    symbolic = [a for a in (*signature.args, *signature.results) if a.symbolic]
+    if symbolic:
+        names = ", ".join(signature.symbols) or "unnamed ? dims"
+        which = ", ".join(a.describe() for a in symbolic[:3]) + (", ..." if len(symbolic) > 3 else "")
+        raise GraphError(
+            f"{signature.name}: compiling symbolic dimensions is not supported yet (symbols: "
+            f"{names}; {which}); run it with rlx.reference(...) or build it with static "
+            f"sizes (docs/semantics.md \"Dynamic dimensions\")"
+        )
 
 
 def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:

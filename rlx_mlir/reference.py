@@ -1,5 +1,8 @@
 """The numpy reference executor: run a graph or module at any stage without compiling it.
 
+A graph with symbolic dims (`g.input("x", ("S", 64))`) runs at any size: each call binds
+the symbols from its arguments' shapes (docs/semantics.md "Dynamic dimensions").
+
 ```python
 ref = rlx.reference(g)                 # a Graph, a ModuleOp or module text
 y = ref(x=X, w1=W1, w2=W2)             # same calling convention as a compiled model
@@ -22,6 +25,7 @@ from rlx_mlir.core.abi import ROLE_OUTPUT, ROLE_PARAM
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph
 from rlx_mlir.interpreters import make_interpreter
+from rlx_mlir.interpreters.common import bound_symbols
 from rlx_mlir.interpreters.lir import new_buffer
 from rlx_mlir.ir import parse_module
 from rlx_mlir.signature import Signature, convert, describe_bad_index, entry_function
@@ -35,16 +39,18 @@ def run_module(module: ModuleOp, arrays: Mapping[str, Any]) -> tuple[np.ndarray,
     """
     fn = entry_function(module)
     signature = Signature.of(fn)
+    sizes = signature.symbol_sizes(arrays)
     args = []
     outputs = []
     for spec in signature.args:
         if spec.role == ROLE_OUTPUT:
-            buffer = new_buffer(spec.shape, spec.dtype)
+            buffer = new_buffer(spec.concrete_shape(sizes), spec.dtype)
             outputs.append(buffer)
             args.append(buffer)
         else:
             args.append(convert(spec, arrays[spec.name]).copy())
-    results = make_interpreter(module).call_op(fn, tuple(args))
+    with bound_symbols(sizes):
+        results = make_interpreter(module).call_op(fn, tuple(args))
     return tuple(np.array(r) for r in (outputs if outputs else results))
 
 
