@@ -40,3 +40,4 @@ func.func @blocks(%x: tensor<?x32xf32> {rlx.name = "x", rlx.role = "input", rlx.
 // CHECK-NEXT: %12 = mir.reshape %10 : tensor<?x32xf32> -> tensor<1x?x32xf32>
 // CHECK-NEXT: %13 = hir.depthwise_conv1d_causal %12, %cw : (tensor<1x?x32xf32>, tensor<3x32xf32>) -> tensor<1x?x32xf32>
 // CHECK-NEXT: func.return %11, %13 : tensor<?x16xf32>, tensor<1x?x32xf32>
+// CHECK-NEXT: }
