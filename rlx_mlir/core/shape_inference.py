@@ -475,6 +475,8 @@ def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape
         if taps == 1:
             raise ShapeError("left_pad: a kernel of size K=1 takes no left_pad (it would be empty)")
         check_exact("left_pad", left_pad, (x[0], taps - 1, x[2]), "[B, K-1, C]")
+    elif taps > 1:
+        require_static("x", x[0], "without left_pad (zero padding, a constant), the batch dim B")
     return x
 
 
