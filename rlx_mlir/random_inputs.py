@@ -16,6 +16,7 @@ from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.core.abi import ROLE_PARAM
+from rlx_mlir.core.errors import GraphError
 from rlx_mlir.core.shape_inference import QUANT_BLOCK_BYTES, QUANT_BLOCK_SIZE
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
@@ -23,6 +24,13 @@ from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
 
 def random_arguments(module: ModuleOp, specs: Iterable[ArgSpec], seed: int = 0) -> dict[str, np.ndarray]:
     """One array per spec, shaped and typed as declared, valid for how `module` uses it."""
+    specs = list(specs)
+    for spec in specs:
+        if spec.symbolic:  # (binding symbols for random data, rlx-run --dims, comes later)
+            raise GraphError(
+                f"{spec.describe()}: random data for symbolic dims needs their sizes, and "
+                "compiling symbolic dimensions is not supported yet"
+            )
     fn = entry_function(module)
     uses = _argument_uses(fn)
     rng = np.random.default_rng(seed)

@@ -369,3 +369,14 @@ def test_rlx_opt_diagnoses_malformed_dynamic_ir(tmp_path, text):
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "Traceback" not in done.stdout
     assert "does not verify" in done.stderr + done.stdout or "error" in (done.stderr + done.stdout)
+
+
+def test_rlx_run_refuses_a_symbolic_module(tmp_path):
+    g = rlx.Graph("t")
+    g.output(g.relu(g.input("x", ("S", 8))))
+    path = tmp_path / "sym.mlir"
+    path.write_text(g.to_mlir())
+    for extra in (["--random"], []):
+        done = subprocess.run(["rlx-run", str(path), *extra], capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert "symbolic dim" in done.stderr
