@@ -930,7 +930,7 @@ class BroadcastToOp(VerifiesSignature):
         super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
 
     def infer_shape(self) -> si.Shape:
-        return si.broadcast_to(shape_of(self.input), self.declared_shape())
+        return si.broadcast_to(shape_of(self.input), self.declared_shape(), keep_symbols=True)
 
 
 @irdl_op_definition

@@ -138,20 +138,6 @@ def _check_symbol(what: str, i: int, d: str, shape: Any, symbols: Sequence[str] 
         )
 
 
-def _check_broadcast_symbols(shape: rules.Shape, target: rules.Shape) -> None:
-    """broadcast_to keeps each symbol where x has it: a symbol the target adds (over a 1 or
-    a new axis) would have no size in the IR, where it is a `?`. Broadcasting against a
-    value that has the symbol (`x + y`) does that instead."""
-    padded = (None,) * (len(target) - len(shape)) + tuple(shape)
-    for axis, (have, want) in enumerate(zip(padded, target, strict=True)):
-        if rules.is_symbol(want) and have != want:
-            raise ShapeError(
-                f"shape: dim {axis} of the target {rules.fmt(target)} is the symbol {want}, but "
-                f"x {rules.fmt(shape)} does not have it there: broadcast_to cannot introduce a "
-                f"symbol (add x to a value of that shape instead)"
-            )
-
-
 def _finite(what: str, value: Any, *, positive: bool = False) -> float:
     """`value` as a float; a bool, a non-number, nan or ±inf (or, when `positive`, a value
     <= 0) is a GraphError naming `what`."""
@@ -735,8 +721,8 @@ class Graph:
         """numpy.broadcast_to."""
         self._own("x", x)
         with _context("broadcast_to"):
-            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols))
-            _check_broadcast_symbols(x.shape, target)
+            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols),
+                                        keep_symbols=True)
         return self._emit(mir.BroadcastToOp, [x], target, x.dtype)
 
     def gather(self, x: Value, indices: Value, axis: int = 0) -> Value:

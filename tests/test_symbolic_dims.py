@@ -145,7 +145,7 @@ def test_graph_inputs_take_symbols_params_do_not():
         (lambda g, x, y: g.concat([x, x], 0), "concat: values[0] [S, 64] is symbolic (S) along axis 0"),
         (lambda g, x, y: g.reshape(x, (-1,)), "reshape: reshape: cannot reshape [S, 64] into [-1]"),
         (lambda g, x, y: g.broadcast_to(g.constant(np.ones((1, 64), np.float32)), ("S", 64)),
-         "broadcast_to cannot introduce a symbol"),
+         "broadcast_to cannot introduce a symbolic dim"),
         (lambda g, x, y: g.rms_norm(g.transpose(x, (1, 0)), g.param("gam", (64,))),
          "rms_norm: gamma: expected shape [S]"),
         (lambda g, x, y: g.linear(x, g.param("w", (32, 8))), "linear: w: expected shape [64, N]"),

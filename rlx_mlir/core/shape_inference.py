@@ -217,13 +217,25 @@ def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Sh
     return tuple(out)
 
 
-def broadcast_to(x: Shape, target: Shape) -> Shape:
+def broadcast_to(x: Shape, target: Shape, *, keep_symbols: bool = False) -> Shape:
+    """numpy.broadcast_to. With `keep_symbols` (the broadcast_to op) a symbolic or `?`
+    target dim must be one x has there: broadcasting cannot introduce a size the call
+    does not give (a fused elementwise op's inputs may broadcast into a `?`)."""
     target = check_shape("broadcast_to target", target)
     padded = (1,) * (len(target) - len(x)) + tuple(x)
     if len(x) > len(target) or any(
         a != 1 and not dims_match(a, b) for a, b in zip(padded, target, strict=True)
     ):
         raise ShapeError(f"input of shape {fmt(x)} cannot be broadcast to {fmt(target)}")
+    offset = len(target) - len(x)
+    for axis, want in enumerate(target):
+        if keep_symbols and not is_static(want) and (axis < offset or x[axis - offset] == 1):
+            raise ShapeError(
+                f"input of shape {fmt(x)} cannot be broadcast to {fmt(target)}: dim {axis} of "
+                f"the target is symbolic ({want}) where the input has "
+                f"{'no dim' if axis < offset else 'size 1'}; broadcast_to cannot introduce a "
+                f"symbolic dim (broadcast against a value that has it instead: x + y)"
+            )
     return tuple(b if a == 1 else unify(a, b) for a, b in zip(padded, target, strict=True))
 
 

@@ -3,7 +3,7 @@
 // Verifier negatives next to symbolic (?) dims in mir (issue 9): a ? is compatible with
 // any size (a declared ? where the rule infers 8 verifies, as in MLIR), but what is wrong
 // for every size is still an error; a reshape keeps each ? a whole dim, narrow needs a
-// static axis.
+// static axis, broadcast_to cannot introduce a ?.
 
 // a static mismatch next to a ?
 %a = "test.op"() : () -> tensor<?x8xf32>
@@ -80,3 +80,12 @@
 
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'mir.softmax': input: expected element type f32, got i32
+
+// -----
+
+// broadcast_to cannot introduce a ? (its size would be unknown)
+%a = "test.op"() : () -> tensor<1x8xf32>
+%z = mir.broadcast_to %a : tensor<1x8xf32> -> tensor<?x8xf32>
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.broadcast_to': input of shape [1, 8] cannot be broadcast to [?, 8]: dim 0 of the target is symbolic (?) where the input has size 1; broadcast_to cannot introduce a symbolic dim (broadcast against a value that has it instead: x + y)
