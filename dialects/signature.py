@@ -208,19 +208,19 @@ def symbolic_shapes(fn: func.FuncOp) -> dict[SSAValue, Shape]:
     """The symbolic shape of each value of `fn` with `?` dims that the symbols of its
     arguments (`rlx.dims`) determine: every op's own shape rule, run on its operands'
     symbolic shapes (`named_shapes`), refined by the declared type. A `?` no rule names
-    stays `UNKNOWN` (e.g. a broadcast_to target)."""
+    stays `UNKNOWN`. A malformed `rlx.dims` is an RlxError naming the argument."""
     shapes: dict[SSAValue, Shape] = {}
     if fn.is_declaration:
         return shapes
     arg_attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
-    for arg, attrs in zip(fn.body.block.args, arg_attrs, strict=False):
+    for i, (arg, attrs) in enumerate(zip(fn.body.block.args, arg_attrs, strict=False)):
         if (dims := attrs.data.get(ARG_DIMS)) is not None:
-            try:
-                shape = dims_from_attr(dims, ARG_DIMS)
-            except RlxError:
-                continue
-            if len(shape) == len(shape_of(arg)):
-                shapes[arg] = tuple(map(rules.unify, shape_of(arg), shape))
+            what = f"@{fn.sym_name.data}: argument {i}: {ARG_DIMS}"
+            shape = dims_from_attr(dims, what)
+            declared = shape_of(arg)
+            if len(shape) != len(declared) or not all(map(rules.dims_match, shape, declared)):
+                raise RlxError(f"{what} {rules.fmt(shape)} does not describe its type {arg.type}")
+            shapes[arg] = tuple(map(rules.unify, declared, shape))
     with named_shapes(shapes):
         for op in fn.body.block.ops:
             if not isinstance(op, VerifiesSignature) or len(op.results) != 1:

@@ -60,6 +60,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
@@ -157,7 +158,11 @@ def annotate_symbolic_dims(module: ModuleOp) -> None:
     `symbolic_shapes`), for the `lir.alloc` that replaces it to carry (and drop)."""
     for fn in module.walk():
         if isinstance(fn, func.FuncOp):
-            for value, shape in symbolic_shapes(fn).items():
+            try:
+                shapes = symbolic_shapes(fn)
+            except RlxError as err:
+                raise PassFailedException(f"convert-mir-to-lir: {err}") from err
+            for value, shape in shapes.items():
                 if isinstance(owner := value.owner, Operation):
                     owner.attributes[ARG_DIMS] = dims_attr(shape)
 

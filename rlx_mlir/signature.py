@@ -50,8 +50,9 @@ class ArgSpec:
     def describe(self) -> str:
         return f"{self.role} {self.name!r} ({self.dtype}{fmt(self.shape)})"
 
-    @property
+    @functools.cached_property
     def symbolic(self) -> bool:
+        """Whether the shape has a symbol or `?` (cached: it is read on every call)."""
         return not rules.is_static_shape(self.shape)
 
     def concrete_shape(self, sizes: Mapping[str, int]) -> tuple[int, ...]:
