@@ -28,8 +28,9 @@ from rlx_mlir.core.abi import (
     entry_function,
 )
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
-from rlx_mlir.core.shape_inference import Shape, fmt
+from rlx_mlir.core.shape_inference import Dim, Shape, fmt
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
+from rlx_mlir.dialects.signature import symbolic_shapes
 
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8,
@@ -185,16 +186,21 @@ class Signature:
         return result
 
 
-def index_bounds(module: Any) -> dict[str, tuple[int, str]]:
+def index_bounds(module: Any) -> dict[str, tuple[Dim, str]]:
     """The arguments of the graph function that are gather indices or embedding ids: name
     -> (the size of the dimension they index, "gather indices" | "embedding ids"). Followed
-    through reshapes and views (same elements, same order); empty at the llvm stage."""
+    through reshapes and views (same elements, same order); empty at the llvm stage. A
+    symbolic size is the symbol's name (or `?` when the IR does not name it)."""
     fn = entry_function(module)
     if not isinstance(fn, func.FuncOp) or fn.is_declaration:
         return {}
+    try:
+        named = symbolic_shapes(fn)
+    except RlxError:
+        named = {}
     bounds = {}
     for spec, arg in zip(Signature.of(fn).args, fn.body.block.args, strict=False):
-        found = _indexed_size(arg)
+        found = _indexed_size(arg, named)
         if found is not None:
             bounds[spec.name] = found
     return bounds
@@ -204,15 +210,18 @@ _SAME_ELEMENTS = ("mir.reshape", "lir.view", "builtin.unrealized_conversion_cast
 """Ops whose result (or, for lir.view, whose view) holds the operand's elements in order."""
 
 
-def _indexed_size(value: Any) -> tuple[int, str] | None:
+def _indexed_size(value: Any, named: Mapping[Any, Shape]) -> tuple[Dim, str] | None:
+    def size(table: Any, axis: int) -> Dim:
+        return named.get(table, shape_of(table))[axis]
+
     for use in value.uses:
         op = use.operation
         if op.name in _SAME_ELEMENTS and op.results:
-            found = _indexed_size(op.results[0])
+            found = _indexed_size(op.results[0], named)
         elif op.name.endswith(".gather") and use.index == 1:
-            found = shape_of(op.operands[0])[op.axis.value.data], "gather indices"
+            found = size(op.operands[0], op.axis.value.data), "gather indices"
         elif op.name == "hir.embedding" and use.index == 1:
-            found = shape_of(op.operands[0])[0], "embedding ids"
+            found = size(op.operands[0], 0), "embedding ids"
         else:
             found = None
         if found is not None:
@@ -224,8 +233,14 @@ def describe_bad_index(module: Any, arrays: Mapping[str, np.ndarray]) -> str | N
     """Where the first out-of-range index among the arguments of `module` is, e.g.
     `ids[3] = 77 is outside [0, 50)`, or None when every index argument is in range (the
     bad index was computed inside the graph). For error paths only: it scans the arrays."""
-    for name, (size, what) in index_bounds(module).items():
+    fn = entry_function(module)
+    sizes = Signature.of(fn).symbol_sizes(arrays) if isinstance(fn, func.FuncOp) else {}
+    for name, (dim, what) in index_bounds(module).items():
         array = arrays.get(name)
+        try:
+            size = rules.evaluate_dim(dim, sizes)
+        except (KeyError, rules.ShapeError):
+            continue  # a size the call does not name: the kernel's own message stands
         if array is None or not np.asarray(array).size:
             continue
         array = np.asarray(array)

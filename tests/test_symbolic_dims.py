@@ -380,3 +380,16 @@ def test_rlx_run_refuses_a_symbolic_module(tmp_path):
         done = subprocess.run(["rlx-run", str(path), *extra], capture_output=True, text=True, timeout=120)
         assert done.returncode != 0 and "Traceback" not in done.stderr
         assert "symbolic dim" in done.stderr
+
+
+@pytest.mark.parametrize("stage", ["hir", "lir"])
+def test_bad_index_into_a_symbolic_axis_names_the_bound(stage):
+    g = rlx.Graph("t")
+    x = g.input("x", ("S", 4))
+    ids = g.input("ids", (3,), "i64")
+    g.output(g.gather(x, ids, 0))
+    module = stages(g)[stage]
+    model = rlx.reference(module)
+    assert model(x=np.ones((5, 4)), ids=np.array([0, 1, 4])).shape == (3, 4)
+    with pytest.raises(ArgumentError, match=r"ids\[2\] = 5 is outside \[0, 5\) \(argument 'ids': gather indices"):
+        model(x=np.ones((5, 4)), ids=np.array([0, 1, 5]))
