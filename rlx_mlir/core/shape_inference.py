@@ -23,9 +23,8 @@ dimension is only done on static ones (`is_static`), a rule that needs a static 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from rlx_mlir.core.errors import DTypeError, ShapeError
 
@@ -56,8 +55,8 @@ def fmt(shape: Sequence[Dim]) -> str:
 
 
 def is_static(d: Dim) -> bool:
-    """An int size (not a symbol, not `UNKNOWN`)."""
-    return isinstance(d, int)
+    """An int size (not a symbol, not `UNKNOWN`, not xDSL's raw `DYNAMIC`)."""
+    return isinstance(d, int) and d != DYNAMIC
 
 
 def is_symbol(d: Dim) -> bool:
@@ -81,9 +80,9 @@ def dims_match(a: Dim, b: Dim) -> bool:
 
 def unify(a: Dim, b: Dim) -> Dim:
     """The more precise of two matching dimensions: an int, else a symbol, else `UNKNOWN`."""
-    if is_static(a) and a != DYNAMIC:
+    if is_static(a):
         return a
-    if is_static(b) and b != DYNAMIC:
+    if is_static(b):
         return b
     return a if is_symbol(a) else b if is_symbol(b) else UNKNOWN
 
@@ -93,7 +92,9 @@ def numel(shape: Sequence[Dim]) -> int:
     n = 1
     for d in shape:
         if not is_static(d):
-            raise ShapeError(f"shape {fmt(tuple(shape))} is symbolic: its element count is known only at call time")
+            raise ShapeError(
+                f"shape {fmt(tuple(shape))} is symbolic: its element count is known only at call time"
+            )
         n *= d
     return n
 
@@ -118,7 +119,7 @@ def offset_symbol(d: str, k: int) -> str:
     return name if total == 0 else f"{name}{total:+d}"
 
 
-def evaluate_dim(d: Dim, sizes: dict[str, int] | Any) -> int:
+def evaluate_dim(d: Dim, sizes: Mapping[str, int]) -> int:
     """The size of `d` under the symbols' `sizes` (KeyError for a symbol not there)."""
     if isinstance(d, int):
         return d
