@@ -10,6 +10,9 @@ print(g.to_mlir())
 
 Shapes are inferred (and checked) at build time by the rules of
 `rlx_mlir.core.shape_inference`, so a mistake is an `RlxError` at the line that made it.
+An input's shape may hold symbols, `g.input("x", ("S", 64))`: sizes fixed by each call,
+printed `?` in the IR with their names in `rlx.dims` (docs/semantics.md "Dynamic
+dimensions"; run by `rlx.reference` at any size, not compiled yet).
 IR is built directly, never by printing and re-parsing text.
 """
 
