@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
@@ -283,3 +284,15 @@ def verify_scale(op: Operation, scale: FloatAttr) -> None:
     value = scale.value.data
     if not math.isfinite(value):
         raise VerifyException(f"'{op.name}': scale: expected a finite value, got {value:g}")
+
+
+def defined_ops(namespace: Mapping[str, Any], prefix: str,
+                base: type[IRDLOperation] = IRDLOperation) -> tuple[type[IRDLOperation], ...]:
+    """The op classes of one dialect module (`globals()`), in definition order: every
+    concrete subclass of `base` whose op name starts with `prefix`. The op lists and the
+    `Dialect` are built from it, so defining an op class is what adds it to its dialect."""
+    return tuple(
+        value for value in namespace.values()
+        if isinstance(value, type) and issubclass(value, base)
+        and isinstance(getattr(value, "name", None), str) and value.name.startswith(prefix)
+    )

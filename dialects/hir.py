@@ -50,6 +50,7 @@ from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
     attention_properties,
+    defined_ops,
     enum_attr,
     f32_attr,
     i64_attr,
@@ -634,19 +635,7 @@ class LlamaDecoderBlockOp(HirOp):
         )
 
 
-HIR_OPS: tuple[type[HirOp], ...] = (
-    LinearOp,
-    SwigluFfnOp,
-    RmsNormOp,
-    ResidualRmsNormOp,
-    LayerNormOp,
-    AttentionOp,
-    RopeOp,
-    LlamaDecoderBlockOp,
-    DequantMatmulOp,
-    EmbeddingOp,
-    DepthwiseConv1dCausalOp,
-)
+HIR_OPS: tuple[type[HirOp], ...] = defined_ops(globals(), "hir.", HirOp)
 
 HIR = Dialect("hir", list(HIR_OPS), [])
 

@@ -62,6 +62,7 @@ from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
     attention_properties,
+    defined_ops,
     dims_attr,
     dtype_name,
     dtype_of,
@@ -1034,31 +1035,7 @@ class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
         super().__init__(operands=[input, weight, out])
 
 
-KERNEL_OPS: tuple[type[KernelOp], ...] = (
-    ElementwiseOp,
-    FusedElementwiseOp,
-    MatmulOp,
-    FusedMatmulOp,
-    ReduceOp,
-    SoftmaxOp,
-    RmsNormOp,
-    LayerNormOp,
-    RopeOp,
-    AttentionOp,
-    TransposeOp,
-    NarrowOp,
-    ConcatOp,
-    BroadcastToOp,
-    GatherOp,
-    ConstantOp,
-    CopyOp,
-    DequantMatmulOp,
-    DepthwiseConv1dOp,
-)
+KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)
 """Every destination-passing kernel op (the last operand is the `out` buffer)."""
 
-LIR = Dialect(
-    "lir",
-    [AllocOp, ArenaOp, SlotOp, ViewOp, BarrierOp, YieldOp, *KERNEL_OPS],
-    [],
-)
+LIR = Dialect("lir", list(defined_ops(globals(), "lir.")), [])

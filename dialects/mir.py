@@ -70,6 +70,7 @@ from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects.common import (
     attention_properties,
     attention_shape,
+    defined_ops,
     enum_attr,
     f32_attr,
     i64_array_attr,
@@ -1052,58 +1053,14 @@ class YieldOp(AbstractYieldOperation[Attribute]):
     traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
 
 
-BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = (
-    AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp,
+BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(
+    globals(), "mir.", BinaryElementwiseOp
 )
-UNARY_ELEMENTWISE_OPS: tuple[type[UnaryElementwiseOp], ...] = (
-    NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, SiluOp, GeluOp, GeluTanhOp,
-    ReluOp, AbsOp, SoftplusOp,
+UNARY_ELEMENTWISE_OPS: tuple[type[UnaryElementwiseOp], ...] = defined_ops(
+    globals(), "mir.", UnaryElementwiseOp
 )
 """The elementwise ops, each one `fn` of `lir.elementwise`."""
 
 MIR = Dialect(
-    "mir",
-    [
-        AddOp,
-        SubOp,
-        MulOp,
-        DivOp,
-        MaxOp,
-        MinOp,
-        PowOp,
-        NegOp,
-        ExpOp,
-        LogOp,
-        SqrtOp,
-        RsqrtOp,
-        TanhOp,
-        SigmoidOp,
-        SiluOp,
-        GeluOp,
-        GeluTanhOp,
-        ReluOp,
-        AbsOp,
-        SoftplusOp,
-        MatmulOp,
-        FusedMatmulOp,
-        ReduceOp,
-        SoftmaxOp,
-        RmsNormOp,
-        LayerNormOp,
-        RopeOp,
-        AttentionOp,
-        ReshapeOp,
-        TransposeOp,
-        NarrowOp,
-        ConcatOp,
-        BroadcastToOp,
-        GatherOp,
-        ConstantOp,
-        DequantMatmulOp,
-        DepthwiseConv1dOp,
-        FusedElementwiseOp,
-        YieldOp,
-    ],
-    [],
-    [MirConstantMaterialization()],
+    "mir", list(defined_ops(globals(), "mir.")), [], [MirConstantMaterialization()]
 )

@@ -21,6 +21,7 @@ scheme is an `ArgumentError`, as is a negative or out-of-range gather/embedding 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,11 +35,6 @@ ArrayLike = Any
 F32 = np.float32
 F64 = np.float64
 
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
-UNARY_OPS = (
-    "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh",
-    "relu", "abs", "softplus",
-)
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 REDUCE_KINDS = ("sum", "max", "min", "mean")
 ROPE_STYLES = ("half", "interleaved")
@@ -278,6 +274,10 @@ ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
     "relu": relu, "abs": absolute, "softplus": softplus,
 }
 """Every mir elementwise op by name: binary ones take (a, b), unary ones (x)."""
+
+BINARY_OPS = tuple(n for n, f in ELEMENTWISE.items() if len(inspect.signature(f).parameters) == 2)
+UNARY_OPS = tuple(n for n in ELEMENTWISE if n not in BINARY_OPS)
+"""The elementwise names by arity, in the order of `ELEMENTWISE` (their one definition)."""
 
 
 @_quiet
