@@ -41,8 +41,18 @@ class ReduceKind(StrEnum):
 
 
 class QuantScheme(StrEnum):
+    """The GGUF tensor types `dequant_matmul` reads (lowercase ggml names)."""
+
     Q8_0 = "q8_0"
     Q4_0 = "q4_0"
+    F16 = "f16"
+    BF16 = "bf16"
+    Q4_1 = "q4_1"
+    Q5_0 = "q5_0"
+    Q5_1 = "q5_1"
+    Q4_K = "q4_k"
+    Q5_K = "q5_k"
+    Q6_K = "q6_k"
 
 
 class ArenaStrategy(StrEnum):

@@ -591,7 +591,9 @@ class Graph:
         return self._emit(hir.SwigluFfnOp, [x, up, gate, down], shape)
 
     def dequant_matmul(self, x: Value, w: Value, scheme: str) -> Value:
-        """x[..., K] @ dequant(w)^T for raw GGUF blocks w: ui8[N, K/32 * bytes_per_block]."""
+        """x[..., K] @ dequant(w)^T for raw GGUF data w: ui8[N, K/values · bytes] of one of the
+        schemes f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (32-value blocks), q4_k, q5_k, q6_k
+        (256-value blocks); K must be a multiple of the scheme's block."""
         self._own("x", x)
         self._own("w", w)
         with _context("dequant_matmul"):

@@ -17,7 +17,7 @@ from xdsl.ir import Operation, SSAValue
 from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.core.abi import ROLE_PARAM
 from rlx_mlir.core.errors import GraphError
-from rlx_mlir.core.shape_inference import QUANT_BLOCK_BYTES, QUANT_BLOCK_SIZE
+from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
 
@@ -66,10 +66,7 @@ def _random(spec: ArgSpec, uses: list[tuple[Operation, int]], rng: np.random.Gen
             axis = op.axis.value.data if kind == "gather" else 0
             return rng.integers(0, table[axis], spec.shape).astype(NUMPY_DTYPES[spec.dtype])
         if kind == "dequant_matmul" and index == 1:
-            scheme = op.scheme.data.value
-            k = spec.shape[1] // QUANT_BLOCK_BYTES[scheme] * QUANT_BLOCK_SIZE
-            weights = rng.standard_normal((spec.shape[0], k)).astype(np.float32)
-            return K.QUANTIZE[scheme](weights)
+            return random_blocks(op.scheme.data.value, spec.shape, rng)
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
             return (rng.random(spec.shape) > 0.3).astype(np.float32)
     if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(spec.shape) >= 2:
@@ -80,3 +77,31 @@ def _random(spec: ArgSpec, uses: list[tuple[Operation, int]], rng: np.random.Gen
     if spec.dtype == "f32":
         return (0.5 * rng.standard_normal(spec.shape)).astype(np.float32)
     return rng.integers(0, 8, spec.shape).astype(NUMPY_DTYPES[spec.dtype])
+
+
+F16_FIELDS: dict[str, dict[int, float]] = {
+    "q4_1": {0: 0.1, 2: 0.8}, "q5_0": {0: 0.1}, "q5_1": {0: 0.05, 2: 0.8},
+    "q4_k": {0: 0.002, 2: 0.002}, "q5_k": {0: 0.001, 2: 0.002}, "q6_k": {208: 0.001},
+}
+"""Byte offsets of the f16 scale/min fields of a block, with the magnitude of random ones."""
+
+
+def random_blocks(scheme: str, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """Raw GGUF data ui8 [N, row_bytes] of `scheme` with finite values: quantized normal
+    weights where reference_kernels quantizes (q8_0, q4_0), normal weights for f16/bf16,
+    else random quant bytes with random finite f16 scale and min fields (F16_FIELDS)."""
+    rows, row_bytes = shape
+    values, block_bytes = QUANT_BLOCKS[scheme]
+    k = row_bytes // block_bytes * values
+    if scheme in K.QUANTIZE:
+        return K.QUANTIZE[scheme](rng.standard_normal((rows, k)).astype(np.float32))
+    if scheme in ("f16", "bf16"):
+        weights = rng.standard_normal((rows, k)).astype(np.float32)
+        if scheme == "f16":
+            return weights.astype("<f2").view(np.uint8)
+        return (weights.view(np.uint32) >> 16).astype("<u2").view(np.uint8)
+    blocks = rng.integers(0, 256, (rows, k // values, block_bytes), dtype=np.uint8)
+    for offset, magnitude in F16_FIELDS[scheme].items():
+        field = (magnitude * rng.standard_normal((rows, k // values, 1))).astype("<f2")
+        blocks[..., offset:offset + 2] = field.view(np.uint8)
+    return blocks.reshape(rows, row_bytes)

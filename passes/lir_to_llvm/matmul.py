@@ -55,13 +55,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import f16, f32, i8, i16, i32, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, VectorType, f16, f32, i8, i16, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, vector_type
 
 Index = SSAValue | int
 """An i64 SSA value or a Python int folded at build time."""
@@ -104,11 +104,6 @@ DOT_CHAINS = 4
 PREFETCH_C = True
 """Prefetch a tile of C into L1 when its micro-kernel starts (the large-M plan: C is
 not in cache and its loads come after the K loop, too late for out-of-order execution)."""
-
-QK = 32
-"""Elements per GGUF block."""
-
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
 
 
 # ----------------------------------------------------------------------------- index helpers
@@ -874,42 +869,197 @@ def _int_op(kb: KernelBuilder, op_type: type[Operation], a: SSAValue, b: int) ->
     return kb.insert(op_type(a, kb.constant(b, a.type)))
 
 
+def _retyped(value: SSAValue, element: Attribute) -> Attribute:
+    """`element`, or a vector of it as long as `value` when `value` is a vector."""
+    ty = value.type
+    return vector_type(ty.get_shape()[0], element) if isinstance(ty, VectorType) else element
+
+
 def _f16_to_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
-    """An f16 (as its i16 bits) widened to f32 exactly, with integer ops and one exact
-    multiply: (|h| << 13) read as f32 is h's magnitude scaled by 2^-112 (normal and
-    subnormal alike), inf/NaN get the all-ones exponent, then the sign is or-ed in.
-    SSE-only targets lack F16C, where `fpext half` would become a libcall MCJIT cannot
-    resolve."""
-    h = kb.insert(llvm.ZExtOp(raw, i32))
+    """f16s (as their i16 bits, a scalar or a vector) widened to f32 exactly, with integer
+    ops and one exact multiply: (|h| << 13) read as f32 is h's magnitude scaled by 2^-112
+    (normal and subnormal alike), inf/NaN get the all-ones exponent, then the sign is
+    or-ed in. SSE-only targets lack F16C, where `fpext half` would become a libcall MCJIT
+    cannot resolve."""
+    h = kb.insert(llvm.ZExtOp(raw, _retyped(raw, i32)))
     magnitude = _int_op(kb, llvm.AndOp, h, 0x7FFF)
     shifted = _int_op(kb, llvm.ShlOp, magnitude, 13)
-    scaled = kb.bitcast(kb.fmul(kb.bitcast(shifted, f32), kb.fconst(2.0**112)), i32)
-    special = kb.icmp("uge", magnitude, kb.constant(0x7C00, i32))
+    as_float = _retyped(raw, f32)
+    scaled = kb.bitcast(kb.fmul(kb.bitcast(shifted, as_float), 2.0**112), h.type)
+    special = kb.icmp("uge", magnitude, kb.constant(0x7C00, h.type))
     bits = kb.select(special, _int_op(kb, llvm.OrOp, shifted, 0x7F800000), scaled)
     sign = _int_op(kb, llvm.ShlOp, _int_op(kb, llvm.AndOp, h, 0x8000), 16)
-    return kb.bitcast(kb.or_(bits, sign), f32)
+    return kb.bitcast(kb.or_(bits, sign), as_float)
+
+
+def _half_to_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
+    """i16 bits of f16s (scalar or vector) as f32: F16C's vcvtph2ps on AVX targets."""
+    if kb.vector_width >= 8:
+        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, _retyped(raw, f16)), _retyped(raw, f32)))
+    return _f16_to_f32(kb, raw)
+
+
+def _bf16_to_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
+    """i16 bits of bf16s (scalar or vector) as f32: the top half of an f32's bits."""
+    wide = kb.insert(llvm.ZExtOp(raw, _retyped(raw, i32)))
+    return kb.bitcast(_int_op(kb, llvm.ShlOp, wide, 16), _retyped(raw, f32))
+
+
+def _f16_at(kb: KernelBuilder, block: SSAValue, offset: int) -> SSAValue:
+    """The little-endian f16 at byte `offset` of a block as f32 (any alignment)."""
+    return _half_to_f32(kb, kb.load(_ptr(kb, block, offset, i8), element=i16, align=1))
 
 
 def _f16_scale(kb: KernelBuilder, block: SSAValue) -> SSAValue:
     """The block's little-endian f16 scale as f32 (bytes 0-1, any alignment)."""
-    raw = kb.load(block, 0, element=i16, align=1)
-    if kb.vector_width >= 8:  # AVX targets: F16C's vcvtph2ps
-        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
-    return _f16_to_f32(kb, raw)
+    return _f16_at(kb, block, 0)
 
 
-def _dequant_chunk(kb: KernelBuilder, scheme: str, block: SSAValue, chunk: int) -> SSAValue:
-    """Elements [chunk·W, chunk·W + W) of a block as f32 integers (scale not applied)."""
-    w = kb.vector_width
-    first = chunk * w
-    if scheme == "q8_0":
-        q = kb.load(block, 2 + first, vector=True, element=i8)
-    else:  # q4_0: byte t holds element t (low nibble) and t + 16 (high nibble)
-        half = QK // 2
-        raw = kb.load(block, 2 + first % half, vector=True, element=i8)
-        nibble = _and(kb, raw, 0x0F) if first < half else _lshr(kb, raw, 4)
-        q = kb.sub(nibble, 8)
+def _byte(kb: KernelBuilder, block: SSAValue, offset: int, signed: bool = False) -> SSAValue:
+    """Byte `offset` of a block widened to i32 (zero- or sign-extended)."""
+    raw = kb.load(block, offset, element=i8)
+    return kb.insert((llvm.SExtOp if signed else llvm.ZExtOp)(raw, i32))
+
+
+def _bytes(kb: KernelBuilder, block: SSAValue, offset: int) -> SSAValue:
+    """W consecutive bytes of a block from `offset`, a vector of i8."""
+    return kb.load(block, offset, vector=True, element=i8, align=1)
+
+
+def _nibbles(kb: KernelBuilder, block: SSAValue, offset: int, first: int, span: int) -> SSAValue:
+    """Nibbles of W values from `first` (i8 vector), where each group of 2·span values
+    is span bytes from `offset` on: low nibbles first, then the high ones."""
+    group, within = divmod(first, 2 * span)
+    raw = _bytes(kb, block, offset + group * span + within % span)
+    return _and(kb, raw, 0x0F) if within < span else _lshr(kb, raw, 4)
+
+
+def _lane_bits(kb: KernelBuilder, block: SSAValue, offset: int, first: int) -> SSAValue:
+    """Bits first..first+W of the little-endian u32 at `offset`, each as 0 or 16 (i32
+    vector): the 5th bits of q5_0/q5_1."""
+    word = kb.load(kb.gep(block, offset, i8), element=i32, align=1)
+    lanes = kb.bitcast(kb.splat(kb.bitcast(word, f32)), vector_type(kb.vector_width, i32))
+    shifts = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(
+        lanes.type, [first + lane for lane in range(kb.vector_width)]), lanes.type))
+    bits = _and(kb, kb.insert(llvm.LShrOp(lanes, shifts)), 1)
+    return _int_op(kb, llvm.ShlOp, bits, 4)
+
+
+def _k_scale_min(kb: KernelBuilder, block: SSAValue, sub: int) -> tuple[SSAValue, SSAValue]:
+    """(d·scale, −dmin·min) of sub-block `sub` of a q4_K/q5_K block: 6-bit scale and min
+    packed in bytes 4-15 (sub-blocks 0-3 in the low 6 bits of bytes 0-3 / 4-7, sub-blocks 4-7
+    as nibbles of bytes 8-11 plus the top 2 bits of bytes 0-3 / 4-7)."""
+    def packed(i: int) -> SSAValue:
+        return _byte(kb, block, 4 + i)
+
+    if sub < 4:
+        scale, low_min = _and(kb, packed(sub), 63), _and(kb, packed(sub + 4), 63)
+    else:
+        both = packed(sub + 4)
+        scale = kb.or_(_and(kb, both, 0x0F), _int_op(kb, llvm.ShlOp, _lshr(kb, packed(sub - 4), 6), 4))
+        low_min = kb.or_(_lshr(kb, both, 4), _int_op(kb, llvm.ShlOp, _lshr(kb, packed(sub), 6), 4))
+    d = kb.fmul(_f16_at(kb, block, 0), kb.sitofp(scale, f32))
+    dmin = kb.fmul(_f16_at(kb, block, 2), kb.sitofp(low_min, f32))
+    return d, kb.fneg(dmin)
+
+
+Affine = tuple[SSAValue | None, SSAValue | None]
+"""(scale, offset) scalars of a group of values: value = q·scale + offset (None: absent)."""
+
+
+@dataclass(frozen=True)
+class DequantScheme:
+    """How a kernel reads one GGUF block type, in registers.
+
+    A block of `values` values is `bytes` bytes; every `group` consecutive values share an
+    affine map value = q·scale + offset (`affine(kb, block, group_index)`, scalars);
+    `quants(kb, block, first)` gives the W lanes of q from value `first` as an f32 vector
+    (a W-lane chunk never crosses a group). Float types (`values` == 1) have no affine map:
+    `quants` gives the values themselves, `scalar(kb, pointer)` reads one for the K tail."""
+
+    values: int
+    bytes: int
+    group: int
+    quants: Callable[[KernelBuilder, SSAValue, int], SSAValue]
+    affine: Callable[[KernelBuilder, SSAValue, int], Affine] = lambda kb, block, g: (None, None)
+    scalar: Callable[[KernelBuilder, SSAValue], SSAValue] | None = None
+
+
+def _q8_0(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return kb.sitofp(_bytes(kb, block, 2 + first), kb.vec)
+
+
+def _q4_0(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return kb.sitofp(kb.sub(_nibbles(kb, block, 2, first, 16), 8), kb.vec)
+
+
+def _q4_1(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return kb.sitofp(_nibbles(kb, block, 4, first, 16), kb.vec)
+
+
+def _q5(qh: int, qs: int, bias: int) -> Callable[[KernelBuilder, SSAValue, int], SSAValue]:
+    def quants(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+        low = _nibbles(kb, block, qs, first, 16)
+        q = kb.or_(kb.insert(llvm.ZExtOp(low, vector_type(kb.vector_width, i32))),
+                   _lane_bits(kb, block, qh, first))
+        return kb.sitofp(kb.sub(q, bias) if bias else q, kb.vec)
+    return quants
+
+
+def _q4_k(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return kb.sitofp(_nibbles(kb, block, 16, first, 32), kb.vec)
+
+
+def _q5_k(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    # bit (first // 32) of qh[first % 32 ...] is the 5th bit
+    high = _and(kb, _lshr(kb, _bytes(kb, block, 16 + first % 32), first // 32), 1)
+    q = kb.or_(_nibbles(kb, block, 48, first, 32), _int_op(kb, llvm.ShlOp, high, 4))
     return kb.sitofp(q, kb.vec)
+
+
+def _q6_k(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    # per half of 128 values: 64 ql bytes (nibbles) and 32 qh bytes of 4 2-bit fields
+    half, within = divmod(first, 128)
+    high = _and(kb, _lshr(kb, _bytes(kb, block, 128 + half * 32 + within % 32), 2 * (within // 32)), 3)
+    q = kb.or_(_nibbles(kb, block, 0, first, 64), _int_op(kb, llvm.ShlOp, high, 4))
+    return kb.sitofp(kb.sub(q, 32), kb.vec)
+
+
+def _d_only(kb: KernelBuilder, block: SSAValue, g: int) -> Affine:
+    return _f16_scale(kb, block), None
+
+
+def _d_and_m(kb: KernelBuilder, block: SSAValue, g: int) -> Affine:
+    return _f16_scale(kb, block), _f16_at(kb, block, 2)
+
+
+def _q6_k_affine(kb: KernelBuilder, block: SSAValue, g: int) -> Affine:
+    return kb.fmul(_f16_at(kb, block, 208), kb.sitofp(_byte(kb, block, 192 + g, signed=True), f32)), None
+
+
+def _f16_values(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return _half_to_f32(kb, kb.load(block, first, vector=True, element=i16, align=2))
+
+
+def _bf16_values(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return _bf16_to_f32(kb, kb.load(block, first, vector=True, element=i16, align=2))
+
+
+SCHEMES: dict[str, DequantScheme] = {
+    "f16": DequantScheme(1, 2, 1, _f16_values,
+                         scalar=lambda kb, p: _half_to_f32(kb, kb.load(p, element=i16, align=2))),
+    "bf16": DequantScheme(1, 2, 1, _bf16_values,
+                          scalar=lambda kb, p: _bf16_to_f32(kb, kb.load(p, element=i16, align=2))),
+    "q8_0": DequantScheme(32, 34, 32, _q8_0, _d_only),
+    "q4_0": DequantScheme(32, 18, 32, _q4_0, _d_only),
+    "q4_1": DequantScheme(32, 20, 32, _q4_1, _d_and_m),
+    "q5_0": DequantScheme(32, 22, 32, _q5(2, 6, 16), _d_only),
+    "q5_1": DequantScheme(32, 24, 32, _q5(4, 8, 0), _d_and_m),
+    "q4_k": DequantScheme(256, 144, 32, _q4_k, _k_scale_min),
+    "q5_k": DequantScheme(256, 176, 32, _q5_k, _k_scale_min),
+    "q6_k": DequantScheme(256, 210, 16, _q6_k, _q6_k_affine),
+}
+"""Every scheme `lir.dequant_matmul` compiles, described once (see DequantScheme)."""
 
 
 def _dequant_cols(rows: int, width: int) -> int:
@@ -923,18 +1073,35 @@ DEQUANT_ROWS = 4
 """Rows of x per dequant_matmul tile."""
 
 
+def _weights(kb: KernelBuilder, scheme: DequantScheme, block: SSAValue, group: int,
+             firsts: Sequence[int]) -> list[SSAValue]:
+    """The f32 weight vectors of a group of a block: its chunks from `firsts`, q·scale + offset."""
+    scale, offset = scheme.affine(kb, block, group)
+    scale = None if scale is None else kb.splat(scale)
+    offset = None if offset is None else kb.splat(offset)
+    weights = []
+    for first in firsts:
+        w = scheme.quants(kb, block, first)
+        w = w if scale is None else kb.fmul(w, scale)
+        weights.append(w if offset is None else kb.fadd(w, offset))
+    return weights
+
+
 def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
                    partitioned: bool) -> llvm.FuncOp:
-    scheme = op.scheme.data.value
+    scheme = SCHEMES[op.scheme.data.value]
     xs, ws = shape_of(op.x), shape_of(op.w)
     k, n = xs[-1], ws[0]
     m = math.prod(xs[:-1])
-    block_bytes = BLOCK_BYTES[scheme]
-    row_bytes = k // QK * block_bytes
     w_lanes = vector_width
-    if QK % w_lanes or (scheme == "q4_0" and (QK // 2) % w_lanes):
+    # float types are read in "blocks" of one vector, plus a scalar tail of K % W values
+    values = max(scheme.values, w_lanes)
+    group = max(scheme.group, w_lanes)
+    block_bytes = values // scheme.values * scheme.bytes
+    row_bytes = k // scheme.values * scheme.bytes
+    if scheme.group % w_lanes and scheme.values > 1:
         raise ValueError(f"dequant_matmul: vector width {w_lanes} does not divide a block")
-    chunks = QK // w_lanes
+    tail = k % values
     kb = KernelBuilder(name, [PTR] * 3 + ([i64, i64] if partitioned else []), vector_width=vector_width)
     x, wq, out = kb.args[:3]
     mr = min(DEQUANT_ROWS, m)
@@ -944,24 +1111,31 @@ def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
         x_rows = [_ptr(kb, x, _mul(kb, _add(kb, i, r), k)) for r in range(rows)]
         w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(ncols)]
         accs = [kb.vconst(0.0)] * (rows * ncols)
-        with kb.loop(0, k // QK, carried=accs) as loop:
+        with kb.loop(0, k // values, carried=accs) as loop:
             blk = loop.iv
             blocks = [kb.gep(w_rows[c], kb.mul(blk, block_bytes), i8) for c in range(ncols)]
-            scales = [kb.splat(_f16_scale(kb, blocks[c])) for c in range(ncols)]
-            x_off = kb.mul(blk, QK)
+            x_off = kb.mul(blk, values)
             cur = list(loop.carried)
-            for chunk in range(chunks):
-                weights = [kb.fmul(_dequant_chunk(kb, scheme, blocks[c], chunk), scales[c])
-                           for c in range(ncols)]
-                for r in range(rows):
-                    xv = kb.load(x_rows[r], _add(kb, x_off, chunk * w_lanes), vector=True)
-                    for c in range(ncols):
-                        cur[r * ncols + c] = _fma(kb, xv, weights[c], cur[r * ncols + c])
+            for g in range(values // group):
+                firsts = range(g * group, (g + 1) * group, w_lanes)
+                weights = [_weights(kb, scheme, blocks[c], g, firsts) for c in range(ncols)]
+                for chunk, first in enumerate(firsts):
+                    for r in range(rows):
+                        xv = kb.load(x_rows[r], _add(kb, x_off, first), vector=True)
+                        for c in range(ncols):
+                            cur[r * ncols + c] = _fma(kb, xv, weights[c][chunk], cur[r * ncols + c])
             loop.yield_(*cur)
+        sums = [kb.hsum(acc) for acc in loop.results]
+        for t in range(k - tail, k):  # float types only: K % W values, one at a time
+            weights = [scheme.scalar(kb, kb.gep(w_rows[c], t * scheme.bytes, i8)) for c in range(ncols)]
+            for r in range(rows):
+                xs_t = kb.load(x_rows[r], t)
+                for c in range(ncols):
+                    sums[r * ncols + c] = kb.fma(xs_t, weights[c], sums[r * ncols + c])
         c_base = _ptr(kb, out, _add(kb, _mul(kb, i, n), j))
         for r in range(rows):
             for c in range(ncols):
-                kb.store(kb.hsum(loop.results[r * ncols + c]), c_base, r * n + c)
+                kb.store(sums[r * ncols + c], c_base, r * n + c)
 
     def emit(rows: Span, weight_rows: Span) -> None:
         def row_tile(i: Index, size: int) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx_mlir.core import quants
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import ArgumentError, DTypeError, ShapeError
 
@@ -40,6 +41,9 @@ REDUCE_KINDS = ("sum", "max", "min", "mean")
 ROPE_STYLES = ("half", "interleaved")
 MASK_KINDS = ("none", "causal", "custom", "bias")
 QUANT_SCHEMES = ("q8_0", "q4_0")
+"""Schemes with a numpy quantizer here (QUANTIZE) and hand-written dequantizers."""
+DEQUANT_SCHEMES = tuple(rules.QUANT_BLOCKS)
+"""Every scheme dequant_matmul reads (DEQUANTIZE), dequantized by rlx_mlir.core.quants."""
 QK = 32
 """Weights per GGUF block."""
 Q8_0_BYTES = 34
@@ -649,7 +653,8 @@ def embedding(table: ArrayLike, ids: ArrayLike) -> np.ndarray:
 # ----------------------------------------------------------------------------- GGUF quantization
 
 
-def _blocks(w_bytes: ArrayLike, k: int | None, block_bytes: int, scheme: str) -> np.ndarray:
+def _blocks(w_bytes: ArrayLike, k: int | None, block_bytes: int, scheme: str,
+            values: int = QK) -> np.ndarray:
     w = np.asarray(w_bytes)
     if w.dtype != np.uint8:
         raise DTypeError(f"w: expected element type ui8 (raw {scheme} blocks), got {w.dtype}")
@@ -659,11 +664,11 @@ def _blocks(w_bytes: ArrayLike, k: int | None, block_bytes: int, scheme: str) ->
             raise ShapeError(
                 f"w: row bytes must be a multiple of {block_bytes} ({scheme}), got {w.shape[1]}"
             )
-        k = w.shape[1] // block_bytes * QK
-    if k < 1 or k % QK:
-        raise ShapeError(f"k: expected a positive multiple of {QK}, got {k}")
-    rules.check_exact("w", _shape(w), (w.shape[0], k // QK * block_bytes), f"{scheme}, K={k}")
-    return np.ascontiguousarray(w).reshape(w.shape[0], k // QK, block_bytes)
+        k = w.shape[1] // block_bytes * values
+    if k < 1 or k % values:
+        raise ShapeError(f"k: expected a positive multiple of {values}, got {k}")
+    rules.check_exact("w", _shape(w), (w.shape[0], k // values * block_bytes), f"{scheme}, K={k}")
+    return np.ascontiguousarray(w).reshape(w.shape[0], k // values, block_bytes)
 
 
 def _scales(blocks: np.ndarray) -> np.ndarray:
@@ -689,14 +694,27 @@ def dequantize_q4_0(w_bytes: ArrayLike, k: int | None = None) -> np.ndarray:
     return (q.astype(F32) * _scales(blocks)).reshape(blocks.shape[0], -1)
 
 
+def _gguf_dequantizer(scheme: str) -> Callable[..., np.ndarray]:
+    """ui8 [N, K/values·bytes] -> f32 [N, K] by rlx_mlir.core.quants (bit-exact with gguf)."""
+    values, block_bytes = rules.QUANT_BLOCKS[scheme]
+
+    def dequantize_scheme(w_bytes: ArrayLike, k: int | None = None) -> np.ndarray:
+        blocks = _blocks(w_bytes, k, block_bytes, scheme, values)
+        return quants.dequantize(blocks.reshape(blocks.shape[0], -1), scheme)
+
+    dequantize_scheme.__name__ = f"dequantize_{scheme}"
+    return dequantize_scheme
+
+
 DEQUANTIZE: dict[str, Callable[..., np.ndarray]] = {
-    "q8_0": dequantize_q8_0, "q4_0": dequantize_q4_0,
-}
+    scheme: _gguf_dequantizer(scheme) for scheme in DEQUANT_SCHEMES
+} | {"q8_0": dequantize_q8_0, "q4_0": dequantize_q4_0}
+"""Raw blocks ui8 [N, K/values·bytes] (and optionally K) -> f32 [N, K], per scheme."""
 
 
 def dequant_matmul(x: ArrayLike, w: ArrayLike, scheme: str) -> np.ndarray:
-    """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/32·bytes]."""
-    _check_name("scheme", scheme, QUANT_SCHEMES)
+    """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/values·bytes]."""
+    _check_name("scheme", scheme, DEQUANT_SCHEMES)
     x = _f32(x)
     w = np.asarray(w)
     rules.dequant_matmul(_shape(x), _shape(w), scheme)
@@ -778,7 +796,7 @@ def depthwise_conv1d_causal(
 
 
 __all__ = [
-    "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
+    "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "DEQUANT_SCHEMES", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
     "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
     "absolute", "activation", "add", "attention", "broadcast_to", "concat", "depthwise_conv1d",
     "depthwise_conv1d_causal", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",

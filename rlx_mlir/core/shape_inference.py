@@ -44,9 +44,12 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 MASK_KINDS = ("none", "causal", "custom", "bias")
 ROPE_STYLES = ("half", "interleaved")
 REDUCE_KINDS = ("sum", "max", "min", "mean")
-QUANT_BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
-"""Bytes of one GGUF block of 32 weights, per quantization scheme."""
-QUANT_BLOCK_SIZE = 32
+QUANT_BLOCKS: dict[str, tuple[int, int]] = {
+    "q8_0": (32, 34), "q4_0": (32, 18), "f16": (1, 2), "bf16": (1, 2),
+    "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
+    "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+}
+"""(values, bytes) of one GGUF block, per dequant_matmul scheme (ggml's block geometry)."""
 
 
 def fmt(shape: Sequence[Dim]) -> str:
@@ -286,16 +289,18 @@ def swiglu_ffn(x: Shape, up: Shape, gate: Shape, down: Shape) -> Shape:
 
 
 def dequant_matmul(x: Shape, w: Shape, scheme: str) -> Shape:
-    """x[..., K] @ dequant(w)^T with w the raw GGUF blocks ui8[N, K/32 * bytes_per_block]."""
-    if scheme not in QUANT_BLOCK_BYTES:
-        raise ShapeError(f"scheme: expected one of {', '.join(QUANT_BLOCK_BYTES)}, got {scheme!r}")
+    """x[..., K] @ dequant(w)^T with w the raw GGUF blocks ui8[N, K/values * bytes] (values
+    and bytes per block of the scheme: QUANT_BLOCKS)."""
+    if scheme not in QUANT_BLOCKS:
+        raise ShapeError(f"scheme: expected one of {', '.join(QUANT_BLOCKS)}, got {scheme!r}")
     check_rank("x", x, range(1, 9))
     check_rank("w", w, (2,))
     k = require_static("x", x[-1], "the last dim K")
-    if k % QUANT_BLOCK_SIZE:
-        raise ShapeError(f"x: last dim K must be a multiple of {QUANT_BLOCK_SIZE}, got {k}")
-    row_bytes = k // QUANT_BLOCK_SIZE * QUANT_BLOCK_BYTES[scheme]
-    check_exact("w", w, (w[0], row_bytes), f"{scheme}: K/32 blocks of {QUANT_BLOCK_BYTES[scheme]} bytes")
+    values, block_bytes = QUANT_BLOCKS[scheme]
+    if k % values:
+        raise ShapeError(f"x: last dim K must be a multiple of {values} (a {scheme} block), got {k}")
+    row_bytes = k // values * block_bytes
+    check_exact("w", w, (w[0], row_bytes), f"{scheme}: K/{values} blocks of {block_bytes} bytes")
     return x[:-1] + (w[0],)
 
 

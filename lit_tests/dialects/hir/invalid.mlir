@@ -720,7 +720,7 @@
 %x, %w = "test.op"() : () -> (tensor<4x48xf32>, tensor<16x51xui8>)
 %y = hir.dequant_matmul q8_0 %x, %w : (tensor<4x48xf32>, tensor<16x51xui8>) -> tensor<4x16xf32>
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'hir.dequant_matmul': x: last dim K must be a multiple of 32, got 48
+// CHECK-NEXT: 'hir.dequant_matmul': x: last dim K must be a multiple of 32 (a q8_0 block), got 48
 
 // -----
 
@@ -849,3 +849,27 @@
 %y = hir.depthwise_conv1d_causal %x, %w left_pad %p : (tensor<2x6x8xf32>, tensor<4x8xf32>, tensor<2x3x8xi32>) -> tensor<2x6x8xf32>
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'hir.depthwise_conv1d_causal': left_pad: expected element type f32, got i32
+
+// -----
+
+// hir.dequant_matmul q4_1: x does not fit the scheme's blocks
+%x, %w = "test.op"() : () -> (tensor<2x48xf32>, tensor<8x40xui8>)
+%y = hir.dequant_matmul q4_1 %x, %w : (tensor<2x48xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'hir.dequant_matmul': x: last dim K must be a multiple of 32 (a q4_1 block), got 48
+
+// -----
+
+// hir.dequant_matmul q4_k: x does not fit the scheme's blocks
+%x, %w = "test.op"() : () -> (tensor<2x128xf32>, tensor<8x144xui8>)
+%y = hir.dequant_matmul q4_k %x, %w : (tensor<2x128xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'hir.dequant_matmul': x: last dim K must be a multiple of 256 (a q4_k block), got 128
+
+// -----
+
+// hir.dequant_matmul f16: w does not fit the scheme's blocks
+%x, %w = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x5xui8>)
+%y = hir.dequant_matmul f16 %x, %w : (tensor<2x5xf32>, tensor<8x5xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'hir.dequant_matmul': w: expected shape [8, 10] (f16: K/1 blocks of 2 bytes), got [8, 5]

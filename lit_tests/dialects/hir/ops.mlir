@@ -289,3 +289,44 @@ func.func @depthwise_conv1d_causal() {
 // CHECK-NEXT:   %{{.*}} = hir.depthwise_conv1d_causal %[[X]], %[[W]] left_pad %[[PAD]] : (tensor<2x6x8xf32>, tensor<4x8xf32>, tensor<2x3x8xf32>) -> tensor<2x6x8xf32>
 // GENERIC:      "hir.depthwise_conv1d_causal"(%{{.*}}, %{{.*}}) : (tensor<2x6x8xf32>, tensor<4x8xf32>) -> tensor<2x6x8xf32>
 // GENERIC-NEXT: "hir.depthwise_conv1d_causal"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x6x8xf32>, tensor<4x8xf32>, tensor<2x3x8xf32>) -> tensor<2x6x8xf32>
+
+// -----
+
+// Every GGUF scheme family: float rows (f16, bf16), 32-value blocks, 256-value K-quant blocks.
+// CHECK-LABEL: func.func @dequant_matmul_schemes
+// GENERIC-LABEL: sym_name = "dequant_matmul_schemes"
+func.func @dequant_matmul_schemes() {
+  %x_f16, %w_f16 = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x10xui8>)
+  %y_f16 = hir.dequant_matmul f16 %x_f16, %w_f16 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+  %x_bf16, %w_bf16 = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x10xui8>)
+  %y_bf16 = hir.dequant_matmul bf16 %x_bf16, %w_bf16 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+  %x_q4_1, %w_q4_1 = "test.op"() : () -> (tensor<2x64xf32>, tensor<8x40xui8>)
+  %y_q4_1 = hir.dequant_matmul q4_1 %x_q4_1, %w_q4_1 : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+  %x_q5_0, %w_q5_0 = "test.op"() : () -> (tensor<2x64xf32>, tensor<8x44xui8>)
+  %y_q5_0 = hir.dequant_matmul q5_0 %x_q5_0, %w_q5_0 : (tensor<2x64xf32>, tensor<8x44xui8>) -> tensor<2x8xf32>
+  %x_q5_1, %w_q5_1 = "test.op"() : () -> (tensor<2x64xf32>, tensor<8x48xui8>)
+  %y_q5_1 = hir.dequant_matmul q5_1 %x_q5_1, %w_q5_1 : (tensor<2x64xf32>, tensor<8x48xui8>) -> tensor<2x8xf32>
+  %x_q4_k, %w_q4_k = "test.op"() : () -> (tensor<2x256xf32>, tensor<8x144xui8>)
+  %y_q4_k = hir.dequant_matmul q4_k %x_q4_k, %w_q4_k : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+  %x_q5_k, %w_q5_k = "test.op"() : () -> (tensor<2x256xf32>, tensor<8x176xui8>)
+  %y_q5_k = hir.dequant_matmul q5_k %x_q5_k, %w_q5_k : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
+  %x_q6_k, %w_q6_k = "test.op"() : () -> (tensor<2x256xf32>, tensor<8x210xui8>)
+  %y_q6_k = hir.dequant_matmul q6_k %x_q6_k, %w_q6_k : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK:        hir.dequant_matmul f16 %{{.*}}, %{{.*}} : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul bf16 %{{.*}}, %{{.*}} : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul q4_1 %{{.*}}, %{{.*}} : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul q5_0 %{{.*}}, %{{.*}} : (tensor<2x64xf32>, tensor<8x44xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul q5_1 %{{.*}}, %{{.*}} : (tensor<2x64xf32>, tensor<8x48xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul q4_k %{{.*}}, %{{.*}} : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul q5_k %{{.*}}, %{{.*}} : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
+// CHECK:        hir.dequant_matmul q6_k %{{.*}}, %{{.*}} : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme f16>}> : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme bf16>}> : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_1>}> : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_0>}> : (tensor<2x64xf32>, tensor<8x44xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_1>}> : (tensor<2x64xf32>, tensor<8x48xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>}> : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_k>}> : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q6_k>}> : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>

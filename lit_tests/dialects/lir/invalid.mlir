@@ -1118,7 +1118,7 @@ func.func @f(%x: memref<4x64xf32>, %w: memref<16x68xui8>, %o: memref<4x16xf32>, 
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'lir.dequant_matmul': x: last dim K must be a multiple of 32, got 48
+// CHECK-NEXT: 'lir.dequant_matmul': x: last dim K must be a multiple of 32 (a q8_0 block), got 48
 
 // -----
 
@@ -1177,3 +1177,27 @@ func.func @f(%p: memref<1x10x8xf32>, %k: memref<3x8xf32>, %y: memref<1x8x8xf32>,
 lir.matmul ins(%a, %v : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4xf32>) packed_rhs
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.matmul': packed_rhs needs a 2-D rhs [K, N], got rank 1
+
+// -----
+
+// lir.dequant_matmul q4_1: x does not fit the scheme's blocks
+%x, %w, %o = "test.op"() : () -> (memref<2x48xf32>, memref<8x40xui8>, memref<2x8xf32>)
+lir.dequant_matmul q4_1 ins(%x, %w : memref<2x48xf32>, memref<8x40xui8>) outs(%o : memref<2x8xf32>)
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.dequant_matmul': x: last dim K must be a multiple of 32 (a q4_1 block), got 48
+
+// -----
+
+// lir.dequant_matmul q4_k: x does not fit the scheme's blocks
+%x, %w, %o = "test.op"() : () -> (memref<2x128xf32>, memref<8x144xui8>, memref<2x8xf32>)
+lir.dequant_matmul q4_k ins(%x, %w : memref<2x128xf32>, memref<8x144xui8>) outs(%o : memref<2x8xf32>)
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.dequant_matmul': x: last dim K must be a multiple of 256 (a q4_k block), got 128
+
+// -----
+
+// lir.dequant_matmul f16: w does not fit the scheme's blocks
+%x, %w, %o = "test.op"() : () -> (memref<2x5xf32>, memref<8x5xui8>, memref<2x8xf32>)
+lir.dequant_matmul f16 ins(%x, %w : memref<2x5xf32>, memref<8x5xui8>) outs(%o : memref<2x8xf32>)
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.dequant_matmul': w: expected shape [8, 10] (f16: K/1 blocks of 2 bytes), got [8, 5]

@@ -305,3 +305,44 @@ func.func @quant_conv(%x: memref<4x64xf32>, %w8: memref<16x68xui8>, %w4: memref<
   lir.depthwise_conv1d ins(%p, %k : memref<1x10x8xf32>, memref<3x8xf32>) outs(%y : memref<1x8x8xf32>)
   func.return
 }
+
+// -----
+
+// Every GGUF scheme family: float rows (f16, bf16), 32-value blocks, 256-value K-quant blocks.
+// CHECK-LABEL: func.func @dequant_matmul_schemes
+// GENERIC-LABEL: sym_name = "dequant_matmul_schemes"
+func.func @dequant_matmul_schemes() {
+  %x_f16, %w_f16, %o_f16 = "test.op"() : () -> (memref<2x5xf32>, memref<8x10xui8>, memref<2x8xf32>)
+  lir.dequant_matmul f16 ins(%x_f16, %w_f16 : memref<2x5xf32>, memref<8x10xui8>) outs(%o_f16 : memref<2x8xf32>)
+  %x_bf16, %w_bf16, %o_bf16 = "test.op"() : () -> (memref<2x5xf32>, memref<8x10xui8>, memref<2x8xf32>)
+  lir.dequant_matmul bf16 ins(%x_bf16, %w_bf16 : memref<2x5xf32>, memref<8x10xui8>) outs(%o_bf16 : memref<2x8xf32>)
+  %x_q4_1, %w_q4_1, %o_q4_1 = "test.op"() : () -> (memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>)
+  lir.dequant_matmul q4_1 ins(%x_q4_1, %w_q4_1 : memref<2x64xf32>, memref<8x40xui8>) outs(%o_q4_1 : memref<2x8xf32>)
+  %x_q5_0, %w_q5_0, %o_q5_0 = "test.op"() : () -> (memref<2x64xf32>, memref<8x44xui8>, memref<2x8xf32>)
+  lir.dequant_matmul q5_0 ins(%x_q5_0, %w_q5_0 : memref<2x64xf32>, memref<8x44xui8>) outs(%o_q5_0 : memref<2x8xf32>)
+  %x_q5_1, %w_q5_1, %o_q5_1 = "test.op"() : () -> (memref<2x64xf32>, memref<8x48xui8>, memref<2x8xf32>)
+  lir.dequant_matmul q5_1 ins(%x_q5_1, %w_q5_1 : memref<2x64xf32>, memref<8x48xui8>) outs(%o_q5_1 : memref<2x8xf32>)
+  %x_q4_k, %w_q4_k, %o_q4_k = "test.op"() : () -> (memref<2x256xf32>, memref<8x144xui8>, memref<2x8xf32>)
+  lir.dequant_matmul q4_k ins(%x_q4_k, %w_q4_k : memref<2x256xf32>, memref<8x144xui8>) outs(%o_q4_k : memref<2x8xf32>)
+  %x_q5_k, %w_q5_k, %o_q5_k = "test.op"() : () -> (memref<2x256xf32>, memref<8x176xui8>, memref<2x8xf32>)
+  lir.dequant_matmul q5_k ins(%x_q5_k, %w_q5_k : memref<2x256xf32>, memref<8x176xui8>) outs(%o_q5_k : memref<2x8xf32>)
+  %x_q6_k, %w_q6_k, %o_q6_k = "test.op"() : () -> (memref<2x256xf32>, memref<8x210xui8>, memref<2x8xf32>)
+  lir.dequant_matmul q6_k ins(%x_q6_k, %w_q6_k : memref<2x256xf32>, memref<8x210xui8>) outs(%o_q6_k : memref<2x8xf32>)
+  func.return
+}
+// CHECK:        lir.dequant_matmul f16 ins(%{{.*}}, %{{.*}} : memref<2x5xf32>, memref<8x10xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul bf16 ins(%{{.*}}, %{{.*}} : memref<2x5xf32>, memref<8x10xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul q4_1 ins(%{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul q5_0 ins(%{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x44xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul q5_1 ins(%{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x48xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul q4_k ins(%{{.*}}, %{{.*}} : memref<2x256xf32>, memref<8x144xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul q5_k ins(%{{.*}}, %{{.*}} : memref<2x256xf32>, memref<8x176xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// CHECK:        lir.dequant_matmul q6_k ins(%{{.*}}, %{{.*}} : memref<2x256xf32>, memref<8x210xui8>) outs(%{{.*}} : memref<2x8xf32>)
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme f16>}> : (memref<2x5xf32>, memref<8x10xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme bf16>}> : (memref<2x5xf32>, memref<8x10xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_1>}> : (memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_0>}> : (memref<2x64xf32>, memref<8x44xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_1>}> : (memref<2x64xf32>, memref<8x48xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>}> : (memref<2x256xf32>, memref<8x144xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_k>}> : (memref<2x256xf32>, memref<8x176xui8>, memref<2x8xf32>) -> ()
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q6_k>}> : (memref<2x256xf32>, memref<8x210xui8>, memref<2x8xf32>) -> ()

@@ -242,7 +242,7 @@
 %z = mir.dequant_matmul %x, %w scheme q8_0 : (tensor<4x48xf32>, tensor<8x68xui8>) -> tensor<4x8xf32>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.dequant_matmul': x: last dim K must be a multiple of 32, got 48
+// CHECK-NEXT: 'mir.dequant_matmul': x: last dim K must be a multiple of 32 (a q8_0 block), got 48
 
 // -----
 
@@ -1103,3 +1103,27 @@ mir.yield %a : f32
 
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'mir.yield' expects parent op 'mir.fused_elementwise'
+
+// -----
+
+// mir.dequant_matmul q4_1: x does not fit the scheme's blocks
+%x, %w = "test.op"() : () -> (tensor<2x48xf32>, tensor<8x40xui8>)
+%y = mir.dequant_matmul %x, %w scheme q4_1 : (tensor<2x48xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.dequant_matmul': x: last dim K must be a multiple of 32 (a q4_1 block), got 48
+
+// -----
+
+// mir.dequant_matmul q4_k: x does not fit the scheme's blocks
+%x, %w = "test.op"() : () -> (tensor<2x128xf32>, tensor<8x144xui8>)
+%y = mir.dequant_matmul %x, %w scheme q4_k : (tensor<2x128xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.dequant_matmul': x: last dim K must be a multiple of 256 (a q4_k block), got 128
+
+// -----
+
+// mir.dequant_matmul f16: w does not fit the scheme's blocks
+%x, %w = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x5xui8>)
+%y = mir.dequant_matmul %x, %w scheme f16 : (tensor<2x5xf32>, tensor<8x5xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.dequant_matmul': w: expected shape [8, 10] (f16: K/1 blocks of 2 bytes), got [8, 5]

@@ -484,3 +484,44 @@ func.func @softplus(%x: tensor<2x3xf32>, %s: tensor<f32>) -> (tensor<2x3xf32>, t
 
 // GENERIC-LABEL: "func.func"() <{sym_name = "softplus"
 // GENERIC:         %{{.*}} = "mir.softplus"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+
+// -----
+
+// Every GGUF scheme family: float rows (f16, bf16), 32-value blocks, 256-value K-quant blocks.
+// CHECK-LABEL: func.func @dequant_matmul_schemes
+// GENERIC-LABEL: sym_name = "dequant_matmul_schemes"
+func.func @dequant_matmul_schemes() {
+  %x_f16, %w_f16 = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x10xui8>)
+  %y_f16 = mir.dequant_matmul %x_f16, %w_f16 scheme f16 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+  %x_bf16, %w_bf16 = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x10xui8>)
+  %y_bf16 = mir.dequant_matmul %x_bf16, %w_bf16 scheme bf16 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+  %x_q4_1, %w_q4_1 = "test.op"() : () -> (tensor<2x64xf32>, tensor<8x40xui8>)
+  %y_q4_1 = mir.dequant_matmul %x_q4_1, %w_q4_1 scheme q4_1 : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+  %x_q5_0, %w_q5_0 = "test.op"() : () -> (tensor<2x64xf32>, tensor<8x44xui8>)
+  %y_q5_0 = mir.dequant_matmul %x_q5_0, %w_q5_0 scheme q5_0 : (tensor<2x64xf32>, tensor<8x44xui8>) -> tensor<2x8xf32>
+  %x_q5_1, %w_q5_1 = "test.op"() : () -> (tensor<2x64xf32>, tensor<8x48xui8>)
+  %y_q5_1 = mir.dequant_matmul %x_q5_1, %w_q5_1 scheme q5_1 : (tensor<2x64xf32>, tensor<8x48xui8>) -> tensor<2x8xf32>
+  %x_q4_k, %w_q4_k = "test.op"() : () -> (tensor<2x256xf32>, tensor<8x144xui8>)
+  %y_q4_k = mir.dequant_matmul %x_q4_k, %w_q4_k scheme q4_k : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+  %x_q5_k, %w_q5_k = "test.op"() : () -> (tensor<2x256xf32>, tensor<8x176xui8>)
+  %y_q5_k = mir.dequant_matmul %x_q5_k, %w_q5_k scheme q5_k : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
+  %x_q6_k, %w_q6_k = "test.op"() : () -> (tensor<2x256xf32>, tensor<8x210xui8>)
+  %y_q6_k = mir.dequant_matmul %x_q6_k, %w_q6_k scheme q6_k : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme f16 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme bf16 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q4_1 : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q5_0 : (tensor<2x64xf32>, tensor<8x44xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q5_1 : (tensor<2x64xf32>, tensor<8x48xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q4_k : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q5_k : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q6_k : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme f16>}> : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme bf16>}> : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_1>}> : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_0>}> : (tensor<2x64xf32>, tensor<8x44xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_1>}> : (tensor<2x64xf32>, tensor<8x48xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>}> : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_k>}> : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q6_k>}> : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
