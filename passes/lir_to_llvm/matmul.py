@@ -32,13 +32,18 @@ The epilogue adds the bias to the accumulators in registers; relu too, while pol
 activations run as one loop over the just-stored tile (still in L1) so code size does
 not grow per accumulator.
 
-**dequant_matmul**: out[m, n] = Σ_k x[m, k]·dequant(w)[n, k] with w the raw GGUF blocks.
-A tile of R rows of x × C rows of w keeps R·C vector accumulators; for every 32-element
-block it loads the f16 scale (i16 → f16 → f32; an exact integer widening for W=4, as
-SSE-only CPUs lack F16C) and the quantized bytes of each of the C
-weight rows, converts them to f32 vectors in registers (q8_0: sitofp of i8; q4_0: low
-/ high nibbles − 8), multiplies by the scale (the exact f32 product of the reference
-dequantizer) and FMAs them with R rows of x. No dequantized weight matrix is stored.
+**dequant_matmul**: out[m, n] = Σ_k x[m, k]·dequant(w)[n, k] with w the raw GGUF data.
+Each scheme is one `DequantScheme` in `SCHEMES` (values and bytes per block, the group of
+values sharing a scale, how to read a W-lane chunk of quants and a group's scale/offset),
+and one generic builder reads them all. A tile of R rows of x × C rows of w keeps R·C
+vector accumulators; for every block and every group in it, it reads each weight row's
+scale (and offset: q4_1/q5_1's m, the K-quants' −dmin·min) as f32 (f16 bits → f32 with
+F16C, or an exact integer widening for W=4, as SSE-only CPUs lack F16C), converts the
+group's quants to f32 vectors in registers (q8_0: sitofp of i8; nibbles − 8; 5th bits from
+qh; Q6_K's 2-bit highs), computes q·scale + offset (the operations of the reference
+dequantizer) and FMAs them with R rows of x. f16/bf16 rows are blocks of W values
+widened in registers plus a scalar tail of K % W values. No dequantized weight matrix is
+stored.
 
 **Partitioned kernels** (`PARTITIONED`): the same code with two trailing i64 arguments
 (part, parts); part p computes the units [U·p/parts, U·(p+1)/parts) of U work units

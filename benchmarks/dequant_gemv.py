@@ -1,0 +1,54 @@
+"""GB/s of a dequant_matmul GEMV (M = 1) per GGUF scheme at one thread (issue 10, item 2).
+
+Usage: python -m benchmarks.dequant_gemv [--repeat 200]
+K-quants run K = 512 (576 is not a multiple of 256). Bandwidth counts the weight bytes read per call (the raw blocks; x and out are small).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import rlx_mlir as rlx
+from rlx_mlir.core.shape_inference import QUANT_BLOCKS
+from rlx_mlir.random_inputs import random_blocks
+
+SHAPES = ((576, 1536), (576, 49152))
+"""(K, N): a SmolLM2-135M FFN projection and its vocabulary projection."""
+
+
+def gemv_gbps(scheme: str, k: int, n: int, repeat: int) -> float:
+    values, block_bytes = QUANT_BLOCKS[scheme]
+    k = k // values * values  # K-quants: 576 is not whole 256-blocks, use 512
+    w = random_blocks(scheme, (n, k // values * block_bytes), np.random.default_rng(0))
+    g = rlx.Graph("gemv")
+    x = g.input("x", (1, k))
+    g.output(g.dequant_matmul(x, g.param("w", w.shape, "ui8"), scheme))
+    fn = rlx.jit(g, params={"w": w}, threads=1)
+    xs = np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)
+    calls = max(3, repeat * 1536 // n)
+    fn(xs)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(xs)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return w.nbytes / best / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--schemes", default=",".join(QUANT_BLOCKS))
+    args = parser.parse_args()
+    print(f"{'scheme':8}" + "".join(f"{f'K={k} N={n}':>18}" for k, n in SHAPES) + "   (GB/s of weights, 1 thread)")
+    for scheme in args.schemes.split(","):
+        cells = [gemv_gbps(scheme, k, n, args.repeat) for k, n in SHAPES]
+        print(f"{scheme:8}" + "".join(f"{c:18.1f}" for c in cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
