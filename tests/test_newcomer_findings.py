@@ -8,28 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from unnamed_modules import UNNAMED, UNNAMED_LIR  # noqa: E402
 
 import rlx_mlir as rlx
-
-# A hand-written module whose arguments carry no rlx.name / rlx.role (finding 1).
-UNNAMED = """\
-builtin.module {
-  func.func @f(%x: tensor<4x8xf32>, %1: tensor<8x3xf32>) -> tensor<4x3xf32> {
-    %0 = mir.matmul %x, %1 : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
-    func.return %0 : tensor<4x3xf32>
-  }
-}
-"""
-
-# The same at the lir stage: outputs are arguments, so roles cannot be guessed.
-UNNAMED_LIR = """\
-builtin.module {
-  func.func @f(%x: memref<4x8xf32>, %w: memref<8x3xf32>, %out: memref<4x3xf32>) {
-    lir.matmul ins(%x, %w : memref<4x8xf32>, memref<8x3xf32>) outs(%out : memref<4x3xf32>)
-    func.return
-  }
-}
-"""
 
 
 def _rng_array(*shape: int) -> np.ndarray:

@@ -312,24 +312,7 @@ def test_unknown_target_cpu(rlx_run):
 
 # ----------------------------------------------------------------------------- issue 14
 
-# A hand-written module without rlx.name / rlx.role (finding 1).
-UNNAMED = """\
-builtin.module {
-  func.func @f(%x: tensor<4x8xf32>, %1: tensor<8x3xf32>) -> tensor<4x3xf32> {
-    %0 = mir.matmul %x, %1 : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
-    func.return %0 : tensor<4x3xf32>
-  }
-}
-"""
-
-UNNAMED_LIR = """\
-builtin.module {
-  func.func @f(%x: memref<4x8xf32>, %w: memref<8x3xf32>, %out: memref<4x3xf32>) {
-    lir.matmul ins(%x, %w : memref<4x8xf32>, memref<8x3xf32>) outs(%out : memref<4x3xf32>)
-    func.return
-  }
-}
-"""
+from unnamed_modules import UNNAMED, UNNAMED_LIR  # noqa: E402
 
 # log of negatives is NaN and log(0) is -inf, in the compiled kernel and the reference.
 LOG = """\
