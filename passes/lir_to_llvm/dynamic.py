@@ -5,7 +5,8 @@ which convert-lir-to-llvm puts on the op before calling the builder (the attribu
 `rlx.operand_dims`: one `rlx.dims` array per memref operand, in operand order, e.g.
 `[["S", 64], [64, 128], ["S", 128]]`). The built function takes
 
-    (ptr operand..., i64 size of each symbol of `kernel_symbols(op)`..., [i64 part, i64 parts])
+    (ptr memref operand..., i64 index operand..., i64 size of each symbol of
+     `kernel_symbols(op)`..., [i64 part, i64 parts])
 
 so one function serves every binding of the symbols. A static op keeps the old signature
 (no size arguments). Two ways to build a dynamic kernel:

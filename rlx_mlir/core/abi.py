@@ -49,6 +49,10 @@ ARENA_BYTES = "rlx.arena_bytes"
 """Arena-argument attribute: the bytes the caller must pass."""
 NAIVE_BYTES = "rlx.naive_bytes"
 """Arena-argument attribute: the bytes all intermediates would take without reuse."""
+CACHE_DIMS = "rlx.cache_dims"
+"""Function attribute of a graph that appends to KV caches: a dictionary from each symbol
+the appends define (`"T"`) to `[appended, capacity]`, the size of the rows appended (a
+symbol or an int) and the cache capacity, so T = position + appended <= capacity."""
 PARALLEL = "rlx.parallel"
 """Discardable unit attribute on an lir kernel op (set by `lir-parallelize`): its work is
 split across the threads of a call (it is lowered with its partitioned builder)."""
@@ -63,6 +67,12 @@ ROLE_OUTPUT = "output"
 """A result buffer the callee writes (in lir and llvm, where results are arguments)."""
 ROLE_STATE = "state"
 """A buffer that persists across calls and is updated in place (coming with state ops)."""
+ROLE_POSITION = "position"
+"""The model's position P (an `index` argument; i64 in the llvm entry): where the next
+rows of every KV cache go. The caller owns it and advances it by S after a call."""
+ROLE_DIM = "dim"
+"""An llvm-entry i64 argument holding the run-time size of the symbol in its `rlx.name`
+(one per symbol of the graph, sorted by name, after the graph's own arguments)."""
 ROLE_ARENA = "arena"
 """The llvm entry's pointer to the planned arena of intermediate buffers."""
 ROLE_PART = "part"
