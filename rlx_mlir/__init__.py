@@ -23,5 +23,15 @@ from rlx_mlir.reference import reference
 
 __all__ = [
     "ArgumentError", "DTypeError", "Graph", "GraphError", "OptionError", "RlxError", "ShapeError", "Value",
-    "reference", "jit", "compile_mlir", "CompiledGraph",
+    "reference", "jit", "compile_mlir", "CompiledGraph", "models",
 ]
+
+
+def __getattr__(name: str):
+    """`rlx.models` (GGUF models) is imported on first use: it pulls in gguf and tokenizers,
+    which a graph-only user does not need."""
+    if name == "models":
+        import importlib
+
+        return importlib.import_module("rlx_mlir.models")
+    raise AttributeError(f"module 'rlx_mlir' has no attribute {name!r}")

@@ -1,0 +1,216 @@
+"""The graph of a GGUF decoder-only transformer (`llama`, `qwen2`, `qwen3`).
+
+`build_decoder(config, tensors, max_seq=...)` returns a `DecoderGraph`: one `Graph` with
+every layer, and how each of its params is read from the file. The graph is
+
+```
+inputs  ids  i32 (S,)            the new tokens, at positions P .. P+S-1
+        cos, sin f32 (S, n_rot/2) rope rows for those positions (computed by the caller)
+        rows i32 (R,)            which of the S hidden rows become logits
+state   blk{i}_k_cache, blk{i}_v_cache f32 (max_seq, n_head_kv * head_dim)
+output  logits f32 (R, n_vocab)
+```
+
+and per layer: rms_norm → q/k/v projections (+ biases for qwen2; per-head q/k RMS norm
+for qwen3) → rope in the file's style (adjacent pairs for `llama`, whose converter permuted
+the q/k weights for it; halves for qwen2/qwen3) → `cache_append` of k and v → causal
+grouped-query attention over the T = P+S cached rows → output projection, residual →
+rms_norm → SwiGLU FFN, residual. Then the rows asked for, the output norm and the output
+projection (`token_embd` when the file has no `output.weight`: tied embeddings).
+
+`rows` lets one graph serve both uses: prefill and decode steps ask for the last row only
+(R = 1, so the vocabulary-sized projection runs once), `logits(ids)` for all of them.
+
+Weights stay in the file's quantization: a quantized (or F16/BF16) matrix is a `ui8` param
+holding the raw GGUF rows, multiplied by `dequant_matmul`; the token embedding is looked up
+with a dequantizing embedding that reads only the rows of the ids. F32 matrices are f32
+params (transposed to [in, out]) used with `matmul`; 1-D tensors (norms, biases) are f32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlx_mlir.core.quants import QUANT_TYPES
+from rlx_mlir.core.shape_inference import QUANT_BLOCKS
+from rlx_mlir.graph import Graph, Value
+from rlx_mlir.models.errors import ModelError
+from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo
+
+MATRIX_SCHEMES = frozenset(name.upper() for name in QUANT_BLOCKS)
+"""ggml types a weight matrix may have besides F32 (those `dequant_matmul` reads)."""
+
+# How a file tensor becomes a param (see DecoderGraph.params).
+RAW = "raw"
+"""The GGUF bytes as they are, ui8 [rows, row_bytes] (a view of the memory-mapped file)."""
+VALUES = "values"
+"""f32 values in the tensor's own shape (a view for F32, dequantized for a small 1-D tensor)."""
+TRANSPOSED = "transposed"
+"""An F32 matrix [out, in] as f32 [in, out], for `matmul`."""
+
+
+@dataclass(frozen=True)
+class WeightBinding:
+    """Which file tensor a graph param holds, and in what form (RAW, VALUES, TRANSPOSED)."""
+
+    tensor: str
+    form: str
+
+
+@dataclass
+class DecoderGraph:
+    """A decoder's graph, and how to bind its params from the GGUF file."""
+
+    graph: Graph
+    config: ModelConfig
+    n_rot: int
+    max_seq: int
+    weights: dict[str, WeightBinding]
+    """Graph param name -> the file tensor it holds."""
+
+    def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
+        """The param arrays, read from `file`: views of the mapped file where the form
+        allows (RAW, and VALUES of F32 tensors), never an f32 copy of a quantized matrix."""
+        arrays = {}
+        for name, binding in self.weights.items():
+            if binding.form == RAW:
+                arrays[name] = file.raw(binding.tensor)
+            elif binding.form == TRANSPOSED:
+                arrays[name] = np.ascontiguousarray(file.array(binding.tensor).T)
+            else:
+                arrays[name] = file.array(binding.tensor)
+        return arrays
+
+
+def check_tensor_types(config: ModelConfig, tensors: Mapping[str, TensorInfo],
+                       source: str) -> None:
+    """ModelError naming the first tensor whose type the graph cannot use: a matrix must be
+    F32 or a `dequant_matmul` scheme; 1-D tensors may be any type the reader dequantizes."""
+    for name, info in tensors.items():
+        if len(info.shape) == 2 and info.type_name != "F32" \
+                and info.type_name not in MATRIX_SCHEMES:
+            raise ModelError(
+                f"{source}: tensor {name!r} has type {info.type_name}, which rlx-mlir cannot "
+                f"multiply yet; supported matrix types: F32, "
+                f"{', '.join(sorted(MATRIX_SCHEMES))}")
+        if info.type_name not in QUANT_TYPES:
+            raise ModelError(f"{source}: tensor {name!r} has unsupported type {info.type_name}")
+
+
+def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
+                  n_rot: int | None = None) -> DecoderGraph:
+    """The graph of the model described by `config` with the file's `tensors` (their types
+    choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
+    the right shapes (`GGUFFile.check_model`)."""
+    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim).build()
+
+
+class _DecoderBuilder:
+    """Builds the decoder graph layer by layer, recording each param's file tensor."""
+
+    def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
+                 n_rot: int):
+        self.config = config
+        self.tensors = tensors
+        self.max_seq = max_seq
+        self.n_rot = n_rot
+        self.g = Graph(f"{config.architecture}_decoder")
+        self.weights: dict[str, WeightBinding] = {}
+        self._values: dict[tuple[str, str], Value] = {}
+
+    def build(self) -> DecoderGraph:
+        c, g = self.config, self.g
+        ids = g.input("ids", ("S",), "i32")
+        cos = g.input("cos", ("S", self.n_rot // 2))
+        sin = g.input("sin", ("S", self.n_rot // 2))
+        rows = g.input("rows", ("R",), "i32")
+        h = self.embed("token_embd.weight", ids)
+        for i in range(c.n_layer):
+            h = self.layer(i, h, cos, sin)
+        out = g.gather(h, rows, axis=0)
+        out = g.rms_norm(out, self.vector("output_norm.weight"), eps=c.eps)
+        head = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
+        g.output(logits=self.project(out, head))
+        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
+
+    # --- one decoder layer ----------------------------------------------------------------
+
+    def layer(self, i: int, h: Value, cos: Value, sin: Value) -> Value:
+        c, g = self.config, self.g
+        blk = f"blk.{i}."
+        x = g.rms_norm(h, self.vector(blk + "attn_norm.weight"), eps=c.eps)
+        q = self.projection(x, blk + "attn_q")
+        k = self.projection(x, blk + "attn_k")
+        v = self.projection(x, blk + "attn_v")
+        if c.architecture == "qwen3":
+            q = self.head_norm(q, blk + "attn_q_norm.weight", c.n_head)
+            k = self.head_norm(k, blk + "attn_k_norm.weight", c.n_head_kv)
+        style = c.rope_style
+        q = g.rope(q, cos, sin, c.head_dim, self.n_rot, style=style)
+        k = g.rope(k, cos, sin, c.head_dim, self.n_rot, style=style)
+        kv_shape = (self.max_seq, c.n_head_kv * c.head_dim)
+        keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k)
+        values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v)
+        attended = g.attention(q, keys, values, num_heads=c.n_head, head_dim=c.head_dim,
+                               num_kv_heads=c.n_head_kv, mask_kind="causal")
+        h = g.add(h, self.project(attended, blk + "attn_output.weight"))
+        x = g.rms_norm(h, self.vector(blk + "ffn_norm.weight"), eps=c.eps)
+        gate = g.silu(self.project(x, blk + "ffn_gate.weight"))
+        up = self.project(x, blk + "ffn_up.weight")
+        return g.add(h, self.project(g.mul(gate, up), blk + "ffn_down.weight"))
+
+    def projection(self, x: Value, prefix: str) -> Value:
+        """x @ W^T of `prefix.weight`, plus `prefix.bias` when the file has one (qwen2)."""
+        y = self.project(x, prefix + ".weight")
+        if prefix + ".bias" in self.tensors:
+            y = self.g.add(y, self.vector(prefix + ".bias"))
+        return y
+
+    def head_norm(self, x: Value, tensor: str, n_heads: int) -> Value:
+        """RMS norm of each head of x (S, n_heads * head_dim) with one gamma [head_dim]."""
+        g, d = self.g, self.config.head_dim
+        per_head = g.reshape(x, ("S", n_heads, d))
+        normed = g.rms_norm(per_head, self.vector(tensor), eps=self.config.eps)
+        return g.reshape(normed, ("S", n_heads * d))
+
+    # --- weights ---------------------------------------------------------------------------
+
+    def project(self, x: Value, tensor: str) -> Value:
+        """x @ W^T for the file's matrix W [out, in], in the file's own type."""
+        info = self.tensors[tensor]
+        if info.type_name == "F32":
+            return self.g.matmul(x, self.param(tensor, TRANSPOSED))
+        return self.g.dequant_matmul(x, self.param(tensor, RAW), info.type_name.lower())
+
+    def embed(self, tensor: str, ids: Value) -> Value:
+        """Rows `ids` of the table [n_vocab, n_embd], dequantizing only those rows."""
+        info = self.tensors[tensor]
+        if info.type_name == "F32":
+            return self.g.embedding(self.param(tensor, VALUES), ids)
+        return self.g.dequant_embedding(self.param(tensor, RAW), ids, info.type_name.lower())
+
+    def vector(self, tensor: str) -> Value:
+        return self.param(tensor, VALUES)
+
+    def param(self, tensor: str, form: str) -> Value:
+        """The graph param holding `tensor` in `form` (one param per tensor and form: the tied
+        output projection reuses the embedding table's)."""
+        key = (tensor, form)
+        if key not in self._values:
+            info = self.tensors[tensor]
+            name = tensor.replace(".", "_")
+            if form == RAW:
+                self._values[key] = self.g.param(name, (*info.shape[:-1], info.row_bytes), "ui8")
+            elif form == TRANSPOSED:
+                name += "_t"
+                self._values[key] = self.g.param(name, tuple(reversed(info.shape)))
+            else:
+                self._values[key] = self.g.param(name, info.shape)
+            self.weights[name] = WeightBinding(tensor, form)
+        return self._values[key]
+
+
+__all__ = ["DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]

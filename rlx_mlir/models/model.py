@@ -1,0 +1,433 @@
+"""`load_gguf`: a GGUF language model, compiled, with generation and chat.
+
+```python
+lm = rlx.models.load_gguf("smollm2-135m-instruct", max_seq=2048)
+print(lm.generate("The capital of France is", max_new_tokens=16))
+print(lm.chat([{"role": "user", "content": "Hi!"}]))
+lm.logits(ids)                         # [len(ids), n_vocab] from position 0
+lm.prefill(ids); lm.step(token_id)     # KV-cached decoding, logits of the last position
+```
+
+Loading reads and checks the whole file (architecture, tensor types and shapes, tokenizer)
+before compiling anything, so a bad file is a ModelError and never a half-built model.
+The model is one graph (`rlx_mlir.models.architectures`) with the KV caches as state,
+compiled once for every sequence length up to `max_seq`; its weights are the file's
+quantized bytes. Rope tables, sampling and detokenization are numpy/Python around it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_tensor_types
+from rlx_mlir.models.errors import ModelError
+from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
+from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, read_gguf
+from rlx_mlir.models.sampling import Sampler
+from rlx_mlir.models.tokenizer import Tokenizer
+
+ENGINES = ("jit", "reference")
+"""How the graph runs: compiled to native code, or by the numpy reference executor."""
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""The template used when a file has none (llama.cpp's default, ChatML)."""
+
+
+@dataclass
+class GenerationStats:
+    """Counts and wall-clock seconds of the last `generate`/`generate_ids`/`chat` call."""
+
+    prompt_tokens: int = 0
+    prompt_seconds: float = 0.0
+    generated_tokens: int = 0
+    generated_seconds: float = 0.0
+    load_seconds: float = 0.0
+    """Reading, checking and compiling the model (once, at load)."""
+
+    @property
+    def prompt_tokens_per_second(self) -> float:
+        return self.prompt_tokens / self.prompt_seconds if self.prompt_seconds > 0 else 0.0
+
+    @property
+    def generated_tokens_per_second(self) -> float:
+        return (self.generated_tokens / self.generated_seconds
+                if self.generated_seconds > 0 else 0.0)
+
+
+def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int | None = None,
+              *, engine: str = "jit") -> LanguageModel:
+    """The language model of a GGUF file (a path), or of a known model's name
+    (`rlx.models.KNOWN_MODELS`, fetched once into the cache).
+
+    max_seq: rows of the KV caches (the longest prompt + generation).
+    threads: threads a call may use (default: all cores, capped by RLX_NUM_THREADS).
+    engine: "jit" (native code) or "reference" (the numpy reference executor: slow, for tests).
+    """
+    _check_int("max_seq", max_seq, 1)
+    if threads is not None:
+        _check_int("threads", threads, 1)
+    if engine not in ENGINES:
+        raise ArgumentError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    start = time.perf_counter()
+    file = read_gguf(_resolve(path_or_name))
+    try:
+        config, n_rot, rope_scale, freq_factors = _check_file(file)
+        tokenizer = Tokenizer.from_gguf(file)
+        decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot)
+        runner = _compile(decoder, decoder.params(file), engine, threads)
+    finally:
+        # The compiled model holds what it needs; a view still alive keeps the mapping.
+        file.close()
+    rope = _rope_tables(config.rope_theta, n_rot, max_seq, rope_scale, freq_factors)
+    model = LanguageModel(config, tokenizer, decoder, runner, rope, Path(file.path))
+    model.stats.load_seconds = time.perf_counter() - start
+    return model
+
+
+def _resolve(path_or_name: str | os.PathLike) -> Path:
+    if isinstance(path_or_name, str) and path_or_name in KNOWN_MODELS:
+        return fetch(path_or_name)
+    if not isinstance(path_or_name, str | os.PathLike):
+        raise ArgumentError(f"path_or_name: expected a path or a model name (str), got "
+                            f"{type(path_or_name).__name__}")
+    path = Path(path_or_name)
+    if not path.exists():
+        known = ", ".join(sorted(KNOWN_MODELS))
+        raise ModelError(f"{path}: no such file, nor a known model name (known: {known})")
+    return path
+
+
+def _check_file(file: GGUFFile) -> tuple[ModelConfig, int, float, np.ndarray | None]:
+    """Everything about the file that could fail, before any compilation: the config, its
+    tensors and their types, and the rope parameters (n_rot, position scale, freq factors)."""
+    config = file.check_model()
+    check_tensor_types(config, file.tensors, str(file.path))
+    arch, meta = config.architecture, file.metadata
+    n_rot = int(meta.get(f"{arch}.rope.dimension_count", config.head_dim))
+    if n_rot % 2 or not 2 <= n_rot <= config.head_dim:
+        raise ModelError(f"{file.path}: {arch}.rope.dimension_count is {n_rot}; expected an "
+                         f"even number in [2, head_dim = {config.head_dim}]")
+    scaling = str(meta.get(f"{arch}.rope.scaling.type", "none"))
+    if scaling not in ("none", "linear"):
+        raise ModelError(f"{file.path}: rope scaling {scaling!r} ({arch}.rope.scaling.type) "
+                         f"is not supported; supported: none, linear")
+    factor = float(meta.get(f"{arch}.rope.scaling.factor", 1.0)) if scaling == "linear" else 1.0
+    if not factor > 0:
+        raise ModelError(f"{file.path}: {arch}.rope.scaling.factor must be > 0, got {factor}")
+    freq_factors = None
+    if "rope_freqs.weight" in file.tensors:  # Llama 3.1 style per-frequency divisors
+        freq_factors = np.asarray(file.array("rope_freqs.weight"), np.float64).reshape(-1)
+        if freq_factors.size != n_rot // 2:
+            raise ModelError(f"{file.path}: rope_freqs.weight has {freq_factors.size} values, "
+                             f"expected n_rot/2 = {n_rot // 2}")
+    return config, n_rot, 1.0 / factor, freq_factors
+
+
+def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: str,
+             threads: int | None) -> Any:
+    if engine == "reference":
+        from rlx_mlir.reference import reference
+
+        return reference(decoder.graph, params=params)
+    from rlx_mlir.compiler import jit
+
+    bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
+    return jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
+
+
+def _rope_tables(theta: float, n_rot: int, max_seq: int, position_scale: float,
+                 freq_factors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [max_seq, n_rot/2] of every position (computed in f64, stored f32)."""
+    inv_freq = theta ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv_freq = inv_freq / freq_factors
+    angles = np.outer(np.arange(max_seq, dtype=np.float64) * position_scale, inv_freq)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class LanguageModel:
+    """A compiled GGUF language model with its tokenizer (see `load_gguf`)."""
+
+    def __init__(self, config: ModelConfig, tokenizer: Tokenizer, decoder: DecoderGraph,
+                 runner: Any, rope: tuple[np.ndarray, np.ndarray], path: Path):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.path = path
+        self.max_seq = decoder.max_seq
+        self.graph = decoder.graph
+        """The model's Graph (inputs ids, cos, sin, rows; KV caches as state)."""
+        self.runner = runner
+        """The compiled model (or reference executor) the calls go to."""
+        self.stats = GenerationStats()
+        self._cos, self._sin = rope
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"<LanguageModel {self.path.name}: {c.architecture}, {c.n_layer} layers, "
+                f"d {c.n_embd}, vocab {c.n_vocab}, max_seq {self.max_seq}>")
+
+    # --- forward passes ----------------------------------------------------------------
+
+    @property
+    def position(self) -> int:
+        """How many tokens the KV cache holds (the position of the next one)."""
+        return int(self.runner.position)
+
+    def reset(self) -> None:
+        """Empty the KV cache."""
+        self.runner.reset()
+
+    def logits(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Logits [len(ids), n_vocab] of every position of `ids`, from position 0 (the cache
+        is reset first and holds `ids` after)."""
+        tokens = self._tokens(ids)
+        self.reset()
+        return self._forward(tokens, np.arange(tokens.size, dtype=np.int32))
+
+    def prefill(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Append `ids` to the KV cache; the logits [n_vocab] of the last one."""
+        tokens = self._tokens(ids)
+        return self._forward(tokens, np.array([tokens.size - 1], np.int32))[0]
+
+    def step(self, token_id: int) -> np.ndarray:
+        """One decode step: append `token_id`; its logits [n_vocab]."""
+        if isinstance(token_id, bool) or not isinstance(token_id, int | np.integer):
+            raise ArgumentError(f"token_id: expected an int, got {token_id!r}")
+        return self.prefill([int(token_id)])
+
+    def _tokens(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        array = np.asarray(ids)
+        if array.ndim != 1 or array.size == 0:
+            raise ArgumentError(f"ids: expected a non-empty 1-D sequence of token ids, got "
+                                f"shape {array.shape}")
+        if not np.issubdtype(array.dtype, np.integer):
+            raise ArgumentError(f"ids: expected integer token ids, got dtype {array.dtype}")
+        bad = (array < 0) | (array >= self.config.n_vocab)
+        if bad.any():
+            raise ArgumentError(f"ids: token id {int(array[bad][0])} at index "
+                                f"{int(np.argmax(bad))} is out of range for a vocabulary of "
+                                f"{self.config.n_vocab} tokens")
+        return array.astype(np.int32)
+
+    def _forward(self, tokens: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        start = self.position
+        end = start + tokens.size
+        if end > self.max_seq:
+            raise ArgumentError(f"cache full: {tokens.size} tokens at position {start} need "
+                                f"{end} rows but max_seq is {self.max_seq} (load_gguf(..., "
+                                f"max_seq=...) or reset())")
+        return self.runner(ids=tokens, cos=self._cos[start:end], sin=self._sin[start:end],
+                           rows=rows)
+
+    # --- generation ----------------------------------------------------------------------
+
+    def generate(self, prompt: str, max_new_tokens: int = 64, temperature: float = 0.0,
+                 top_k: int = 40, top_p: float = 0.95, seed: int | None = None,
+                 stop: str | Sequence[str] | None = None,
+                 stream: Callable[[str], Any] | None = None) -> str:
+        """The continuation of `prompt` (tokenized with BOS as the file says): greedy at
+        temperature 0; ends at an end-of-generation token, a stop string (not included in
+        the text) or after `max_new_tokens`. `stream(piece)` gets every new piece of text as
+        it is produced; the pieces concatenate to the returned text."""
+        if not isinstance(prompt, str):
+            raise ArgumentError(f"prompt: expected a str, got {type(prompt).__name__}")
+        return self._generate_text(self.tokenizer.encode(prompt), max_new_tokens, temperature,
+                                   top_k, top_p, seed, stop, stream)
+
+    def generate_ids(self, ids: Sequence[int] | np.ndarray, max_new_tokens: int = 64,
+                     temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,
+                     seed: int | None = None) -> list[int]:
+        """The new token ids after the prompt `ids` (from position 0), ending at an
+        end-of-generation token (included) or after `max_new_tokens`."""
+        sampler = Sampler(temperature, top_k, top_p, seed)
+        new: list[int] = []
+        self._decode(self._tokens(ids), max_new_tokens, sampler, lambda t: new.append(t))
+        return new
+
+    def chat(self, messages: Sequence[Mapping[str, str]], max_new_tokens: int = 256,
+             temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,
+             seed: int | None = None, stop: str | Sequence[str] | None = None,
+             stream: Callable[[str], Any] | None = None) -> str:
+        """The assistant's reply to `messages` ([{"role": ..., "content": ...}, ...]) formatted
+        with the file's chat template (ChatML when it has none), then `generate`d."""
+        text = self.chat_prompt(messages)
+        tok = self.tokenizer
+        # A template that writes BOS itself must not get a second one from the tokenizer.
+        writes_bos = tok.bos_id is not None and text.startswith(tok.tokens[tok.bos_id])
+        ids = tok.encode(text, special=True, add_bos=False if writes_bos else None)
+        return self._generate_text(ids, max_new_tokens, temperature, top_k, top_p, seed,
+                                   stop, stream)
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The text the chat template makes of `messages`, ending with the assistant's cue."""
+        messages = _check_messages(messages)
+        tok = self.tokenizer
+        template = _compile_template(tok.chat_template or CHATML_TEMPLATE)
+        bos = tok.tokens[tok.bos_id] if tok.bos_id is not None else ""
+        eos = tok.tokens[tok.eos_id] if tok.eos_id is not None else ""
+        try:
+            text = template.render(messages=messages, add_generation_prompt=True,
+                                   bos_token=bos, eos_token=eos)
+        except Exception as error:  # jinja2 errors and the template's raise_exception
+            raise ModelError(f"the chat template failed on these messages: {error}") from error
+        return text
+
+    def _generate_text(self, ids: list[int], max_new_tokens: int, temperature: float,
+                       top_k: int, top_p: float, seed: int | None,
+                       stop: str | Sequence[str] | None,
+                       stream: Callable[[str], Any] | None) -> str:
+        sampler = Sampler(temperature, top_k, top_p, seed)
+        text = _StopText(self.tokenizer, _check_stop(stop), stream)
+        self._decode(self._tokens(ids), max_new_tokens, sampler, text.push)
+        return text.finish()
+
+    def _decode(self, prompt: np.ndarray, max_new_tokens: int, sampler: Sampler,
+                on_token: Callable[[int], bool | None]) -> None:
+        """Prefill `prompt` from position 0, then sample up to `max_new_tokens` tokens,
+        calling `on_token(id)` for each (a true result stops); stops after an
+        end-of-generation token or when the cache is full."""
+        _check_int("max_new_tokens", max_new_tokens, 0)
+        if prompt.size > self.max_seq:
+            raise ArgumentError(f"the prompt has {prompt.size} tokens but max_seq is "
+                                f"{self.max_seq}")
+        stats = self.stats
+        stats.prompt_tokens, stats.generated_tokens = int(prompt.size), 0
+        self.reset()
+        start = time.perf_counter()
+        logits = self.prefill(prompt)
+        stats.prompt_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        eog = self.tokenizer.eog_ids
+        for count in range(max_new_tokens):
+            token = sampler(logits)
+            stats.generated_tokens += 1
+            if on_token(token) or token in eog or count + 1 == max_new_tokens \
+                    or self.position >= self.max_seq:
+                break
+            logits = self.step(token)
+        stats.generated_seconds = time.perf_counter() - start
+
+
+class _StopText:
+    """The generated text, streamed piece by piece, cut before the first stop string.
+
+    Text that might be the start of a stop string is held back until it is known not to
+    be, so a streamed stop string never reaches the callback.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, stop: list[str],
+                 stream: Callable[[str], Any] | None):
+        self._decoder = tokenizer.stream()
+        self._eog = tokenizer.eog_ids
+        self._stop = stop
+        self._stream = stream
+        self._text = ""
+        self._emitted = 0
+        self._stopped = False
+
+    def push(self, token: int) -> bool:
+        """Add a token; True once a stop string has been reached."""
+        if token not in self._eog:
+            self._text += self._decoder.push(token)
+        return self._advance(final=False)
+
+    def finish(self) -> str:
+        if not self._stopped:
+            self._text += self._decoder.flush()
+            self._advance(final=True)
+        return self._text[:self._emitted]
+
+    def _advance(self, final: bool) -> bool:
+        cut = min((found for found in (self._text.find(s) for s in self._stop) if found >= 0),
+                  default=-1)
+        if cut >= 0:
+            self._text, self._stopped = self._text[:cut], True
+            end = cut
+        elif final:
+            end = len(self._text)
+        else:
+            end = len(self._text) - self._held_back()
+        if end > self._emitted:
+            piece = self._text[self._emitted:end]
+            self._emitted = end
+            if self._stream is not None:
+                self._stream(piece)
+        return self._stopped
+
+    def _held_back(self) -> int:
+        """Length of the longest end of the text that begins some stop string."""
+        longest = 0
+        for s in self._stop:
+            for n in range(min(len(s) - 1, len(self._text)), longest, -1):
+                if self._text.endswith(s[:n]):
+                    longest = n
+                    break
+        return longest
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ArgumentError(f"{name}: expected an int >= {minimum}, got {value!r}")
+
+
+def _check_stop(stop: str | Sequence[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    items = [stop] if isinstance(stop, str) else stop
+    if not isinstance(items, Iterable) or not all(isinstance(s, str) and s for s in items):
+        raise ArgumentError(f"stop: expected a non-empty string or a list of them, got {stop!r}")
+    return list(items)
+
+
+def _check_messages(messages: Any) -> list[dict[str, str]]:
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence) or not messages:
+        raise ArgumentError(f"messages: expected a non-empty list of dicts with str 'role' "
+                            f"and 'content', got {messages!r:.80}")
+    checked = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) \
+                or not isinstance(message.get("content"), str):
+            raise ArgumentError(f"messages[{i}]: expected a dict with str 'role' and "
+                                f"'content', got {message!r:.80}")
+        checked.append(dict(message))
+    return checked
+
+
+_TEMPLATES: dict[str, Any] = {}
+
+
+def _compile_template(source: str) -> Any:
+    """The jinja2 template of a chat template source, in a sandbox (as Hugging Face renders
+    them: trim_blocks, lstrip_blocks, `raise_exception`)."""
+    template = _TEMPLATES.get(source)
+    if template is None:
+        from jinja2 import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def raise_exception(message: str) -> None:
+            raise ModelError(f"chat template: {message}")
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                            extensions=["jinja2.ext.loopcontrols"])
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = lambda fmt: time.strftime(fmt)
+        try:
+            template = _TEMPLATES[source] = env.from_string(source)
+        except TemplateError as error:
+            raise ModelError(f"the file's chat template does not parse: {error}") from error
+    return template
+
+
+__all__ = ["CHATML_TEMPLATE", "ENGINES", "GenerationStats", "LanguageModel", "load_gguf"]
