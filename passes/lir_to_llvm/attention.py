@@ -28,12 +28,21 @@ part reads few kv heads; decode, S = 1, splits the heads), consecutive positions
 pair otherwise. Causal rows are visited in the zig-zag order 0, S−1, 1, S−2, … so
 that any run of them costs about the same (row s sees s + T − S + 1 keys). Rope items
 are heads of one position, (batch, position, head) in memory order.
+
+Attention is natively dynamic (`RUNTIME_DIMS`, ABI in `dynamic.py`): over `?` dims the
+kernel takes one i64 per symbol after the pointers and reads S, T (and a symbolic batch)
+at run time. Strides, the causal offset T − S and the item count of a part come from
+those sizes; the keys run in full blocks up to a multiple of W, then the last partial
+block is one block of W overlapping the previous ones (keys already seen dropped by the
+window) when T ≥ W, else keys one at a time, so no key row ≥ T is ever read. A static
+op builds exactly the static kernel.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
@@ -51,6 +60,15 @@ from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    OPERAND_DIMS,
+    DynamicKernelError,
+    Index,
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+    operand_shapes,
+)
 from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
 from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements
 
@@ -117,6 +135,58 @@ def transpose_add(kb: KernelBuilder, partials: list[SSAValue | None]) -> SSAValu
     return stack[0][1]
 
 
+# ----------------------------------------------------------------------------- sizes
+
+
+def _product(kb: KernelBuilder, a: Index, b: Index) -> Index:
+    """a·b: a Python int when both are, else an i64 op."""
+    return a * b if isinstance(a, int) and isinstance(b, int) else kb.mul(a, b)
+
+
+def _plus(kb: KernelBuilder, a: Index, b: Index) -> Index:
+    return a + b if isinstance(a, int) and isinstance(b, int) else kb.add(a, b)
+
+
+def _minus(kb: KernelBuilder, a: Index, b: Index) -> Index:
+    return a - b if isinstance(a, int) and isinstance(b, int) else kb.sub(a, b)
+
+
+def _may_exceed_one(size: Index) -> bool:
+    """Whether a size may be more than 1 (a run-time size may)."""
+    return not isinstance(size, int) or size > 1
+
+
+def _runtime_shapes(op: lir.AttentionOp, sizes: Sequence[SSAValue]) -> list[tuple[Index, ...]]:
+    """The shapes of q, k (and mask) of a dynamic attention, with the kernel's size
+    arguments for symbols; DynamicKernelError where the kernel cannot take a symbol."""
+    dims = RuntimeDims.of(op, sizes)
+    symbolic = operand_shapes(op)
+    q, k, v = symbolic[:3]
+    mask = symbolic[3] if op.mask is not None else None
+    out = symbolic[-1]
+
+    def refuse(what: str, expected: str, got: object) -> DynamicKernelError:
+        return DynamicKernelError(f"{op.name}: {what} must be {expected}, got {got}")
+
+    if any(isinstance(d, int) and d < 0 for shape in symbolic for d in shape):
+        raise refuse(f"every ? dim (attribute {OPERAND_DIMS})", "named by a symbol", symbolic)
+    for name, shape in (("q", q), ("k", k)):
+        if not isinstance(shape[-1], int):
+            raise refuse(f"the width of {name}", "static (heads × head_dim)", shape)
+    if v != k:
+        raise refuse("v's shape", f"k's shape {k}", v)
+    if out != q:
+        raise refuse("out's shape", f"q's shape {q}", out)
+    if mask is not None and len(mask) == 4:
+        batch = q[0] if len(q) == 3 else 1
+        if not isinstance(mask[1], int):
+            raise refuse("the head dim of the mask", "static (1 or num_heads)", mask)
+        if isinstance(mask[0], str) and mask[0] != batch:
+            raise refuse("the batch dim of the mask", f"static or q's batch {batch!r}", mask)
+    shapes = [dims.shape(0), dims.shape(1)]
+    return shapes + ([dims.shape(3)] if mask is not None else [])
+
+
 # ----------------------------------------------------------------------------- attention
 
 
@@ -138,31 +208,45 @@ class _RowState:
 
 
 class _Attention:
-    """The code generator of one `lir.attention` kernel (shapes baked in)."""
+    """The code generator of one `lir.attention` kernel: static sizes are baked in, the
+    `?` sizes of a dynamic op are the kernel's i64 size arguments."""
 
     def __init__(self, op: lir.AttentionOp, name: str, vector_width: int,
                  partitioned: bool = False):
         self.w = w = vector_width
-        q_shape, k_shape = shape_of(op.q), shape_of(op.k)
-        self.batch = q_shape[0] if len(q_shape) == 3 else 1
-        self.seq_q, self.seq_k = q_shape[-2], k_shape[-2]
         self.heads = op.num_heads.value.data
         self.dim = op.head_dim.value.data
         self.kv_heads = op.num_kv_heads.value.data
         self.group = self.heads // self.kv_heads
         self.kind = MaskKind(op.mask_kind.data)
         self.scale = op.scale.value.data
-        self.mask_shape = None if op.mask is None else shape_of(op.mask)
         self.n_vec, self.d_tail = divmod(self.dim, w)
         self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
         n_ptrs = 5 if op.mask is not None else 4
-        self.kb = kb = KernelBuilder(name, [PTR] * n_ptrs + [i64, i64] * partitioned,
-                                     vector_width=w)
+        dynamic = is_dynamic(op)
+        symbols = kernel_symbols(op) if dynamic else ()
+        self.kb = kb = KernelBuilder(
+            name, [PTR] * n_ptrs + [i64] * len(symbols) + [i64, i64] * partitioned,
+            vector_width=w)
         self.q, self.k, self.v, *rest = kb.args[:n_ptrs]
         self.mask = rest[0] if op.mask is not None else None
         self.out = rest[-1]
-        self.share = kb.args[n_ptrs:] if partitioned else None
+        sizes = kb.args[n_ptrs:n_ptrs + len(symbols)]
+        self.share = kb.args[n_ptrs + len(symbols):] if partitioned else None
+
+        shapes = _runtime_shapes(op, sizes) if dynamic else [
+            shape_of(v) for v in (op.q, op.k) + ((op.mask,) if op.mask is not None else ())]
+        q_shape, k_shape = shapes[0], shapes[1]
+        self.batch: Index = q_shape[0] if len(q_shape) == 3 else 1
+        self.seq_q: Index = q_shape[-2]
+        self.seq_k: Index = k_shape[-2]
+        self.mask_shape: tuple[Index, ...] | None = None if op.mask is None else shapes[2]
+        # Loop-invariant sizes, as Python ints when static (then no op is emitted).
+        self.kv_batch_stride = _product(kb, self.seq_k, self.kv_heads * self.dim)
+        self.causal_offset: Index = 0  # row s sees keys j < s + causal_offset
+        if self.kind == MaskKind.CAUSAL:
+            self.causal_offset = _plus(kb, _minus(kb, self.seq_k, self.seq_q), 1)
 
     # --------------------------------------------------------------- structure
 
@@ -174,7 +258,8 @@ class _Attention:
                     with kb.loop(0, self.heads) as h_loop:
                         self.row(b_loop.iv, s_loop.iv, h_loop.iv)
         else:
-            first, last = part_range(kb, self.batch * self.heads * self.seq_q, *self.share)
+            count = _product(kb, _product(kb, self.batch, self.heads), self.seq_q)
+            first, last = part_range(kb, count, *self.share)  # pyright: ignore[reportArgumentType]
             with kb.loop(first, last) as item:
                 self.row(*self.item_row(item.iv))
         kb.ret()
@@ -184,24 +269,25 @@ class _Attention:
         """(b, s, h) of a flat item index over (batch, head, position); positions of a
         causal pair go in zig-zag order (see the module docstring)."""
         kb, seq = self.kb, self.seq_q
-        pair, j = (kb.sdiv(item, seq), kb.srem(item, seq)) if seq > 1 else (item, kb.index(0))
-        if self.batch > 1:
+        several = _may_exceed_one(seq)
+        pair, j = (kb.sdiv(item, seq), kb.srem(item, seq)) if several else (item, kb.index(0))
+        if _may_exceed_one(self.batch):
             b, h = kb.sdiv(pair, self.heads), kb.srem(pair, self.heads)
         else:
             b, h = kb.index(0), pair
         s = j
-        if self.kind == MaskKind.CAUSAL and seq > 1:
+        if self.kind == MaskKind.CAUSAL and several:
             half = kb.sdiv(j, 2)
-            s = vmath.select(kb, kb.icmp("eq", kb.srem(j, 2), 0), half, kb.sub(seq - 1, half))
+            s = vmath.select(kb, kb.icmp("eq", kb.srem(j, 2), 0), half, kb.sub(_minus(kb, seq, 1), half))
         return b, s, h
 
     def row(self, b: SSAValue, s: SSAValue, h: SSAValue) -> None:
         """out[b, s, h·D:(h+1)·D] = softmax(scale·q·Kᵀ + mask)·V for one query row."""
-        kb, w, dim, seq_k = self.kb, self.w, self.dim, self.seq_k
+        kb, dim, seq_k = self.kb, self.dim, self.seq_k
         q_offset = kb.mul(kb.add(kb.mul(kb.add(kb.mul(b, self.seq_q), s), self.heads), h), dim)
         self.q_row = kb.gep(self.q, q_offset)
         self.out_row = kb.gep(self.out, q_offset)
-        kv_offset = kb.add(kb.mul(b, seq_k * self.kv_heads * dim),
+        kv_offset = kb.add(kb.mul(b, self.kv_batch_stride),
                            kb.mul(kb.sdiv(h, self.group), dim))
         self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
         self.mask_row = None if self.mask is None else kb.gep(self.mask, self.mask_offset(b, s, h))
@@ -214,11 +300,19 @@ class _Attention:
             self.for_chunks(lambda c, vector: kb.store(
                 kb.vconst(0.0) if vector else kb.fconst(0.0), self.out_row, c))
         state = _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
+        if isinstance(seq_k, int):
+            state = self.static_keys(s, seq_k, state)
+        else:
+            state = self.runtime_keys(s, seq_k, state)
+        self.finish_row(state)
 
+    def static_keys(self, s: SSAValue, seq_k: int, state: _RowState) -> _RowState:
+        """Feed the keys row s sees into its state, T known at compile time."""
+        kb, w = self.kb, self.w
         if self.kind == MaskKind.CAUSAL:
             # Query s sees keys j < s + (T - S) + 1 (>= 1 since S <= T): full blocks up
             # to a multiple of W, then one block masked to [full_end, visible).
-            visible = kb.add(s, seq_k - self.seq_q + 1)
+            visible = kb.add(s, self.causal_offset)
             full_end = kb.sub(visible, kb.srem(visible, w))
             state = self.block_loop(full_end, state)
             if seq_k >= w:
@@ -233,18 +327,58 @@ class _Attention:
                 state = self.block_loop(full_end, state)
             if full_end < seq_k:
                 state = self.block(kb.index(full_end), seq_k - full_end, state, None)
-        self.finish_row(state)
+        return state
+
+    def runtime_keys(self, s: SSAValue, seq_k: SSAValue, state: _RowState) -> _RowState:
+        """Feed the keys row s sees into its state, T read at run time: full blocks up to
+        a multiple of W, then the rest [full_end, visible) either as one block of W that
+        ends at or before T (when T >= W; the window drops the keys seen already) or key
+        by key (T < W), so no row >= T is read."""
+        kb, w = self.kb, self.w
+        visible = kb.add(s, self.causal_offset) if self.kind == MaskKind.CAUSAL else seq_k
+        full_end = kb.sub(visible, kb.srem(visible, w))
+        state = self.block_loop(full_end, state)
+        last_start = kb.sub(seq_k, w)
+        whole_block = kb.insert(llvm.AndOp(kb.icmp("sge", seq_k, w),
+                                           kb.icmp("slt", full_end, visible)))
+        start = vmath.select(kb, kb.icmp("slt", full_end, last_start), full_end, last_start)
+        return self.branch(
+            whole_block, state,
+            lambda st: self.block(start, w, st, (full_end, visible)),
+            lambda st: self.key_loop(full_end, visible, st))
+
+    def key_loop(self, start: SSAValue, stop: SSAValue, state: _RowState) -> _RowState:
+        """Feed keys [start, stop) one at a time."""
+        with self.kb.loop(start, stop, carried=state.values()) as loop:
+            loop.yield_(*self.block(loop.iv, 1, state.like(loop.carried), None).values())
+        return state.like(loop.results)
+
+    def branch(self, cond: SSAValue, state: _RowState,
+               then: Callable[[_RowState], _RowState],
+               otherwise: Callable[[_RowState], _RowState]) -> _RowState:
+        """The row state after `then(state)` if `cond` holds, else after `otherwise(state)`."""
+        kb = self.kb
+        then_block, else_block = kb.new_block(), kb.new_block()
+        merge = kb.new_block([v.type for v in state.values()])
+        kb.insert(llvm.CondBrOp(cond, then_block, [], else_block, []))
+        for block, body in ((then_block, then), (else_block, otherwise)):
+            kb.move_to(block)
+            kb.insert(llvm.BrOp(merge, *body(state).values()))
+        kb.move_to(merge)
+        return state.like(list(merge.args))
 
     def mask_offset(self, b: SSAValue, s: SSAValue, h: SSAValue) -> SSAValue:
         """Start of the mask row of (b, h, s): [S, T] or [1|B, 1|H, S, T] broadcast."""
-        kb, plane = self.kb, self.seq_q * self.seq_k
-        assert self.mask_shape is not None
-        row = kb.mul(s, self.seq_k)
-        if len(self.mask_shape) == 2:
+        kb, mask_shape = self.kb, self.mask_shape
+        assert mask_shape is not None
+        plane = _product(kb, mask_shape[-2], mask_shape[-1])
+        row = kb.mul(s, mask_shape[-1])
+        if len(mask_shape) == 2:
             return row
-        mask_b, mask_h = self.mask_shape[0], self.mask_shape[1]
+        mask_b, mask_h = mask_shape[0], mask_shape[1]
+        assert isinstance(mask_h, int)
         index: Value = 0
-        if mask_b > 1:
+        if _may_exceed_one(mask_b):
             index = kb.mul(b, mask_h)
         if mask_h > 1:
             index = kb.add(h, index) if isinstance(index, SSAValue) else h
@@ -499,6 +633,9 @@ def build_rope(op: Operation, name: str, vector_width: int,
     kb.ret()
     return kb.finish()
 
+
+RUNTIME_DIMS = {lir.AttentionOp}
+"""Ops whose builders read `?` sizes at run time themselves (see dynamic.py)."""
 
 BUILDERS = {
     lir.AttentionOp: build_attention,
