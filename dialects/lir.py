@@ -1035,6 +1035,62 @@ class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
         super().__init__(operands=[input, weight, out])
 
 
+@irdl_op_definition
+class SelectiveScanOp(kernel_twin(mir.SelectiveScanOp)):
+    """out = Mamba's selective scan of `x` with `delta`, `a`, `b`, `c` from
+    `initial_state` (zeros when absent); with `return_state`, `out` is the flat output
+    then the flat final state.
+
+    ```mlir
+    lir.selective_scan ins(%x, %d, %a, %b, %c : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>) outs(%o : memref<1x4x8xf32>)
+    ```
+    """
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        delta: SSAValue | Operation,
+        a: SSAValue | Operation,
+        b: SSAValue | Operation,
+        c: SSAValue | Operation,
+        out: SSAValue | Operation,
+        initial_state: SSAValue | Operation | None = None,
+        return_state: bool = False,
+    ):
+        super().__init__(
+            operands=[x, delta, a, b, c, initial_state, out],
+            properties={"return_state": UnitAttr()} if return_state else {},
+        )
+
+
+@irdl_op_definition
+class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp)):
+    """out = the gated delta rule over `q`, `k`, `v`, `g`, `beta` from `initial_state`
+    (zeros when absent); with `return_state`, `out` is the flat output then the flat
+    final state.
+
+    ```mlir
+    lir.gated_delta_net ins(%q, %k, %v, %g, %b : memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2xf32>, memref<1x4x2xf32>) outs(%o : memref<1x4x2x8xf32>)
+    ```
+    """
+
+    def __init__(
+        self,
+        q: SSAValue | Operation,
+        k: SSAValue | Operation,
+        v: SSAValue | Operation,
+        g: SSAValue | Operation,
+        beta: SSAValue | Operation,
+        out: SSAValue | Operation,
+        initial_state: SSAValue | Operation | None = None,
+        return_state: bool = False,
+    ):
+        super().__init__(
+            operands=[q, k, v, g, beta, initial_state, out],
+            properties={"return_state": UnitAttr()} if return_state else {},
+        )
+
+
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)
 """Every destination-passing kernel op (the last operand is the `out` buffer)."""
 

@@ -532,6 +532,119 @@ class DepthwiseConv1dOp(VerifiesSignature):
         return si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight))
 
 
+# ----------------------------------------------------------------------------- sequence ops
+
+
+class SequenceScanOp(VerifiesSignature, ABC):
+    """A recurrence over the time axis (axis 1) with a state per batch row and channel or
+    head: `initial_state` (zeros when absent) seeds it; with `return_state` the result is
+    the flat output followed by the flat final state (`si.packed_sequence_result`), which
+    the Graph splits with views, so one kernel call yields both (f32)."""
+
+    result = result_def(TensorType)
+    return_state = opt_prop_def(UnitAttr)
+
+    traits = traits_def(Pure())
+
+    def _initial_state_shape(self) -> si.Shape | None:
+        return None if self.initial_state is None else shape_of(self.initial_state)
+
+
+@irdl_op_definition
+class SelectiveScanOp(SequenceScanOp):
+    """Mamba's selective scan: x, delta [b, s, h], a [h, n], b, c [b, s, n] -> y [b, s, h];
+    per step state = exp(delta_t·a) ⊙ state + (delta_t·x_t) ⊗ b_t, y_t = state · c_t,
+    the state [b, h, n] starting at `initial_state` (zeros when absent)."""
+
+    name = "mir.selective_scan"
+
+    x = operand_def(TensorType)
+    delta = operand_def(TensorType)
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    c = operand_def(TensorType)
+    initial_state = opt_operand_def(TensorType)
+
+    assembly_format = (
+        "$x `,` $delta `,` $a `,` $b `,` $c (`initial_state` $initial_state^)?"
+        " (`return_state` $return_state^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        x: SSAValue | Operation,
+        delta: SSAValue | Operation,
+        a: SSAValue | Operation,
+        b: SSAValue | Operation,
+        c: SSAValue | Operation,
+        initial_state: SSAValue | Operation | None = None,
+        return_state: bool = False,
+        result_type: Attribute | None = None,
+    ):
+        x, delta, a, b, c = _values(x, delta, a, b, c)
+        state = None if initial_state is None else SSAValue.get(initial_state)
+        flag = UnitAttr() if return_state else None
+        result_type = _infer(type(self), result_type, x, x=x, delta=delta, a=a, b=b, c=c,
+                             initial_state=state, return_state=flag)
+        super().__init__(operands=[x, delta, a, b, c, state], result_types=[result_type],
+                         properties={"return_state": flag} if flag else {})
+
+    def infer_shape(self) -> si.Shape:
+        return si.selective_scan(
+            shape_of(self.x), shape_of(self.delta), shape_of(self.a), shape_of(self.b),
+            shape_of(self.c), SequenceScanOp._initial_state_shape(self),
+            self.return_state is not None,
+        )
+
+
+@irdl_op_definition
+class GatedDeltaNetOp(SequenceScanOp):
+    """The gated delta rule (linear attention of Qwen3.5/Qwen3-Next): q, k [b, s, H, n],
+    v [b, s, H, m], g, beta [b, s, H] -> out [b, s, H, m]; per batch row and head, with the
+    state S [n, m]: S = exp(g_t)·S; δ = beta_t·(v_t − Sᵀk_t); S = S + k_t δᵀ; o_t = Sᵀq_t,
+    S starting at `initial_state` [b, H, n, m] (zeros when absent)."""
+
+    name = "mir.gated_delta_net"
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    g = operand_def(TensorType)
+    beta = operand_def(TensorType)
+    initial_state = opt_operand_def(TensorType)
+
+    assembly_format = (
+        "$q `,` $k `,` $v `,` $g `,` $beta (`initial_state` $initial_state^)?"
+        " (`return_state` $return_state^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        q: SSAValue | Operation,
+        k: SSAValue | Operation,
+        v: SSAValue | Operation,
+        g: SSAValue | Operation,
+        beta: SSAValue | Operation,
+        initial_state: SSAValue | Operation | None = None,
+        return_state: bool = False,
+        result_type: Attribute | None = None,
+    ):
+        q, k, v, g, beta = _values(q, k, v, g, beta)
+        state = None if initial_state is None else SSAValue.get(initial_state)
+        flag = UnitAttr() if return_state else None
+        result_type = _infer(type(self), result_type, q, q=q, k=k, v=v, g=g, beta=beta,
+                             initial_state=state, return_state=flag)
+        super().__init__(operands=[q, k, v, g, beta, state], result_types=[result_type],
+                         properties={"return_state": flag} if flag else {})
+
+    def infer_shape(self) -> si.Shape:
+        return si.gated_delta_net(
+            shape_of(self.q), shape_of(self.k), shape_of(self.v), shape_of(self.g),
+            shape_of(self.beta), SequenceScanOp._initial_state_shape(self),
+            self.return_state is not None,
+        )
+
+
 # ----------------------------------------------------------------------------- reductions, norms
 
 

@@ -178,6 +178,9 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _kernel(mir.DequantMatmulOp, lir.DequantMatmulOp, si.dequant_matmul, K.dequant_matmul),
     _kernel(mir.DepthwiseConv1dOp, lir.DepthwiseConv1dOp, si.depthwise_conv1d,
             K.depthwise_conv1d),
+    # sequence ops
+    _kernel(mir.SelectiveScanOp, lir.SelectiveScanOp, si.selective_scan, K.selective_scan),
+    _kernel(mir.GatedDeltaNetOp, lir.GatedDeltaNetOp, si.gated_delta_net, K.gated_delta_net),
     # reductions and norms
     _kernel(mir.ReduceOp, lir.ReduceOp, si.reduce, K.reduce),
     _kernel(mir.SoftmaxOp, lir.SoftmaxOp, si.softmax, K.softmax),

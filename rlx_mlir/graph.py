@@ -802,6 +802,56 @@ class Graph:
                 x.shape, w.shape, None if left_pad is None else left_pad.shape)
         return self._emit(hir.DepthwiseConv1dCausalOp, [x, w, left_pad], shape)
 
+    # ------------------------------------------------------------------ sequence ops
+
+    def selective_scan(self, x: Value, delta: Value, A: Value, B: Value, C: Value,
+                       initial_state: Value | None = None,
+                       return_state: bool = False) -> Value | tuple[Value, Value]:
+        """Mamba's selective scan (docs/semantics.md): x, delta [b, s, h], A [h, n],
+        B, C [b, s, n] -> y [b, s, h]; the state [b, h, n] starts at `initial_state`
+        (zeros when absent). With `return_state`, returns (y, final_state)."""
+        names = ["x", "delta", "A", "B", "C", "initial_state"]
+        operands = [x, delta, A, B, C, initial_state]
+        self._f32_operands("selective_scan", names, operands)
+        with _context("selective_scan"):
+            shapes = [None if v is None else v.shape for v in operands]
+            shape = rules.selective_scan(*shapes, return_state=return_state)
+            state_shape = rules.selective_scan_state(x.shape, A.shape)
+        return self._sequence_result(mir.SelectiveScanOp, operands, shape, return_state,
+                                     x.shape, state_shape)
+
+    def gated_delta_net(self, q: Value, k: Value, v: Value, g: Value, beta: Value,
+                        initial_state: Value | None = None,
+                        return_state: bool = False) -> Value | tuple[Value, Value]:
+        """The gated delta rule (docs/semantics.md): q, k [b, s, H, n], v [b, s, H, m]
+        (m = n in Qwen3.5), g, beta [b, s, H] -> out [b, s, H, m]; the state
+        [b, H, n, m] starts at `initial_state` (zeros when absent). q and k are used as
+        given (Qwen3.5 l2-normalizes both and scales q by 1/sqrt(n) before). With
+        `return_state`, returns (out, final_state)."""
+        names = ["q", "k", "v", "g", "beta", "initial_state"]
+        operands = [q, k, v, g, beta, initial_state]
+        self._f32_operands("gated_delta_net", names, operands)
+        with _context("gated_delta_net"):
+            shapes = [None if value is None else value.shape for value in operands]
+            shape = rules.gated_delta_net(*shapes, return_state=return_state)
+            state_shape = rules.gated_delta_net_state(q.shape, v.shape)
+        return self._sequence_result(mir.GatedDeltaNetOp, operands, shape, return_state,
+                                     v.shape, state_shape)
+
+    def _sequence_result(self, op_cls: type[IRDLOperation], operands: list[Value | None],
+                         shape: rules.Shape, return_state: bool, out_shape: rules.Shape,
+                         state_shape: rules.Shape) -> Value | tuple[Value, Value]:
+        """Emit a sequence op; with `return_state`, split its packed result (the flat
+        output, then the flat final state) into (output, state) by views."""
+        props = {"return_state": UnitAttr() if return_state else None}
+        packed = self._emit(op_cls, operands, shape, properties=props)
+        if not return_state:
+            return packed
+        size = rules.numel(out_shape)
+        out = self.reshape(self.narrow(packed, 0, 0, size), out_shape)
+        state = self.reshape(self.narrow(packed, 0, size, shape[0] - size), state_shape)
+        return out, state
+
     def llama_decoder_block(
         self, x: Value, ln1_g: Value, ln1_b: Value | None, q_w: Value, k_w: Value, v_w: Value,
         o_w: Value, ln2_g: Value, ln2_b: Value | None, gate_w: Value, up_w: Value,

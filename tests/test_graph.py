@@ -444,6 +444,12 @@ def every_method_graph() -> rlx.Graph:
     a = g.swiglu_ffn(a, g.param("up", (32, 48)), g.param("gate", (32, 48)), g.param("down", (48, 32)))
     a = g.depthwise_conv1d_causal(a, g.param("cw", (3, 32)), g.input("pad", (2, 2, 32)))
     a = g.depthwise_conv1d_causal(a, g.param("cw1", (2, 32)))
+    a = g.selective_scan(a, g.sigmoid(a), g.param("ssm_a", (32, 3)), g.narrow(a, 2, 0, 3),
+                         g.narrow(a, 2, 3, 3))
+    heads = g.reshape(a, (2, 4, 4, 8))
+    o, st = g.gated_delta_net(heads, heads, heads, g.narrow(a, 2, 0, 4), g.narrow(a, 2, 4, 4),
+                              return_state=True)
+    a = a + g.reshape(o, (2, 4, 32)) + g.reduce_mean(st, (0, 1, 2, 3))
     a = g.llama_decoder_block(
         a, g.param("l1", (32,)), g.param("l1b", (32,)), g.param("qw", (32, 32)),
         g.param("kw", (32, 16)), g.param("vw", (32, 16)), g.param("ow", (32, 32)),

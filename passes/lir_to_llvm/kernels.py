@@ -20,7 +20,7 @@ from rlx_mlir.dialects import lir
 
 KernelBuilderFn = Callable[[Operation, str, int], llvm.FuncOp]
 
-_FAMILIES = ("elementwise", "reductions", "matmul", "attention", "indexing")
+_FAMILIES = ("elementwise", "reductions", "matmul", "attention", "indexing", "sequence")
 """Modules of rlx_mlir.passes.lir_to_llvm that export a `BUILDERS` dict."""
 
 CHECKED_KERNELS: tuple[type[Operation], ...] = (lir.GatherOp,)

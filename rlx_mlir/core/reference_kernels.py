@@ -795,14 +795,69 @@ def depthwise_conv1d_causal(
     return depthwise_conv1d(np.concatenate([pad, x], axis=1), w)
 
 
+# ----------------------------------------------------------------------------- sequence ops
+
+
+def _sequence_result(out: np.ndarray, state: np.ndarray, return_state: bool) -> np.ndarray:
+    """The output, or with `return_state` the flat output then the flat final state (the
+    packed result of the mir op; see `shape_inference.packed_sequence_result`)."""
+    if not return_state:
+        return _out(out)
+    return _out(np.concatenate([out.ravel(), state.ravel()]))
+
+
+@_quiet
+def selective_scan(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: ArrayLike, C: ArrayLike,
+                   initial_state: ArrayLike | None = None, return_state: bool = False
+                   ) -> np.ndarray:
+    """Mamba's selective scan: per step t, state = exp(delta_t·A) ⊙ state +
+    (delta_t·x_t) ⊗ B_t and y_t = state · C_t, from `initial_state` [b, h, n] (zeros if
+    absent). x, delta [b, s, h], A [h, n], B, C [b, s, n] -> y [b, s, h] (packed with the
+    final state if `return_state`)."""
+    x, delta, a, b, c = map(_f64, (x, delta, A, B, C))
+    init = None if initial_state is None else _f64(initial_state)
+    rules.selective_scan(*map(_shape, (x, delta, a, b, c)),
+                         None if init is None else _shape(init), return_state)
+    state = np.zeros(rules.selective_scan_state(_shape(x), _shape(a))) if init is None else init
+    y = np.empty_like(x)
+    for t in range(x.shape[1]):
+        dt = delta[:, t, :, None]                                     # [b, h, 1]
+        state = np.exp(dt * a) * state + (dt * x[:, t, :, None]) * b[:, t, None, :]
+        y[:, t] = np.einsum("bhn,bn->bh", state, c[:, t])
+    return _sequence_result(y, state, return_state)
+
+
+@_quiet
+def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta: ArrayLike,
+                    initial_state: ArrayLike | None = None, return_state: bool = False
+                    ) -> np.ndarray:
+    """The gated delta rule: per b, head and step t, with S the state [n, m]:
+    S = exp(g_t)·S; kv = Sᵀk_t; δ = β_t(v_t − kv); S = S + k_t δᵀ; o_t = Sᵀq_t.
+    q, k [b, s, H, n], v [b, s, H, m], g, beta [b, s, H], initial_state [b, H, n, m]
+    (zeros if absent) -> out [b, s, H, m] (packed with the final state if `return_state`)."""
+    q, k, v, g, beta = map(_f64, (q, k, v, g, beta))
+    init = None if initial_state is None else _f64(initial_state)
+    rules.gated_delta_net(*map(_shape, (q, k, v, g, beta)),
+                          None if init is None else _shape(init), return_state)
+    state = np.zeros(rules.gated_delta_net_state(_shape(q), _shape(v))) if init is None else init
+    out = np.empty_like(v)
+    for t in range(q.shape[1]):
+        state = np.exp(g[:, t, :, None, None]) * state                     # [b, H, n, m]
+        kv = np.einsum("bhnm,bhn->bhm", state, k[:, t])
+        d = beta[:, t, :, None] * (v[:, t] - kv)                            # [b, H, m]
+        state = state + k[:, t, :, :, None] * d[:, :, None, :]
+        out[:, t] = np.einsum("bhnm,bhn->bhm", state, q[:, t])
+    return _sequence_result(out, state, return_state)
+
+
 __all__ = [
     "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "DEQUANT_SCHEMES", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
     "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
     "absolute", "activation", "add", "attention", "broadcast_to", "concat", "depthwise_conv1d",
     "depthwise_conv1d_causal", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",
-    "embedding", "exp", "fused_matmul", "gather", "gelu", "gelu_tanh", "layer_norm", "linear",
+    "embedding", "exp", "fused_matmul", "gather", "gated_delta_net", "gelu", "gelu_tanh", "layer_norm", "linear",
     "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",
     "power", "quantize_q4_0", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",
-    "rms_norm", "rope", "rsqrt", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
+    "rms_norm", "rope", "rsqrt", "selective_scan", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
     "tanh", "transpose",
 ]

@@ -631,3 +631,62 @@ def gather(x: Shape, indices: Shape, axis: int) -> Shape:
     """np.take: x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
     ax = normalize_axis("axis", axis, len(x))
     return x[:ax] + tuple(indices) + x[ax + 1 :]
+
+
+
+# ----------------------------------------------------------------------------- sequence ops
+# With `return_state`, the mir ops `selective_scan` and `gated_delta_net` return one flat
+# buffer: the output's elements, then the final state's (`packed_sequence_result`); the
+# Graph splits it with two contiguous narrows and reshapes, which lower to views (no copy).
+
+
+def packed_sequence_result(out: Shape, state: Shape, what: str) -> Shape:
+    """The flat shape [numel(out) + numel(state)] of a sequence op with `return_state`."""
+    for d in (*out, *state):
+        require_static(what, d, "with return_state, every dim of the output and state")
+    return (numel(out) + numel(state),)
+
+
+def selective_scan_state(x: Shape, a: Shape) -> Shape:
+    """The state [b, h, n] of a selective scan over x [b, s, h] with A [h, n]."""
+    return (x[0], x[2], a[1])
+
+
+def selective_scan(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape,
+                   initial_state: Shape | None = None, return_state: bool = False) -> Shape:
+    """Mamba's selective scan: x, delta [b, s, h], A [h, n], B, C [b, s, n],
+    initial_state [b, h, n] -> y [b, s, h] (packed with the final state if `return_state`)."""
+    check_rank("x", x, (3,))
+    check_exact("delta", delta, x, "the shape of x [b, s, h]")
+    check_rank("A", a, (2,))
+    check_exact("A", a, (x[2], a[1]), "[h, n] with h = channels of x")
+    check_rank("B", b, (3,))
+    check_exact("B", b, (x[0], x[1], a[1]), "[b, s, n]")
+    check_exact("C", c, b, "the shape of B [b, s, n]")
+    state = selective_scan_state(x, a)
+    if initial_state is not None:
+        check_exact("initial_state", initial_state, state, "[b, h, n]")
+    return packed_sequence_result(x, state, "x") if return_state else x
+
+
+def gated_delta_net_state(q: Shape, v: Shape) -> Shape:
+    """The state [b, H, n, m] of a gated delta net with q, k [b, s, H, n], v [b, s, H, m]."""
+    return (q[0], q[2], q[3], v[3])
+
+
+def gated_delta_net(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape,
+                    initial_state: Shape | None = None, return_state: bool = False) -> Shape:
+    """The gated delta rule: q, k [b, s, H, n], v [b, s, H, m] (m = n in the SPEC; any m
+    works), g, beta [b, s, H], initial_state [b, H, n, m] -> out [b, s, H, m] (packed with
+    the final state if `return_state`)."""
+    check_rank("q", q, (4,))
+    check_exact("k", k, q, "the shape of q [b, s, H, n]")
+    check_rank("v", v, (4,))
+    check_exact("v", v, (*q[:3], v[3]), "[b, s, H, m] with b, s, H of q")
+    check_exact("g", g, q[:3], "[b, s, H]")
+    check_exact("beta", beta, q[:3], "[b, s, H]")
+    out = v
+    state = gated_delta_net_state(q, v)
+    if initial_state is not None:
+        check_exact("initial_state", initial_state, state, "[b, H, n, m]")
+    return packed_sequence_result(out, state, "q") if return_state else out

@@ -1,0 +1,288 @@
+"""selective_scan and gated_delta_net (SPEC "Sequence ops from RLX"): compiled kernels and
+the reference executor against numpy references written here from the SPEC formulas
+(one scalar time loop per channel or head, independent of rlx_mlir.core.reference_kernels),
+state round trips, threads and vector widths, and build errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_mlir as rlx
+from rlx_mlir.core.errors import DTypeError, ShapeError
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+# ----------------------------------------------------------------------------- numpy references
+
+
+def selective_scan_np(x, delta, A, B, C, state=None):
+    """SPEC: per channel, state = exp(delta_t·A) ⊙ state + (delta_t·x_t) ⊗ B_t,
+    y_t = state · C_t; returns (y, final state)."""
+    b, s, h = x.shape
+    n = A.shape[1]
+    state = np.zeros((b, h, n)) if state is None else np.array(state, dtype=np.float64)
+    y = np.zeros((b, s, h))
+    for bi in range(b):
+        for c in range(h):
+            st = state[bi, c]
+            for t in range(s):
+                dt = float(delta[bi, t, c])
+                st = np.exp(dt * A[c].astype(np.float64)) * st + dt * float(x[bi, t, c]) * B[bi, t]
+                y[bi, t, c] = st @ C[bi, t]
+            state[bi, c] = st
+    return y, state
+
+
+def gated_delta_net_np(q, k, v, g, beta, state=None):
+    """SPEC: per (b, head), S = exp(g_t)·S; kv = Sᵀk_t; δ = β_t(v_t − kv); S = S + k_t δᵀ;
+    o_t = Sᵀq_t; returns (out, final state)."""
+    b, s, heads, n = q.shape
+    m = v.shape[3]
+    state = np.zeros((b, heads, n, m)) if state is None else np.array(state, dtype=np.float64)
+    out = np.zeros((b, s, heads, m))
+    for bi in range(b):
+        for hh in range(heads):
+            S = state[bi, hh]
+            for t in range(s):
+                S = np.exp(float(g[bi, t, hh])) * S
+                kv = S.T @ k[bi, t, hh]
+                d = float(beta[bi, t, hh]) * (v[bi, t, hh] - kv)
+                S = S + np.outer(k[bi, t, hh], d)
+                out[bi, t, hh] = S.T @ q[bi, t, hh]
+            state[bi, hh] = S
+    return out, state
+
+
+# ----------------------------------------------------------------------------- graphs and data
+
+
+def scan_inputs(rng, b, s, h, n, with_state=False):
+    data = {
+        "x": rng.standard_normal((b, s, h)),
+        "delta": rng.uniform(0.01, 0.5, (b, s, h)),   # softplus-positive step sizes
+        "A": -rng.uniform(0.5, 2.0, (h, n)),           # A = -exp(A_log) < 0
+        "B": rng.standard_normal((b, s, n)),
+        "C": rng.standard_normal((b, s, n)),
+    }
+    if with_state:
+        data["state"] = rng.standard_normal((b, h, n))
+    return {k: v.astype(np.float32) for k, v in data.items()}
+
+
+def scan_graph(b, s, h, n, *, with_state=False, return_state=False):
+    g = rlx.Graph("sscan")
+    args = [g.input(name, shape) for name, shape in
+            (("x", (b, s, h)), ("delta", (b, s, h)), ("A", (h, n)), ("B", (b, s, n)), ("C", (b, s, n)))]
+    state = g.input("state", (b, h, n)) if with_state else None
+    result = g.selective_scan(*args, initial_state=state, return_state=return_state)
+    g.output(*(result if return_state else (result,)))
+    return g
+
+
+def delta_inputs(rng, b, s, heads, n, m, with_state=False):
+    def unit(shape):  # Qwen3.5 l2-normalizes q and k
+        a = rng.standard_normal(shape)
+        return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+    data = {
+        "q": unit((b, s, heads, n)) / np.sqrt(n),
+        "k": unit((b, s, heads, n)),
+        "v": rng.standard_normal((b, s, heads, m)),
+        "g": -rng.uniform(0.01, 1.0, (b, s, heads)),   # log decay <= 0
+        "beta": rng.uniform(0.0, 1.0, (b, s, heads)),
+    }
+    if with_state:
+        data["state"] = rng.standard_normal((b, heads, n, m))
+    return {k: v.astype(np.float32) for k, v in data.items()}
+
+
+def delta_graph(b, s, heads, n, m, *, with_state=False, return_state=False):
+    g = rlx.Graph("gdn")
+    args = [g.input(name, shape) for name, shape in
+            (("q", (b, s, heads, n)), ("k", (b, s, heads, n)), ("v", (b, s, heads, m)),
+             ("g", (b, s, heads)), ("beta", (b, s, heads)))]
+    state = g.input("state", (b, heads, n, m)) if with_state else None
+    result = g.gated_delta_net(*args, initial_state=state, return_state=return_state)
+    g.output(*(result if return_state else (result,)))
+    return g
+
+
+def close(got, want):
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+SCAN_SHAPES = [(1, 1, 1, 1), (1, 1, 3, 4), (2, 7, 5, 19), (2, 9, 40, 16), (3, 4, 17, 33)]
+DELTA_SHAPES = [(1, 1, 1, 3, 3), (1, 1, 2, 16, 16), (2, 7, 3, 17, 17), (2, 5, 4, 16, 24),
+                (1, 6, 2, 9, 5)]
+
+
+# ----------------------------------------------------------------------------- selective scan
+
+
+@pytest.mark.parametrize("shape", SCAN_SHAPES)
+def test_selective_scan_matches_numpy(shape):
+    rng = np.random.default_rng(sum(shape))
+    data = scan_inputs(rng, *shape)
+    want, _ = selective_scan_np(**data)
+    g = scan_graph(*shape)
+    close(rlx.jit(g)(**data), want)
+    close(rlx.reference(g)(**data), want)
+
+
+@pytest.mark.parametrize("shape", SCAN_SHAPES[1:])
+def test_selective_scan_initial_and_final_state(shape):
+    rng = np.random.default_rng(1 + sum(shape))
+    data = scan_inputs(rng, *shape, with_state=True)
+    want_y, want_state = selective_scan_np(**data)
+    g = scan_graph(*shape, with_state=True, return_state=True)
+    for run in (rlx.jit(g), rlx.reference(g)):
+        y, state = run(**data)
+        close(y, want_y)
+        close(state, want_state)
+
+
+def test_selective_scan_state_round_trip():
+    """Two calls carrying the state equal one call over the concatenated sequence."""
+    rng = np.random.default_rng(7)
+    b, s, h, n = 2, 9, 6, 5
+    data = scan_inputs(rng, b, s, h, n)
+    whole = rlx.jit(scan_graph(b, s, h, n, return_state=True))
+    y, final = whole(**data)
+    cut = 4
+    first = rlx.jit(scan_graph(b, cut, h, n, return_state=True))
+    second = rlx.jit(scan_graph(b, s - cut, h, n, with_state=True, return_state=True))
+    head = {k: (v[:, :cut] if k not in ("A",) else v) for k, v in data.items()}
+    tail = {k: (v[:, cut:] if k not in ("A",) else v) for k, v in data.items()}
+    y1, state1 = first(**head)
+    y2, state2 = second(**tail, state=state1)
+    close(np.concatenate([y1, y2], axis=1), y)
+    close(state2, final)
+
+
+# ----------------------------------------------------------------------------- gated delta net
+
+
+@pytest.mark.parametrize("shape", DELTA_SHAPES)
+def test_gated_delta_net_matches_numpy(shape):
+    rng = np.random.default_rng(sum(shape))
+    data = delta_inputs(rng, *shape)
+    want, _ = gated_delta_net_np(**data)
+    g = delta_graph(*shape)
+    close(rlx.jit(g)(**data), want)
+    close(rlx.reference(g)(**data), want)
+
+
+@pytest.mark.parametrize("shape", DELTA_SHAPES[1:])
+def test_gated_delta_net_initial_and_final_state(shape):
+    rng = np.random.default_rng(3 + sum(shape))
+    data = delta_inputs(rng, *shape, with_state=True)
+    want_out, want_state = gated_delta_net_np(**data)
+    g = delta_graph(*shape, with_state=True, return_state=True)
+    for run in (rlx.jit(g), rlx.reference(g)):
+        out, state = run(**data)
+        close(out, want_out)
+        close(state, want_state)
+
+
+@pytest.mark.parametrize("cut", [1, 5])
+def test_gated_delta_net_state_round_trip(cut):
+    rng = np.random.default_rng(11)
+    b, s, heads, n = 2, 8, 3, 7
+    data = delta_inputs(rng, b, s, heads, n, n)
+    out, final = rlx.jit(delta_graph(b, s, heads, n, n, return_state=True))(**data)
+    first = rlx.jit(delta_graph(b, cut, heads, n, n, return_state=True))
+    second = rlx.jit(delta_graph(b, s - cut, heads, n, n, with_state=True, return_state=True))
+    o1, state1 = first(**{k: v[:, :cut] for k, v in data.items()})
+    o2, state2 = second(**{k: v[:, cut:] for k, v in data.items()}, state=state1)
+    close(np.concatenate([o1, o2], axis=1), out)
+    close(state2, final)
+
+
+# ----------------------------------------------------------------------------- threads, widths
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_sequence_kernels_split_over_threads(threads):
+    rng = np.random.default_rng(5)
+    data = delta_inputs(rng, 2, 6, 5, 16, 16, with_state=True)
+    want_out, want_state = gated_delta_net_np(**data)
+    out, state = rlx.jit(delta_graph(2, 6, 5, 16, 16, with_state=True, return_state=True),
+                         threads=threads)(**data)
+    close(out, want_out)
+    close(state, want_state)
+    sdata = scan_inputs(rng, 2, 5, 33, 16, with_state=True)
+    want_y, want_s = selective_scan_np(**sdata)
+    y, s = rlx.jit(scan_graph(2, 5, 33, 16, with_state=True, return_state=True),
+                   threads=threads)(**sdata)
+    close(y, want_y)
+    close(s, want_s)
+
+
+@pytest.mark.parametrize("width", [8, 4])
+def test_sequence_kernels_at_narrower_vectors(width):
+    rng = np.random.default_rng(width)
+    data = delta_inputs(rng, 1, 4, 2, 11, 13)
+    close(rlx.jit(delta_graph(1, 4, 2, 11, 13), vector_width=width)(**data),
+          gated_delta_net_np(**data)[0])
+    sdata = scan_inputs(rng, 1, 4, 6, 13)
+    close(rlx.jit(scan_graph(1, 4, 6, 13), vector_width=width)(**sdata),
+          selective_scan_np(**sdata)[0])
+
+
+def test_return_state_splits_by_views():
+    """The packed result splits into (output, state) without a copy kernel."""
+    model = rlx.jit(delta_graph(1, 3, 2, 4, 4, return_state=True))
+    lir_text = model.mlir("lir")
+    assert lir_text.count("lir.gated_delta_net") == 1
+    assert "lir.narrow" not in lir_text
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_selective_scan_shape_errors():
+    g = rlx.Graph("bad")
+    x, d = g.input("x", (2, 5, 4)), g.input("d", (2, 5, 4))
+    A, B, C = g.input("A", (4, 3)), g.input("B", (2, 5, 3)), g.input("C", (2, 5, 3))
+    with pytest.raises(ShapeError, match=r"selective_scan: delta: expected shape \[2, 5, 4\]"):
+        g.selective_scan(x, g.input("d2", (2, 5, 3)), A, B, C)
+    with pytest.raises(ShapeError, match=r"selective_scan: A: expected shape \[4, 3\]"):
+        g.selective_scan(x, d, g.input("A2", (5, 3)), B, C)
+    with pytest.raises(ShapeError, match=r"selective_scan: B: expected shape \[2, 5, 3\]"):
+        g.selective_scan(x, d, A, g.input("B2", (2, 5, 2)), C)
+    with pytest.raises(ShapeError, match=r"selective_scan: C: expected shape"):
+        g.selective_scan(x, d, A, B, g.input("C2", (1, 5, 3)))
+    with pytest.raises(ShapeError, match=r"selective_scan: initial_state: expected shape \[2, 4, 3\]"):
+        g.selective_scan(x, d, A, B, C, initial_state=g.input("s", (2, 3, 4)))
+    with pytest.raises(DTypeError, match="selective_scan: x: expected element type f32"):
+        g.selective_scan(g.input("xi", (2, 5, 4), dtype="i32"), d, A, B, C)
+
+
+def test_gated_delta_net_shape_errors():
+    g = rlx.Graph("bad")
+    q, k, v = (g.input(n, (1, 3, 2, 4)) for n in "qkv")
+    gate, beta = g.input("g", (1, 3, 2)), g.input("beta", (1, 3, 2))
+    with pytest.raises(ShapeError, match=r"gated_delta_net: k: expected shape \[1, 3, 2, 4\]"):
+        g.gated_delta_net(q, g.input("k2", (1, 3, 2, 5)), v, gate, beta)
+    with pytest.raises(ShapeError, match=r"gated_delta_net: v: expected shape"):
+        g.gated_delta_net(q, k, g.input("v2", (1, 3, 3, 4)), gate, beta)
+    with pytest.raises(ShapeError, match=r"gated_delta_net: g: expected shape \[1, 3, 2\]"):
+        g.gated_delta_net(q, k, v, g.input("g2", (1, 3, 1)), beta)
+    with pytest.raises(ShapeError, match=r"gated_delta_net: beta: expected shape \[1, 3, 2\]"):
+        g.gated_delta_net(q, k, v, gate, g.input("b2", (1, 2, 2)))
+    with pytest.raises(ShapeError, match=r"gated_delta_net: initial_state: expected shape \[1, 2, 4, 4\]"):
+        g.gated_delta_net(q, k, v, gate, beta, initial_state=g.input("s", (1, 2, 4, 3)))
+    with pytest.raises(ShapeError, match=r"gated_delta_net: q: expected rank 4"):
+        g.gated_delta_net(g.input("q3", (1, 3, 8)), k, v, gate, beta)
+    with pytest.raises(DTypeError, match="gated_delta_net: beta: expected element type f32"):
+        g.gated_delta_net(q, k, v, gate, g.input("bi", (1, 3, 2), dtype="i64"))
+
+
+def test_gated_delta_net_with_return_state_needs_static_dims():
+    g = rlx.Graph("sym")
+    q = g.input("q", (1, "S", 2, 4))
+    gate = g.input("g", (1, "S", 2))
+    with pytest.raises(ShapeError, match="return_state"):
+        g.gated_delta_net(q, q, q, gate, gate, return_state=True)
