@@ -67,6 +67,13 @@ from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, vector_type
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    DynamicKernelError,
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+    operand_shapes,
+)
 
 Index = SSAValue | int
 """An i64 SSA value or a Python int folded at build time."""
@@ -409,12 +416,13 @@ def _when(kb: KernelBuilder, hi: Index, bound: int, body: Callable[[], None]) ->
         body()
 
 
-def _sweep(kb: KernelBuilder, span: Span, full: int, total: int, unit: int,
+def _sweep(kb: KernelBuilder, span: Span, full: Index, total: Index, unit: int,
            tile: Callable[[Index, int], None]) -> None:
     """tile(start, size) over a non-empty span [lo, hi) of an axis of `total` elements:
-    whole `unit`s below `full` (= total // unit · unit) in a loop, then the static rest
-    (total - full) when the span reaches past `full`. `lo` is a multiple of `unit`, `hi`
-    a multiple of it or `total`."""
+    whole `unit`s below `full` (= total // unit · unit) in a loop, then the rest
+    (total - full) when the span reaches past `full`: one static tile, or for a run-time
+    `total` the static tile of the rest's size (dispatched at run time, see `_dispatch`).
+    `lo` is a multiple of `unit`, `hi` a multiple of it or `total`."""
     lo, hi = span
     stop = _min(kb, hi, full)
     if isinstance(lo, int) and isinstance(stop, int):
@@ -426,8 +434,34 @@ def _sweep(kb: KernelBuilder, span: Span, full: int, total: int, unit: int,
     else:
         with kb.loop(lo, stop, unit) as loop:
             tile(loop.iv, unit)
-    if total > full:
-        _when(kb, hi, full, lambda: tile(full, total - full))
+    if isinstance(total, int):
+        if total > full:
+            _when(kb, hi, full, lambda: tile(full, total - full))
+    elif unit > 1:
+        with kb.if_(kb.icmp("sgt", hi, full)):
+            _dispatch(kb, kb.sub(total, full), range(1, unit), lambda size: tile(full, size))
+
+
+def _dispatch(kb: KernelBuilder, value: SSAValue, sizes: Sequence[int],
+              body: Callable[[int], None]) -> None:
+    """body(size) for the static `size` equal to the run-time `value` (none if no size
+    matches): a row tail of a run-time count gets the code of a static tile."""
+    for size in sizes:
+        with kb.if_(kb.icmp("eq", value, size)):
+            body(size)
+
+
+def _round_down(kb: KernelBuilder, value: Index, unit: int) -> Index:
+    """value // unit · unit (value ≥ 0)."""
+    if isinstance(value, int):
+        return value // unit * unit
+    return value if unit == 1 else kb.sub(value, kb.srem(value, unit))
+
+
+def _ceil_div(kb: KernelBuilder, value: Index, unit: int) -> Index:
+    if isinstance(value, int):
+        return -(-value // unit)
+    return value if unit == 1 else kb.sdiv(kb.add(value, unit - 1), unit)
 
 
 def _micro_kernel(kb: KernelBuilder, a_rows: list[SSAValue], b: SSAValue, ldb: int,
@@ -580,7 +614,7 @@ def _is_dot(mats: Matrices, n: int) -> bool:
     return n == 1 and mats.ldb == 1
 
 
-def emit_gemm(kb: KernelBuilder, mats: Matrices, m: int, n: int, k: int,
+def emit_gemm(kb: KernelBuilder, mats: Matrices, m: Index, n: int, k: int,
               epilogue: Epilogue = NO_EPILOGUE, plan: GemmPlan | None = None,
               rows: Span | None = None, cols: Span | None = None) -> None:
     """C[rows, cols] = epilogue(A[rows, :] @ B[:, cols]) of C[M, N] = A[M, K] @ B[K, N].
@@ -591,13 +625,15 @@ def emit_gemm(kb: KernelBuilder, mats: Matrices, m: int, n: int, k: int,
     of NR·W (packed into a stack buffer first with `plan.pack`) → row tiles of MR; the
     columns past the last whole panel as one narrower tile whose last vector is masked.
     With a prepacked B (`mats.packed`, see `pack_rhs`) every panel is already contiguous:
-    column panels → K blocks → row tiles, nothing packed at run time."""
+    column panels → K blocks → row tiles, nothing packed at run time. A run-time `m`
+    (an i64; `plan` then given) loops over its whole row tiles and gives the rest the
+    static tile of its size."""
     w = kb.vector_width
     plan = plan or gemm_plan(m, n, k, w, mats.packed)
     rows = rows if rows is not None else (0, m)
     cols = cols if cols is not None else (0, n)
     mr = plan.mr
-    m_full = m // mr * mr
+    m_full = _round_down(kb, m, mr)
     if _is_dot(mats, n):
         _sweep(kb, rows, m_full, m, mr,
                lambda i, size: _dot_tile(kb, mats, i, size, k, epilogue))
@@ -736,7 +772,7 @@ def _emit_batched(kb: KernelBuilder, geom: GemmGeometry, a: SSAValue, b: SSAValu
     level(0, (0, 0, 0))
 
 
-def part_range(kb: KernelBuilder, total: int, part: SSAValue,
+def part_range(kb: KernelBuilder, total: Index, part: SSAValue,
                parts: SSAValue) -> tuple[SSAValue, SSAValue]:
     """[total·part / parts, total·(part + 1) / parts): a balanced share of `total` units."""
     lo = kb.sdiv(kb.mul(part, total), parts)
@@ -793,6 +829,9 @@ def rhs_packed(op: Operation) -> bool:
 def _build_gemm(op: Operation, name: str, vector_width: int, bias: SSAValue | None,
                 activation: str | None, partitioned: bool = False,
                 packed_rhs: bool | None = None) -> llvm.FuncOp:
+    if is_dynamic(op):
+        return _build_dynamic_gemm(op, name, vector_width, bias, activation, partitioned,
+                                   rhs_packed(op) if packed_rhs is None else packed_rhs)
     lhs, rhs = shape_of(op.lhs), shape_of(op.rhs)
     has_bias = bias is not None
     pa = (1, *lhs) if len(lhs) == 1 else lhs
@@ -809,6 +848,17 @@ def _build_gemm(op: Operation, name: str, vector_width: int, bias: SSAValue | No
     a, b, *rest = kb.args[:pointers]
     bias_ptr, c = (rest[0], rest[1]) if has_bias else (None, rest[0])
     epilogue = Epilogue(bias_ptr, mode, activation)
+    _emit_static_gemm(kb, geom, plan, (a, b, c), epilogue, packed, partitioned)
+    kb.ret()
+    return kb.finish()
+
+
+def _emit_static_gemm(kb: KernelBuilder, geom: GemmGeometry, plan: GemmPlan,
+                      pointers: tuple[SSAValue, SSAValue, SSAValue], epilogue: Epilogue,
+                      packed: bool, partitioned: bool) -> None:
+    """The whole (or, `partitioned`, this part's share of the) product of a static
+    geometry: a loop over its batch, each matrix by `emit_gemm`."""
+    a, b, c = pointers
 
     def matrix(pa_: SSAValue, pb_: SSAValue, pc_: SSAValue, rows: Span | None = None,
                cols: Span | None = None) -> None:
@@ -817,12 +867,155 @@ def _build_gemm(op: Operation, name: str, vector_width: int, bias: SSAValue | No
 
     if not partitioned:
         _emit_batched(kb, geom, a, b, c, matrix)
-    elif split_columns(geom, plan, vector_width):
-        _emit_parts(kb, geom, a, b, c, plan.nr * vector_width, geom.n, *kb.args[-2:],
+    elif split_columns(geom, plan, kb.vector_width):
+        _emit_parts(kb, geom, a, b, c, plan.nr * kb.vector_width, geom.n, *kb.args[-2:],
                     lambda pa_, pb_, pc_, span: matrix(pa_, pb_, pc_, cols=span))
     else:
         _emit_parts(kb, geom, a, b, c, plan.mr, geom.m, *kb.args[-2:],
                     lambda pa_, pb_, pc_, span: matrix(pa_, pb_, pc_, rows=span))
+
+
+# ----------------------------------------------------------------------------- run-time rows
+
+
+RowsCase = Callable[[Index], None]
+"""Emits the kernel's work for a row count (a run-time i64, or the static 1)."""
+
+
+def _runtime_rows(kb: KernelBuilder, shape: Sequence[Index]) -> SSAValue:
+    """The product of `shape` (ints and run-time i64 sizes) as an i64: a kernel's M."""
+    static = math.prod(d for d in shape if isinstance(d, int))
+    dynamic = [d for d in shape if not isinstance(d, int)]
+    total = dynamic[0]
+    for d in dynamic[1:]:
+        total = kb.mul(total, d)
+    return total if static == 1 else kb.mul(total, static)
+
+
+def _rows_classes(kb: KernelBuilder, m: SSAValue, single: RowsCase, few: RowsCase | None,
+                  many: RowsCase) -> None:
+    """Branch on the run-time row count: m == 1 → single(1) (the static code of one row),
+    1 < m ≤ SMALL_M → few(m) (the decode plan; `few` None: `many` takes them), m >
+    SMALL_M → many(m)."""
+    with kb.if_(kb.icmp("eq", m, 1)):
+        single(1)
+    if few is None:
+        with kb.if_(kb.icmp("sgt", m, 1)):
+            many(m)
+        return
+    with kb.if_(kb.insert(llvm.AndOp(kb.icmp("sgt", m, 1), kb.icmp("sle", m, SMALL_M)))):
+        few(m)
+    with kb.if_(kb.icmp("sgt", m, SMALL_M)):
+        many(m)
+
+
+def _part_spans(kb: KernelBuilder, rows: tuple[int, Index], cols: tuple[int, Index],
+                by_cols: bool | SSAValue, part: SSAValue, parts: SSAValue,
+                body: Callable[[Span, Span], None]) -> None:
+    """body(row span, column span) of part `part` of `parts`: the whole units of one axis
+    (`rows` and `cols` are (unit, length) pairs) split evenly, the other axis whole; the
+    split axis is the columns when `by_cols` holds (decided at build or run time). A part
+    without units does nothing."""
+    (row_unit, m), (col_unit, n) = rows, cols
+    if isinstance(by_cols, bool):
+        unit, length = cols if by_cols else rows
+        lo, hi = part_range(kb, _ceil_div(kb, length, unit), part, parts)
+        with kb.if_(kb.icmp("slt", lo, hi)):
+            span = (kb.mul(lo, unit), _min(kb, kb.mul(hi, unit), kb.index(length)))
+            body((0, m), span) if by_cols else body(span, (0, n))
+        return
+    total = kb.select(by_cols, kb.index(_ceil_div(kb, n, col_unit)),
+                      kb.index(_ceil_div(kb, m, row_unit)))
+    unit = kb.select(by_cols, kb.index(col_unit), kb.index(row_unit))
+    length = kb.select(by_cols, kb.index(n), kb.index(m))
+    lo, hi = part_range(kb, total, part, parts)
+    with kb.if_(kb.icmp("slt", lo, hi)):
+        start, stop = kb.mul(lo, unit), _min(kb, kb.mul(hi, unit), length)
+        zero = kb.index(0)
+        body((kb.select(by_cols, zero, start), kb.select(by_cols, kb.index(m), stop)),
+             (kb.select(by_cols, start, zero), kb.select(by_cols, stop, kb.index(n))))
+
+
+def _dynamic_operands(op: Operation) -> list[si.Shape]:
+    """The symbolic operand shapes of a matmul-family op whose `?` dims may only be the
+    leading (row) dims of its first operand: M is read at run time, K, N and the
+    weights stay static. Anything else is a DynamicKernelError naming the op."""
+    shapes = operand_shapes(op)
+    lhs, *others = shapes
+    where = f"{op.name} {[si.fmt(s) for s in shapes]}"
+    if any(not si.is_static(d) and not isinstance(d, str) for s in shapes for d in s):
+        raise DynamicKernelError(f"{where}: a `?` dim without its symbol "
+                                 f"(the op needs rlx.operand_dims)")
+    if len(lhs) < 2 or not si.is_static(lhs[-1]):
+        raise DynamicKernelError(f"{where}: only the rows of the lhs may be symbolic "
+                                 f"(K = {lhs[-1]} must be static)")
+    for shape in others[:-1]:
+        if not si.is_static_shape(shape):
+            raise DynamicKernelError(f"{where}: the weight operands must be static, got "
+                                     f"{si.fmt(shape)}")
+    return shapes
+
+
+def _build_dynamic_gemm(op: Operation, name: str, vector_width: int, bias: SSAValue | None,
+                        activation: str | None, partitioned: bool,
+                        packed: bool) -> llvm.FuncOp:
+    """lhs[..., M, K] @ rhs[K, N] (+ bias, activation) with M, the product of the lhs's
+    leading dims, read from the kernel's size arguments. One row: the static code of
+    M = 1; up to SMALL_M rows: the decode plan; more: the large-M plan; each with a loop
+    over whole row tiles and the rest dispatched to the static tile of its size. Parts
+    split the columns, or (large M, fewer panels than row tiles at run time) the rows."""
+    shapes = _dynamic_operands(op)
+    lhs, rhs = shapes[0], shapes[1]
+    if len(rhs) > 2:
+        raise DynamicKernelError(
+            f"{op.name}: a batched rhs {si.fmt(rhs)} against the symbolic lhs {si.fmt(lhs)}: "
+            f"the batch cannot fold into the rows (make the rhs 2-D or the lhs static)")
+    k = lhs[-1]
+    n = rhs[-1] if len(rhs) == 2 else 1
+    mode = "none"
+    if bias is not None:
+        mode = "scalar" if shapes[2][0] == 1 else "col"
+        if len(rhs) == 1 and mode == "col":
+            raise DynamicKernelError(f"{op.name}: a bias over the symbolic rows of "
+                                     f"{si.fmt(lhs)} @ {si.fmt(rhs)}")
+    pointers = 4 if bias is not None else 3
+    symbols = kernel_symbols(op)
+    kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols)
+                       + ([i64, i64] if partitioned else []), vector_width=vector_width)
+    a, b, *rest = kb.args[:pointers]
+    bias_ptr, c = (rest[0], rest[1]) if bias is not None else (None, rest[0])
+    epilogue = Epilogue(bias_ptr, mode, activation)
+    sizes = RuntimeDims.of(op, kb.args[pointers:pointers + len(symbols)])
+    m = _runtime_rows(kb, sizes.shape(0)[:-1])
+    mats = Matrices(a, b, c, k, n, n, packed)
+    width = vector_width
+
+    def single(_rows: Index) -> None:
+        geom = GemmGeometry((), (), (), (), 1, n, k)
+        _emit_static_gemm(kb, geom, gemm_plan(1, n, k, width, packed), (a, b, c), epilogue,
+                          packed, partitioned)
+
+    def rows_of(plan: GemmPlan, split_by_columns: Callable[[SSAValue], bool | SSAValue]) -> RowsCase:
+        def emit(rows: Index) -> None:
+            if not partitioned:
+                emit_gemm(kb, mats, rows, n, k, epilogue, plan)
+                return
+            _part_spans(kb, (plan.mr, rows), (plan.nr * width, n), split_by_columns(rows),
+                        *kb.args[-2:],
+                        lambda rs, cs: emit_gemm(kb, mats, rows, n, k, epilogue, plan, rs, cs))
+        return emit
+
+    def more_panels(rows: SSAValue) -> bool | SSAValue:
+        """split_columns at run time: at least as many column panels as row tiles."""
+        if n == 1:
+            return False
+        large = gemm_plan(SMALL_M + 1, n, k, width, packed)
+        panels = _ceil_div(kb, n, large.nr * width)
+        return kb.icmp("sge", kb.index(panels), _ceil_div(kb, rows, large.mr))
+
+    few = rows_of(gemm_plan(SMALL_M, n, k, width, packed), lambda rows: n != 1)
+    many = rows_of(gemm_plan(SMALL_M + 1, n, k, width, packed), more_panels)
+    _rows_classes(kb, m, single, few, many)
     kb.ret()
     return kb.finish()
 
@@ -1094,10 +1287,14 @@ def _weights(kb: KernelBuilder, scheme: DequantScheme, block: SSAValue, group: i
 
 def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
                    partitioned: bool) -> llvm.FuncOp:
+    """The dequant_matmul kernel; over a symbolic x (`?` rows, ABI of dynamic.py) the
+    row count M is a run-time size: one row runs the static code of M = 1, more run
+    DEQUANT_ROWS-row tiles in a loop and the rest as the static tile of its size."""
     scheme = SCHEMES[op.scheme.data.value]
-    xs, ws = shape_of(op.x), shape_of(op.w)
+    dynamic = is_dynamic(op)
+    xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
     k, n = xs[-1], ws[0]
-    m = math.prod(xs[:-1])
+    symbols = kernel_symbols(op) if dynamic else ()
     w_lanes = vector_width
     # float types are read in "blocks" of one vector, plus a scalar tail of K % W values
     values = max(scheme.values, w_lanes)
@@ -1107,10 +1304,9 @@ def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
     if scheme.group % w_lanes and scheme.values > 1:
         raise ValueError(f"dequant_matmul: vector width {w_lanes} does not divide a block")
     tail = k % values
-    kb = KernelBuilder(name, [PTR] * 3 + ([i64, i64] if partitioned else []), vector_width=vector_width)
+    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + ([i64, i64] if partitioned else []),
+                       vector_width=vector_width)
     x, wq, out = kb.args[:3]
-    mr = min(DEQUANT_ROWS, m)
-    cols = _dequant_cols(mr, w_lanes)  # weight rows per tile, the same for every row tile
 
     def tile(i: Index, j: Index, rows: int, ncols: int) -> None:
         x_rows = [_ptr(kb, x, _mul(kb, _add(kb, i, r), k)) for r in range(rows)]
@@ -1142,28 +1338,45 @@ def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
             for c in range(ncols):
                 kb.store(sums[r * ncols + c], c_base, r * n + c)
 
-    def emit(rows: Span, weight_rows: Span) -> None:
-        def row_tile(i: Index, size: int) -> None:
-            _sweep(kb, weight_rows, n // cols * cols, n, cols,
-                   lambda j, ncols: tile(i, j, size, ncols))
+    def rows_case(m: Index, mr: int) -> None:
+        """out for `m` rows of x (static, or run-time with `mr` = DEQUANT_ROWS) in tiles of
+        `mr` rows × `cols` weight rows; partitioned: this part's share."""
+        cols = _dequant_cols(mr, w_lanes)  # weight rows per tile, the same for every row tile
 
-        _sweep(kb, rows, m // mr * mr, m, mr, row_tile)
+        def emit(rows: Span, weight_rows: Span) -> None:
+            def row_tile(i: Index, size: int) -> None:
+                _sweep(kb, weight_rows, n // cols * cols, n, cols,
+                       lambda j, ncols: tile(i, j, size, ncols))
 
-    if not partitioned:
-        emit((0, m), (0, n))
+            _sweep(kb, rows, _round_down(kb, m, mr), m, mr, row_tile)
+
+        if not partitioned:
+            emit((0, m), (0, n))
+        elif isinstance(m, int):
+            part, parts = kb.args[-2:]
+            # weight rows unless they are too few to share: each part dequantizes only its
+            # own weight rows (splitting x's rows would dequantize all of w in every part)
+            by_weight_rows = -(-n // cols) >= min(16, -(-m // mr))
+            unit, length = (cols, n) if by_weight_rows else (mr, m)
+            lo, hi = part_range(kb, -(-length // unit), part, parts)
+            with kb.if_(kb.icmp("slt", lo, hi)):
+                span = (kb.mul(lo, unit), _min(kb, kb.mul(hi, unit), kb.index(length)))
+                if by_weight_rows:
+                    emit((0, m), span)
+                else:
+                    emit(span, (0, n))
+        else:  # the same rule with the run-time row count
+            panels = -(-n // cols)
+            by_weight_rows = (True if panels >= 16
+                              else kb.icmp("sge", kb.index(panels), _ceil_div(kb, m, mr)))
+            _part_spans(kb, (mr, m), (cols, n), by_weight_rows, *kb.args[-2:], emit)
+
+    if not dynamic:
+        rows_case(math.prod(xs[:-1]), min(DEQUANT_ROWS, math.prod(xs[:-1])))
     else:
-        part, parts = kb.args[-2:]
-        # weight rows unless they are too few to share: each part dequantizes only its
-        # own weight rows (splitting x's rows would dequantize all of w in every part)
-        by_weight_rows = -(-n // cols) >= min(16, -(-m // mr))
-        unit, length = (cols, n) if by_weight_rows else (mr, m)
-        lo, hi = part_range(kb, -(-length // unit), part, parts)
-        with kb.if_(kb.icmp("slt", lo, hi)):
-            span = (kb.mul(lo, unit), _min(kb, kb.mul(hi, unit), kb.index(length)))
-            if by_weight_rows:
-                emit((0, m), span)
-            else:
-                emit(span, (0, n))
+        sizes = RuntimeDims.of(op, kb.args[3:3 + len(symbols)])
+        _rows_classes(kb, _runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, 1),
+                      None, lambda m: rows_case(m, DEQUANT_ROWS))
     kb.ret()
     return kb.finish()
 
