@@ -1,4 +1,4 @@
-"""Numerics of `lir.attention` kernels over `?` dims (issue 9): one kernel, many sizes.
+"""Numerics of `lir.attention` and `lir.rope` kernels over `?` dims (issue 9): one kernel, many sizes.
 
 Each op is built by hand over `memref<?x...>` arguments with its symbolic shapes recorded
 (`dynamic.set_operand_shapes`), as convert-lir-to-llvm does; ONE kernel per op and vector
@@ -237,3 +237,78 @@ def test_missing_operand_dims_is_an_error():
                          mask_kind="none", scale=0.3)
     with pytest.raises(dynamic.DynamicKernelError, match="named by a symbol"):
         A.build_attention(op, "f", 8)
+
+
+# ----------------------------------------------------------------------------- rope
+
+
+class RopeKernel:
+    """One dynamic `lir.rope`: x `(*batch, S, H·D)`, cos/sin `(S, n_rot/2)`."""
+
+    def __init__(self, label, *, heads, dim, n_rot, style, batch=()):
+        self.label, self.heads, self.dim, self.n_rot, self.style = label, heads, dim, n_rot, style
+        self.batch = tuple(batch)
+        x_shape = (*self.batch, "S", heads * dim)
+        shapes = [x_shape, ("S", n_rot // 2), ("S", n_rot // 2), x_shape]
+        args = Block(arg_types=[memref_type(s) for s in shapes]).args
+        self.op = lir.RopeOp(*args, head_dim=dim, n_rot=n_rot, style=style)
+        self.op.verify()
+        dynamic.set_operand_shapes(self.op, shapes)
+        self.symbols = dynamic.kernel_symbols(self.op)
+
+    def inputs(self, sizes, seed):
+        rng = np.random.default_rng(seed)
+        batch = tuple(sizes[d] if isinstance(d, str) else d for d in self.batch)
+        x = rng.uniform(-2, 2, (*batch, sizes["S"], self.heads * self.dim)).astype(np.float32)
+        angles = rng.uniform(-math.pi, math.pi, (sizes["S"], self.n_rot // 2))
+        cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        return [x, cos, sin], R.rope(x, cos, sin, self.dim, self.n_rot, self.style)
+
+
+ROPES = [
+    RopeKernel("half D64", heads=3, dim=64, n_rot=64, style="half"),
+    RopeKernel("interleaved D64 batch B", heads=2, dim=64, n_rot=64, style="interleaved",
+               batch=("B",)),
+    RopeKernel("half n_rot<D odd D", heads=2, dim=21, n_rot=10, style="half", batch=(2,)),
+    RopeKernel("interleaved D40 n_rot 24", heads=3, dim=40, n_rot=24, style="interleaved"),
+]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_rope(width):
+    """One kernel per op at S = 1, 2, 7, W ± 1, 33 (B = 1, 2), serial and parts 1, 2, 3."""
+    assert lir.RopeOp in A.RUNTIME_DIMS
+    functions = []
+    for i, r in enumerate(ROPES):
+        functions += [A.build_rope(r.op, f"rope{i}", width),
+                      A.PARTITIONED[lir.RopeOp](r.op, f"rope_part{i}", width)]
+    jit = Jitted(functions)
+    for i, r in enumerate(ROPES):
+        n = len(r.symbols)
+        serial = jit.function(f"rope{i}", 4, extra=[ctypes.c_int64] * n)
+        partitioned = jit.function(f"rope_part{i}", 4, extra=[ctypes.c_int64] * (n + 2))
+        for seq in (1, 2, 7, width - 1, width + 1, 33):
+            for b in ((1, 2) if "B" in r.symbols else (None,)):
+                sizes = {"S": seq, **({"B": b} if b else {})}
+                arrays, expected = r.inputs(sizes, seq)
+                ptrs = [a.ctypes.data for a in arrays]
+                args = [sizes[s] for s in r.symbols]
+                out = np.full(expected.shape, np.nan, np.float32)
+                serial(*ptrs, out.ctypes.data, *args)
+                np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL,
+                                           err_msg=f"{r.label} W={width} {sizes}")
+                for parts in PARTS:
+                    out = np.full(expected.shape, np.nan, np.float32)
+                    for part in range(parts):
+                        partitioned(*ptrs, out.ctypes.data, *args, part, parts)
+                    np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL,
+                                               err_msg=f"{r.label} W={width} {sizes} {parts}")
+
+
+def test_rope_refuses_a_symbolic_width():
+    shapes = [("S", "D"), ("S", 4), ("S", 4), ("S", "D")]
+    args = Block(arg_types=[memref_type(s) for s in shapes]).args
+    op = lir.RopeOp(*args, head_dim=8, n_rot=8, style="half")
+    dynamic.set_operand_shapes(op, shapes)
+    with pytest.raises(dynamic.DynamicKernelError, match="lir.rope: the last dim of x"):
+        A.build_rope(op, "f", 8)

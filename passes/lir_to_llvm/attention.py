@@ -34,8 +34,9 @@ kernel takes one i64 per symbol after the pointers and reads S, T (and a symboli
 at run time. Strides, the causal offset T − S and the item count of a part come from
 those sizes; the keys run in full blocks up to a multiple of W, then the last partial
 block is one block of W overlapping the previous ones (keys already seen dropped by the
-window) when T ≥ W, else keys one at a time, so no key row ≥ T is ever read. A static
-op builds exactly the static kernel.
+window) when T ≥ W, else keys one at a time, so no key row ≥ T is ever read. Rope is
+natively dynamic too (B and S as loop bounds and item counts). A static op builds
+exactly the static kernel.
 """
 
 from __future__ import annotations
@@ -545,18 +546,23 @@ def build_attention(op: Operation, name: str, vector_width: int,
 def build_rope(op: Operation, name: str, vector_width: int,
                partitioned: bool = False) -> llvm.FuncOp:
     """Rotary embedding of x [S, H·D] or [B, S, H·D] by cos/sin [S, n_rot/2]; dims past
-    n_rot of each head are copied."""
+    n_rot of each head are copied. Over `?` dims, B and S are the kernel's size arguments."""
     assert isinstance(op, lir.RopeOp)
-    x_shape = shape_of(op.x)
-    batch = x_shape[0] if len(x_shape) == 3 else 1
-    seq, width = x_shape[-2], x_shape[-1]
+    dynamic = is_dynamic(op)
+    symbols = kernel_symbols(op) if dynamic else ()
     dim, n_rot = op.head_dim.value.data, op.n_rot.value.data
-    heads, half = width // dim, n_rot // 2
     style = RopeStyle(op.style.data)
     w = vector_width
 
-    kb = KernelBuilder(name, [PTR] * 4 + [i64, i64] * partitioned, vector_width=w)
+    kb = KernelBuilder(name, [PTR] * 4 + [i64] * len(symbols) + [i64, i64] * partitioned,
+                       vector_width=w)
     x, cos, sin, out = kb.args[:4]
+    sizes, share = kb.args[4:4 + len(symbols)], kb.args[4 + len(symbols):]
+    x_shape: tuple[Index, ...] = _rope_shape(op, sizes) if dynamic else shape_of(op.x)
+    batch = x_shape[0] if len(x_shape) == 3 else 1
+    seq, width = x_shape[-2], x_shape[-1]
+    assert isinstance(width, int)
+    heads, half = width // dim, n_rot // 2
 
     def rotate(a: SSAValue, b: SSAValue, c: SSAValue, s: SSAValue) -> tuple[SSAValue, SSAValue]:
         """(a·c − b·s, b·c + a·s)."""
@@ -626,15 +632,34 @@ def build_rope(op: Operation, name: str, vector_width: int,
                 with kb.loop(0, heads) as h_loop:
                     head(kb.add(position, kb.mul(h_loop.iv, dim)), c_row, s_row)
     else:  # items: heads in (batch, position, head) order, head i at x[i·dim]
-        first, last = part_range(kb, batch * seq * heads, *kb.args[4:])
+        count = _product(kb, _product(kb, batch, seq), heads)
+        first, last = part_range(kb, count, *share)  # pyright: ignore[reportArgumentType]
         with kb.loop(first, last) as item:
             position = kb.sdiv(item.iv, heads) if heads > 1 else item.iv
-            head(kb.mul(item.iv, dim), *trig_rows(kb.srem(position, seq) if batch > 1 else position))
+            offset = kb.mul(item.iv, dim)
+            row = kb.srem(position, seq) if _may_exceed_one(batch) else position
+            head(offset, *trig_rows(row))
     kb.ret()
     return kb.finish()
 
 
-RUNTIME_DIMS = {lir.AttentionOp}
+def _rope_shape(op: lir.RopeOp, sizes: Sequence[SSAValue]) -> tuple[Index, ...]:
+    """The shape of x of a dynamic rope, with the kernel's size arguments for symbols;
+    DynamicKernelError where the kernel cannot take a symbol."""
+    x, cos, sin, out = operand_shapes(op)
+    if any(isinstance(d, int) and d < 0 for d in x + cos + sin + out):
+        raise DynamicKernelError(f"{op.name}: every ? dim (attribute {OPERAND_DIMS}) must be "
+                                 f"named by a symbol, got {[x, cos, sin, out]}")
+    for what, shape in (("x", x), ("cos", cos), ("sin", sin)):
+        if not isinstance(shape[-1], int):
+            raise DynamicKernelError(f"{op.name}: the last dim of {what} must be static, "
+                                     f"got {shape}")
+    if out != x:
+        raise DynamicKernelError(f"{op.name}: out's shape must be x's shape {x}, got {out}")
+    return RuntimeDims.of(op, sizes).shape(0)
+
+
+RUNTIME_DIMS = {lir.AttentionOp, lir.RopeOp}
 """Ops whose builders read `?` sizes at run time themselves (see dynamic.py)."""
 
 BUILDERS = {
