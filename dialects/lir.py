@@ -33,6 +33,8 @@ from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    IndexType,
     IntegerAttr,
     MemRefType,
     NoneAttr,
@@ -58,12 +60,14 @@ from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import ARG_DIMS
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
     attention_properties,
     defined_ops,
     dims_attr,
+    dims_from_attr,
     dtype_name,
     dtype_of,
     enum_attr,
@@ -108,12 +112,53 @@ ELEMENT_BYTES = {"f32": 4, "i32": 4, "i64": 8, "ui8": 1, "i8": 1}
 """Bytes per element of each element type lir buffers (and the arena) use."""
 
 
-def byte_size(memref: MemRefType) -> int:
-    """Bytes of a statically shaped memref: number of elements times element bytes."""
+def byte_size(memref: MemRefType, dims: Shape | None = None,
+              bounds: Mapping[str, int] | None = None) -> int:
+    """Bytes of a memref: number of elements times element bytes. A memref with `?` dims
+    takes its symbolic shape `dims` with each symbol at its bound (`bounds`, else
+    `si.DEFAULT_SYMBOL_BOUND`): the most bytes any binding can need."""
     name = dtype_name(memref.get_element_type())
     if name not in ELEMENT_BYTES:
         raise ValueError(f"no byte size for element type {name}")
-    return si.numel(memref.get_shape()) * ELEMENT_BYTES[name]
+    shape = memref.get_shape()
+    if dims is not None and not si.is_static_shape(shape):
+        shape = si.bounded_shape(dims, bounds or {})
+    return si.numel(shape) * ELEMENT_BYTES[name]
+
+
+def buffer_dims(value: SSAValue) -> Shape:
+    """The symbolic shape of an lir buffer: its type's shape with the symbol of each `?`,
+    from the `dims` of the op that defines it (alloc, slot, view) or the `rlx.dims` of
+    the function argument it is; `?` where nothing names it."""
+    shape = shape_of(value)
+    if si.is_static_shape(shape):
+        return shape
+    attr = None
+    owner = value.owner
+    if isinstance(owner, Operation):
+        attr = owner.properties.get("dims")
+    else:
+        fn = owner.parent_op()
+        arg_attrs = getattr(fn, "arg_attrs", None)
+        if arg_attrs is not None and value.index < len(arg_attrs.data):
+            attr = arg_attrs.data[value.index].data.get(ARG_DIMS)
+    if attr is None:
+        return shape
+    return tuple(map(si.unify, shape, dims_from_attr(attr, ARG_DIMS)))
+
+
+def is_static_buffer(value: SSAValue) -> bool:
+    """Whether a buffer's type has no `?` dim."""
+    return si.is_static_shape(shape_of(value))
+
+
+def arena_bounds(arena: Operation) -> dict[str, int]:
+    """The symbol bounds an `lir.arena` was planned for (`max_dims`), empty when static."""
+    attr = arena.properties.get("max_dims")
+    if not isinstance(attr, DictionaryAttr):
+        return {}
+    return {name: value.value.data for name, value in attr.data.items()
+            if isinstance(value, IntegerAttr)}
 
 
 def check_buffer(
@@ -182,13 +227,18 @@ class AllocOp(IRDLOperation):
 
     def verify_(self) -> None:
         check_buffer(self, "result", self.result)
-        if self.dims is not None:
-            verify_dims(self, "dims", self.dims, self.result.type)
-        elif not si.is_static_shape(shape_of(self.result)):
-            raise VerifyException(
-                f"'{self.name}': dims: a buffer with ? dims needs its symbolic dims "
-                f"(lir.alloc dims [...]), got {self.result.type} without"
-            )
+        _verify_symbolic(self)
+
+
+def _verify_symbolic(op: AllocOp | SlotOp | ViewOp) -> None:
+    """`dims` describes the result type, and a result with `?` dims has them."""
+    if op.dims is not None:
+        verify_dims(op, "dims", op.dims, op.result.type)
+    elif not si.is_static_shape(shape_of(op.result)):
+        raise VerifyException(
+            f"'{op.name}': dims: a buffer with ? dims needs its symbolic dims "
+            f"({op.name} dims [...]), got {op.result.type} without"
+        )
 
 
 @irdl_op_definition
@@ -213,10 +263,12 @@ class ArenaOp(IRDLOperation):
     """How the planner assigned the offsets."""
     max_live_bytes = opt_prop_def(IntegerAttr[I64])
     """The planner's lower bound: the most bytes live at once."""
+    max_dims = opt_prop_def(DictionaryAttr)
+    """The bound of each symbol the plan holds for (slots with `?` dims are sized at it)."""
 
     assembly_format = (
         "`size` $size `alignment` $alignment `strategy` $strategy "
-        "(`max_live_bytes` $max_live_bytes^)? attr-dict `:` type($result)"
+        "(`max_live_bytes` $max_live_bytes^)? (`max_dims` $max_dims^)? attr-dict `:` type($result)"
     )
 
     def __init__(
@@ -225,6 +277,7 @@ class ArenaOp(IRDLOperation):
         alignment: int = 64,
         strategy: ArenaStrategy | str = ArenaStrategy.GREEDY_BY_SIZE,
         max_live_bytes: int | None = None,
+        max_dims: Mapping[str, int] | None = None,
     ):
         properties: dict[str, Attribute] = {
             "size": i64_attr(size),
@@ -233,6 +286,8 @@ class ArenaOp(IRDLOperation):
         }
         if max_live_bytes is not None:
             properties["max_live_bytes"] = i64_attr(max_live_bytes)
+        if max_dims:
+            properties["max_dims"] = DictionaryAttr({k: i64_attr(v) for k, v in sorted(max_dims.items())})
         super().__init__(result_types=[MemRefType(i8, [size])], properties=properties)
 
     def verify_(self) -> None:
@@ -250,6 +305,9 @@ class ArenaOp(IRDLOperation):
             alignment >= 1 and alignment & (alignment - 1) == 0,
             f"alignment: expected a power of two >= 1, got {alignment}",
         )
+        for symbol, bound in (self.max_dims.data.items() if self.max_dims else ()):
+            ok = isinstance(bound, IntegerAttr) and bound.value.data >= 1
+            _require(self, ok, f"max_dims: expected an integer bound >= 1 for {symbol}, got {bound}")
         if self.max_live_bytes is not None:
             peak = _int(self.max_live_bytes)
             _require(
@@ -270,9 +328,9 @@ class ArenaOp(IRDLOperation):
                 raise VerifyException(
                     f"'{self.name}': every use of the arena must be an lir.slot, got {user.name}"
                 )
-            check_buffer(user, "result", user.result, static=True)
+            check_buffer(user, "result", user.result)
             offset = _int(user.offset)
-            end = offset + byte_size(user.result.type)
+            end = offset + user.bounded_bytes()
             slots.append((_int(user.live_start), _int(user.live_end), offset, end, number, user))
         slots.sort(key=lambda slot: slot[:5])
         for _, _, offset, end, _, _ in slots:
@@ -329,6 +387,7 @@ class ArenaOp(IRDLOperation):
             step != _int(dst.live_start)
             or _int(src.offset) != _int(dst.offset)
             or src.result.type != dst.result.type
+            or buffer_dims(src.result) != buffer_dims(dst.result)
             or not 0 <= step < len(schedule)
         ):
             return False
@@ -368,10 +427,12 @@ class SlotOp(IRDLOperation):
     """Index of the first op of the schedule that uses the slot."""
     live_end = prop_def(IntegerAttr[I64])
     """Index of the last op of the schedule that uses the slot (inclusive)."""
+    dims = opt_prop_def(ArrayAttr)
+    """The symbolic shape of a slot with `?` dims (sized at the arena's `max_dims`)."""
 
     assembly_format = (
-        "$arena `[` $offset `]` `live` ` ` `[` $live_start `,` $live_end `]` attr-dict "
-        "`:` type($arena) `->` type($result)"
+        "$arena `[` $offset `]` `live` ` ` `[` $live_start `,` $live_end `]` "
+        "(`dims` $dims^)? attr-dict `:` type($arena) `->` type($result)"
     )
 
     def __init__(
@@ -381,16 +442,21 @@ class SlotOp(IRDLOperation):
         offset: int,
         live_start: int,
         live_end: int,
+        dims: Shape | None = None,
     ):
-        super().__init__(
-            operands=[arena],
-            result_types=[result_type],
-            properties={
-                "offset": i64_attr(offset),
-                "live_start": i64_attr(live_start),
-                "live_end": i64_attr(live_end),
-            },
-        )
+        properties = {
+            "offset": i64_attr(offset),
+            "live_start": i64_attr(live_start),
+            "live_end": i64_attr(live_end),
+        }
+        if dims is not None:
+            properties["dims"] = dims_attr(dims)
+        super().__init__(operands=[arena], result_types=[result_type], properties=properties)
+
+    def bounded_bytes(self) -> int:
+        """The slot's bytes with every symbol at the arena's bound."""
+        bounds = arena_bounds(owner) if isinstance(owner := self.arena.owner, ArenaOp) else {}
+        return byte_size(self.result.type, buffer_dims(self.result), bounds)
 
     def verify_(self) -> None:
         check_buffer(self, "arena", self.arena, ("i8",), static=True)
@@ -399,7 +465,8 @@ class SlotOp(IRDLOperation):
             len(shape_of(self.arena)) == 1,
             f"arena: expected a 1-D memref of i8, got {self.arena.type}",
         )
-        check_buffer(self, "result", self.result, static=True)
+        check_buffer(self, "result", self.result)
+        _verify_symbolic(self)
         offset, start, end = _int(self.offset), _int(self.live_start), _int(self.live_end)
         _require(self, offset >= 0, f"offset: expected >= 0, got {offset}")
         _require(
@@ -408,7 +475,7 @@ class SlotOp(IRDLOperation):
             f"live range: expected 0 <= live_start <= live_end, got [{start}, {end}]",
         )
         arena_bytes = shape_of(self.arena)[0]
-        stop = offset + byte_size(self.result.type)
+        stop = offset + self.bounded_bytes()
         _require(
             self,
             stop <= arena_bytes,
@@ -433,17 +500,24 @@ class ViewOp(IRDLOperation):
 
     offset = prop_def(IntegerAttr[I64])
     """Offset of the view in `source`, in elements."""
+    dims = opt_prop_def(ArrayAttr)
+    """The symbolic shape of a view with `?` dims."""
 
-    assembly_format = "$source `[` $offset `]` attr-dict `:` type($source) `->` type($result)"
+    assembly_format = (
+        "$source `[` $offset `]` (`dims` $dims^)? attr-dict `:` type($source) `->` type($result)"
+    )
 
-    def __init__(self, source: SSAValue | Operation, result_type: MemRefType, offset: int = 0):
-        super().__init__(
-            operands=[source], result_types=[result_type], properties={"offset": i64_attr(offset)}
-        )
+    def __init__(self, source: SSAValue | Operation, result_type: MemRefType, offset: int = 0,
+                 dims: Shape | None = None):
+        properties = {"offset": i64_attr(offset)}
+        if dims is not None:
+            properties["dims"] = dims_attr(dims)
+        super().__init__(operands=[source], result_types=[result_type], properties=properties)
 
     def verify_(self) -> None:
         check_buffer(self, "source", self.source)
         check_buffer(self, "result", self.result)
+        _verify_symbolic(self)
         verify_same_dtype(self, ["source", "result"], [self.source, self.result])
         offset = _int(self.offset)
         _require(self, offset >= 0, f"offset: expected >= 0, got {offset}")
@@ -451,6 +525,8 @@ class ViewOp(IRDLOperation):
         if not (si.is_static_shape(source) and si.is_static_shape(result)):
             # A view of a dynamic buffer is a reshape keeping each `?` a whole dim.
             _require(self, offset == 0, f"offset: a view with ? dims must start at 0, got {offset}")
+            if si.is_static_shape(source) and result[1:] == source[1:] and len(result) > 1:
+                return  # the first rows of a static buffer (a KV cache's: mir.extract_rows)
             with rule_errors(self):
                 si.reshape(source, result)
             return
@@ -970,6 +1046,44 @@ class ConstantOp(KernelOp):
         )
 
     infer_shape = mir.ConstantOp.infer_shape
+
+
+@irdl_op_definition
+class InsertRowsOp(KernelOp):
+    """out[position : position + S] = `rows` [S, *tail]: appends to a KV cache in place
+    (`out` is the cache's state buffer [capacity, *tail]; `mir.insert_rows` bufferized).
+    The caller guarantees position + S <= capacity ("cache full" is a call-time error).
+
+    ```mlir
+    lir.insert_rows ins(%rows, %position : memref<?x64xf32>, index) outs(%cache : memref<2048x64xf32>)
+    ```
+    """
+
+    name = "lir.insert_rows"
+
+    rows = operand_def(MemRefType)
+    position = operand_def(IndexType)
+    out = operand_def(MemRefType)
+
+    assembly_format = _inout("$rows `,` $position `:` type($rows) `,` type($position)") + _out_format()
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"rows": RLX_DTYPES}, same=("rows", "out"))
+    MIR_OP: ClassVar[type] = mir.InsertRowsOp
+
+    def __init__(
+        self, rows: SSAValue | Operation, position: SSAValue | Operation, out: SSAValue | Operation
+    ):
+        super().__init__(operands=[rows, position, out])
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        if not isinstance(value.type, IndexType):
+            check_buffer(self, label, value)
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        self.ELEMENT_TYPES.verify(self, [o for o in named if o.name != "position"])
+
+    def infer_shape(self) -> Shape:
+        return si.insert_rows(shape_of(self.out), shape_of(self.rows))
 
 
 @irdl_op_definition

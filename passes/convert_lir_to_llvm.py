@@ -35,6 +35,7 @@ from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
@@ -57,13 +58,16 @@ from xdsl.pattern_rewriter import (
 from xdsl.transforms.reconcile_unrealized_casts import reconcile_unrealized_casts
 from xdsl.utils.exceptions import PassFailedException
 
+from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import (
     ARENA_BYTES,
+    ARG_NAME,
     ARG_ROLE,
     ARG_TYPE,
     ENTRY_EXTRA_ROLES,
     NAIVE_BYTES,
     ROLE_ARENA,
+    ROLE_DIM,
     ROLE_PART,
     ROLE_PARTS,
     ROLE_SYNC,
@@ -73,11 +77,24 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_parallelize import is_parallel
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.builder import PTR
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    OPERAND_DIMS,
+    build_row_driver,
+    element_bytes,
+    is_dynamic,
+    kernel_symbols,
+    memref_operands,
+    operand_shapes,
+    row_op,
+    row_prefix,
+    set_operand_shapes,
+)
 from rlx_mlir.passes.lir_to_llvm.kernels import (
     CHECKED_KERNELS,
     KernelBuilderFn,
     kernel_builders,
     partitioned_builders,
+    runtime_dims_kernels,
 )
 from rlx_mlir.passes.lir_to_llvm.parallel import (
     BARRIER,
@@ -86,7 +103,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_serial_wrapper,
     build_worker_loop,
 )
-from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
+from rlx_mlir.passes.utils import fn_symbols, require_lowered
 
 
 def _cast(rewriter: PatternRewriter, value: SSAValue, ty) -> SSAValue:
@@ -117,17 +134,27 @@ class LowerGraphFunction(RewritePattern):
         old_attrs = op.arg_attrs.data if op.arg_attrs is not None else [DictionaryAttr({})] * len(block.args)
         new_attrs = []
         for arg, attrs in zip(list(block.args), old_attrs, strict=True):
-            if not isinstance(arg.type, MemRefType):
+            if isinstance(arg.type, MemRefType):
+                new_attrs.append(DictionaryAttr({**attrs.data, ARG_TYPE: arg.type,
+                                                 "llvm.noalias": UnitAttr()}))
+                lowered = PTR
+            elif isinstance(arg.type, IndexType):  # the position
+                new_attrs.append(attrs)
+                lowered = i64
+            else:
                 raise PassFailedException(
                     f"convert-lir-to-llvm: argument {arg.index} of @{op.sym_name.data}: "
-                    f"expected a memref, got {arg.type}"
+                    f"expected a memref or an index, got {arg.type}"
                 )
-            new_attrs.append(DictionaryAttr({**attrs.data, ARG_TYPE: arg.type, "llvm.noalias": UnitAttr()}))
-            pointer = block.insert_arg(PTR, arg.index)
-            cast = UnrealizedConversionCastOp.get([pointer], [arg.type])
+            replacement = block.insert_arg(lowered, arg.index)
+            cast = UnrealizedConversionCastOp.get([replacement], [arg.type])
             block.insert_op_before(cast, block.first_op)
             rewriter.replace_all_uses_with(arg, cast.results[0])
             block.erase_arg(arg)
+        for symbol in fn_symbols(op):  # run-time sizes, sorted by name
+            block.insert_arg(i64, len(block.args))
+            new_attrs.append(DictionaryAttr({ARG_ROLE: StringAttr(ROLE_DIM),
+                                             ARG_NAME: StringAttr(symbol)}))
         arena_bytes, naive_bytes = _arena_sizes(op)
         for ty, role in zip((PTR, i64, i64, PTR), ENTRY_EXTRA_ROLES, strict=True):
             block.insert_arg(ty, len(block.args))
@@ -220,6 +247,17 @@ def _entry_arg(entry: llvm.FuncOp, role: str) -> SSAValue:
     return entry.body.block.args[ENTRY_EXTRA_ROLES.index(role) - len(ENTRY_EXTRA_ROLES)]
 
 
+def _symbol_arg(entry: llvm.FuncOp, symbol: str) -> SSAValue:
+    """The entry's i64 argument holding the run-time size of `symbol`."""
+    for arg, attrs in zip(entry.body.block.args, entry.arg_attrs.data, strict=True):
+        if (attrs.data.get(ARG_ROLE) == StringAttr(ROLE_DIM)
+                and attrs.data.get(ARG_NAME) == StringAttr(symbol)):
+            return arg
+    raise PassFailedException(
+        f"convert-lir-to-llvm: no run-time size for the symbol {symbol!r} in "
+        f"@{entry.sym_name.data} (a buffer names a symbol no argument or op declares)")
+
+
 class LowerBarrier(RewritePattern):
     """lir.barrier -> a call of `rlx_barrier(sync, parts)` (returns at once when parts = 1)."""
 
@@ -256,9 +294,12 @@ class LowerKernel(RewritePattern):
         graph = _graph_function(op)
         name = self._kernel(op, graph, is_parallel(op))
         part, parts = _entry_arg(graph, ROLE_PART), _entry_arg(graph, ROLE_PARTS)
-        pointers = [_cast(rewriter, operand, PTR) for operand in op.operands]
+        pointers = [_cast(rewriter, v, PTR) for v in memref_operands(op)]
+        indices = [_cast(rewriter, v, i64) for v in op.operands if not isinstance(v.type, MemRefType)]
+        sizes = [_symbol_arg(graph, symbol) for symbol in kernel_symbols(op)]
         checked = isinstance(op, CHECKED_KERNELS)
-        call = llvm.CallOp(name, *pointers, part, parts, return_type=i32 if checked else None)
+        call = llvm.CallOp(name, *pointers, *indices, *sizes, part, parts,
+                           return_type=i32 if checked else None)
         rewriter.replace(op, call, new_results=[])
 
     def _kernel(self, op: Operation, graph: Operation, parallel: bool) -> str:
@@ -267,13 +308,12 @@ class LowerKernel(RewritePattern):
         key = _kernel_key(op) + ("&aliased" if aliased else "") + ("&parallel" if parallel else "")
         if key not in self.built:
             base = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
-            if parallel:
+            if is_dynamic(op) and type(op) not in runtime_dims_kernels():
+                functions = _row_driven(op, base, self.vector_width, parallel)
+            elif parallel:
                 functions = [_partitioned_builder(op)(op, base, self.vector_width)]
             else:
-                builder = kernel_builders().get(type(op))
-                if builder is None:
-                    raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
-                kernel = builder(op, base, self.vector_width)
+                kernel = _serial_builder(op)(op, base, self.vector_width)
                 functions = [kernel, build_serial_wrapper(base + SERIAL_SUFFIX, kernel)]
             for function in functions:
                 if aliased:
@@ -281,6 +321,30 @@ class LowerKernel(RewritePattern):
                 graph.parent_block().insert_op_before(function, graph)
             self.built[key] = functions[-1].sym_name.data
         return self.built[key]
+
+
+def _serial_builder(op: Operation) -> KernelBuilderFn:
+    builder = kernel_builders().get(type(op))
+    if builder is None:
+        raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
+    return builder
+
+
+def _row_driven(op: Operation, base: str, width: int, parallel: bool) -> list[llvm.FuncOp]:
+    """The kernel of a dynamic op without a run-time-size builder: its static kernel over
+    one row and a driver looping over the run-time rows (see `dynamic.build_row_driver`)."""
+    prefix = row_prefix(op)
+    if prefix < 0:
+        shapes = ", ".join(si.fmt(s) for s in operand_shapes(op))
+        raise PassFailedException(
+            f"convert-lir-to-llvm: '{op.name}' with operands {shapes}: no kernel reads these "
+            "? dims at run time (symbols must lead every shape, and the op must not work "
+            "along them)")
+    row_kernel = _serial_builder(op)(row_op(op, prefix), base + "_row", width)
+    if parallel:
+        return [row_kernel, build_row_driver(op, base, width, row_kernel, partitioned=True)]
+    driver = build_row_driver(op, base, width, row_kernel, partitioned=False)
+    return [row_kernel, driver, build_serial_wrapper(base + SERIAL_SUFFIX, driver)]
 
 
 def _partitioned_builder(op: Operation) -> KernelBuilderFn:
@@ -301,16 +365,18 @@ def _drop_noalias(kernel: llvm.FuncOp) -> None:
 
 
 def _byte_range(value: SSAValue) -> tuple[SSAValue, int, int]:
-    """(base buffer, first byte, end byte) of a buffer value, through slots and views."""
+    """(base buffer, first byte, end byte) of a buffer value, through slots and views
+    (a buffer with `?` dims at the bounds of its symbols)."""
     owner = value.owner
+    size = lir.byte_size(value.type, lir.buffer_dims(value), {})
     if isinstance(owner, lir.SlotOp):
         start = owner.offset.value.data
-        return owner.arena, start, start + lir.byte_size(value.type)
+        return owner.arena, start, start + owner.bounded_bytes()
     if isinstance(owner, lir.ViewOp):
         base, start, _ = _byte_range(owner.source)
-        start += owner.offset.value.data * lir.byte_size(MemRefType(value.type.element_type, [1]))
-        return base, start, start + lir.byte_size(value.type)
-    return value, 0, lir.byte_size(value.type)
+        start += owner.offset.value.data * element_bytes(value.type)
+        return base, start, start + size
+    return value, 0, size
 
 
 def in_place_kernels(module: ModuleOp) -> set[Operation]:
@@ -318,7 +384,7 @@ def in_place_kernels(module: ModuleOp) -> set[Operation]:
     found = set()
     for op in module.walk():
         if isinstance(op, lir.KernelOp):
-            ranges = [_byte_range(v) for v in op.operands]
+            ranges = [_byte_range(v) for v in memref_operands(op)]
             for i, (base_a, start_a, end_a) in enumerate(ranges):
                 if any(base_a is base_b and start_a < end_b and start_b < end_a
                        for base_b, start_b, end_b in ranges[i + 1 :]):
@@ -332,7 +398,7 @@ def _kernel_key(op: Operation) -> str:
         return f"{op.name}@{id(op)}"
     types = ",".join(str(o.type) for o in op.operands)
     props = ",".join(f"{k}={v}" for k, v in sorted(op.properties.items()))
-    return f"{op.name}({types}){{{props}}}"
+    return f"{op.name}({types}){{{props}}}{op.attributes.get(OPERAND_DIMS, '')}"
 
 
 @dataclass(frozen=True)
@@ -345,12 +411,12 @@ class ConvertLirToLlvmPass(ModulePass):
     """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        refuse_dynamic(op, self.name)
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         width = self.vector_width or host_target().vector_width
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
         in_place = in_place_kernels(op)
+        name_symbolic_operands(op)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
             [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place)],
@@ -362,6 +428,14 @@ class ConvertLirToLlvmPass(ModulePass):
         reconcile_unrealized_casts(op)
         add_thread_support(op)
         _check_only_llvm(op)
+
+
+def name_symbolic_operands(module: ModuleOp) -> None:
+    """Put on every kernel with `?` dims the symbolic shapes of its operands (read while
+    they are still lir buffers), for its builder and the sizes its call passes."""
+    for op in module.walk():
+        if isinstance(op, lir.KernelOp) and is_dynamic(op):
+            set_operand_shapes(op, [lir.buffer_dims(v) for v in memref_operands(op)])
 
 
 def add_thread_support(module: ModuleOp) -> None:

@@ -56,10 +56,11 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core import shape_inference as si
-from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT
+from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT, ROLE_STATE
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
@@ -120,15 +121,17 @@ def output_target(value: SSAValue) -> BlockArgument | None:
     return None
 
 
-def view_of(source: SSAValue, result_type: MemRefType, offset: int = 0) -> list[Operation]:
-    """An `lir.view` of `source` at `offset` elements, flattened to a view of the base
-    buffer when `source` is a view itself; no op when it is the base buffer itself."""
+def view_of(source: SSAValue, result_type: MemRefType, offset: int = 0,
+            dims: si.Shape | None = None) -> list[Operation]:
+    """An `lir.view` of `source` at `offset` elements (symbolic shape `dims` when it has
+    `?` dims), flattened to a view of the base buffer when `source` is a view itself; no
+    op when it is the base buffer itself."""
     owner = source.owner
     if isinstance(owner, lir.ViewOp):
         source, offset = owner.source, offset + owner.offset.value.data
     if offset == 0 and source.type == result_type:
         return []
-    return [lir.ViewOp(source, result_type, offset)]
+    return [lir.ViewOp(source, result_type, offset, dims)]
 
 
 def destination(value: SSAValue) -> tuple[list[Operation], SSAValue]:
@@ -140,7 +143,7 @@ def destination(value: SSAValue) -> tuple[list[Operation], SSAValue]:
     if target is None:
         alloc = lir.AllocOp(ty, symbolic_dims(value))
         return [alloc], alloc.result
-    ops = view_of(target, ty)
+    ops = view_of(target, ty, dims=symbolic_dims(value))
     return ops, (ops[-1].results[0] if ops else target)
 
 
@@ -172,7 +175,7 @@ def replace_with_view(
 ) -> None:
     """Replace the single result of `op` (a reshape or narrow of `source`) by a view of
     `source`; a view `source` used only by `op` goes away (the new view reads its base)."""
-    new_ops = view_of(source, memref_of(op.results[0].type), offset)
+    new_ops = view_of(source, memref_of(op.results[0].type), offset, symbolic_dims(op.results[0]))
     rewriter.replace(op, new_ops, [new_ops[-1].results[0] if new_ops else _base(source)])
     owner = source.owner
     if isinstance(owner, lir.ViewOp) and not owner.result.uses:
@@ -255,7 +258,14 @@ class ReturnLowering(RewritePattern):
             for value, out in zip(op.arguments, outputs, strict=True)
             if value is not out
         ]
-        rewriter.replace(op, [*copies, func.ReturnOp()])
+        # The outputs are read before the states are written (an output may be a state's
+        # old value): the copies go before the trailing state writes of `AssignLowering`.
+        first = op
+        while (prev := first.prev_op) is not None and is_state_write(prev):
+            first = prev
+        if copies:
+            rewriter.insert_op(copies, InsertPoint.before(first))
+        rewriter.replace(op, [func.ReturnOp()])
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -342,11 +352,74 @@ class NarrowLowering(RewritePattern):
         rewriter.replace(op, [*ops, kernel], [out])
 
 
+# ----------------------------------------------------------------------------- state
+
+
+def is_state_argument(value: SSAValue) -> bool:
+    """Whether `value` is a function argument with `rlx.role = "state"`."""
+    if not isinstance(value, BlockArgument):
+        return False
+    fn = value.block.parent_op()
+    attrs = fn.arg_attrs if isinstance(fn, func.FuncOp) else None
+    return (attrs is not None and value.index < len(attrs.data)
+            and _str(attrs.data[value.index], ARG_ROLE) == ROLE_STATE)
+
+
+def is_state_write(op: Operation) -> bool:
+    """An `lir.copy` into a state argument (a bufferized `mir.assign`)."""
+    return isinstance(op, lir.CopyOp) and is_state_argument(op.out)
+
+
+class InsertRowsLowering(RewritePattern):
+    """`mir.insert_rows` -> `lir.insert_rows` writing the rows into the cache's state
+    buffer in place; the state buffer then stands for the updated cache."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.InsertRowsOp, rewriter: PatternRewriter, /) -> None:
+        cache = op.cache
+        if not is_state_argument(cache):
+            raise PassFailedException(
+                f"convert-mir-to-lir: '{op.name}': cache: expected a state argument (updated "
+                f"in place), got {cache.type} defined by "
+                f"{cache.owner.name if isinstance(cache.owner, Operation) else 'a block'}"
+            )
+        rewriter.replace(op, [lir.InsertRowsOp(op.rows, op.position, cache)], [cache])
+
+
+class ExtractRowsLowering(RewritePattern):
+    """`mir.extract_rows` -> an `lir.view` of the cache buffer's first rows, its `?` dim
+    named by the op's size symbol (no copy)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.ExtractRowsOp, rewriter: PatternRewriter, /) -> None:
+        dims = (op.size.data, *shape_of(op.cache)[1:])
+        view = lir.ViewOp(op.cache, memref_of(op.result.type), 0, dims)
+        rewriter.replace(op, [view], [view.result])
+
+
+class AssignLowering(RewritePattern):
+    """`mir.assign %v to %state` -> `lir.copy` of v's buffer into the state buffer, placed
+    last (before `func.return`), after every read of the state's old value; nothing when
+    v's buffer is the state buffer (an in-place `lir.insert_rows`)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.AssignOp, rewriter: PatternRewriter, /) -> None:
+        block = op.parent_block()
+        if op.value is op.state or block is None or block.last_op is None:
+            rewriter.erase(op)
+            return
+        rewriter.insert_op(lir.CopyOp(op.value, op.state), InsertPoint.before(block.last_op))
+        rewriter.erase(op)
+
+
 OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.FusedElementwiseOp: FusedElementwiseLowering,
     mir.ConstantOp: ConstantLowering,
     mir.ReshapeOp: ReshapeLowering,
     mir.NarrowOp: NarrowLowering,
+    mir.InsertRowsOp: InsertRowsLowering,
+    mir.ExtractRowsOp: ExtractRowsLowering,
+    mir.AssignOp: AssignLowering,
 }
 """The pattern of each mir op whose registry record says `Lowering.PATTERN`."""
 

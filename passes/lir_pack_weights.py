@@ -35,7 +35,7 @@ from xdsl.passes import ModulePass
 
 from rlx_mlir.core.abi import ARG_LAYOUT, ARG_NAME, ARG_ROLE, LAYOUT_PACKED_RHS, ROLE_PARAM
 from rlx_mlir.dialects import lir
-from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
+from rlx_mlir.passes.utils import require_lowered
 
 
 def _packable(arg: BlockArgument) -> list[lir.MatmulOp | lir.FusedMatmulOp] | None:
@@ -83,7 +83,6 @@ class LirPackWeightsPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir")
-        refuse_dynamic(op, self.name)
         params = frozenset(self.params)
         if not params:
             return

@@ -37,17 +37,17 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, UnitAttr, i64
-from xdsl.ir import Block, Operation
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, UnitAttr, i64
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core.abi import PARALLEL
-from rlx_mlir.core.shape_inference import numel
+from rlx_mlir.core.shape_inference import UNKNOWN, numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.kernels import CHECKED_KERNELS, partitioned_builders
-from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
+from rlx_mlir.passes.utils import require_lowered
 
 PARALLEL_MIN_WORK = 1 << 18
 """A kernel is split across threads only when it does at least this much work (about
@@ -56,13 +56,25 @@ PARALLEL_MIN_WORK = 1 << 18
 
 def estimate_work(op: Operation) -> int:
     """Rough work of a kernel (multiply-adds or elements touched), to decide whether
-    splitting it across threads pays."""
-    out = numel(shape_of(op.operands[-1]))
+    splitting it across threads pays. A `?` dim counts as 1 (one decoded token: a kernel
+    is split when it pays there too), except the keys of an attention, which a decode
+    step reads up to the cache's capacity (counted as 4096)."""
+    buffers = [v for v in op.operands if isinstance(v.type, MemRefType)]
+    out = _numel(buffers[-1])
     if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
         return out * shape_of(op.operands[0])[-1]
     if isinstance(op, lir.AttentionOp):
-        return out * shape_of(op.operands[1])[-2]
-    return max(out, *(numel(shape_of(v)) for v in op.operands[:-1])) if op.operands[:-1] else out
+        keys = shape_of(op.operands[1])[-2]
+        return out * (DECODE_KEYS if keys == UNKNOWN else keys)
+    return max(out, *(_numel(v) for v in buffers[:-1])) if buffers[:-1] else out
+
+
+DECODE_KEYS = 4096
+"""The keys an attention over a KV cache (`?` keys) is assumed to read."""
+
+
+def _numel(value: SSAValue) -> int:
+    return numel([1 if d == UNKNOWN else d for d in shape_of(value)])
 
 
 def is_parallel(op: Operation) -> bool:
@@ -131,7 +143,6 @@ class LirParallelizePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.min_work < 1:
             raise PassFailedException(f"lir-parallelize: min-work must be >= 1, got {self.min_work}")
-        refuse_dynamic(op, self.name)
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         for fn in op.walk():
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:

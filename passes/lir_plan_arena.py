@@ -31,7 +31,8 @@ which the `lir.arena` verifier accepts for exactly this pattern.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -50,7 +51,7 @@ from xdsl.utils.exceptions import PassFailedException
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.rlx import ArenaStrategy
 from rlx_mlir.passes import arena_planner as planner
-from rlx_mlir.passes.utils import refuse_dynamic, require_lowered
+from rlx_mlir.passes.utils import parse_max_dims, require_lowered, symbol_bounds
 
 PLANNERS = {
     ArenaStrategy.GREEDY_BY_SIZE: planner.plan_greedy_by_size,
@@ -80,6 +81,8 @@ class ArenaPlan:
     """The sum of the aligned buffer sizes (the arena without reuse)."""
     max_live_bytes: int
     """The most bytes live at once (an in-place pair counted once): no plan needs less."""
+    bounds: Mapping[str, int] = field(default_factory=dict)
+    """The symbol bounds the buffers with `?` dims are sized at (empty: all static)."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -145,6 +148,7 @@ def inplace_pairs(
             if (
                 src is not None
                 and value.type == op.out.type
+                and lir.buffer_dims(value) == lir.buffer_dims(op.out)
                 and intervals[src].end == step
                 and all(v is value or _root(v) is not value for v in op.operands)
             ):
@@ -173,11 +177,14 @@ def plan_function(
     alignment: int = 64,
     strategy: ArenaStrategy | str = ArenaStrategy.GREEDY_BY_SIZE,
     inplace: bool = True,
+    max_dims: Mapping[str, int] | None = None,
 ) -> ArenaPlan:
     """Plan the top-level `lir.alloc`s of `func_op` into one arena (see the module doc);
     `inplace` lets `greedy-by-size` give an elementwise kernel's out the bytes of an input
-    that dies there."""
+    that dies there. A buffer with `?` dims is sized at the bounds of its symbols
+    (`symbol_bounds(func_op, max_dims)`), so the plan holds for every binding within them."""
     strategy = check_options(alignment, strategy)
+    bounds = symbol_bounds(func_op, max_dims or {})
     allocs: list[lir.AllocOp] = []
     intervals: list[planner.Interval] = []
     pairs: list[tuple[int, int]] = []
@@ -188,7 +195,8 @@ def plan_function(
         for op in block.ops:
             if isinstance(op, lir.AllocOp):
                 assert isinstance(op.result.type, MemRefType)
-                size = planner.align_up(lir.byte_size(op.result.type), alignment)
+                size = planner.align_up(
+                    lir.byte_size(op.result.type, lir.buffer_dims(op.result), bounds), alignment)
                 allocs.append(op)
                 intervals.append(planner.Interval(size, *live_range(op.result, block, index)))
         if inplace and strategy is ArenaStrategy.GREEDY_BY_SIZE:
@@ -207,6 +215,7 @@ def plan_function(
         arena_bytes=planner.arena_bytes(intervals, offsets),
         naive_bytes=sum(iv.size for iv in intervals),
         max_live_bytes=planner.max_live_bytes(intervals, pairs),
+        bounds=bounds if any(not lir.is_static_buffer(a.result) for a in allocs) else {},
     )
 
 
@@ -223,7 +232,7 @@ def planned_bytes(func_op: func.FuncOp) -> tuple[int, int, int]:
             for use in op.result.uses:
                 slot = use.operation
                 assert isinstance(slot, lir.SlotOp) and isinstance(slot.result.type, MemRefType)
-                naive += planner.align_up(lir.byte_size(slot.result.type), alignment)
+                naive += planner.align_up(slot.bounded_bytes(), alignment)
     return arena_total, naive, peak
 
 
@@ -235,18 +244,21 @@ class PlanArena(RewritePattern):
     alignment: int
     strategy: str
     inplace: bool = True
+    max_dims: Mapping[str, int] = field(default_factory=dict)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.FuncOp, rewriter: PatternRewriter, /) -> None:
-        plan = plan_function(op, self.alignment, self.strategy, self.inplace)
+        plan = plan_function(op, self.alignment, self.strategy, self.inplace, self.max_dims)
         if not plan.allocs:
             return
-        arena = lir.ArenaOp(plan.arena_bytes, plan.alignment, plan.strategy, plan.max_live_bytes)
+        arena = lir.ArenaOp(plan.arena_bytes, plan.alignment, plan.strategy, plan.max_live_bytes,
+                            plan.bounds)
         arena.result.name_hint = "arena"
         rewriter.insert(arena, InsertPoint.at_start(op.body.block))
         for alloc, iv, offset in zip(plan.allocs, plan.intervals, plan.offsets, strict=True):
             assert isinstance(alloc.result.type, MemRefType)
-            slot = lir.SlotOp(arena, alloc.result.type, offset, iv.start, iv.end)
+            slot = lir.SlotOp(arena, alloc.result.type, offset, iv.start, iv.end, alloc.dims and
+                              lir.buffer_dims(alloc.result))
             rewriter.replace(alloc, slot)
 
 
@@ -266,12 +278,16 @@ class LirPlanArenaPass(ModulePass):
     """With `greedy-by-size`: an elementwise kernel may write its out over an input of the
     same memref type that dies there (`naive` never reuses bytes)."""
 
+    max_dims: str = ""
+    """Bounds of the symbols, `S=2048,T=2048`: buffers with `?` dims are planned at them
+    (a symbol not named: its KV-cache capacity, else 4096)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir")
-        refuse_dynamic(op, self.name)
         check_options(self.alignment, self.strategy)
+        bounds = parse_max_dims(self.max_dims, self.name)
         PatternRewriteWalker(
-            PlanArena(self.alignment, self.strategy, self.inplace), apply_recursively=False
+            PlanArena(self.alignment, self.strategy, self.inplace, bounds), apply_recursively=False
         ).rewrite_module(op)
 
 

@@ -59,6 +59,8 @@ class PipelineOptions:
     """convert-lir-to-llvm: f32 lanes per vector, 0 for the target's."""
     packed_params: tuple[str, ...] = ()
     """lir-pack-weights: the params bound at compile time (packed once at bind time)."""
+    max_dims: str = ""
+    """lir-plan-arena: the symbols' bounds, `S=2048,T=2048` (others: 4096 or a cache's capacity)."""
 
     def __post_init__(self) -> None:
         """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
@@ -76,7 +78,7 @@ DEFAULT_OPTIONS = PipelineOptions()
 """Every option at its default."""
 
 PASS_OPTIONS: dict[str, dict[str, str]] = {
-    "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy"},
+    "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
     "lir-pack-weights": {"params": "packed_params"},
     "convert-lir-to-llvm": {"vector_width": "vector_width"},
 }

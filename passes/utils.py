@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ShapedType, TensorType, f32
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    f32,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
+from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import ARG_DIMS, CACHE_DIMS
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.rlx import Activation
 
@@ -76,20 +86,57 @@ def require_lowered(module: Operation, pass_name: str, *removed: str) -> None:
             )
 
 
-def refuse_dynamic(module: Operation, pass_name: str) -> None:
-    """Refuse a module with `?` dims (symbolic shapes): the passes from lir-plan-arena on
-    need static sizes (planning for max_dims and kernels that read sizes at run time are
-    not there yet), so they say so instead of planning or lowering wrongly."""
-    for op in module.walk():
-        values = [*op.results, *(arg for region in op.regions for block in region.blocks for arg in block.args)]
-        for value in values:
-            ty = value.type
-            if isinstance(ty, ShapedType) and any(d < 0 for d in ty.get_shape()):
-                raise PassFailedException(
-                    f"{pass_name}: the module has values with ? dims (a {ty} in '{op.name}'); "
-                    "dynamic buffers are not planned or lowered yet: run it with the "
-                    "reference executor or build it with static sizes"
-                )
+def parse_max_dims(text: str, pass_name: str) -> dict[str, int]:
+    """The bounds of a `max-dims` option, `S=2048,T=512` (PassFailedException naming a
+    malformed entry)."""
+    bounds: dict[str, int] = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        name, _, value = entry.partition("=")
+        try:
+            bound = int(value)
+        except ValueError:
+            bound = 0
+        if not name.strip().isidentifier() or bound < 1:
+            raise PassFailedException(
+                f"{pass_name}: max-dims: expected SYMBOL=BOUND entries with a bound >= 1 "
+                f"(e.g. S=2048), got {entry!r}")
+        bounds[name.strip()] = bound
+    return bounds
+
+
+def symbol_bounds(fn: Operation, max_dims: Mapping[str, int]) -> dict[str, int]:
+    """The bound of every symbol of `fn`: `max_dims`, else the capacity of the KV cache it
+    indexes (`rlx.cache_dims`), else DEFAULT_SYMBOL_BOUND."""
+    bounds: dict[str, int] = {}
+    cache = fn.attributes.get(CACHE_DIMS)
+    if isinstance(cache, DictionaryAttr):
+        for name, entry in cache.data.items():
+            if isinstance(entry, ArrayAttr) and len(entry.data) == 2:
+                capacity = entry.data[1]
+                if isinstance(capacity, IntegerAttr):
+                    bounds[name] = capacity.value.data
+    for name in fn_symbols(fn):
+        bounds.setdefault(name, si.DEFAULT_SYMBOL_BOUND)
+    bounds.update(max_dims)
+    return bounds
+
+
+def fn_symbols(fn: Operation) -> list[str]:
+    """The symbols named anywhere in `fn` (argument `rlx.dims`, `dims` of ops), sorted."""
+    names: set[str] = set()
+
+    def collect(attr: Attribute | None) -> None:
+        if isinstance(attr, ArrayAttr):
+            names.update(d.data for d in attr.data if isinstance(d, StringAttr))
+
+    arg_attrs = getattr(fn, "arg_attrs", None)
+    for attrs in arg_attrs.data if arg_attrs is not None else ():
+        collect(attrs.data.get(ARG_DIMS))
+    for op in fn.walk():
+        collect(op.properties.get("dims"))
+        collect(op.attributes.get(ARG_DIMS))
+    names.discard(si.UNKNOWN)
+    return sorted(names)
 
 
 def splat_constant(
@@ -101,5 +148,6 @@ def splat_constant(
 
 
 __all__ = [
-    "ACTIVATION_OPS", "REMOVED_BY", "OpSequence", "refuse_dynamic", "require_lowered", "splat_constant",
+    "ACTIVATION_OPS", "REMOVED_BY", "OpSequence", "fn_symbols", "parse_max_dims",
+    "require_lowered", "splat_constant", "symbol_bounds",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.printer import Printer
 
 from rlx_mlir.backend import (
@@ -31,23 +31,28 @@ from rlx_mlir.backend import (
 )
 from rlx_mlir.core.abi import (
     ARENA_BYTES,
+    ARG_DIMS,
     ARG_LAYOUT,
     ARG_NAME,
     ARG_ROLE,
     ARG_TYPE,
+    CACHE_DIMS,
     ERROR_MESSAGES,
     LAYOUT_PACKED_RHS,
     NAIVE_BYTES,
+    ROLE_DIM,
     ROLE_OUTPUT,
     ROLE_PARAM,
+    ROLE_POSITION,
     SYNC_BYTES,
     WORKER_SUFFIX,
 )
-from rlx_mlir.core.errors import ArgumentError, GraphError, OptionError, RlxError
+from rlx_mlir.core.errors import ArgumentError, OptionError, RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
+from rlx_mlir.passes.utils import fn_symbols, parse_max_dims, symbol_bounds
 from rlx_mlir.pipeline import (
     STAGES,
     PipelineOptions,
@@ -57,28 +62,41 @@ from rlx_mlir.pipeline import (
     stage_of,
 )
 from rlx_mlir.runtime import ThreadTeam, default_threads
-from rlx_mlir.signature import ArgSpec, Signature, convert, describe_bad_index, entry_function
+from rlx_mlir.signature import (
+    INDEX_DTYPE,
+    ArgSpec,
+    Signature,
+    convert,
+    describe_bad_index,
+    entry_function,
+)
 
 ARENA_ALIGNMENT = 64
 
 
 def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
         threads: int | None = None, vector_width: int = 0, alignment: int = 64,
-        strategy: str = "greedy-by-size", time_passes: bool = False) -> CompiledGraph:
+        strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
+        time_passes: bool = False) -> CompiledGraph:
     """Compile a Graph to native code; `params` binds (copies of) some or all params.
 
     `threads` is how many threads a call may use (default: all cores, capped by
-    RLX_NUM_THREADS); graphs with no kernel large enough to split use one."""
+    RLX_NUM_THREADS); graphs with no kernel large enough to split use one. A graph with
+    symbolic dims compiles once for every size: `max_dims` bounds the symbols (default
+    4096, or a KV cache's capacity), a call binds them from its arguments' shapes."""
     if not isinstance(graph, Graph):
         raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
-    return _compile(graph.to_module(), params, opt_level,
-                    PipelineOptions(alignment, strategy, vector_width, _packed(params)),
+    module = graph.to_module()
+    return _compile(module, params, opt_level,
+                    PipelineOptions(alignment, strategy, vector_width, _packed(params),
+                                    _max_dims_option(module, max_dims)),
                     time_passes, threads)
 
 
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
                  threads: int | None = None, vector_width: int = 0, alignment: int = 64,
-                 strategy: str = "greedy-by-size", time_passes: bool = False) -> CompiledGraph:
+                 strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
+                 time_passes: bool = False) -> CompiledGraph:
     """Compile module text at any stage (hir, mir, lir or llvm) to native code."""
     if not isinstance(text, str):
         raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
@@ -87,8 +105,25 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
     except Exception as err:  # xDSL's ParseError / VerifyException carry the location
         raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
     return _compile(module, params, opt_level,
-                    PipelineOptions(alignment, strategy, vector_width, _packed(params)),
+                    PipelineOptions(alignment, strategy, vector_width, _packed(params),
+                                    _max_dims_option(module, max_dims)),
                     time_passes, threads)
+
+
+def _max_dims_option(module: ModuleOp, max_dims: Mapping[str, int] | None) -> str:
+    """`max_dims` checked against the module's symbols, as lir-plan-arena's option."""
+    if max_dims is None:
+        return ""
+    if not isinstance(max_dims, Mapping):
+        raise OptionError(f"max_dims: expected a dict of symbol names to bounds, got "
+                          f"{type(max_dims).__name__}")
+    known = fn_symbols(entry_function(module))
+    for name, bound in max_dims.items():
+        if name not in known:
+            raise OptionError(f"max_dims: {name!r} is not a symbol of the graph (symbols: "
+                              f"{', '.join(known) or 'none'})")
+        check_int_option(f"max_dims[{name!r}]", bound, "an int >= 1", lambda n: n >= 1)
+    return ",".join(f"{name}={bound}" for name, bound in sorted(max_dims.items()))
 
 
 def _packed(params: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -113,7 +148,6 @@ def _text(module: ModuleOp) -> str:
 def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
              options: PipelineOptions, time_passes: bool, threads: int | None) -> CompiledGraph:
     check_int_option("opt_level", opt_level, "0, 1, 2 or 3", lambda n: 0 <= n <= 3)
-    _refuse_symbolic(module)
     if threads is not None:
         check_int_option("threads", threads, "an int in [1, 64] or None (all cores)",
                          lambda n: 1 <= n <= 64)
@@ -129,26 +163,11 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
         stages = _lower_all(module, options, timings)
         executable = compile_module(
             stages["llvm"], target, key=key, opt_level=opt_level,
-            metadata=_metadata(stages), timings=timings,
+            metadata=_metadata(stages, options), timings=timings,
         )
     if timings is not None:
         print(timings.report())
     return CompiledGraph(executable, source, options, opt_level, params, stages, threads)
-
-
-def _refuse_symbolic(module: ModuleOp) -> None:
-    """Compiling symbolic dims (kernels that read sizes at run time, an arena planned for
-    max_dims) is not there yet: say so before any pass runs. `rlx.reference` runs them."""
-    signature = Signature.of(entry_function(module))
-    symbolic = [a for a in (*signature.args, *signature.results) if a.symbolic]
-    if symbolic:
-        names = ", ".join(signature.symbols) or "unnamed ? dims"
-        which = ", ".join(a.describe() for a in symbolic[:3]) + (", ..." if len(symbolic) > 3 else "")
-        raise GraphError(
-            f"{signature.name}: compiling symbolic dimensions is not supported yet (symbols: "
-            f"{names}; {which}); run it with rlx.reference(...) or build it with static "
-            f"sizes (docs/semantics.md \"Dynamic dimensions\")"
-        )
 
 
 def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:
@@ -158,21 +177,27 @@ def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | No
     return stages
 
 
-def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
-    """What a compiled graph needs to run without re-running the pipeline (cached on disk)."""
+def _metadata(stages: dict[str, ModuleOp], options: PipelineOptions) -> dict[str, Any]:
+    """What a compiled graph needs to run without re-running the pipeline (cached on disk):
+    the entry's arguments in order (`args`: buffers, the position, one size per symbol),
+    the arena, the symbols' bounds and the KV-cache symbols (`cache_dims`)."""
     entry = entry_function(stages["llvm"])
+    graph_fn = entry_function(stages["lir"])
     args = []
     layouts = {}
     arena = naive = -1
     for attrs in entry.arg_attrs.data:
+        role = attrs.data[ARG_ROLE].data if ARG_ROLE in attrs.data else ""
         if ARENA_BYTES in attrs.data:
             arena = attrs.data[ARENA_BYTES].value.data
             naive = attrs.data[NAIVE_BYTES].value.data
+        if role in (ROLE_DIM, ROLE_POSITION):
+            args.append([attrs.data[ARG_NAME].data, role, [], INDEX_DTYPE])
         if ARG_TYPE not in attrs.data:
             continue  # the arena, the thread id and count, the barrier state
         ty = attrs.data[ARG_TYPE]
-        spec = ArgSpec(attrs.data[ARG_NAME].data, attrs.data[ARG_ROLE].data,
-                       tuple(ty.get_shape()), _dtype(ty))
+        shape = _entry_shape(ty, attrs.data)
+        spec = ArgSpec(attrs.data[ARG_NAME].data, role, shape, _dtype(ty))
         args.append([spec.name, spec.role, list(spec.shape), spec.dtype])
         if ARG_LAYOUT in attrs.data:  # e.g. a weight packed at bind time (lir-pack-weights)
             layouts[spec.name] = attrs.data[ARG_LAYOUT].data
@@ -181,8 +206,27 @@ def _metadata(stages: dict[str, ModuleOp]) -> dict[str, Any]:
                        "attribute, so the size of the arena to pass is unknown")
     worker = entry.sym_name.data + WORKER_SUFFIX  # only an entry that splits work has one
     parallel = any(isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in stages["llvm"].ops)
+    bounds = symbol_bounds(graph_fn, parse_max_dims(options.max_dims, "max_dims"))
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
-            "naive_bytes": naive, "parallel": parallel, "layouts": layouts}
+            "naive_bytes": naive, "parallel": parallel, "layouts": layouts,
+            "bounds": bounds, "cache_dims": cache_dims(graph_fn)}
+
+
+def _entry_shape(ty: Any, attrs: Mapping[str, Any]) -> tuple[int | str, ...]:
+    """A pointer argument's shape, with the symbols of its `rlx.dims`."""
+    if ARG_DIMS in attrs:
+        return tuple(d.data if isinstance(d, StringAttr) else d.value.data
+                     for d in attrs[ARG_DIMS].data)
+    return tuple(ty.get_shape())
+
+
+def cache_dims(fn: Any) -> dict[str, list[int | str]]:
+    """The `rlx.cache_dims` of a graph function: symbol -> [appended rows, capacity]."""
+    attr = fn.attributes.get(CACHE_DIMS)
+    if attr is None:
+        return {}
+    return {name: [d.data if isinstance(d, StringAttr) else d.value.data for d in entry.data]
+            for name, entry in attr.data.items()}
 
 
 def _dtype(memref) -> str:
@@ -210,7 +254,8 @@ class CompiledGraph:
         self._opt_level = opt_level
         self._stages = stages
         specs = tuple(ArgSpec(n, r, tuple(s), d) for n, r, s, d in meta["args"])
-        self.signature = Signature(meta["name"], specs, tuple(a for a in specs if a.role == ROLE_OUTPUT))
+        buffers = tuple(a for a in specs if a.role not in (ROLE_DIM, ROLE_POSITION))
+        self.signature = Signature(meta["name"], buffers, tuple(a for a in specs if a.role == ROLE_OUTPUT))
         self.arena_bytes: int = meta["arena_bytes"]
         """Bytes of the planned arena of intermediate buffers."""
         self.naive_bytes: int = meta["naive_bytes"]
@@ -225,7 +270,8 @@ class CompiledGraph:
         self._arena = _aligned_empty(self.arena_bytes)
         self._lock = threading.Lock()
         entry = executable.address(meta["name"])
-        argtypes = [ctypes.c_void_p] * (len(specs) + 1) + [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+        argtypes = ([ctypes.c_int64 if a.dtype == INDEX_DTYPE else ctypes.c_void_p for a in specs]
+                    + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p])
         self._entry = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(entry)
         self._sync = _aligned_empty(SYNC_BYTES)
         self._sync[:] = 0
@@ -236,8 +282,11 @@ class CompiledGraph:
         # Precomputed once: the per-call path only binds arguments and calls.
         self._arena_address = self._arena.ctypes.data
         self._sync_address = self._sync.ctypes.data
-        self._arg_order = tuple((a.name, a.role == ROLE_OUTPUT) for a in specs)
+        self._arg_order = tuple((a.name, a.role) for a in specs)
         self._out_layouts = tuple((o.shape, np.dtype(_numpy(o.dtype))) for o in self.outputs)
+        self._symbolic = any(a.role == ROLE_DIM for a in specs)
+        self.max_dims: dict[str, int] = dict(meta.get("bounds", {}))
+        """The bound of each symbol: the largest size a call may give it."""
 
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Copies of the bound params, in the layout the compiled code reads: a weight
@@ -271,23 +320,42 @@ class CompiledGraph:
         return self.signature.output_names
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        outs = tuple(np.empty(shape, dtype) for shape, dtype in self._out_layouts)
-        self._execute(args, kwargs, outs, fresh=True)
+        sizes: dict[str, int] = {}
+        arrays = self._bind(args, kwargs, sizes)
+        if self._symbolic:
+            outs = tuple(np.empty(o.concrete_shape(sizes), _numpy(o.dtype)) for o in self.outputs)
+        else:
+            outs = tuple(np.empty(shape, dtype) for shape, dtype in self._out_layouts)
+        self._execute(arrays, sizes, outs, fresh=True)
         return outs[0] if len(outs) == 1 else outs
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+              sizes: dict[str, int]) -> dict[str, np.ndarray]:
+        """The call's checked arrays; `sizes` receives the symbols' sizes, each checked
+        against its bound."""
+        arrays = self.signature.bind(args, kwargs, self._bound, sizes)
+        for name, size in sizes.items():
+            bound = self.max_dims.get(name)
+            if bound is not None and size > bound:
+                raise ArgumentError(
+                    f"{self.signature.name}: symbol {name} is {size}, above its bound {bound} "
+                    f"(compile with max_dims={{{name!r}: {size}}} or more)")
+        return arrays
 
     def run(self, *args: Any, out: np.ndarray | tuple[np.ndarray, ...], **kwargs: Any):
         """Run writing into caller-owned `out` array(s) of exactly the declared shape and dtype."""
         outs = (out,) if isinstance(out, np.ndarray) else tuple(out) if isinstance(out, tuple | list) else None
         if outs is None or len(outs) != len(self.outputs):
             raise ArgumentError(f"out: expected {len(self.outputs)} numpy array(s), got {type(out).__name__}")
+        sizes: dict[str, int] = {}
+        arrays = self._bind(args, kwargs, sizes)
         for spec, array in zip(self.outputs, outs, strict=True):
-            _check_out(spec, array)
-        self._execute(args, kwargs, outs)
+            _check_out(spec, array, sizes)
+        self._execute(arrays, sizes, outs)
         return out
 
-    def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any], outs: tuple[np.ndarray, ...],
-                 fresh: bool = False) -> None:
-        arrays = self.signature.bind(args, kwargs, self._bound)
+    def _execute(self, arrays: dict[str, np.ndarray], sizes: dict[str, int],
+                 outs: tuple[np.ndarray, ...], fresh: bool = False) -> None:
         if not fresh:  # caller-owned outputs: they must not alias an input (noalias kernels)
             for out_array in outs:
                 for name, array in arrays.items():
@@ -295,8 +363,10 @@ class CompiledGraph:
                         raise ArgumentError(f"out: must not overlap the memory of argument {name!r}")
         outputs = iter(outs)
         pointers = [
-            (next(outputs) if is_output else arrays[name]).ctypes.data
-            for name, is_output in self._arg_order
+            next(outputs).ctypes.data if role == ROLE_OUTPUT
+            else sizes[name] if role == ROLE_DIM
+            else arrays[name].ctypes.data
+            for name, role in self._arg_order
         ]
         pointers.append(self._arena_address)
         with self._lock:
@@ -364,12 +434,13 @@ def _numpy(dtype: str) -> type[np.generic]:
     return NUMPY_DTYPES[dtype]
 
 
-def _check_out(spec: ArgSpec, array: Any) -> None:
+def _check_out(spec: ArgSpec, array: Any, sizes: Mapping[str, int]) -> None:
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"out {spec.name!r}: expected a numpy array, got {type(array).__name__}")
     problems = []
-    if array.shape != spec.shape:
-        problems.append(f"shape {list(spec.shape)} (got {list(array.shape)})")
+    shape = spec.concrete_shape(sizes) if spec.symbolic else spec.shape
+    if array.shape != shape:
+        problems.append(f"shape {list(shape)} (got {list(array.shape)})")
     if array.dtype != np.dtype(_numpy(spec.dtype)):
         problems.append(f"dtype {spec.dtype} (got {array.dtype})")
     if not array.flags.c_contiguous:

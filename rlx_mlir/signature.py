@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import DictionaryAttr, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, IndexType, StringAttr
 
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.abi import (
@@ -35,6 +35,9 @@ from rlx_mlir.dialects.signature import symbolic_shapes
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8,
 }
+
+INDEX_DTYPE = "index"
+"""The dtype of an `index` argument (the position) in an `ArgSpec`."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,9 @@ class Signature:
             attrs = arg_attrs[i].data if i < len(arg_attrs) else {}
             name = _string(attrs, ARG_NAME) or default_name(arg, i)
             role = _string(attrs, ARG_ROLE) or ROLE_INPUT
+            if isinstance(arg.type, IndexType):  # the position: a scalar the model owns
+                args.append(ArgSpec(name, role, (), INDEX_DTYPE))
+                continue
             args.append(ArgSpec(name, role, _symbolic_shape(arg.type, attrs, name), dtype_of(arg)))
         res_attrs = fn.res_attrs.data if fn.res_attrs is not None else ()
         results = []
@@ -147,11 +153,13 @@ class Signature:
         return tuple(inputs + params)
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any],
-             bound: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+             bound: Mapping[str, np.ndarray] | None = None,
+             sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
         """Map a call's positional and keyword arguments to checked, C-contiguous arrays.
 
         Positional arguments are the inputs in declaration order, then the params not in
-        `bound`, in declaration order; keywords work for all of them.
+        `bound`, in declaration order; keywords work for all of them. `sizes` (if given)
+        receives the size each symbol takes in this call.
         """
         bound = bound or {}
         free = [a for a in self.callable_args if a.name not in bound]
@@ -176,7 +184,7 @@ class Signature:
         if missing:
             raise ArgumentError(f"{self.name}: missing argument(s): {', '.join(missing)}")
         result = dict(bound)
-        sizes: dict[str, int] = {}
+        sizes = {} if sizes is None else sizes
         where: dict[str, str] = {}
         for spec in self.callable_args:  # declaration order: errors name the first binder
             if spec.name in bound and spec.symbolic:

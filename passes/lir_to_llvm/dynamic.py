@@ -26,12 +26,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import ArrayAttr, MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import ArrayAttr, MemRefType, i8, i32, i64
+from xdsl.ir import Block, Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.errors import RlxError
-from rlx_mlir.dialects.common import dims_attr, dims_from_attr
+from rlx_mlir.dialects.common import dims_attr, dims_from_attr, dtype_name
+from rlx_mlir.dialects.lir import ELEMENT_BYTES
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 OPERAND_DIMS = "rlx.operand_dims"
 """Kernel-op attribute during lowering: the symbolic shape of each memref operand."""
@@ -105,3 +108,107 @@ def leading_symbols(shape: si.Shape) -> int:
 
 class DynamicKernelError(RlxError):
     """A kernel cannot read a `?` dim where the op has it (named in the message)."""
+
+
+# ----------------------------------------------------------------------------- row driver
+
+
+def _axes(op: Operation) -> list[int]:
+    """The axes an op's property names (axis, axes; transposed axes for perm), as given."""
+    if (axis := op.properties.get("axis")) is not None:
+        return [axis.value.data]
+    if (axes := op.properties.get("axes")) is not None:
+        return list(axes.get_values())
+    if (perm := op.properties.get("perm")) is not None:
+        return [i for i, p in enumerate(perm.get_values()) if p != i]
+    return []
+
+
+def row_prefix(op: Operation) -> int:
+    """How many leading symbolic dims the rows of `op`'s kernel span, when the op computes
+    each row of them from the same rows of its operands (every operand has that prefix or
+    no symbol at all, and no axis the op works along lies in the prefix); -1 otherwise."""
+    shapes = operand_shapes(op)
+    out = shapes[-1]
+    prefix = leading_symbols(out)
+    if prefix <= 0:
+        return -1
+    for shape in shapes[:-1]:
+        if si.is_static_shape(shape):
+            continue
+        if leading_symbols(shape) != prefix or tuple(shape[:prefix]) != tuple(out[:prefix]):
+            return -1
+    rank = len(out)
+    for axis in _axes(op):
+        if (axis + rank if axis < 0 else axis) < prefix:
+            return -1
+    return prefix
+
+
+def _row_shape(shape: si.Shape, prefix: int) -> tuple[int, ...]:
+    """The shape of one row: the prefix dims of a dynamic operand become 1."""
+    if si.is_static_shape(shape):
+        return tuple(shape)
+    return (1,) * prefix + tuple(shape[prefix:])
+
+
+def row_op(op: Operation, prefix: int) -> Operation:
+    """A detached copy of `op` over one row: its memref operands retyped to the row
+    shapes (their prefix dims 1), for a static kernel builder to read."""
+    block = Block()
+    values = iter(operand_shapes(op))
+    operands = []
+    for operand in op.operands:
+        ty = operand.type
+        if isinstance(ty, MemRefType):
+            ty = MemRefType(ty.element_type, _row_shape(next(values), prefix))
+        operands.append(block.insert_arg(ty, len(block.args)))
+    attributes = {k: v for k, v in op.attributes.items() if k != OPERAND_DIMS}
+    return type(op).create(operands=operands, result_types=[], properties=dict(op.properties),
+                           attributes=attributes, regions=[r.clone() for r in op.regions])
+
+
+def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: llvm.FuncOp,
+                     partitioned: bool) -> llvm.FuncOp:
+    """`name(ptr..., i64 index..., i64 sizes..., [part, parts])`: calls `row_kernel` (the
+    static kernel of `row_op(op, prefix)`) once per row of the run-time rows, each operand
+    advanced by its row bytes (operands without symbols stay put: they broadcast or are
+    read whole, like a gather's table). A partitioned driver runs rows
+    [rows·part/parts, rows·(part+1)/parts). A checked kernel returns the OR of the rows'
+    statuses."""
+    prefix = row_prefix(op)
+    shapes = operand_shapes(op)
+    memrefs = memref_operands(op)
+    indices = [v for v in op.operands if not isinstance(v.type, MemRefType)]
+    symbols = kernel_symbols(op)
+    checked = not isinstance(row_kernel.function_type.output, llvm.LLVMVoidType)
+    arg_types = [PTR] * len(memrefs) + [i64] * (len(indices) + len(symbols))
+    kb = KernelBuilder(name, arg_types + [i64, i64] * partitioned, vector_width=vector_width,
+                       result_type=i32 if checked else None)
+    pointers = kb.args[:len(memrefs)]
+    index_args = kb.args[len(memrefs):len(memrefs) + len(indices)]
+    dims = RuntimeDims.of(op, kb.args[len(memrefs) + len(indices):len(arg_types)])
+    rows: SSAValue = kb.index(1)
+    for d in shapes[-1][:prefix]:
+        rows = kb.mul(rows, dims.sizes[d])
+    lo, hi = kb.index(0), rows
+    if partitioned:
+        part, parts = kb.args[-2:]
+        lo = kb.sdiv(kb.mul(rows, part), parts)
+        hi = kb.sdiv(kb.mul(rows, kb.add(part, 1)), parts)
+    row_bytes = [0 if si.is_static_shape(s) else
+                 si.numel(s[prefix:]) * element_bytes(v.type) for s, v in zip(shapes, memrefs, strict=True)]
+    carried = [kb.constant(0, i32)] if checked else []
+    with kb.loop(lo, hi, carried=carried) as loop:
+        args = [kb.gep(p, kb.mul(loop.iv, size), i8) if size else p
+                for p, size in zip(pointers, row_bytes, strict=True)]
+        status = kb.call(row_kernel.sym_name.data, [*args, *index_args], i32 if checked else None)
+        if checked:
+            loop.yield_(kb.insert(llvm.OrOp(loop.carried[0], status)))
+    kb.ret(loop.results[0] if checked else None)
+    return kb.finish()
+
+
+def element_bytes(memref: MemRefType) -> int:
+    """Bytes of one element of a memref."""
+    return ELEMENT_BYTES[dtype_name(memref.get_element_type())]

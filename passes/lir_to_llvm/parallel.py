@@ -137,8 +137,9 @@ def build_worker_loop(entry: llvm.FuncOp) -> llvm.FuncOp:
     """`i64 <entry>__worker(ptr ticket, ptr argblock, i64 part, i64 parts, i64 seen, i64 spins)`.
 
     A worker thread stays in this loop between calls, without the GIL: it spins on the
-    ticket word; when the ticket moves it loads the call's pointer arguments from
-    `argblock` (the entry's pointer arguments in order, the barrier state last) and runs
+    ticket word; when the ticket moves it loads the call's arguments from `argblock`
+    (the entry's arguments up to the arena in order, one 64-bit word each: pointers,
+    run-time sizes and the position; the barrier state last) and runs
     its part of the entry; after `spins` idle rounds it returns the last ticket it served
     so the Python side can go to sleep.
     """
@@ -160,8 +161,9 @@ def build_worker_loop(entry: llvm.FuncOp) -> llvm.FuncOp:
     _asm(kb, "pause", "~{memory}", [])
     kb.insert(llvm.BrOp(header, seen, kb.add(count, 1)))
     kb.move_to(run)
-    pointers = [kb.insert(llvm.LoadOp(kb.gep(argblock, i, i64), PTR, alignment=8))
-                for i in range(pointer_count + 1)]
+    word_types = [*inputs[:pointer_count], PTR]  # pointers, sizes, position; sync last
+    pointers = [kb.insert(llvm.LoadOp(kb.gep(argblock, i, i64), ty, alignment=8))
+                for i, ty in enumerate(word_types)]
     kb.call(entry.sym_name.data, [*pointers[:-1], part, parts, pointers[-1]], i32)
     kb.insert(llvm.BrOp(header, run.args[0], kb.index(0)))
     kb.move_to(done)

@@ -81,6 +81,21 @@ def dims_match(a: Dim, b: Dim) -> bool:
     return a == b or UNKNOWN in (a, b) or DYNAMIC in (a, b)
 
 
+DEFAULT_SYMBOL_BOUND = 4096
+"""The upper bound of a symbol `max_dims` does not name."""
+
+
+def bounded_shape(shape: Sequence[Dim], bounds: Mapping[str, int]) -> tuple[int, ...]:
+    """`shape` with every symbol at its bound (DEFAULT_SYMBOL_BOUND when `bounds` has
+    none); a `?` no symbol names has no bound (ShapeError)."""
+    out = []
+    for dim in shape:
+        if dim == UNKNOWN:
+            raise ShapeError(f"a ? dim without a symbol name has no bound (shape {fmt(shape)})")
+        out.append(dim if isinstance(dim, int) else bounds.get(dim, DEFAULT_SYMBOL_BOUND))
+    return tuple(out)
+
+
 def unify(a: Dim, b: Dim) -> Dim:
     """The more precise of two matching dimensions: an int, else a symbol, else `UNKNOWN`."""
     if is_static(a):
@@ -632,6 +647,57 @@ def gather(x: Shape, indices: Shape, axis: int) -> Shape:
     ax = normalize_axis("axis", axis, len(x))
     return x[:ax] + tuple(indices) + x[ax + 1 :]
 
+
+# ----------------------------------------------------------------------------- state (KV caches)
+
+
+def insert_rows(cache: Shape, rows: Shape) -> Shape:
+    """Appending `rows` [S, *tail] to a KV cache [capacity, *tail] (static capacity and
+    tail; S static or a symbol, at most the capacity): the cache's shape."""
+    check_rank("cache", cache, range(1, 9))
+    for d in cache:
+        require_static("cache", d, "a cache (a state) has a static shape, so every dim")
+    if len(rows) != len(cache) or not all(map(dims_match, rows[1:], cache[1:])):
+        raise ShapeError(
+            f"rows {fmt(rows)}: expected [S, {', '.join(map(str, cache[1:]))}] "
+            f"(rows of the cache {fmt(cache)}), got {fmt(rows)}"
+        )
+    if is_static(rows[0]) and rows[0] > cache[0]:  # pyright: ignore[reportOperatorIssue]
+        raise ShapeError(
+            f"rows {fmt(rows)}: expected at most {cache[0]} rows (the capacity of the cache "
+            f"{fmt(cache)}), got {rows[0]}"
+        )
+    return cache
+
+
+def llama_kv_cache(x: Shape, k_cache: Shape, v_cache: Shape, *, num_kv_heads: int,
+                   head_dim: int, mask_kind: str) -> None:
+    """The KV caches of a decoding Llama block: x is [S, D] (no batch), k_cache and
+    v_cache are one static shape [capacity, num_kv_heads*head_dim], the mask causal or none."""
+    if len(x) != 2:
+        raise ShapeError(f"x: with kv_cache, expected [S, D] (rank 2, no batch), got {fmt(x)}")
+    width = num_kv_heads * head_dim
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_rank(name, cache, (2,))
+        require_static(name, cache[0], "the capacity of a cache")
+        check_exact(name, cache, (cache[0], width), f"[capacity, num_kv_heads*head_dim = {width}]")
+        with _renamed(cache=name, rows="x"):
+            insert_rows(cache, (x[0], width))
+    check_exact("v_cache", v_cache, k_cache, "the shape of k_cache")
+    if mask_kind not in ("causal", "none"):
+        raise ShapeError(
+            f"mask_kind: with kv_cache, expected causal or none (a mask over the cache rows is "
+            f"not supported), got {mask_kind!r}"
+        )
+
+
+def extract_rows(cache: Shape, size: str) -> Shape:
+    """The first `size` rows of a cache [capacity, *tail] (`size` a symbol bound per call
+    to position + appended rows): [size, *tail]."""
+    check_rank("cache", cache, range(1, 9))
+    if not size.isidentifier():
+        raise ShapeError(f"size: expected a symbol name (a Python identifier), got {size!r}")
+    return (size, *cache[1:])
 
 
 # ----------------------------------------------------------------------------- sequence ops

@@ -47,7 +47,7 @@
 // -----
 
 %b = lir.alloc dims ["S", 8] : memref<?x8xf32>
-%v = lir.view %b[8] : memref<?x8xf32> -> memref<?x8xf32>
+%v = lir.view %b[8] dims ["S", 8] : memref<?x8xf32> -> memref<?x8xf32>
 
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.view': offset: a view with ? dims must start at 0, got 8
@@ -55,7 +55,7 @@
 // -----
 
 %b = lir.alloc dims ["S", 8] : memref<?x8xf32>
-%v = lir.view %b[0] : memref<?x8xf32> -> memref<?x4xf32>
+%v = lir.view %b[0] dims ["S", 4] : memref<?x8xf32> -> memref<?x4xf32>
 
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.view': reshape: cannot reshape [?, 8] into [?, 4]: a symbolic dim must stay a whole dim (the same symbols in the same order, no split or merge) and the static dims must have the same product (8 vs 4)
@@ -69,3 +69,11 @@ lir.softmax ins(%x : memref<?x8xf32>) outs(%o : memref<?x4xf32>) axis 1
 
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.softmax': out: expected shape [?, 8], got [?, 4]
+
+// -----
+
+%b = lir.alloc dims ["S", 8] : memref<?x8xf32>
+%v = lir.view %b[0] : memref<?x8xf32> -> memref<?x8xf32>
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.view': dims: a buffer with ? dims needs its symbolic dims (lir.view dims [...]), got memref<?x8xf32> without

@@ -22,15 +22,15 @@ func.func @prims(%x: memref<?x16xf32> {rlx.name = "x", rlx.role = "input", rlx.d
     %9 = arith.addf %8, %7 : f32
     lir.yield %9 : f32
   }
-  %5 = lir.view %4[0] : memref<?x8xf32> -> memref<?x2x4xf32>
+  %5 = lir.view %4[0] dims ["S", 2 : i64, 4 : i64] : memref<?x8xf32> -> memref<?x2x4xf32>
   %6 = lir.alloc dims ["S", 4 : i64, 2 : i64] : memref<?x4x2xf32>
   lir.transpose ins(%5 : memref<?x2x4xf32>) outs(%6 : memref<?x4x2xf32>) perm [0, 2, 1]
-  %7 = lir.view %6[0] : memref<?x4x2xf32> -> memref<?x8xf32>
+  %7 = lir.view %6[0] dims ["S", 8 : i64] : memref<?x4x2xf32> -> memref<?x8xf32>
   %8 = lir.alloc dims ["S", 4 : i64] : memref<?x4xf32>
   lir.narrow ins(%7 : memref<?x8xf32>) outs(%8 : memref<?x4xf32>) axis 1 start 2 length 4
   %9 = lir.alloc dims ["S", 8 : i64] : memref<?x8xf32>
   lir.concat ins(%8, %8 : memref<?x4xf32>, memref<?x4xf32>) outs(%9 : memref<?x8xf32>) axis 1
-  %10 = lir.view %9[0] : memref<?x8xf32> -> memref<1x?x8xf32>
+  %10 = lir.view %9[0] dims [1 : i64, "S", 8 : i64] : memref<?x8xf32> -> memref<1x?x8xf32>
   lir.broadcast_to ins(%10 : memref<1x?x8xf32>) outs(%out0 : memref<3x?x8xf32>)
   %11 = lir.alloc dims ["S", 3 : i64] : memref<?x3xf32>
   lir.gather ins(%x, %cols : memref<?x16xf32>, memref<3xi64>) outs(%11 : memref<?x3xf32>) axis 1
@@ -60,15 +60,15 @@ func.func @prims(%x: memref<?x16xf32> {rlx.name = "x", rlx.role = "input", rlx.d
 // CHECK-NEXT: %9 = arith.addf %8, %7 : f32
 // CHECK-NEXT: lir.yield %9 : f32
 // CHECK-NEXT: }
-// CHECK-NEXT: %5 = lir.view %4[0] : memref<?x8xf32> -> memref<?x2x4xf32>
+// CHECK-NEXT: %5 = lir.view %4[0] dims ["S", 2 : i64, 4 : i64] : memref<?x8xf32> -> memref<?x2x4xf32>
 // CHECK-NEXT: %6 = lir.alloc dims ["S", 4 : i64, 2 : i64] : memref<?x4x2xf32>
 // CHECK-NEXT: lir.transpose ins(%5 : memref<?x2x4xf32>) outs(%6 : memref<?x4x2xf32>) perm [0, 2, 1]
-// CHECK-NEXT: %7 = lir.view %6[0] : memref<?x4x2xf32> -> memref<?x8xf32>
+// CHECK-NEXT: %7 = lir.view %6[0] dims ["S", 8 : i64] : memref<?x4x2xf32> -> memref<?x8xf32>
 // CHECK-NEXT: %8 = lir.alloc dims ["S", 4 : i64] : memref<?x4xf32>
 // CHECK-NEXT: lir.narrow ins(%7 : memref<?x8xf32>) outs(%8 : memref<?x4xf32>) axis 1 start 2 length 4
 // CHECK-NEXT: %9 = lir.alloc dims ["S", 8 : i64] : memref<?x8xf32>
 // CHECK-NEXT: lir.concat ins(%8, %8 : memref<?x4xf32>, memref<?x4xf32>) outs(%9 : memref<?x8xf32>) axis 1
-// CHECK-NEXT: %10 = lir.view %9[0] : memref<?x8xf32> -> memref<1x?x8xf32>
+// CHECK-NEXT: %10 = lir.view %9[0] dims [1 : i64, "S", 8 : i64] : memref<?x8xf32> -> memref<1x?x8xf32>
 // CHECK-NEXT: lir.broadcast_to ins(%10 : memref<1x?x8xf32>) outs(%out0 : memref<3x?x8xf32>)
 // CHECK-NEXT: %11 = lir.alloc dims ["S", 3 : i64] : memref<?x3xf32>
 // CHECK-NEXT: lir.gather ins(%x, %cols : memref<?x16xf32>, memref<3xi64>) outs(%11 : memref<?x3xf32>) axis 1
