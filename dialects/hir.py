@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
     I64,
     Float32Type,
     FloatAttr,
+    IndexType,
     IntegerAttr,
     TensorType,
     f32,
@@ -44,6 +45,7 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.shape_inference import Shape
@@ -68,7 +70,7 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.dialects.signature import INDEX, ElementTypes, VerifiesSignature, twin
+from rlx_mlir.dialects.signature import INDEX, ElementTypes, Operand, VerifiesSignature, twin
 
 DEFAULT_EPS = 1e-5
 """The eps of the norms when none is given (docs/semantics.md)."""
@@ -430,6 +432,10 @@ LLAMA_WEIGHTS = (
 )
 """The operands of `hir.llama_decoder_block` between `x` and `mask`, in order."""
 
+LLAMA_KV_CACHE = ("k_cache", "v_cache", "position")
+"""The optional operands of a decoding `hir.llama_decoder_block`, printed last as
+`kv_cache(%k, %v, %position)`."""
+
 LLAMA_SYNTAX_GROUPS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("ln1", ("ln1_g",), "ln1_b"),
     ("attn", ("q_w", "k_w", "v_w", "o_w"), None),
@@ -460,6 +466,10 @@ class LlamaDecoderBlockOp(HirOp):
         num_heads 4 num_kv_heads 2 head_dim 8 mask_kind bias eps 1.000000e-06
         : (tensor<6x32xf32>, ...) -> tensor<6x32xf32>
     ```
+
+    Decoding with KV caches (states) appends k and v after rope at the position and
+    attends over the cache rows [0, P+S) (`kv_cache(%k_cache, %v_cache, %position)` after
+    the groups; mask_kind causal or none).
     """
 
     name = "hir.llama_decoder_block"
@@ -479,6 +489,11 @@ class LlamaDecoderBlockOp(HirOp):
     cos = operand_def(TensorType)
     sin = operand_def(TensorType)
     mask = opt_operand_def(TensorType)
+    k_cache = opt_operand_def(TensorType)
+    """With `v_cache` and `position`: decode with KV caches (states [capacity, Hkv*D]):
+    k and v after rope are appended at the position, attention reads rows [0, P+S)."""
+    v_cache = opt_operand_def(TensorType)
+    position = opt_operand_def(IndexType)
     result = result_def(TensorType)
     num_heads = prop_def(IntegerAttr[I64])
     head_dim = prop_def(IntegerAttr[I64])
@@ -514,7 +529,9 @@ class LlamaDecoderBlockOp(HirOp):
         mask_kind: MaskKind | str = MaskKind.CAUSAL,
         rope_style: RopeStyle | str = RopeStyle.HALF,
         result_type: Attribute,
+        kv_cache: tuple[SSAValue, SSAValue, SSAValue] | None = None,
     ):
+        k_cache, v_cache, position = kv_cache if kv_cache is not None else (None, None, None)
         super().__init__(
             operands=[
                 x,
@@ -532,6 +549,9 @@ class LlamaDecoderBlockOp(HirOp):
                 cos,
                 sin,
                 mask,
+                k_cache,
+                v_cache,
+                position,
             ],
             result_types=[result_type],
             properties={
@@ -565,6 +585,14 @@ class LlamaDecoderBlockOp(HirOp):
                 names.append(optional)
                 unresolved.append(parser.parse_unresolved_operand())
             parser.parse_punctuation(")")
+        if parser.parse_optional_keyword("kv_cache") is not None:
+            parser.parse_punctuation("(")
+            for i, operand in enumerate(LLAMA_KV_CACHE):
+                if i:
+                    parser.parse_punctuation(",")
+                names.append(operand)
+                unresolved.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
         props: dict[str, Attribute] = {}
         for prop in ("num_heads", "num_kv_heads", "head_dim"):
             parser.parse_keyword(prop)
@@ -586,7 +614,7 @@ class LlamaDecoderBlockOp(HirOp):
         operands = parser.resolve_operands(unresolved, fn_type.inputs, pos)
         values = dict(zip(names, operands, strict=True))
         op = cls.build(
-            operands=[values.get(name) for name in ("x", *LLAMA_WEIGHTS, "mask")],
+            operands=[values.get(name) for name in ("x", *LLAMA_WEIGHTS, "mask", *LLAMA_KV_CACHE)],
             result_types=[fn_type.outputs.data[0]],
             properties=props,
             attributes=attributes,
@@ -603,6 +631,10 @@ class LlamaDecoderBlockOp(HirOp):
                 continue
             printer.print_string(f" {keyword}(")
             printer.print_list(values, printer.print_ssa_value)
+            printer.print_string(")")
+        if self.k_cache is not None and self.v_cache is not None and self.position is not None:
+            printer.print_string(" kv_cache(")
+            printer.print_list([self.k_cache, self.v_cache, self.position], printer.print_ssa_value)
             printer.print_string(")")
         for prop in ("num_heads", "num_kv_heads", "head_dim"):
             printer.print_string(f" {prop} ")
@@ -624,7 +656,7 @@ class LlamaDecoderBlockOp(HirOp):
         return {name: opt_shape(getattr(self, name)) for name in LLAMA_WEIGHTS}
 
     def infer_shape(self) -> Shape:
-        return rules.llama_decoder_block(
+        shape = rules.llama_decoder_block(
             shape_of(self.x),
             self.weight_shapes(),
             num_heads=self.num_heads.value.data,
@@ -633,6 +665,28 @@ class LlamaDecoderBlockOp(HirOp):
             mask=opt_shape(self.mask),
             mask_kind=str(self.mask_kind.data),
         )
+        if self.k_cache is not None and self.v_cache is not None:
+            rules.llama_kv_cache(
+                shape_of(self.x), shape_of(self.k_cache), shape_of(self.v_cache),
+                num_kv_heads=self.num_kv_heads.value.data, head_dim=self.head_dim.value.data,
+                mask_kind=str(self.mask_kind.data),
+            )
+        return shape
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        if not isinstance(value.type, IndexType):  # the position has no shape
+            super().verify_value(label, value)
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        super().verify_element_types([o for o in named if o.name != "position"])
+
+    def verify_attributes(self) -> None:
+        present = [name for name in LLAMA_KV_CACHE if getattr(self, name) is not None]
+        if present and len(present) != len(LLAMA_KV_CACHE):
+            raise VerifyException(
+                f"'{self.name}': kv_cache: expected k_cache, v_cache and position together, "
+                f"got only {', '.join(present)}"
+            )
 
 
 HIR_OPS: tuple[type[HirOp], ...] = defined_ops(globals(), "hir.", HirOp)

@@ -25,22 +25,26 @@ from types import SimpleNamespace
 from typing import ClassVar
 
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     I64,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     Float32Type,
     FloatAttr,
+    IndexType,
     IntegerAttr,
+    StringAttr,
     TensorType,
     UnitAttr,
     f32,
     i64,
 )
 from xdsl.dialects.utils import AbstractYieldOperation
-from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
+    IRDLOperation,
     ParamAttrConstraint,
     VarConstraint,
     base,
@@ -67,6 +71,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import ARG_ROLE, ROLE_STATE
 from rlx_mlir.dialects.common import (
     attention_properties,
     attention_shape,
@@ -100,6 +105,7 @@ from rlx_mlir.dialects.signature import (
     NUMERIC,
     UI8,
     ElementTypes,
+    Operand,
     VerifiesSignature,
     fused_elementwise_shape,
     verify_scalar_body,
@@ -1113,6 +1119,160 @@ class ConstantOp(VerifiesSignature):
 
     def infer_shape(self) -> si.Shape:
         return tuple(self.value.get_shape())
+
+
+# ----------------------------------------------------------------------------- state
+# A state is a function argument with `rlx.role = "state"` that persists across calls and
+# is updated in place after bufferization. At the tensor level its updates are values:
+# `insert_rows` is the cache with rows written (like `tensor.insert_slice` with a dynamic
+# offset), `extract_rows` its first rows (like `tensor.extract_slice` with a dynamic
+# size), and `assign` says what the state holds after the call.
+
+
+def state_argument_error(op: Operation, name: str, value: SSAValue) -> str | None:
+    """Why `value` (operand `name` of `op`) is not a state argument of its function, or
+    None when it is one (a block argument of a `func.func` with `rlx.role = "state"`)."""
+    if not isinstance(value, BlockArgument):
+        owner = value.owner.name if isinstance(value.owner, Operation) else "a block"
+        return f"{name}: expected a state argument of the function, got the result of {owner}"
+    fn = value.block.parent_op()
+    attrs = fn.arg_attrs if isinstance(fn, func.FuncOp) else None
+    role = None
+    if attrs is not None and value.index < len(attrs.data):
+        role_attr = attrs.data[value.index].data.get(ARG_ROLE)
+        role = role_attr.data if isinstance(role_attr, StringAttr) else None
+    if role != ROLE_STATE:
+        return (f"{name}: expected a function argument with rlx.role = \"{ROLE_STATE}\", "
+                f"got argument {value.index} with role {role or 'none'}")
+    return None
+
+
+class IndexOperandsMixin(VerifiesSignature, ABC):
+    """An op with `index` operands besides its tensors: the signature checks skip them
+    (an index has no shape nor rlx element type)."""
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        if not isinstance(value.type, IndexType):
+            super().verify_value(label, value)
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        tensors = [o for o in named if all(not isinstance(v.type, IndexType) for _, v in o.values)]
+        super().verify_element_types(tensors)
+
+
+@irdl_op_definition
+class InsertRowsOp(IndexOperandsMixin):
+    """`cache` [capacity, *tail] with `rows` [S, *tail] written at rows
+    [position, position + S): appending to a KV cache (`tensor.insert_slice` with a
+    dynamic offset). The cache is a state; bufferization writes the rows in place.
+    `position + S <= capacity` is checked by the call ("cache full").
+
+    ```mlir
+    %k2 = mir.insert_rows %rows into %cache[%position] : tensor<?x64xf32> into tensor<2048x64xf32>
+    ```
+    """
+
+    name = "mir.insert_rows"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    rows = operand_def(TensorType)
+    cache = operand_def(T)
+    position = operand_def(IndexType)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$rows `into` $cache `[` $position `]` attr-dict `:` type($rows) `into` type($cache)"
+    )
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"rows": ANY_DTYPE}, same=("rows", "cache", "result")
+    )
+
+    def __init__(
+        self, rows: SSAValue | Operation, cache: SSAValue | Operation, position: SSAValue | Operation
+    ):
+        rows, cache, position = _values(rows, cache, position)
+        super().__init__(operands=[rows, cache, position], result_types=[cache.type])
+
+    def infer_shape(self) -> si.Shape:
+        return si.insert_rows(shape_of(self.cache), shape_of(self.rows))
+
+
+@irdl_op_definition
+class ExtractRowsOp(VerifiesSignature):
+    """The first `size` rows of `cache` [capacity, *tail] -> [size, *tail]
+    (`tensor.extract_slice` with a dynamic size): the rows a KV cache holds after an
+    append. `size` names the symbol each call binds to position + appended rows (the
+    function's `rlx.cache_dims`).
+
+    ```mlir
+    %kt = mir.extract_rows %k2 size "T" : tensor<2048x64xf32> -> tensor<?x64xf32>
+    ```
+    """
+
+    name = "mir.extract_rows"
+
+    cache = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    size = prop_def(StringAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$cache `size` $size attr-dict `:` type($cache) `->` type($result)"
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"cache": ANY_DTYPE}, same=("cache", "result")
+    )
+
+    def __init__(self, cache: SSAValue | Operation, size: str | StringAttr):
+        cache = SSAValue.get(cache)
+        size = size if isinstance(size, StringAttr) else StringAttr(size)
+        result_type = _infer(type(self), None, cache, cache=cache, size=size)
+        super().__init__(operands=[cache], result_types=[result_type], properties={"size": size})
+
+    def infer_shape(self) -> si.Shape:
+        return si.extract_rows(shape_of(self.cache), self.size.data)
+
+    def verify_attributes(self) -> None:
+        result = shape_of(self.result)
+        if result and si.is_static(result[0]):
+            raise VerifyException(
+                f"'{self.name}': result: expected a ? first dim (its size is the symbol "
+                f"{self.size.data}), got {self.result.type}"
+            )
+
+
+@irdl_op_definition
+class AssignOp(IRDLOperation):
+    """After the call, the state `state` holds `value` (same type). It has no result and
+    is not `Pure`, so no canonicalization, CSE or DCE removes it; bufferization copies
+    `value` into the state buffer after every other use of the state.
+
+    ```mlir
+    mir.assign %h_new to %h : tensor<4x8xf32>
+    ```
+    """
+
+    name = "mir.assign"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    value = operand_def(T)
+    state = operand_def(T)
+
+    assembly_format = "$value `to` $state attr-dict `:` type($state)"
+
+    def __init__(self, value: SSAValue | Operation, state: SSAValue | Operation):
+        super().__init__(operands=_values(value, state))
+
+    def verify_(self) -> None:
+        problem = state_argument_error(self, "state", self.state)
+        if problem is not None:
+            raise VerifyException(f"'{self.name}': {problem}")
 
 
 # ----------------------------------------------------------------------------- fusion

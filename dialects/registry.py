@@ -198,6 +198,10 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     MirOpRecord(mir.NarrowOp, si.narrow, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
     MirOpRecord(mir.ConstantOp, None, None, Lowering.PATTERN, lir.ConstantOp),
     MirOpRecord(mir.FusedElementwiseOp, None, None, Lowering.PATTERN, lir.FusedElementwiseOp),
+    # state: the cache append is written in place, its rows are a view, assign a copy
+    MirOpRecord(mir.InsertRowsOp, None, K.insert_rows, Lowering.PATTERN, lir.InsertRowsOp),
+    MirOpRecord(mir.ExtractRowsOp, None, None, Lowering.PATTERN, None),  # always an lir.view
+    MirOpRecord(mir.AssignOp, None, None, Lowering.PATTERN, lir.CopyOp),
 )
 """One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
 

@@ -14,8 +14,9 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, ModuleOp, f32
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, ModuleOp, f32
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -25,10 +26,14 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from rlx_mlir.core.abi import CACHE_DIMS
 from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import Activation, MaskKindAttr, RopeStyleAttr
 from rlx_mlir.passes.utils import ACTIVATION_OPS, OpSequence, splat_constant
+
+DEFAULT_CACHE_SYMBOL = "T"
+"""The symbol of a KV cache's rows when the function has no `rlx.cache_dims`."""
 
 # ----------------------------------------------------------------------------- expansions
 # Module-level builders shared by the patterns (the decoder block reuses the others).
@@ -85,6 +90,10 @@ def emit_llama_decoder_block(seq: OpSequence, op: hir.LlamaDecoderBlockOp) -> SS
     # mir.rope's head_dim is per head, so q (num_heads) and k (num_kv_heads) both work.
     q = seq.emit(mir.RopeOp(q, op.cos, op.sin, head_dim, head_dim, rope_style))
     k = seq.emit(mir.RopeOp(k, op.cos, op.sin, head_dim, head_dim, rope_style))
+    if op.k_cache is not None and op.v_cache is not None and op.position is not None:
+        size = cache_symbol(op)
+        k = emit_cache_append(seq, op.k_cache, k, op.position, size)
+        v = emit_cache_append(seq, op.v_cache, v, op.position, size)
     att = seq.emit(
         mir.AttentionOp(
             q,
@@ -102,6 +111,27 @@ def emit_llama_decoder_block(seq: OpSequence, op: hir.LlamaDecoderBlockOp) -> SS
     n2 = emit_rms_norm(seq, h, op.ln2_g, op.ln2_b, op.eps)
     ffn = emit_swiglu_ffn(seq, n2, op.up_w, op.gate_w, op.down_w)
     return seq.emit(mir.AddOp(h, ffn, op.result.type))
+
+
+def cache_symbol(op: Operation) -> str:
+    """The symbol the cache rows take in `op`'s function: the one `rlx.cache_dims` defines
+    (the Graph's "T" when the function does not say)."""
+    fn = op.parent_op()
+    while fn is not None and not isinstance(fn, func.FuncOp):
+        fn = fn.parent_op()
+    dims = fn.attributes.get(CACHE_DIMS) if fn is not None else None
+    if isinstance(dims, DictionaryAttr) and len(dims.data) == 1:
+        return next(iter(dims.data))
+    return DEFAULT_CACHE_SYMBOL
+
+
+def emit_cache_append(seq: OpSequence, cache: SSAValue, rows: SSAValue, position: SSAValue,
+                      size: str) -> SSAValue:
+    """`rows` appended to the state `cache` at `position` (`mir.insert_rows`, then
+    `mir.assign` of the updated cache), and its rows [0, position + S) (`mir.extract_rows`)."""
+    inserted = seq.emit(mir.InsertRowsOp(rows, cache, position))
+    seq.ops.append(mir.AssignOp(inserted, cache))
+    return seq.emit(mir.ExtractRowsOp(inserted, size))
 
 
 def _replace(rewriter: PatternRewriter, op: hir.HirOp, seq: OpSequence) -> None:

@@ -31,16 +31,26 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FloatAttr,
     FunctionType,
+    IndexType,
     ModuleOp,
     StringAttr,
     UnitAttr,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
 
 from rlx_mlir.core import shape_inference as rules
-from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_INPUT, ROLE_PARAM
+from rlx_mlir.core.abi import (
+    ARG_DIMS,
+    ARG_NAME,
+    ARG_ROLE,
+    CACHE_DIMS,
+    ROLE_INPUT,
+    ROLE_PARAM,
+    ROLE_POSITION,
+    ROLE_STATE,
+)
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.dialects import hir, mir
 from rlx_mlir.dialects.common import dims_attr, f32_attr, i64_array_attr, i64_attr, tensor_type
@@ -61,6 +71,13 @@ Scalar = float | int
 Operand = "Value | float | int"
 
 _NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8}
+
+CACHE_SYMBOL = "T"
+"""The symbol of the rows a KV cache holds after an append: bound per call to position +
+appended rows (`rlx.cache_dims`)."""
+
+POSITION_NAME = "position"
+"""The name of the graph's position argument (`rlx.role = "position"`)."""
 
 _DTYPE_ALIASES = {"float32": "f32", "int32": "i32", "int64": "i64", "uint8": "ui8"}
 """numpy's names of the element types, accepted wherever an rlx dtype name is."""
@@ -255,6 +272,9 @@ class Graph:
         self._output_names: list[str] = []
         self._arg_shapes: list[rules.Shape] = []
         self._symbols: dict[str, None] = {}  # the inputs' symbols, in order of declaration
+        self._position: BlockArgument | None = None  # added by the first cache_append
+        self._cache_dims: tuple[rules.Dim, int] | None = None  # (appended, capacity)
+        self._updated: dict[SSAValue, str] = {}  # states already appended to or assigned
 
     # ------------------------------------------------------------------ arguments, output
 
@@ -271,6 +291,13 @@ class Graph:
         """Declare a parameter (bound once at `jit(params=...)` or given at call time);
         `dtype` as for `input`."""
         return self._argument(name, shape, dtype, ROLE_PARAM)
+
+    def state(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+        """Declare a state: a buffer that lives in the model between calls, zero when the
+        model is created (static `shape`; `dtype` as for `input`). Update it with
+        `cache_append` (a KV cache) or `assign`; read it before you update it
+        (docs/semantics.md "State")."""
+        return self._argument(name, shape, dtype, ROLE_STATE)
 
     def _argument(self, name: str, shape: Sequence[int], dtype: Any, role: str) -> Value:
         with _context(role):
@@ -350,6 +377,11 @@ class Graph:
     def params(self) -> list[str]:
         return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == ROLE_PARAM]
 
+    @property
+    def states(self) -> list[str]:
+        """The names of the states, in order of declaration."""
+        return [n for n, r in zip(self._arg_names, self._arg_roles, strict=True) if r == ROLE_STATE]
+
     # ------------------------------------------------------------------ module
 
     def to_module(self) -> ModuleOp:
@@ -375,6 +407,8 @@ class Graph:
                 ),
                 res_attrs=self._result_attrs(),
             )
+            if self._cache_dims is not None:
+                fn.attributes[CACHE_DIMS] = DictionaryAttr({CACHE_SYMBOL: dims_attr(self._cache_dims)})
             module = ModuleOp([fn]).clone()
         finally:
             fn.body.detach_block(self._block)
@@ -415,6 +449,12 @@ class Graph:
             raise GraphError(f"{name}: expected a graph Value, got {type(value).__name__}")
         if value.graph is not self:
             raise GraphError(f"{name}: the Value belongs to graph {value.graph.name!r}, not {self.name!r}")
+        if self._updated.get(value.ssa) == "cache_append":
+            state = self._arg_names[value.ssa.index]  # pyright: ignore[reportAttributeAccessIssue]
+            raise GraphError(
+                f"{name}: the cache {state!r} was appended to (in place); use the rows "
+                "cache_append returned, and read the cache only before its append"
+            )
         return value
 
     def _emit(self, op_cls: type[IRDLOperation], operands: Sequence[Value | None],
@@ -858,12 +898,18 @@ class Graph:
         down_w: Value, cos: Value, sin: Value, mask: Value | None = None, *, num_heads: int,
         head_dim: int, num_kv_heads: int | None = None, eps: float = 1e-5,
         mask_kind: str = "causal", rope_style: str = "half",
+        kv_cache: tuple[Value, Value] | None = None,
     ) -> Value:
         """The pre-norm Llama decoder block (docs/semantics.md "Blocks"; matches HF
         LlamaDecoderLayer with weights as [in, out]).
 
         The FFN weights come as `gate_w, up_w, down_w` (HF's LlamaMLP order), unlike
-        `swiglu_ffn(x, up, gate, down)`; both orders stay, pass by keyword when unsure."""
+        `swiglu_ffn(x, up, gate, down)`; both orders stay, pass by keyword when unsure.
+
+        `kv_cache=(k_state, v_state)` decodes with KV caches: states [capacity, Hkv*D];
+        x is [S, D], k and v after rope are appended at the model's position P (as
+        `cache_append`) and attention reads the rows [0, P+S), causal with query i
+        seeing keys j <= i + P; cos/sin hold the rows of positions P ... P+S-1."""
         operands = dict(x=x, ln1_g=ln1_g, ln1_b=ln1_b, q_w=q_w, k_w=k_w, v_w=v_w, o_w=o_w,
                         ln2_g=ln2_g, ln2_b=ln2_b, gate_w=gate_w, up_w=up_w, down_w=down_w,
                         cos=cos, sin=sin, mask=mask)
@@ -880,7 +926,140 @@ class Graph:
             del props["scale"]
             props["eps"] = self._eps(eps)
             props["rope_style"] = _enum(RopeStyle, RopeStyleAttr, rope_style, "rope_style")
-        return self._emit(hir.LlamaDecoderBlockOp, list(operands.values()), shape, properties=props)
+            caches = None if kv_cache is None else self._kv_cache(x, kv_cache, num_kv_heads,
+                                                                  head_dim, mask_kind)
+        values = [v.ssa if v is not None else None for v in operands.values()]
+        op = hir.LlamaDecoderBlockOp.build(
+            operands=[*values, *(caches or (None, None, None))],
+            result_types=[tensor_type(shape, "f32")],
+            properties={k: v for k, v in props.items() if v is not None},
+        )
+        if kv_cache is not None:
+            for state in kv_cache:
+                self._updated[state.ssa] = "cache_append"
+        return self._append(op, shape, "f32")
+
+    def _kv_cache(self, x: Value, kv_cache: Any, num_kv_heads: int, head_dim: int,
+                  mask_kind: str) -> tuple[SSAValue, SSAValue, SSAValue]:
+        """The (k_cache, v_cache, position) operands of a decoding block, checked."""
+        if not isinstance(kv_cache, tuple | list) or len(kv_cache) != 2:
+            raise GraphError(f"kv_cache: expected a pair (k_state, v_state), got {kv_cache!r}")
+        k_state, v_state = kv_cache
+        for what, state in (("kv_cache[0]", k_state), ("kv_cache[1]", v_state)):
+            self._own(what, state)
+            name = self._state_name(what, state)
+            self._check_not_updated(name, state)
+            _check_dtype(what, state, ("f32",))
+        if k_state.ssa is v_state.ssa:
+            raise GraphError("kv_cache: expected two different states, got the same one twice")
+        rules.llama_kv_cache(x.shape, k_state.shape, v_state.shape, num_kv_heads=num_kv_heads,
+                             head_dim=head_dim, mask_kind=mask_kind)
+        rows = Value(self, x.ssa, (x.shape[0], k_state.shape[1]), "f32")
+        self._check_cache_dims(self._arg_names[k_state.ssa.index], k_state, rows)  # pyright: ignore[reportAttributeAccessIssue]
+        return k_state.ssa, v_state.ssa, self._position_argument()
+
+
+    # ------------------------------------------------------------------ state
+
+    def cache_append(self, cache: Value, rows: Value) -> Value:
+        """Append `rows` [S, *tail] (S a symbol or an int) to the KV cache `cache`, a state
+        [capacity, *tail]: the rows go to positions [P, P+S) and the result is the rows
+        [0, P+S), shaped ("T", *tail), T bound per call to P+S. P is the model's position,
+        shared by every cache of the graph, so every append of a graph adds the same S to
+        caches of one capacity (docs/semantics.md "State")."""
+        self._own("cache", cache)
+        self._own("rows", rows)
+        with _context("cache_append"):
+            name = self._state_name("cache", cache)
+            self._check_not_updated(name, cache)
+            if rows.dtype != cache.dtype:
+                raise DTypeError(
+                    f"rows: expected dtype {cache.dtype} (of cache {name!r}), got {rows.dtype}"
+                )
+            rules.insert_rows(cache.shape, rows.shape)
+            self._check_cache_dims(name, cache, rows)
+        position = self._position_argument()
+        inserted = mir.InsertRowsOp(rows.ssa, cache.ssa, position)
+        self._block.add_op(inserted)
+        self._block.add_op(mir.AssignOp(inserted.result, cache.ssa))
+        self._updated[cache.ssa] = "cache_append"
+        shape = (CACHE_SYMBOL, *cache.shape[1:])
+        return self._append(mir.ExtractRowsOp(inserted.result, CACHE_SYMBOL), shape, cache.dtype)
+
+    def assign(self, state: Value, value: Value) -> None:
+        """After the call, `state` holds `value` (same static shape and dtype): a recurrent
+        state, the last rows of a convolution. `state` keeps its old value in the graph
+        (reads after the assign see the value the call started with); one assign per state."""
+        self._own("state", state)
+        self._own("value", value)
+        with _context("assign"):
+            name = self._state_name("state", state)
+            self._check_not_updated(name, state)
+            if value.shape != state.shape:
+                raise ShapeError(
+                    f"value {rules.fmt(value.shape)}: expected the shape of state {name!r} "
+                    f"{rules.fmt(state.shape)}, got {rules.fmt(value.shape)}"
+                )
+            if value.dtype != state.dtype:
+                raise DTypeError(
+                    f"value: expected dtype {state.dtype} (of state {name!r}), got {value.dtype}"
+                )
+        self._block.add_op(mir.AssignOp(value.ssa, state.ssa))
+        self._updated[state.ssa] = "assign"
+
+    def _state_name(self, what: str, value: Value) -> str:
+        """The name of the state `value` is (GraphError if it is not a state argument)."""
+        arg = value.ssa
+        if isinstance(arg, BlockArgument) and arg.block is self._block:
+            if self._arg_roles[arg.index] == ROLE_STATE:
+                return self._arg_names[arg.index]
+            got = f"the {self._arg_roles[arg.index]} {self._arg_names[arg.index]!r}"
+        else:
+            got = f"a computed value {rules.fmt(value.shape)}"
+        raise GraphError(f"{what}: expected a state (declared with g.state), got {got}")
+
+    def _check_not_updated(self, name: str, state: Value) -> None:
+        if (how := self._updated.get(state.ssa)) is not None:
+            raise GraphError(f"state {name!r} was already updated by {how}; a graph updates "
+                             "each state once")
+
+    def _check_cache_dims(self, name: str, cache: Value, rows: Value) -> None:
+        """Every append of a graph adds the same rows to caches of one capacity (one T)."""
+        appended, capacity = rows.shape[0], cache.shape[0]
+        if not rules.is_static(appended) and not rules.is_symbol(appended):
+            raise ShapeError(
+                f"rows {rules.fmt(rows.shape)}: expected a first dim that is an int or an input's "
+                f"symbol, got {appended}"
+            )
+        if CACHE_SYMBOL in self._symbols:
+            raise GraphError(
+                f"the symbol {CACHE_SYMBOL!r} of an input is the one cache_append defines (the "
+                "rows a cache holds); name the input's dimension otherwise"
+            )
+        if self._cache_dims is None:
+            self._cache_dims = (appended, capacity)  # pyright: ignore[reportAttributeAccessIssue]
+        elif self._cache_dims != (appended, capacity):
+            known, cap = self._cache_dims
+            raise GraphError(
+                f"cache {name!r}: every cache_append of a graph appends the same rows into caches "
+                f"of one capacity (all share the position and {CACHE_SYMBOL}); expected {known} "
+                f"rows into capacity {cap}, got {appended} rows into capacity {capacity}"
+            )
+
+    def _position_argument(self) -> BlockArgument:
+        """The graph's `index` position argument, added at the first cache_append."""
+        if self._position is None:
+            if POSITION_NAME in self._arg_names:
+                raise GraphError(
+                    f"the argument {POSITION_NAME!r} is the model's position once a cache is "
+                    "appended to; name the other argument otherwise"
+                )
+            self._position = self._block.insert_arg(IndexType(), len(self._block.args))
+            self._position.name_hint = POSITION_NAME
+            self._arg_names.append(POSITION_NAME)
+            self._arg_roles.append(ROLE_POSITION)
+            self._arg_shapes.append(())
+        return self._position
 
 
 def numpy_dtype(dtype: str) -> type[np.generic]:

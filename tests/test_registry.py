@@ -91,7 +91,7 @@ def test_every_mir_op_has_an_interpreter_a_lowering_and_a_kernel_builder(op):
     if record.kernel is not None:
         assert record.kernel in kernel_builders(), f"{record.kernel.name} has no kernel builder"
     else:
-        assert op is mir.ReshapeOp  # the only op that is always a view
+        assert op in (mir.ReshapeOp, mir.ExtractRowsOp)  # the ops that are always a view
 
 
 def _accepts_i32(op: type[Operation]) -> bool:
@@ -223,7 +223,9 @@ def test_every_graph_method_is_in_the_every_method_graph(monkeypatch):
 
         monkeypatch.setattr(rlx.Graph, name, record)
     every_method_graph().to_mlir()
-    assert sorted(set(public) - called) == []
+    # The state methods make a stateful model; tests/test_state.py builds them at every stage.
+    stateful = {"state", "cache_append", "assign"}
+    assert sorted(set(public) - called - stateful) == []
 
 
 # ----------------------------------------------------------------------------- the checks fail

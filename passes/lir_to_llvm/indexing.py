@@ -1,11 +1,13 @@
-"""Kernels of `lir.gather` and `lir.depthwise_conv1d` as llvm-dialect functions.
+"""Kernels of `lir.gather`, `lir.depthwise_conv1d` and `lir.insert_rows` as llvm-dialect
+functions.
 
 `gather` is `np.take` along one axis: it first checks every index (0 ≤ id < dim, an
 unsigned compare so negative ids fail too) and, if one is bad, returns the i32
 status 1 without reading any row; otherwise it copies each selected contiguous inner
 row with vector loads/stores and returns 0.  `depthwise_conv1d` is a valid
 convolution over time of a pre-padded [B, S+K-1, C] input, vectorized along C with
-one FMA per tap.
+one FMA per tap. `insert_rows` copies S rows (S read at run time when symbolic) to
+the cache at row P (the position, an i64 argument).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
+from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, kernel_symbols
 
 UNROLL_TAPS = 16
 """Convolutions with at most this many taps unroll the tap loop in the kernel."""
@@ -141,8 +144,48 @@ def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.
     return kb.finish()
 
 
+def copy_runtime_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: Value,
+                          element: Attribute = f32) -> None:
+    """dst[0:count] = src[0:count] for a `count` known at compile time (int) or read at
+    run time (an i64): a vector loop of W elements, then a scalar tail."""
+    if isinstance(count, int):
+        copy_elements(kb, src, dst, count, element)
+        return
+    w = kb.vector_width
+    vector_end = kb.mul(kb.sdiv(count, w), w)
+    with kb.loop(0, vector_end, w) as loop:
+        kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
+                 element=element)
+    with kb.loop(vector_end, count) as loop:
+        kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
+
+
+def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[P·row : (P+S)·row] = rows[0 : S·row], row = the elements of one row (the
+    product of the trailing dims): appending S rows to a KV cache at position P. The
+    function takes `(ptr rows, ptr out, i64 P[, i64 S])` (dynamic.py's ABI: S when the
+    rows' first dim is a symbol); the caller guarantees P + S <= capacity."""
+    assert isinstance(op, lir.InsertRowsOp)
+    symbols = kernel_symbols(op)
+    element = llvm_element(op.rows.type)
+    kb = KernelBuilder(name, [PTR, PTR, i64, *[i64] * len(symbols)], vector_width=vector_width)
+    rows, out, position, *sizes = kb.args
+    rows_shape = RuntimeDims.of(op, sizes).shape(0)
+    row = numel(rows_shape[1:])
+    first = rows_shape[0]
+    count = first * row if isinstance(first, int) else kb.mul(first, row)
+    dst = kb.gep(out, kb.mul(position, row), element)
+    copy_runtime_elements(kb, rows, dst, count, element)
+    kb.ret()
+    return kb.finish()
+
+
 BUILDERS = {
     lir.GatherOp: build_gather,
     lir.DepthwiseConv1dOp: build_depthwise_conv1d,
+    lir.InsertRowsOp: build_insert_rows,
 }
 """The kernel builders of this family, by lir op."""
+
+RUNTIME_DIMS = {lir.InsertRowsOp}
+"""The kernels of this family that read their `?` dims natively (dynamic.py)."""

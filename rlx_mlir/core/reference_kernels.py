@@ -537,6 +537,9 @@ def llama_decoder_block(
     cos: ArrayLike,
     sin: ArrayLike,
     mask: ArrayLike | None = None,
+    k_cache: np.ndarray | None = None,
+    v_cache: np.ndarray | None = None,
+    position: int | None = None,
     *,
     num_heads: int,
     head_dim: int,
@@ -548,7 +551,10 @@ def llama_decoder_block(
     """Pre-norm Llama block: h = x + attn(rms_norm(x)) @ o_w; out = h + swiglu(rms_norm(h)).
 
     Weights are [in, out]; rope over the whole head (n_rot = head_dim) on q and k;
-    attention scale 1/√head_dim.
+    attention scale 1/√head_dim. With KV caches (f32 arrays [capacity, Hkv·D], the
+    model's state buffers): k and v of the S rows are written IN PLACE at rows
+    [position, position + S) and attention reads rows [0, position + S) (cos/sin hold
+    the rows of positions position … position + S − 1).
     """
     _check_name("mask_kind", mask_kind, MASK_KINDS)
     _check_name("rope_style", rope_style, ROPE_STYLES)
@@ -569,13 +575,36 @@ def llama_decoder_block(
     a = _rms_norm64(x, w64["ln1_g"], w64["ln1_b"], eps)
     q = _rope64(a @ w64["q_w"], w64["cos"], w64["sin"], head_dim, head_dim, rope_style)
     k = _rope64(a @ w64["k_w"], w64["cos"], w64["sin"], head_dim, head_dim, rope_style)
+    v = a @ w64["v_w"]
+    if k_cache is not None and v_cache is not None:
+        k, v = _append_kv(k, v, k_cache, v_cache, position, num_kv_heads, head_dim, mask_kind)
     att = _attention64(
-        q, k, a @ w64["v_w"], m, num_heads=num_heads, head_dim=head_dim,
+        q, k, v, m, num_heads=num_heads, head_dim=head_dim,
         num_kv_heads=num_kv_heads, mask_kind=mask_kind, scale=1.0 / math.sqrt(head_dim),
     )
     h = x + att @ w64["o_w"]
     n2 = _rms_norm64(h, w64["ln2_g"], w64["ln2_b"], eps)
     return _out(h + _swiglu64(n2, w64["up_w"], w64["gate_w"], w64["down_w"]))
+
+
+def _append_kv(k: np.ndarray, v: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray,
+               position: int | None, num_kv_heads: int, head_dim: int,
+               mask_kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Write k, v [S, Hkv·D] into the caches at `position` (in place, as f32) and return
+    the cache rows [0, position + S) (f64)."""
+    rules.llama_kv_cache(_shape(k), _shape(k_cache), _shape(v_cache), num_kv_heads=num_kv_heads,
+                         head_dim=head_dim, mask_kind=mask_kind)
+    if position is None:
+        raise ArgumentError("llama_decoder_block: kv_cache needs the position, got none")
+    end = int(position) + k.shape[0]
+    if int(position) < 0 or end > k_cache.shape[0]:
+        raise ArgumentError(
+            f"llama_decoder_block: rows [{position}, {end}) do not fit in the caches of "
+            f"{k_cache.shape[0]} rows (cache full)"
+        )
+    k_cache[int(position):end] = k
+    v_cache[int(position):end] = v
+    return _f64(k_cache[:end]), _f64(v_cache[:end])
 
 
 # ----------------------------------------------------------------------------- data movement
@@ -639,6 +668,23 @@ def gather(x: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
     ax = axis % x.ndim
     idx = _check_indices("gather indices", idx, x.shape[ax])
     return np.take(x, idx, axis=ax)
+
+
+def insert_rows(rows: ArrayLike, cache: ArrayLike, position: int) -> np.ndarray:
+    """A copy of `cache` [capacity, *tail] with `rows` [S, *tail] at rows
+    [position, position + S) (a KV cache append; rows past the capacity are an error)."""
+    rows, cache = _data(rows), _data(cache)
+    position = int(position)
+    rules.insert_rows(_shape(cache), _shape(rows))
+    end = position + rows.shape[0]
+    if position < 0 or end > cache.shape[0]:
+        raise ArgumentError(
+            f"insert_rows: rows [{position}, {end}) do not fit in the cache of "
+            f"{cache.shape[0]} rows (cache full)"
+        )
+    out = np.array(cache)
+    out[position:end] = rows
+    return out
 
 
 def embedding(table: ArrayLike, ids: ArrayLike) -> np.ndarray:

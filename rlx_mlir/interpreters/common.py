@@ -74,6 +74,36 @@ def bound_symbols(sizes: Mapping[str, int]) -> Iterator[None]:
         _SYMBOL_SIZES.reset(token)
 
 
+_PENDING_ASSIGNS: ContextVar[list[tuple[np.ndarray, np.ndarray]] | None] = ContextVar(
+    "pending_assigns", default=None
+)
+
+
+@contextmanager
+def deferred_assigns() -> Iterator[None]:
+    """Inside, a tensor-level `assign` (`mir.assign`) is recorded instead of written, so
+    the state keeps its old value for the rest of the call (value semantics, as the lir
+    copy placed last); the writes happen when the block ends without an error."""
+    pending: list[tuple[np.ndarray, np.ndarray]] = []
+    token = _PENDING_ASSIGNS.set(pending)
+    try:
+        yield
+    finally:
+        _PENDING_ASSIGNS.reset(token)
+    for state, value in pending:
+        state[...] = value
+
+
+def assign_state(state: np.ndarray, value: np.ndarray) -> None:
+    """Write `value` into the state buffer `state`, at the end of the call when inside
+    `deferred_assigns`."""
+    pending = _PENDING_ASSIGNS.get()
+    if pending is None:
+        state[...] = value
+    else:
+        pending.append((state, np.array(value)))
+
+
 def reshaped_shape(result: SSAValue, source: SSAValue, array: np.ndarray) -> tuple[int, ...]:
     """The shape of a reshape (or view) of `array`: each `?` of the result is the next `?`
     of the source (a symbolic dim stays a whole dim, in order)."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
+from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
 from rlx_mlir.dialects.registry import (
@@ -72,7 +73,10 @@ def _slot(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
 
 
 def _view(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
-    shape = reshaped_shape(op.results[0], op.operands[0], args[0])
+    if "dims" in op.properties:  # sized by the call's symbols (e.g. a cache's first T rows)
+        shape = allocated_shape(dims_from_attr(op.properties["dims"], "dims"), op.name)
+    else:
+        shape = reshaped_shape(op.results[0], op.operands[0], args[0])
     flat = args[0].reshape(-1)
     assert np.shares_memory(flat, args[0]), "lir.view source must be contiguous"
     offset = props["offset"]
@@ -107,6 +111,19 @@ def _fused_elementwise(op: Operation, args: list[Any], props: dict[str, Any]) ->
     return run_scalar_body(op.body, args[0], broadcast_shape(op.out, args[0]))
 
 
+def _insert_rows(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
+    """Write the rows into the cache buffer `out` in place, at the position."""
+    rows, position, out = args
+    position = int(position)
+    end = position + rows.shape[0]
+    if position < 0 or end > out.shape[0]:
+        raise ArgumentError(
+            f"{op.name}: rows [{position}, {end}) do not fit in the cache of {out.shape[0]} "
+            "rows (cache full)"
+        )
+    out[position:end] = rows
+
+
 def _barrier(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     """The interpreter runs every kernel whole on one thread: nothing to wait for."""
 
@@ -117,6 +134,7 @@ SPECIAL: dict[type[Operation], OpImpl] = {
     lir.SlotOp: _slot,
     lir.ViewOp: _view,
     lir.BarrierOp: _barrier,
+    lir.InsertRowsOp: _insert_rows,
     lir.ElementwiseOp: _writing(_elementwise),
     lir.FusedElementwiseOp: _writing(_fused_elementwise),
     lir.ConstantOp: _writing(_constant),

@@ -13,6 +13,8 @@ from rlx_mlir.dialects.registry import MIR_RECORDS, check_complete
 from rlx_mlir.interpreters.arrays import run_scalar_body
 from rlx_mlir.interpreters.common import (
     OpImpl,
+    allocated_shape,
+    assign_state,
     broadcast_shape,
     dense_array,
     functions_for,
@@ -37,11 +39,26 @@ def _fused_elementwise(op: Operation, args: list[Any], props: dict[str, Any]) ->
     return run_scalar_body(op.body, args[0], broadcast_shape(op.results[0], args[0]))
 
 
+def _extract_rows(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
+    """The first rows of the cache: as many as the call binds the op's `size` symbol to."""
+    (rows,) = allocated_shape((op.size.data,), op.name)
+    return np.array(args[0][:rows])
+
+
+def _assign(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
+    """The state argument's array is the state buffer itself: the value goes there once
+    the call is over (`deferred_assigns`), reads of the state until then see the old value."""
+    value, state = args
+    assign_state(state, value)
+
+
 SPECIAL: dict[type[Operation], OpImpl] = {
     mir.ReshapeOp: _reshape,
     mir.BroadcastToOp: _broadcast_to,
     mir.ConstantOp: _constant,
     mir.FusedElementwiseOp: _fused_elementwise,
+    mir.ExtractRowsOp: _extract_rows,
+    mir.AssignOp: _assign,
 }
 """The ops whose registry record has no reference kernel: the result type (or the body)
 says what they compute."""

@@ -1,0 +1,259 @@
+"""The state of a model between calls: its state buffers, its position P and its KV caches.
+
+A graph's states are function arguments with `rlx.role = "state"` (`g.state`), updated in
+place by each call; its position is the `index` argument with `rlx.role = "position"`,
+where the next rows of every KV cache go. `StateStore` holds all of it for a model (the
+reference executor's and a compiled model's alike):
+
+```python
+store = StateStore.of_function(fn)      # zero states, P = 0
+with store.call(sizes) as bound:        # sizes: the call's symbols; bound adds T = P + S
+    run(..., store.arrays, store.position, bound)
+# on success P += S; if the block raises, P and every state are as before
+```
+
+The symbols the appends define come from the function attribute `rlx.cache_dims`
+(`{"T": [appended, capacity]}`, `rlx_mlir.core.abi.CACHE_DIMS`): a call that appends S
+rows binds T = P + S and is refused with an ArgumentError ("cache full") when
+P + S > capacity. A call can change only the rows [P, P+S) of each appended cache and
+the states it assigns, so that is all `snapshot` copies before a call and `restore`
+writes back when it fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DictionaryAttr
+from xdsl.ir import BlockArgument, SSAValue
+
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.abi import CACHE_DIMS, ROLE_POSITION, ROLE_STATE
+from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
+from rlx_mlir.dialects import hir, lir, mir
+from rlx_mlir.dialects.common import dims_from_attr
+from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, Signature
+
+
+@dataclass(frozen=True)
+class CacheDim:
+    """A symbol a cache append defines: `symbol` = P + `appended` <= `capacity`."""
+
+    symbol: str
+    appended: rules.Dim
+    """The rows each call appends: an int, or the symbol of the rows' first dim."""
+    capacity: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a call may change, copied before it: the position, the rows [P, P+S) of each
+    appended cache and every assigned state."""
+
+    position: int
+    rows: dict[str, tuple[int, np.ndarray]]
+    """Per appended cache: (first row, a copy of the rows the call writes)."""
+    states: dict[str, np.ndarray]
+    """A copy of each assigned state."""
+
+
+class StateStore:
+    """The state buffers of a model (zero at creation), its position and its KV caches."""
+
+    def __init__(self, specs: list[ArgSpec], cache_dims: list[CacheDim],
+                 caches: frozenset[str] = frozenset(), assigned: frozenset[str] = frozenset(),
+                 has_position: bool = False):
+        self.specs = {s.name: s for s in specs}
+        """The state arguments by name."""
+        self.cache_dims = cache_dims
+        self.caches = caches
+        """The states that are KV caches (appended to at the position)."""
+        self.assigned = assigned
+        """The states a call assigns as a whole."""
+        self.has_position = has_position
+        """Whether the function takes the position argument."""
+        self.arrays: dict[str, np.ndarray] = {
+            s.name: np.zeros(s.shape, dtype=NUMPY_DTYPES[s.dtype]) for s in specs
+        }
+        """The state buffers, updated in place by each call."""
+        self.position = 0
+
+    @classmethod
+    def of_function(cls, fn: Any) -> StateStore:
+        """The store of a graph function (`func.func` at the hir, mir or lir stage)."""
+        signature = Signature.of(fn)
+        specs = [a for a in signature.args if a.role == ROLE_STATE]
+        for spec in specs:
+            if not rules.is_static_shape(spec.shape):
+                raise GraphError(f"state {spec.name!r}: expected a static shape, got "
+                                 f"{rules.fmt(spec.shape)}")
+        caches, assigned = state_updates(fn) if isinstance(fn, func.FuncOp) else (set(), set())
+        names = {i: a.name for i, a in enumerate(signature.args) if a.role == ROLE_STATE}
+        return cls(
+            specs,
+            cache_dims_of(fn),
+            frozenset(names[i] for i in caches if i in names),
+            frozenset(names[i] for i in assigned - caches if i in names),
+            any(a.role == ROLE_POSITION for a in signature.args),
+        )
+
+    # ------------------------------------------------------------------ the user's view
+
+    @property
+    def views(self) -> Mapping[str, np.ndarray]:
+        """Read-only views of the state buffers, by name."""
+        views = {}
+        for name, array in self.arrays.items():
+            view = array.view()
+            view.flags.writeable = False
+            views[name] = view
+        return MappingProxyType(views)
+
+    def reset(self, position: int = 0) -> None:
+        """Rewind to `position` (0 <= position <= the caches' capacity). The caches keep
+        their rows (those past the position are overwritten by later appends, and never
+        read before); at position 0 every other state is zeroed too (a fresh sequence)."""
+        if isinstance(position, bool) or not isinstance(position, int | np.integer):
+            raise ArgumentError(f"reset: position: expected an int >= 0, got {position!r}")
+        capacity = min((c.capacity for c in self.cache_dims), default=None)
+        if position < 0 or (capacity is not None and position > capacity):
+            bound = f"[0, {capacity}] (the cache capacity)" if capacity is not None else ">= 0"
+            raise ArgumentError(f"reset: position: expected an int in {bound}, got {position}")
+        if capacity is None and position:
+            raise ArgumentError(f"reset: position: the model has no KV cache, so its position "
+                                f"stays 0; got {position}")
+        self.position = int(position)
+        if position == 0:
+            for name in self.arrays.keys() - self.caches:
+                self.arrays[name].fill(0)
+
+    # ------------------------------------------------------------------ one call
+
+    def appended(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        """The rows each cache symbol appends in a call whose symbols are `sizes`."""
+        out = {}
+        for dim in self.cache_dims:
+            try:
+                out[dim.symbol] = rules.evaluate_dim(dim.appended, sizes)
+            except (KeyError, rules.ShapeError):
+                raise ArgumentError(
+                    f"the rows appended to the caches are {dim.appended}, a symbol no argument "
+                    f"of the call binds (bound: {dict(sizes)})"
+                ) from None
+        return out
+
+    def bind(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        """`sizes` with each cache symbol bound to P + appended rows; an ArgumentError
+        ("cache full") when that exceeds the capacity."""
+        bound = dict(sizes)
+        for dim in self.cache_dims:
+            rows = self.appended(sizes)[dim.symbol]
+            end = self.position + rows
+            if end > dim.capacity:
+                raise ArgumentError(
+                    f"cache full: appending {rows} rows at position {self.position} needs "
+                    f"{end} rows, the caches hold {dim.capacity} (reset the model, or compile "
+                    "it with larger caches)"
+                )
+            bound[dim.symbol] = end
+        return bound
+
+    def snapshot(self, sizes: Mapping[str, int]) -> Snapshot:
+        """Copies of what a call with `sizes` may change (see `Snapshot`)."""
+        rows = max(self.appended(sizes).values(), default=0)
+        start = self.position
+        return Snapshot(
+            start,
+            {name: (start, self.arrays[name][start : start + rows].copy()) for name in self.caches},
+            {name: self.arrays[name].copy() for name in self.assigned},
+        )
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Undo a call: write back what `snapshot` copied."""
+        self.position = snapshot.position
+        for name, (start, rows) in snapshot.rows.items():
+            self.arrays[name][start : start + len(rows)] = rows
+        for name, array in snapshot.states.items():
+            self.arrays[name][...] = array
+
+    def advance(self, sizes: Mapping[str, int]) -> None:
+        """After a successful call: P += the rows appended."""
+        self.position += max(self.appended(sizes).values(), default=0)
+
+    @contextmanager
+    def call(self, sizes: Mapping[str, int]) -> Iterator[dict[str, int]]:
+        """One atomic call: yields `bind(sizes)`; when the block raises, P and every state
+        are restored, else P advances."""
+        bound = self.bind(sizes)
+        snapshot = self.snapshot(sizes)
+        try:
+            yield bound
+        except BaseException:
+            self.restore(snapshot)
+            raise
+        self.advance(sizes)
+
+
+# ----------------------------------------------------------------------------- reading the IR
+
+
+def cache_dims_of(fn: Any) -> list[CacheDim]:
+    """The symbols of the function's `rlx.cache_dims` attribute (GraphError if malformed)."""
+    attrs = getattr(fn, "attributes", {})
+    attr = attrs.get(CACHE_DIMS)
+    if attr is None:
+        return []
+    if not isinstance(attr, DictionaryAttr):
+        raise GraphError(f"{CACHE_DIMS}: expected a dictionary, got {attr}")
+    dims = []
+    for symbol, entry in attr.data.items():
+        try:
+            shape = dims_from_attr(entry, f"{CACHE_DIMS}[{symbol!r}]")
+        except RlxError as err:
+            raise GraphError(str(err)) from None
+        if len(shape) != 2 or not isinstance(shape[1], int):
+            raise GraphError(f"{CACHE_DIMS}[{symbol!r}]: expected [appended, capacity] with a "
+                             f"static capacity, got {rules.fmt(shape)}")
+        dims.append(CacheDim(symbol, shape[0], shape[1]))
+    return dims
+
+
+def state_updates(fn: func.FuncOp) -> tuple[set[int], set[int]]:
+    """The argument indices of the states `fn` appends rows to (KV caches) and of the ones
+    it assigns, at the hir, mir or lir stage."""
+    caches: set[int] = set()
+    assigned: set[int] = set()
+    for op in fn.walk():
+        if isinstance(op, mir.InsertRowsOp):
+            _add_argument(caches, op.cache)
+        elif isinstance(op, hir.LlamaDecoderBlockOp):
+            for cache in (getattr(op, "k_cache", None), getattr(op, "v_cache", None)):
+                if cache is not None:
+                    _add_argument(caches, cache)
+        elif isinstance(op, lir.InsertRowsOp):
+            _add_argument(caches, _view_root(op.out))
+        elif isinstance(op, mir.AssignOp):
+            _add_argument(assigned, op.state)
+        elif isinstance(op, lir.CopyOp):
+            _add_argument(assigned, _view_root(op.out))
+    return caches, assigned
+
+
+def _add_argument(indices: set[int], value: SSAValue) -> None:
+    if isinstance(value, BlockArgument):
+        indices.add(value.index)
+
+
+def _view_root(value: SSAValue) -> SSAValue:
+    while isinstance(owner := value.owner, lir.ViewOp):
+        value = owner.source
+    return value
+
+
+__all__ = ["CacheDim", "Snapshot", "StateStore", "cache_dims_of", "state_updates"]
