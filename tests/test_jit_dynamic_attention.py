@@ -221,7 +221,8 @@ def _op_over(shapes, kind="bias", mask=True):
     ([("S", 16), ("T", 8), ("T", 8), (1, "H", "S", "T"), ("S", 16)], "head dim of the mask"),
     ([("B", "S", 16), ("B", "T", 8), ("B", "T", 8), ("C", 1, "S", "T"), ("B", "S", 16)],
      "batch dim of the mask"),
-    ([("S", 16), ("T", 8), ("U", 8), ("S", "T"), ("S", 16)], "v's shape"),
+    ([("S", 16), ("T", 8), ("T", 16), ("S", "T"), ("S", 16)], "v's shape"),
+    ([("S", 16), ("T", 8), ("T", 8), ("S", "T"), ("S", "T", 16)], "out's shape"),
 ])
 def test_unsupported_symbols_are_named(shapes, message):
     op = _op_over(shapes)

@@ -56,6 +56,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, SSAValue
 
+from rlx_mlir.core import shape_inference as si
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
@@ -157,6 +158,13 @@ def _may_exceed_one(size: Index) -> bool:
     return not isinstance(size, int) or size > 1
 
 
+def _compatible(a: si.Shape, b: si.Shape) -> bool:
+    """Whether two symbolic shapes can be the same layout (a symbol matches any size; the
+    kernel takes the layout of one for both)."""
+    return len(a) == len(b) and all(
+        x == y or isinstance(x, str) or isinstance(y, str) for x, y in zip(a, b, strict=True))
+
+
 def _runtime_shapes(op: lir.AttentionOp, sizes: Sequence[SSAValue]) -> list[tuple[Index, ...]]:
     """The shapes of q, k (and mask) of a dynamic attention, with the kernel's size
     arguments for symbols; DynamicKernelError where the kernel cannot take a symbol."""
@@ -174,10 +182,10 @@ def _runtime_shapes(op: lir.AttentionOp, sizes: Sequence[SSAValue]) -> list[tupl
     for name, shape in (("q", q), ("k", k)):
         if not isinstance(shape[-1], int):
             raise refuse(f"the width of {name}", "static (heads × head_dim)", shape)
-    if v != k:
-        raise refuse("v's shape", f"k's shape {k}", v)
-    if out != q:
-        raise refuse("out's shape", f"q's shape {q}", out)
+    if not _compatible(v, k):
+        raise refuse("v's shape", f"compatible with k's shape {k}", v)
+    if not _compatible(out, q):
+        raise refuse("out's shape", f"compatible with q's shape {q}", out)
     if mask is not None and len(mask) == 4:
         batch = q[0] if len(q) == 3 else 1
         if not isinstance(mask[1], int):
@@ -654,8 +662,9 @@ def _rope_shape(op: lir.RopeOp, sizes: Sequence[SSAValue]) -> tuple[Index, ...]:
         if not isinstance(shape[-1], int):
             raise DynamicKernelError(f"{op.name}: the last dim of {what} must be static, "
                                      f"got {shape}")
-    if out != x:
-        raise DynamicKernelError(f"{op.name}: out's shape must be x's shape {x}, got {out}")
+    if not _compatible(out, x):
+        raise DynamicKernelError(
+            f"{op.name}: out's shape must be compatible with x's shape {x}, got {out}")
     return RuntimeDims.of(op, sizes).shape(0)
 
 
