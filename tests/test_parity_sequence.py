@@ -150,3 +150,125 @@ def test_mamba_prefill_and_decode_match_hf():
     decode_error = relative_error(np.concatenate(decoded, axis=1), want)
     assert decode_error <= REL_TOL, decode_error
     print(f"mamba parity: prefill {prefill_error:.2e}, decode {decode_error:.2e}")
+
+
+# ----------------------------------------------------------------------------- Qwen3.5
+
+
+def tiny_qwen35():
+    if not hasattr(transformers, "Qwen3_5ForCausalLM"):
+        pytest.skip("transformers has no Qwen3_5ForCausalLM")
+    config = transformers.Qwen3_5TextConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=16,
+        linear_value_head_dim=16, linear_conv_kernel_dim=4, partial_rotary_factor=0.25,
+        tie_word_embeddings=False,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.Qwen3_5ForCausalLM(config).eval()
+    with torch.no_grad():  # zero-initialized (1 + weight) norms: randomize every weight
+        for name, p in model.named_parameters():
+            if "norm" in name or "A_log" in name or "dt_bias" in name:
+                p.add_(0.2 * torch.randn_like(p))
+    return model
+
+
+def qwen35_graph(model, steps: int):
+    """Qwen3.5's text model over `steps` tokens (batch 1) from the rlx primitives: gated
+    delta net layers (causal conv, l2-normalized q/k, gated RMS norm) and gated full
+    attention (per-head q/k RMS norm, partial rope, sigmoid gate)."""
+    cfg = model.config
+    sd = {k: _t(v) for k, v in model.state_dict().items()}
+    eps = cfg.rms_norm_eps
+    g = rlx.Graph("qwen35")
+    ids = g.input("ids", (1, steps), dtype="i64")
+    params = {}
+
+    def _param(name, array):
+        key = name.replace(".", "_")
+        params[key] = np.ascontiguousarray(array, dtype=np.float32)
+        return g.param(key, params[key].shape)
+
+    def weight(name):  # an nn.Linear weight as [in, out]
+        return _param(name, sd[name].T)
+
+    def norm(x, name):  # Qwen3.5 RMSNorm multiplies by (1 + weight)
+        return g.rms_norm(x, _param(name, 1.0 + sd[name]), eps=eps)
+
+    rot = int(cfg.head_dim * cfg.rope_parameters.get("partial_rotary_factor", 1.0))
+    theta = cfg.rope_parameters["rope_theta"]
+    inv_freq = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+    angles = np.arange(steps)[:, None] * inv_freq[None, :]
+    cos, sin = _param("cos", np.cos(angles)), _param("sin", np.sin(angles))
+
+    h = g.embedding(_param("embed", sd["model.embed_tokens.weight"]), ids)
+    for i, kind in enumerate(cfg.layer_types):
+        p = f"model.layers.{i}."
+        x = norm(h, p + "input_layernorm.weight")
+        if kind == "linear_attention":
+            h = h + linear_attention(g, cfg, sd, x, p + "linear_attn.", weight, _param, steps)
+        else:
+            h = h + gated_attention(g, cfg, x, p + "self_attn.", weight, norm, cos, sin, rot, steps)
+        x = norm(h, p + "post_attention_layernorm.weight")
+        h = h + g.swiglu_ffn(x, weight(p + "mlp.up_proj.weight"), weight(p + "mlp.gate_proj.weight"),
+                             weight(p + "mlp.down_proj.weight"))
+    h = norm(h, "model.norm.weight")
+    g.output(g.matmul(h, weight("lm_head.weight")))
+    return g, params
+
+
+def l2_normalize(g, x, eps=1e-6):
+    return x * g.rsqrt(g.reduce_sum(x * x, -1, keepdim=True) + eps)
+
+
+def linear_attention(g, cfg, sd, x, p, weight, param, steps):
+    hk, hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+    dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
+    key_dim, value_dim = hk * dk, hv * dv
+    qkv = g.matmul(x, weight(p + "in_proj_qkv.weight"))
+    conv_w = param(p + "conv1d.weight", sd[p + "conv1d.weight"][:, 0, :].T)
+    qkv = g.silu(g.depthwise_conv1d_causal(qkv, conv_w))
+    q = g.reshape(g.narrow(qkv, 2, 0, key_dim), (1, steps, hk, dk))
+    k = g.reshape(g.narrow(qkv, 2, key_dim, key_dim), (1, steps, hk, dk))
+    v = g.reshape(g.narrow(qkv, 2, 2 * key_dim, value_dim), (1, steps, hv, dv))
+    q = l2_normalize(g, q) * float(dk ** -0.5)
+    k = l2_normalize(g, k)
+    beta = g.sigmoid(g.matmul(x, weight(p + "in_proj_b.weight")))
+    a = g.matmul(x, weight(p + "in_proj_a.weight")) + param(p + "dt_bias", sd[p + "dt_bias"])
+    decay = -np.exp(sd[p + "A_log"].astype(np.float64))
+    gate = g.softplus(a) * param(p + "neg_A", decay)
+    o = g.gated_delta_net(q, k, v, gate, beta)
+    z = g.reshape(g.matmul(x, weight(p + "in_proj_z.weight")), (1, steps, hv, dv))
+    o = g.rms_norm(o, param(p + "norm.weight", sd[p + "norm.weight"]), eps=cfg.rms_norm_eps) * g.silu(z)
+    return g.matmul(g.reshape(o, (1, steps, value_dim)), weight(p + "out_proj.weight"))
+
+
+def gated_attention(g, cfg, x, p, weight, norm, cos, sin, rot, steps):
+    heads, kv_heads, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+    qg = g.reshape(g.matmul(x, weight(p + "q_proj.weight")), (1, steps, heads, 2 * d))
+    q = norm(g.narrow(qg, 3, 0, d), p + "q_norm.weight")
+    gate = g.reshape(g.narrow(qg, 3, d, d), (1, steps, heads * d))
+    k = norm(g.reshape(g.matmul(x, weight(p + "k_proj.weight")), (1, steps, kv_heads, d)),
+             p + "k_norm.weight")
+    v = g.matmul(x, weight(p + "v_proj.weight"))
+    q = g.rope(g.reshape(q, (1, steps, heads * d)), cos, sin, head_dim=d, n_rot=rot)
+    k = g.rope(g.reshape(k, (1, steps, kv_heads * d)), cos, sin, head_dim=d, n_rot=rot)
+    a = g.attention(q, k, v, num_heads=heads, head_dim=d, num_kv_heads=kv_heads,
+                    mask_kind="causal")
+    return g.matmul(a * g.sigmoid(gate), weight(p + "o_proj.weight"))
+
+
+def test_qwen35_prefill_matches_hf():
+    model = tiny_qwen35()
+    steps = 9
+    ids = np.random.default_rng(1).integers(0, model.config.vocab_size, (1, steps))
+    with torch.no_grad():
+        want = _t(model(torch.tensor(ids)).logits)
+    g, params = qwen35_graph(model, steps)
+    got = rlx.jit(g, params=params)(ids=ids)
+    error = relative_error(got, want)
+    assert error <= REL_TOL, error
+    print(f"qwen3.5 parity: prefill {error:.2e}")
