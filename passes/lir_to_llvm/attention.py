@@ -287,7 +287,8 @@ class _Attention:
         s = j
         if self.kind == MaskKind.CAUSAL and several:
             half = kb.sdiv(j, 2)
-            s = vmath.select(kb, kb.icmp("eq", kb.srem(j, 2), 0), half, kb.sub(_minus(kb, seq, 1), half))
+            even = kb.icmp("eq", kb.srem(j, 2), 0)
+            s = vmath.select(kb, even, half, kb.sub(_minus(kb, seq, 1), half))
         return b, s, h
 
     def row(self, b: SSAValue, s: SSAValue, h: SSAValue) -> None:
