@@ -127,7 +127,8 @@ def fn_symbols(fn: Operation) -> list[str]:
 
     def collect(attr: Attribute | None) -> None:
         if isinstance(attr, ArrayAttr):
-            names.update(d.data for d in attr.data if isinstance(d, StringAttr))
+            names.update(si.split_symbol(d.data)[0] for d in attr.data
+                         if isinstance(d, StringAttr) and d.data != si.UNKNOWN)
 
     arg_attrs = getattr(fn, "arg_attrs", None)
     for attrs in arg_attrs.data if arg_attrs is not None else ():

@@ -1,8 +1,8 @@
 // RUN: rlx-opt %s -p convert-hir-to-mir | filecheck %s --check-prefix=MIR
 // RUN: rlx-opt %s -p convert-hir-to-mir,canonicalize,cse,mir-fuse | filecheck %s --check-prefix=FUSE
 // RUN: rlx-opt %s -p convert-hir-to-mir,canonicalize,cse,mir-fuse,convert-mir-to-lir | filecheck %s --check-prefix=LIR
-// RUN: not rlx-opt %s -p convert-hir-to-mir,convert-mir-to-lir,lir-plan-arena 2>&1 | filecheck %s --check-prefix=ARENA
-// RUN: not rlx-opt %s -p rlx-lower 2>&1 | filecheck %s --check-prefix=ARENA
+// RUN: rlx-opt %s -p 'convert-hir-to-mir,convert-mir-to-lir,lir-plan-arena{max-dims="S=128"}' | filecheck %s --check-prefix=ARENA
+// RUN: not rlx-opt %s -p rlx-lower 2>&1 | filecheck %s --check-prefix=LOWER
 
 // The passes on a dynamic module (issue 9): every hir block with a symbolic sequence
 // length S (and T rows of k/v), as g.input("x", ("S", 32)) builds it.
@@ -11,7 +11,8 @@
 // - convert-mir-to-lir bufferizes to memref<?x...>: each dynamic lir.alloc names its
 //   dims from the arguments' symbols (the causal convolution pads S rows to S+2), the
 //   output arguments take the results' rlx.dims;
-// - lir-plan-arena (and so the whole pipeline) refuses it: dynamic buffers are not planned yet.
+// - lir-plan-arena plans the ? buffers at the symbols' bounds; convert-lir-to-llvm builds
+//   kernels that read the sizes at run time, except for the causal convolution (below).
 
 func.func @blocks(%x: tensor<?x32xf32> {rlx.name = "x", rlx.role = "input", rlx.dims = ["S", 32 : i64]}, %kv: tensor<?x16xf32> {rlx.name = "kv", rlx.role = "input", rlx.dims = ["T", 16 : i64]}, %ids: tensor<?xi32> {rlx.name = "ids", rlx.role = "input", rlx.dims = ["S"]}, %cos: tensor<?x4xf32> {rlx.name = "cos", rlx.role = "input", rlx.dims = ["S", 4 : i64]}, %sin: tensor<?x4xf32> {rlx.name = "sin", rlx.role = "input", rlx.dims = ["S", 4 : i64]}, %w: tensor<32x32xf32> {rlx.name = "w", rlx.role = "param"}, %gam: tensor<32xf32> {rlx.name = "gam", rlx.role = "param"}, %bet: tensor<32xf32> {rlx.name = "bet", rlx.role = "param"}, %up: tensor<32x48xf32> {rlx.name = "up", rlx.role = "param"}, %gate: tensor<32x48xf32> {rlx.name = "gate", rlx.role = "param"}, %down: tensor<48x32xf32> {rlx.name = "down", rlx.role = "param"}, %table: tensor<50x32xf32> {rlx.name = "table", rlx.role = "param"}, %qb: tensor<16x34xui8> {rlx.name = "qb", rlx.role = "param"}, %cw: tensor<3x32xf32> {rlx.name = "cw", rlx.role = "param"}, %kw: tensor<32x16xf32> {rlx.name = "kw", rlx.role = "param"}, %vw: tensor<32x16xf32> {rlx.name = "vw", rlx.role = "param"}) -> (tensor<?x16xf32> {rlx.dims = ["S", 16 : i64]}, tensor<1x?x32xf32> {rlx.dims = [1 : i64, "S", 32 : i64]}) {
   %0 = hir.embedding %table[%ids] : (tensor<50x32xf32>, tensor<?xi32>) -> tensor<?x32xf32>
@@ -55,4 +56,12 @@ func.func @blocks(%x: tensor<?x32xf32> {rlx.name = "x", rlx.role = "input", rlx.
 // LIR-NEXT:    lir.depthwise_conv1d ins(%[[CAT]], %cw : memref<1x?x32xf32>, memref<3x32xf32>) outs(%out1 : memref<1x?x32xf32>)
 // LIR-NEXT:    func.return
 
-// ARENA: lir-plan-arena: the module has values with ? dims ({{.*}}); dynamic buffers are not planned or lowered yet
+// lir-plan-arena sizes every ? buffer at its symbols' bounds (max-dims; T, not named,
+// at the default 4096) and records them on the arena, whose verifier re-proves the plan;
+// each slot keeps its symbolic dims.
+// ARENA:       %arena = lir.arena size {{[0-9]+}} alignment 64 strategy "greedy-by-size" max_live_bytes {{[0-9]+}} max_dims {S = 128 : i64, T = 4096 : i64}
+// ARENA:       lir.slot %arena[{{[0-9]+}}] live [{{[0-9]+}}, {{[0-9]+}}] dims ["S", 32 : i64] : memref<{{[0-9]+}}xi8> -> memref<?x32xf32>
+
+// The causal convolution pads along S (a concat along a symbolic axis): no kernel
+// reads that at run time yet, and the lowering says so.
+// LOWER: convert-lir-to-llvm: 'lir.concat' with operands [1, 2, 32], [1, S, 32], [1, S+2, 32]: no kernel reads these ? dims at run time

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import ArrayAttr, MemRefType, i8, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, i8, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
@@ -66,8 +66,10 @@ def set_operand_shapes(op: Operation, shapes: Sequence[si.Shape]) -> None:
 
 
 def kernel_symbols(op: Operation) -> tuple[str, ...]:
-    """The symbols whose sizes the kernel of `op` takes, sorted by name (empty: static)."""
-    return tuple(sorted({d for shape in operand_shapes(op) for d in shape if isinstance(d, str)}))
+    """The symbols whose sizes the kernel of `op` takes, sorted by name (empty: static);
+    an offset symbol `S+2` counts as `S`."""
+    return tuple(sorted({si.split_symbol(d)[0] for shape in operand_shapes(op) for d in shape
+                         if isinstance(d, str)}))
 
 
 def is_dynamic(op: Operation) -> bool:
@@ -92,18 +94,37 @@ class RuntimeDims:
 
     def shape(self, index: int) -> tuple[Index, ...]:
         """The dims of memref operand `index` (ints, or i64 values for symbols)."""
-        return tuple(self.sizes[d] if isinstance(d, str) else d for d in self.shapes[index])
+        return tuple(self.size(d) if isinstance(d, str) else d for d in self.shapes[index])
+
+    def size(self, symbol: str) -> SSAValue:
+        """The run-time size of a symbol, or of an offset symbol `S+2` (computed once, at
+        the top of the kernel, where the size arguments are defined)."""
+        if symbol not in self.sizes:
+            name, offset = si.split_symbol(symbol)
+            base = self.sizes[name]
+            block = base.owner
+            assert isinstance(block, Block), "sizes are arguments of the kernel's entry block"
+            const = llvm.ConstantOp(IntegerAttr(offset, i64), i64)
+            add = llvm.AddOp(base, const.result)
+            if block.first_op is None:
+                block.add_ops([const, add])
+            else:
+                block.insert_ops_before([const, add], block.first_op)
+            self.sizes[symbol] = add.res
+        return self.sizes[symbol]
 
     def dim(self, index: int, axis: int) -> Index:
         return self.shape(index)[axis]
 
 
 def leading_symbols(shape: si.Shape) -> int:
-    """How many leading dims of `shape` are symbols, if every symbol leads (else -1)."""
-    count = 0
-    while count < len(shape) and isinstance(shape[count], str):
-        count += 1
-    return count if all(isinstance(d, int) for d in shape[count:]) else -1
+    """How many leading dims of `shape` hold all its symbols (symbols and 1s, up to the
+    last symbol), if no symbol comes after a static dim > 1 (else -1)."""
+    symbols = [i for i, d in enumerate(shape) if isinstance(d, str)]
+    if not symbols:
+        return 0
+    count = symbols[-1] + 1
+    return count if all(isinstance(d, str) or d == 1 for d in shape[:count]) else -1
 
 
 class DynamicKernelError(RlxError):
@@ -136,8 +157,12 @@ def row_prefix(op: Operation) -> int:
     for shape in shapes[:-1]:
         if si.is_static_shape(shape):
             continue
-        if leading_symbols(shape) != prefix or tuple(shape[:prefix]) != tuple(out[:prefix]):
+        if len(shape) < prefix or tuple(shape[:prefix]) != tuple(out[:prefix]):
             return -1
+        if any(isinstance(d, str) for d in shape[prefix:]):
+            return -1
+    if si.is_static_shape(shapes[0]):
+        return prefix  # the op's axes are the first operand's (a gather's table)
     rank = len(out)
     for axis in _axes(op):
         if (axis + rank if axis < 0 else axis) < prefix:
@@ -190,7 +215,7 @@ def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: ll
     dims = RuntimeDims.of(op, kb.args[len(memrefs) + len(indices):len(arg_types)])
     rows: SSAValue = kb.index(1)
     for d in shapes[-1][:prefix]:
-        rows = kb.mul(rows, dims.sizes[d])
+        rows = kb.mul(rows, dims.size(d))
     lo, hi = kb.index(0), rows
     if partitioned:
         part, parts = kb.args[-2:]
