@@ -1068,7 +1068,6 @@ class InsertRowsOp(KernelOp):
     assembly_format = _inout("$rows `,` $position `:` type($rows) `,` type($position)") + _out_format()
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"rows": RLX_DTYPES}, same=("rows", "out"))
-    MIR_OP: ClassVar[type] = mir.InsertRowsOp
 
     def __init__(
         self, rows: SSAValue | Operation, position: SSAValue | Operation, out: SSAValue | Operation

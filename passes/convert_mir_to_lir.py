@@ -264,7 +264,7 @@ class ReturnLowering(RewritePattern):
         while (prev := first.prev_op) is not None and is_state_write(prev):
             first = prev
         if copies:
-            rewriter.insert_op(copies, InsertPoint.before(first))
+            rewriter.insert(copies, InsertPoint.before(first))
         rewriter.replace(op, [func.ReturnOp()])
 
 
@@ -408,7 +408,7 @@ class AssignLowering(RewritePattern):
         if op.value is op.state or block is None or block.last_op is None:
             rewriter.erase(op)
             return
-        rewriter.insert_op(lir.CopyOp(op.value, op.state), InsertPoint.before(block.last_op))
+        rewriter.insert(lir.CopyOp(op.value, op.state), InsertPoint.before(block.last_op))
         rewriter.erase(op)
 
 

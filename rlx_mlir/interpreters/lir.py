@@ -67,6 +67,8 @@ def _slot(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
     result = op.results[0]
     dtype = np.dtype(NUMPY_DTYPES[dtype_of(result)])
     shape = shape_of(result)
+    if "dims" in op.properties:  # a dynamic slot: its start, sized by the call's symbols
+        shape = allocated_shape(dims_from_attr(op.properties["dims"], "dims"), op.name)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     offset = props["offset"]
     return args[0][offset : offset + nbytes].view(dtype).reshape(shape)
