@@ -681,9 +681,12 @@ def llama_kv_cache(x: Shape, k_cache: Shape, v_cache: Shape, *, num_kv_heads: in
         check_rank(name, cache, (2,))
         require_static(name, cache[0], "the capacity of a cache")
         check_exact(name, cache, (cache[0], width), f"[capacity, num_kv_heads*head_dim = {width}]")
-        with _renamed(cache=name, rows="x"):
-            insert_rows(cache, (x[0], width))
     check_exact("v_cache", v_cache, k_cache, "the shape of k_cache")
+    if is_static(x[0]) and x[0] > k_cache[0]:  # pyright: ignore[reportOperatorIssue]
+        raise ShapeError(
+            f"x {fmt(x)}: expected at most {k_cache[0]} rows (the capacity of the caches "
+            f"{fmt(k_cache)}), got {x[0]}"
+        )
     if mask_kind not in ("causal", "none"):
         raise ShapeError(
             f"mask_kind: with kv_cache, expected causal or none (a mask over the cache rows is "
