@@ -954,8 +954,8 @@ class Graph:
             raise GraphError("kv_cache: expected two different states, got the same one twice")
         rules.llama_kv_cache(x.shape, k_state.shape, v_state.shape, num_kv_heads=num_kv_heads,
                              head_dim=head_dim, mask_kind=mask_kind)
-        rows = Value(self, x.ssa, (x.shape[0], k_state.shape[1]), "f32")
-        self._check_cache_dims(self._arg_names[k_state.ssa.index], k_state, rows)  # pyright: ignore[reportAttributeAccessIssue]
+        name = self._state_name("kv_cache[0]", k_state)
+        self._check_cache_dims(name, (x.shape[0], k_state.shape[1]), k_state.shape)
         return k_state.ssa, v_state.ssa, self._position_argument()
 
 
@@ -977,7 +977,7 @@ class Graph:
                     f"rows: expected dtype {cache.dtype} (of cache {name!r}), got {rows.dtype}"
                 )
             rules.insert_rows(cache.shape, rows.shape)
-            self._check_cache_dims(name, cache, rows)
+            self._check_cache_dims(name, rows.shape, cache.shape)
         position = self._position_argument()
         inserted = mir.InsertRowsOp(rows.ssa, cache.ssa, position)
         self._block.add_op(inserted)
@@ -1023,12 +1023,12 @@ class Graph:
             raise GraphError(f"state {name!r} was already updated by {how}; a graph updates "
                              "each state once")
 
-    def _check_cache_dims(self, name: str, cache: Value, rows: Value) -> None:
+    def _check_cache_dims(self, name: str, rows: rules.Shape, cache: rules.Shape) -> None:
         """Every append of a graph adds the same rows to caches of one capacity (one T)."""
-        appended, capacity = rows.shape[0], cache.shape[0]
+        appended, capacity = rows[0], cache[0]
         if not rules.is_static(appended) and not rules.is_symbol(appended):
             raise ShapeError(
-                f"rows {rules.fmt(rows.shape)}: expected a first dim that is an int or an input's "
+                f"rows {rules.fmt(rows)}: expected a first dim that is an int or an input's "
                 f"symbol, got {appended}"
             )
         if CACHE_SYMBOL in self._symbols:
