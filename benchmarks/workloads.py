@@ -163,8 +163,10 @@ def make_data(w: Workload, seed: int = 0) -> tuple[Arrays, Arrays]:
 # ------------------------------------------------------------------------------ rlx graph
 
 
-def build_graph(w: Workload):
-    """The rlx_mlir.Graph of a workload (weights as params)."""
+def build_graph(w: Workload, seq: int | str | None = None, cache: int | None = None):
+    """The rlx_mlir.Graph of a workload (weights as params). For the Llama block, `seq`
+    overrides the sequence length (a symbol such as "S" compiles once for every length)
+    and `cache` gives it KV caches of that many rows (states; decoding)."""
     import rlx_mlir as rlx
 
     d = w.dims
@@ -178,9 +180,11 @@ def build_graph(w: Workload):
         g.output(g.swiglu_ffn(x, up, gate, down))
     elif w.kind == "llama":
         # the same graph as examples/llama_block.py build_llama_block()
-        s, dm, h, hkv, hd, ff = (d["seq"], d["d_model"], d["heads"], d["kv_heads"],
-                                 d["head_dim"], d["d_ff"])
+        s, dm, h, hkv, hd, ff = (d["seq"] if seq is None else seq, d["d_model"], d["heads"],
+                                 d["kv_heads"], d["head_dim"], d["d_ff"])
         x = g.input("x", (s, dm))
+        kv_cache = None if cache is None else (g.state("k_cache", (cache, hkv * hd)),
+                                               g.state("v_cache", (cache, hkv * hd)))
         cos, sin = g.input("cos", (s, hd // 2)), g.input("sin", (s, hd // 2))
         p = {
             "ln1_g": g.param("ln1_g", (dm,)),
@@ -196,7 +200,7 @@ def build_graph(w: Workload):
         g.output(g.llama_decoder_block(
             x, p["ln1_g"], None, p["q_w"], p["k_w"], p["v_w"], p["o_w"], p["ln2_g"], None,
             p["gate_w"], p["up_w"], p["down_w"], cos, sin,
-            num_heads=h, head_dim=hd, num_kv_heads=hkv, eps=EPS))
+            num_heads=h, head_dim=hd, num_kv_heads=hkv, eps=EPS, kv_cache=kv_cache))
     elif w.kind == "silu_mul_add":
         n = d["n"]
         x, z, ww = g.input("x", (n,)), g.input("z", (n,)), g.input("w", (n,))

@@ -11,6 +11,7 @@ model.mlir("lir"), model.llvm_ir, model.asm
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ import numpy as np
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.backend import (
     Executable,
@@ -36,7 +38,6 @@ from rlx_mlir.core.abi import (
     ARG_NAME,
     ARG_ROLE,
     ARG_TYPE,
-    CACHE_DIMS,
     ERROR_MESSAGES,
     LAYOUT_PACKED_RHS,
     NAIVE_BYTES,
@@ -44,10 +45,11 @@ from rlx_mlir.core.abi import (
     ROLE_OUTPUT,
     ROLE_PARAM,
     ROLE_POSITION,
+    ROLE_STATE,
     SYNC_BYTES,
     WORKER_SUFFIX,
 )
-from rlx_mlir.core.errors import ArgumentError, OptionError, RlxError
+from rlx_mlir.core.errors import ArgumentError, GraphError, OptionError, RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
@@ -70,6 +72,7 @@ from rlx_mlir.signature import (
     describe_bad_index,
     entry_function,
 )
+from rlx_mlir.state import CacheDim, StateStore
 
 ARENA_ALIGNMENT = 64
 
@@ -172,8 +175,11 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
 
 def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:
     stages: dict[str, ModuleOp] = {}
-    lower(module, "llvm", options, ctx=make_context(), timings=timings,
-          snapshot=lambda stage, m: stages.__setitem__(stage, m.clone()))
+    try:
+        lower(module, "llvm", options, ctx=make_context(), timings=timings,
+              snapshot=lambda stage, m: stages.__setitem__(stage, m.clone()))
+    except PassFailedException as err:  # its message names the pass and the op; the IR dump goes
+        raise GraphError(str(err.args[0] if err.args else err).split("\n")[0]) from None
     return stages
 
 
@@ -207,9 +213,12 @@ def _metadata(stages: dict[str, ModuleOp], options: PipelineOptions) -> dict[str
     worker = entry.sym_name.data + WORKER_SUFFIX  # only an entry that splits work has one
     parallel = any(isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in stages["llvm"].ops)
     bounds = symbol_bounds(graph_fn, parse_max_dims(options.max_dims, "max_dims"))
+    store = StateStore.of_function(graph_fn)
     return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
             "naive_bytes": naive, "parallel": parallel, "layouts": layouts,
-            "bounds": bounds, "cache_dims": cache_dims(graph_fn)}
+            "bounds": bounds, "state": {
+                "cache_dims": [[d.symbol, d.appended, d.capacity] for d in store.cache_dims],
+                "caches": sorted(store.caches), "assigned": sorted(store.assigned)}}
 
 
 def _entry_shape(ty: Any, attrs: Mapping[str, Any]) -> tuple[int | str, ...]:
@@ -218,15 +227,6 @@ def _entry_shape(ty: Any, attrs: Mapping[str, Any]) -> tuple[int | str, ...]:
         return tuple(d.data if isinstance(d, StringAttr) else d.value.data
                      for d in attrs[ARG_DIMS].data)
     return tuple(ty.get_shape())
-
-
-def cache_dims(fn: Any) -> dict[str, list[int | str]]:
-    """The `rlx.cache_dims` of a graph function: symbol -> [appended rows, capacity]."""
-    attr = fn.attributes.get(CACHE_DIMS)
-    if attr is None:
-        return {}
-    return {name: [d.data if isinstance(d, StringAttr) else d.value.data for d in entry.data]
-            for name, entry in attr.data.items()}
 
 
 def _dtype(memref) -> str:
@@ -285,6 +285,13 @@ class CompiledGraph:
         self._arg_order = tuple((a.name, a.role) for a in specs)
         self._out_layouts = tuple((o.shape, np.dtype(_numpy(o.dtype))) for o in self.outputs)
         self._symbolic = any(a.role == ROLE_DIM for a in specs)
+        state = meta.get("state", {})
+        self._state = StateStore(
+            [a for a in specs if a.role == ROLE_STATE],
+            [CacheDim(*d) for d in state.get("cache_dims", ())],
+            frozenset(state.get("caches", ())), frozenset(state.get("assigned", ())),
+            any(a.role == ROLE_POSITION for a in specs))
+        self._stateful = bool(self._state.specs) or self._state.has_position
         self.max_dims: dict[str, int] = dict(meta.get("bounds", {}))
         """The bound of each symbol: the largest size a call may give it."""
 
@@ -312,6 +319,21 @@ class CompiledGraph:
     @property
     def outputs(self) -> tuple[ArgSpec, ...]:
         return self.signature.results
+
+    @property
+    def position(self) -> int:
+        """P: where the next rows of the KV caches go; each call advances it by S."""
+        return self._state.position
+
+    @property
+    def state(self) -> Mapping[str, np.ndarray]:
+        """Read-only views of the model's state buffers (`g.state`), by name."""
+        return self._state.views
+
+    def reset(self, position: int = 0) -> None:
+        """Rewind the KV caches to `position` (0: a fresh sequence, every other state zero)."""
+        with self._lock:
+            self._state.reset(position)
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -356,6 +378,15 @@ class CompiledGraph:
 
     def _execute(self, arrays: dict[str, np.ndarray], sizes: dict[str, int],
                  outs: tuple[np.ndarray, ...], fresh: bool = False) -> None:
+        if not self._stateful:
+            self._call(arrays, sizes, outs, fresh)
+            return
+        with self._lock, self._state.call(sizes) as bound:  # atomic: undone if it raises
+            self._call({**arrays, **self._state.arrays}, bound, outs, fresh,
+                       self._state.position)
+
+    def _call(self, arrays: dict[str, np.ndarray], sizes: Mapping[str, int],
+              outs: tuple[np.ndarray, ...], fresh: bool, position: int = 0) -> None:
         if not fresh:  # caller-owned outputs: they must not alias an input (noalias kernels)
             for out_array in outs:
                 for name, array in arrays.items():
@@ -365,11 +396,12 @@ class CompiledGraph:
         pointers = [
             next(outputs).ctypes.data if role == ROLE_OUTPUT
             else sizes[name] if role == ROLE_DIM
+            else position if role == ROLE_POSITION
             else arrays[name].ctypes.data
             for name, role in self._arg_order
         ]
         pointers.append(self._arena_address)
-        with self._lock:
+        with self._lock if not self._stateful else _NO_LOCK:  # a stateful call holds it
             if self.threads == 1:
                 status = self._entry(*pointers, 0, 1, self._sync_address)
             else:
@@ -426,6 +458,9 @@ class CompiledGraph:
     def __repr__(self) -> str:
         ins = ", ".join(a.describe() for a in self.signature.callable_args if a.name not in self._bound)
         return f"<CompiledGraph {self.signature.name}({ins}), arena {self.arena_bytes} B>"
+
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 def _numpy(dtype: str) -> type[np.generic]:

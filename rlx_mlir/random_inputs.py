@@ -8,7 +8,7 @@ biases) are near 1, other f32 data is normal(0, 0.5).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -17,24 +17,38 @@ from xdsl.ir import Operation, SSAValue
 from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.core.abi import ROLE_PARAM
 from rlx_mlir.core.errors import GraphError
-from rlx_mlir.core.shape_inference import QUANT_BLOCKS
+from rlx_mlir.core.shape_inference import (
+    QUANT_BLOCKS,
+    UNKNOWN,
+    evaluate_dim,
+    split_symbol,
+    symbols_of,
+)
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
 
 
-def random_arguments(module: ModuleOp, specs: Iterable[ArgSpec], seed: int = 0) -> dict[str, np.ndarray]:
-    """One array per spec, shaped and typed as declared, valid for how `module` uses it."""
+def random_arguments(module: ModuleOp, specs: Iterable[ArgSpec], seed: int = 0,
+                     dims: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """One array per spec, shaped and typed as declared (symbols at their `dims` sizes),
+    valid for how `module` uses it."""
     specs = list(specs)
+    dims = dict(dims or {})
+    shapes = {}
     for spec in specs:
-        if spec.symbolic:  # (binding symbols for random data, rlx-run --dims, comes later)
+        missing = [d for d in symbols_of(spec.shape) if split_symbol(d)[0] not in dims]
+        if missing or UNKNOWN in spec.shape:
+            what = ", ".join(missing) or "a ? no symbol names"
             raise GraphError(
-                f"{spec.describe()}: random data for symbolic dims needs their sizes, and "
-                "compiling symbolic dimensions is not supported yet"
+                f"{spec.describe()}: random data needs the size of {what} "
+                f"(rlx-run --dims {missing[0] if missing else 'S'}=N)"
             )
+        shapes[spec.name] = tuple(evaluate_dim(d, dims) for d in spec.shape)
     fn = entry_function(module)
     uses = _argument_uses(fn)
     rng = np.random.default_rng(seed)
-    return {spec.name: _random(spec, uses.get(spec.name, []), rng) for spec in specs}
+    return {spec.name: _random(spec, shapes[spec.name], uses.get(spec.name, []), rng)
+            for spec in specs}
 
 
 def _argument_uses(fn: Operation) -> dict[str, list[tuple[Operation, int]]]:
@@ -58,25 +72,26 @@ def _uses(value: SSAValue):
             yield use
 
 
-def _random(spec: ArgSpec, uses: list[tuple[Operation, int]], rng: np.random.Generator) -> np.ndarray:
+def _random(spec: ArgSpec, shape: tuple[int, ...], uses: list[tuple[Operation, int]],
+            rng: np.random.Generator) -> np.ndarray:
     for op, index in uses:
         kind = op.name.split(".", 1)[1]
         if kind in ("gather", "embedding") and index == 1:
             table = shape_of(op.operands[0])
             axis = op.axis.value.data if kind == "gather" else 0
-            return rng.integers(0, table[axis], spec.shape).astype(NUMPY_DTYPES[spec.dtype])
+            return rng.integers(0, table[axis], shape).astype(NUMPY_DTYPES[spec.dtype])
         if kind == "dequant_matmul" and index == 1:
-            return random_blocks(op.scheme.data.value, spec.shape, rng)
+            return random_blocks(op.scheme.data.value, shape, rng)
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
-            return (rng.random(spec.shape) > 0.3).astype(np.float32)
-    if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(spec.shape) >= 2:
+            return (rng.random(shape) > 0.3).astype(np.float32)
+    if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(shape) >= 2:
         # Weights scaled by 1/sqrt(fan_in) keep activations O(1) through deep graphs.
-        return (rng.standard_normal(spec.shape) / np.sqrt(spec.shape[-2])).astype(np.float32)
+        return (rng.standard_normal(shape) / np.sqrt(shape[-2])).astype(np.float32)
     if spec.dtype == "f32" and spec.role == ROLE_PARAM:
-        return (1.0 + 0.1 * rng.standard_normal(spec.shape)).astype(np.float32)
+        return (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
     if spec.dtype == "f32":
-        return (0.5 * rng.standard_normal(spec.shape)).astype(np.float32)
-    return rng.integers(0, 8, spec.shape).astype(NUMPY_DTYPES[spec.dtype])
+        return (0.5 * rng.standard_normal(shape)).astype(np.float32)
+    return rng.integers(0, 8, shape).astype(NUMPY_DTYPES[spec.dtype])
 
 
 F16_FIELDS: dict[str, dict[int, float]] = {

@@ -2,6 +2,11 @@
 
     rlx-run model.mlir --random --check --bench 20
     rlx-run model.mlir --inputs x.npz --params w.npz -o out.npz --threads 2
+    rlx-run dynamic.mlir --random --dims S=7 --check
+
+A module with symbolic dims (`tensor<?x64xf32>` with `rlx.dims = ["S", 64]`) compiles
+once; `--dims S=7` gives the symbols' sizes for `--random` (arrays from `--inputs` bind
+them by their shapes).
 
 npz keys are argument names. `--params` are bound at compile time (as `jit(params=...)`:
 weights lir-pack-weights marked packed are packed once), `--inputs` are passed at every
@@ -49,6 +54,17 @@ def _count(minimum: int):
     return parse
 
 
+def _dims(text: str) -> dict[str, int]:
+    """`S=7,T=9` -> {"S": 7, "T": 9}."""
+    sizes = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        name, _, value = entry.partition("=")
+        if not name.strip().isidentifier() or not value.strip().isdigit() or int(value) < 1:
+            raise argparse.ArgumentTypeError(f"expected SYMBOL=SIZE with a size >= 1, got {entry!r}")
+        sizes[name.strip()] = int(value)
+    return sizes
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlx-run", description=__doc__.splitlines()[0],
@@ -60,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="npz file of params, keyed by argument name (bound at compile time)")
     parser.add_argument("--random", action="store_true", help="fill arguments not given with random data")
     parser.add_argument("--seed", type=int, default=0, help="seed of --random (default 0)")
+    parser.add_argument("--dims", type=_dims, action="append", default=[], metavar="S=N[,T=M]",
+                        help="sizes of the symbols for --random (repeatable)")
     parser.add_argument("--check", action="store_true", help="compare with the reference executor")
     parser.add_argument("--bench", type=_count(1), metavar="N", help="time N runs (N >= 1)")
     parser.add_argument("--threads", type=_count(1), metavar="N",
@@ -102,7 +120,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     given = {**_load_npz(args.inputs), **_load_npz(args.params)}
     wanted = [a for a in signature.callable_args if a.name not in given]
     if wanted and args.random:
-        given.update(random_arguments(module, wanted, args.seed))
+        dims = {name: size for entry in args.dims for name, size in entry.items()}
+        given.update(random_arguments(module, wanted, args.seed, dims))
     # Every param with a value is bound at compile time (packed if lir-pack-weights says
     # so); the rest goes to the call, which reports missing and unknown names.
     param_names = {a.name for a in signature.args if a.role == ROLE_PARAM}
@@ -116,7 +135,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     outputs = model(**call_args)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     for spec, value in zip(model.outputs, outputs, strict=True):
-        print(f"{spec.name}: {spec.dtype}{list(spec.shape)} mean {value.mean():.6g} "
+        print(f"{spec.name}: {spec.dtype}{list(value.shape)} mean {value.mean():.6g} "
               f"std {value.std():.6g}")
     if args.output is not None:
         try:

@@ -92,7 +92,10 @@ def bounded_shape(shape: Sequence[Dim], bounds: Mapping[str, int]) -> tuple[int,
     for dim in shape:
         if dim == UNKNOWN:
             raise ShapeError(f"a ? dim without a symbol name has no bound (shape {fmt(shape)})")
-        out.append(dim if isinstance(dim, int) else bounds.get(dim, DEFAULT_SYMBOL_BOUND))
+        if isinstance(dim, str):
+            name, offset = split_symbol(dim)
+            dim = bounds.get(name, DEFAULT_SYMBOL_BOUND) + offset
+        out.append(dim)
     return tuple(out)
 
 
@@ -759,3 +762,15 @@ def gated_delta_net(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape,
     if initial_state is not None:
         check_exact("initial_state", initial_state, state, "[b, H, n, m]")
     return packed_sequence_result(out, state, "q") if return_state else out
+
+
+def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False) -> Shape:
+    """A scan of `length` steps over a carry `init`: every xs has first dim `length`; the
+    final carry (`init`'s shape), or with `trajectory` every carry [length, *init]."""
+    if not isinstance(length, int) or length < 1:
+        raise ShapeError(f"length: expected an int >= 1, got {length!r}")
+    for i, x in enumerate(xs):
+        if len(x) < 1 or not dims_match(x[0], length):
+            raise ShapeError(f"xs[{i}]: expected first dim {length} (the scan's length), "
+                             f"got shape {fmt(x)}")
+    return (length, *init) if trajectory else tuple(init)
