@@ -421,7 +421,7 @@ def _sweep(kb: KernelBuilder, span: Span, full: Index, total: Index, unit: int,
     """tile(start, size) over a non-empty span [lo, hi) of an axis of `total` elements:
     whole `unit`s below `full` (= total // unit · unit) in a loop, then the rest
     (total - full) when the span reaches past `full`: one static tile, or for a run-time
-    `total` the static tile of the rest's size (dispatched at run time, see `_dispatch`).
+    `total` static tiles of its binary digits (`_binary_tail`).
     `lo` is a multiple of `unit`, `hi` a multiple of it or `total`."""
     lo, hi = span
     stop = _min(kb, hi, full)
@@ -439,16 +439,20 @@ def _sweep(kb: KernelBuilder, span: Span, full: Index, total: Index, unit: int,
             _when(kb, hi, full, lambda: tile(full, total - full))
     elif unit > 1:
         with kb.if_(kb.icmp("sgt", hi, full)):
-            _dispatch(kb, kb.sub(total, full), range(1, unit), lambda size: tile(full, size))
+            _binary_tail(kb, full, kb.sub(total, full), unit, tile)
 
 
-def _dispatch(kb: KernelBuilder, value: SSAValue, sizes: Sequence[int],
-              body: Callable[[int], None]) -> None:
-    """body(size) for the static `size` equal to the run-time `value` (none if no size
-    matches): a row tail of a run-time count gets the code of a static tile."""
+def _binary_tail(kb: KernelBuilder, start: Index, rest: SSAValue, unit: int,
+                 tile: Callable[[Index, int], None]) -> None:
+    """tile(...) over the run-time `rest` (< unit) elements from `start` as static tiles
+    of the powers of two in its binary form, largest first (5 rows: 4 + 1): log2(unit)
+    tile variants instead of unit - 1, so a kernel over a run-time M compiles a few tile
+    sizes more than the static one, not one per possible rest."""
+    sizes = [1 << bit for bit in reversed(range((unit - 1).bit_length()))]
     for size in sizes:
-        with kb.if_(kb.icmp("eq", value, size)):
-            body(size)
+        with kb.if_(kb.icmp("ne", kb.insert(llvm.AndOp(rest, kb.index(size))), 0)):
+            above = kb.insert(llvm.AndOp(rest, kb.index(-2 * size)))  # rows of larger tiles
+            tile(_add(kb, start, above), size)
 
 
 def _round_down(kb: KernelBuilder, value: Index, unit: int) -> Index:
@@ -1403,3 +1407,6 @@ PARTITIONED = {
     lir.FusedMatmulOp: build_fused_matmul_partitioned,
     lir.DequantMatmulOp: build_dequant_matmul_partitioned,
 }
+
+RUNTIME_DIMS = {lir.MatmulOp, lir.FusedMatmulOp, lir.DequantMatmulOp}
+"""Ops whose builders read `?` rows natively (dynamic.py): M from the size arguments."""
