@@ -1,6 +1,14 @@
-"""`python -m benchmarks`: see benchmarks/README.md."""
+"""`python -m benchmarks`: see benchmarks/README.md (`python -m benchmarks llm`: the LLM
+speed benchmark of benchmarks/llm.py)."""
 
-from benchmarks.cli import main
+import sys
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["llm"]:
+        from benchmarks.llm import main as llm_main
+
+        llm_main(sys.argv[2:])
+    else:
+        from benchmarks.cli import main
+
+        main()
