@@ -230,3 +230,19 @@ def test_no_kernel_touches_past_its_buffers_at_any_size(threads):
     done = subprocess.run([sys.executable, "-c", GUARDED, str(threads)], capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_gather_rows_of_a_symbolic_table(no_recompile):
+    """The last-row gather of a language model: a table of S rows, R ids, both symbolic;
+    an id past the run-time S is an ArgumentError naming it."""
+    g = rlx.Graph("last")
+    h = g.input("h", ("S", 24))
+    rows = g.input("rows", ("R",), "i32")
+    g.output(g.gather(g.silu(h), rows, axis=0))
+    model = rlx.jit(g, max_dims={"S": 50, "R": 50}, threads=2)
+    ref = rlx.reference(g)
+    for s, r in ((1, 1), (7, 1), (33, 5), (50, 50)):
+        arrays = {"h": _normal(s, 24), "rows": RNG.integers(0, s, r).astype(np.int32)}
+        np.testing.assert_allclose(model(**arrays), ref(**arrays), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ArgumentError, match=r"rows\[0\] = 3 is outside \[0, 3\)"):
+        model(h=_normal(3, 24), rows=np.array([3], np.int32))

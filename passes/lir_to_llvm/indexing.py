@@ -12,6 +12,8 @@ the cache at row P (the position, an i64 argument).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerType, MemRefType, f32, i1, i8, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -21,7 +23,7 @@ from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
-from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, kernel_symbols
+from rlx_mlir.passes.lir_to_llvm.dynamic import DynamicKernelError, RuntimeDims, kernel_symbols
 
 UNROLL_TAPS = 16
 """Convolutions with at most this many taps unroll the tap loop in the kernel."""
@@ -57,20 +59,38 @@ def load_index(kb: KernelBuilder, ids: SSAValue, position: Value, element: Attri
     return value if element == i64 else kb.sext(value, i64)
 
 
+def _mul(kb: KernelBuilder, a: Value, b: Value) -> Value:
+    return a * b if isinstance(a, int) and isinstance(b, int) else kb.mul(a, b)
+
+
+def _product(kb: KernelBuilder, dims: Sequence[Value]) -> Value:
+    """The product of static and run-time dims (a Python int when all are static)."""
+    result: Value = 1
+    for d in dims:
+        result = _mul(kb, result, d)
+    return result
+
+
 def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[o, i, :] = input[o, indices[i], :] (np.take along `axis`), returning an i32
     status: 1 as soon as any index is outside [0, dim) (nothing is read or written
     then), else 0."""
     assert isinstance(op, lir.GatherOp)
-    x_shape, ids_shape = shape_of(op.input), shape_of(op.indices)
-    axis = op.axis.value.data % len(x_shape)
-    outer, dim, inner = numel(x_shape[:axis]), x_shape[axis], numel(x_shape[axis + 1:])
-    count = numel(ids_shape)
     element = llvm_element(op.input.type)
     id_element = llvm_element(op.indices.type)
-
-    kb = KernelBuilder(name, [PTR, PTR, PTR], vector_width=vector_width, result_type=i32)
-    x, ids, out = kb.args
+    symbols = kernel_symbols(op)
+    kb = KernelBuilder(name, [PTR, PTR, PTR] + [i64] * len(symbols), vector_width=vector_width,
+                       result_type=i32)
+    x, ids, out = kb.args[:3]
+    # ? dims (a table of S rows, S ids) are read at run time: sizes are products of them
+    dims = RuntimeDims.of(op, kb.args[3:])
+    x_shape, ids_shape = dims.shape(0), dims.shape(1)
+    axis = op.axis.value.data % len(x_shape)
+    inner = numel(shape_of(op.input)[axis + 1:])
+    if any(isinstance(d, SSAValue) for d in x_shape[axis + 1:]):
+        raise DynamicKernelError(f"{op.name}: a ? dim after the gather axis is not supported "
+                                 f"(table {list(shape_of(op.input))})")
+    outer, dim, count = _product(kb, x_shape[:axis]), x_shape[axis], _product(kb, ids_shape)
 
     # Check every id first; as an unsigned compare, a negative id is out of range too.
     with kb.loop(0, count, carried=[kb.constant(0, i1)]) as check:
@@ -81,8 +101,8 @@ def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     # With a bad id the copy runs zero times: no row is read, `out` stays untouched.
     rows = kb.select(any_bad, kb.index(0), kb.index(outer))
     with kb.loop(0, rows) as o_loop:
-        src_base = kb.mul(o_loop.iv, dim * inner)
-        dst_base = kb.mul(o_loop.iv, count * inner)
+        src_base = kb.mul(o_loop.iv, _mul(kb, dim, inner))
+        dst_base = kb.mul(o_loop.iv, _mul(kb, count, inner))
         with kb.loop(0, count) as i_loop:
             row = load_index(kb, ids, i_loop.iv, id_element)
             src = kb.gep(x, kb.add(src_base, kb.mul(row, inner)), element)
@@ -187,5 +207,5 @@ BUILDERS = {
 }
 """The kernel builders of this family, by lir op."""
 
-RUNTIME_DIMS = {lir.InsertRowsOp}
+RUNTIME_DIMS = {lir.InsertRowsOp, lir.GatherOp}
 """The kernels of this family that read their `?` dims natively (dynamic.py)."""
