@@ -40,10 +40,12 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     UnitAttr,
     i8,
+    i64,
 )
 from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     OptOperandDef,
     OptPropertyDef,
@@ -718,13 +720,71 @@ class FusedElementwiseOp(kernel_twin(mir.FusedElementwiseOp)):
         super().__init__(operands=[inputs, out], regions=[body])
 
 
+class RegionOp(VerifiesSignature, ABC):
+    """Base of the destination-passing lir ops with a region of lir ops (not kernels: no
+    single kernel function computes them, convert-lir-to-llvm lowers them to control flow
+    around the kernels of their body). `out` is the last operand."""
+
+    RESULT: ClassVar[str] = "out"
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        check_buffer(self, label, value)
+
+
+@irdl_op_definition
+class ScanOp(
+    twin(mir.ScanOp, RegionOp, dialect="lir", value_type=MemRefType, destination=True)
+):
+    """`mir.scan` on buffers: `body` runs `length` times on (the carry, a view of the
+    step's slice of each of `xs`, each of `consts`) and yields the buffer holding the next
+    carry, which is copied to `out` (without `trajectory`: `out` is the carry, the step-0
+    carry is `init`) or to row t of `out` [length, *carry] (with `trajectory`: the carry of
+    step t > 0 is row t - 1). The body's buffers are planned in the arena like any others.
+
+    ```mlir
+    lir.scan ins(%init : memref<4xf32>) xs(%x : memref<3x4xf32>) outs(%o : memref<4xf32>) length 3 {
+    ^bb0(%c: memref<4xf32>, %xt: memref<4xf32>):
+      %n = lir.alloc : memref<4xf32>
+      lir.elementwise add ins(%c, %xt : memref<4xf32>, memref<4xf32>) outs(%n : memref<4xf32>)
+      lir.yield %n : memref<4xf32>
+    }
+    ```
+    """
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    EMPTY_VARIADICS: ClassVar[tuple[str, ...]] = ("xs", "consts")
+
+    assembly_format = (
+        "`ins` `(` $init `:` type($init) `)` (`xs` `(` $xs^ `:` type($xs) `)`)?"
+        " (`consts` `(` $consts^ `:` type($consts) `)`)? `outs` `(` $out `:` type($out) `)`"
+        " `length` $length (`trajectory` $trajectory^)? attr-dict-with-keyword $body"
+    )
+
+    def __init__(
+        self,
+        init: SSAValue | Operation,
+        xs: Sequence[SSAValue | Operation],
+        consts: Sequence[SSAValue | Operation],
+        out: SSAValue | Operation,
+        length: int,
+        body: Region,
+        trajectory: bool = False,
+    ):
+        properties: dict[str, Attribute] = {"length": IntegerAttr(length, i64)}
+        if trajectory:
+            properties["trajectory"] = UnitAttr()
+        super().__init__(operands=[init, xs, consts, out], properties=properties,
+                         regions=[body])
+
+
 @irdl_op_definition
 class YieldOp(AbstractYieldOperation[Attribute]):
-    """Ends the body of `lir.fused_elementwise` with the scalar it computes."""
+    """Ends the body of `lir.fused_elementwise` (the scalar it computes) and of `lir.scan`
+    (the buffer of the next carry)."""
 
     name = "lir.yield"
 
-    traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
+    traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp, ScanOp), Pure())
 
 
 def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:

@@ -44,6 +44,7 @@ from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
+    AttrSizedOperandSegments,
     IRDLOperation,
     ParamAttrConstraint,
     VarConstraint,
@@ -1317,13 +1318,114 @@ class FusedElementwiseOp(VerifiesSignature):
         verify_scalar_body(self, self.body.block, list(self.inputs), result, yield_name)
 
 
+# ----------------------------------------------------------------------------- scan
+
+
+def scan_body_types(op: IRDLOperation) -> list[Attribute]:
+    """The types of a scan body's block arguments: the carry (as `init`), one slice of each
+    of `xs` along its first axis, then each of `consts` (mir tensors or lir memrefs)."""
+    types: list[Attribute] = [op.init.type]
+    for x in op.xs:
+        ty = x.type  # a TensorType or a MemRefType: both are (element type, shape)
+        types.append(type(ty)(ty.get_element_type(), ty.get_shape()[1:]))  # pyright: ignore
+    return types + [c.type for c in op.consts]
+
+
+def verify_scan_region(op: IRDLOperation, carry_type: Attribute, yield_name: str) -> None:
+    """A scan body: block arguments of `scan_body_types`, ending in one `yield_name` of
+    the carry's type."""
+
+    def fail(message: str) -> VerifyException:
+        return VerifyException(f"'{op.name}': body: {message}")
+
+    block = op.body.block
+    want = scan_body_types(op)
+    got = [arg.type for arg in block.args]
+    if len(got) != len(want):
+        raise fail(f"expected {len(want)} block arguments (carry, {len(op.xs)} xs slices, "
+                   f"{len(op.consts)} consts), got {len(got)}")
+    labels = ["carry", *(f"xs[{i}] slice" for i in range(len(op.xs))),
+              *(f"consts[{i}]" for i in range(len(op.consts)))]
+    for label, w, g in zip(labels, want, got, strict=True):
+        if w != g:
+            raise fail(f"block argument for the {label}: expected {w}, got {g}")
+    last = block.last_op
+    if last is None or last.name != yield_name:
+        raise fail(f"expected to end in '{yield_name}', got {'nothing' if last is None else repr(last.name)}")
+    yielded = [v.type for v in last.operands]
+    if yielded != [carry_type]:
+        raise fail(f"'{yield_name}' expected one value of the carry's type {carry_type}, got "
+                   f"({', '.join(map(str, yielded))})")
+
+
+@irdl_op_definition
+class ScanOp(VerifiesSignature):
+    """A bounded loop (like `scf.for` with one iter_arg): `body` runs `length` times on
+    (carry, the step's slice of each of `xs` along axis 0, each of `consts`) and yields the
+    next carry, starting from `init`. The result is the final carry, or with `trajectory`
+    every carry, [length, *carry]."""
+
+    name = "mir.scan"
+
+    init = operand_def(TensorType)
+    xs = var_operand_def(TensorType)
+    consts = var_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    length = prop_def(IntegerAttr[I64])
+    trajectory = opt_prop_def(UnitAttr)
+
+    body = region_def("single_block")
+
+    traits = traits_def(Pure(), IsolatedFromAbove())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    EMPTY_VARIADICS: ClassVar[tuple[str, ...]] = ("xs", "consts")
+
+    assembly_format = (
+        "$init (`xs` `(` $xs^ `:` type($xs) `)`)? (`consts` `(` $consts^ `:` type($consts) `)`)?"
+        " `length` $length (`trajectory` $trajectory^)? `:` type($init) `->` type($result) attr-dict-with-keyword"
+        " $body"
+    )
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"init": ANY_DTYPE, "xs": ANY_DTYPE, "consts": ANY_DTYPE}, same=("init", "result"))
+
+    def __init__(
+        self,
+        init: SSAValue | Operation,
+        xs: Sequence[SSAValue | Operation],
+        consts: Sequence[SSAValue | Operation],
+        length: int,
+        body: Region,
+        trajectory: bool = False,
+    ):
+        init = SSAValue.get(init)
+        ty = init.type
+        assert isinstance(ty, TensorType)
+        shape = (length, *ty.get_shape()) if trajectory else ty.get_shape()
+        properties: dict[str, Attribute] = {"length": IntegerAttr(length, i64)}
+        if trajectory:
+            properties["trajectory"] = UnitAttr()
+        super().__init__(operands=[init, _values(*xs), _values(*consts)],
+                         result_types=[TensorType(ty.get_element_type(), shape)],
+                         properties=properties, regions=[body])
+
+    def infer_shape(self) -> si.Shape:
+        return si.scan(shape_of(self.init), [shape_of(x) for x in self.xs],
+                       self.length.value.data, self.trajectory is not None)
+
+    def verify_regions(self) -> None:
+        verify_scan_region(self, self.init.type, f"{self.dialect_name()}.yield")
+
+
 @irdl_op_definition
 class YieldOp(AbstractYieldOperation[Attribute]):
-    """Terminator of a `mir.fused_elementwise` body: yields the result's scalar element."""
+    """Terminator of a `mir.fused_elementwise` body (the result's scalar element) and of a
+    `mir.scan` body (the next carry)."""
 
     name = "mir.yield"
 
-    traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp), Pure())
+    traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp, ScanOp), Pure())
 
 
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(

@@ -198,6 +198,8 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     MirOpRecord(mir.NarrowOp, si.narrow, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
     MirOpRecord(mir.ConstantOp, None, None, Lowering.PATTERN, lir.ConstantOp),
     MirOpRecord(mir.FusedElementwiseOp, None, None, Lowering.PATTERN, lir.FusedElementwiseOp),
+    # a region op: lir.scan around the kernels of its body (not a kernel itself)
+    MirOpRecord(mir.ScanOp, None, None, Lowering.PATTERN, None),
     # state: the cache append is written in place, its rows are a view, assign a copy
     MirOpRecord(mir.InsertRowsOp, None, K.insert_rows, Lowering.PATTERN, lir.InsertRowsOp),
     MirOpRecord(mir.ExtractRowsOp, None, None, Lowering.PATTERN, None),  # always an lir.view

@@ -157,6 +157,8 @@ class VerifiesSignature(IRDLOperation, ABC):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes()
     RESULT: ClassVar[str] = "result"
+    EMPTY_VARIADICS: ClassVar[tuple[str, ...]] = ()
+    """Variadic operands that may have no value (a scan's xs and consts)."""
 
     @abstractmethod
     def infer_shape(self) -> Shape:
@@ -186,7 +188,7 @@ class VerifiesSignature(IRDLOperation, ABC):
         `RESULT`, then `verify_regions`; the first failure raises a VerifyException."""
         named = named_values(self)
         for operand in named:
-            if operand.variadic and not operand.values:
+            if operand.variadic and not operand.values and operand.name not in self.EMPTY_VARIADICS:
                 raise VerifyException(
                     f"'{self.name}': {operand.name}: expected at least one input, got none"
                 )

@@ -103,6 +103,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_serial_wrapper,
     build_worker_loop,
 )
+from rlx_mlir.passes.lir_to_llvm.scan import LowerScan
 from rlx_mlir.passes.utils import fn_symbols, require_lowered
 
 
@@ -244,7 +245,9 @@ def _lowered_entry(op: Operation) -> llvm.FuncOp | None:
 
 def _entry_arg(entry: llvm.FuncOp, role: str) -> SSAValue:
     """The entry's argument of one of the roles it has after the graph's own arguments."""
-    return entry.body.block.args[ENTRY_EXTRA_ROLES.index(role) - len(ENTRY_EXTRA_ROLES)]
+    entry_block = entry.body.blocks.first  # a scan's loop adds blocks after it
+    assert entry_block is not None
+    return entry_block.args[ENTRY_EXTRA_ROLES.index(role) - len(ENTRY_EXTRA_ROLES)]
 
 
 def _symbol_arg(entry: llvm.FuncOp, symbol: str) -> SSAValue:
@@ -419,6 +422,7 @@ class ConvertLirToLlvmPass(ModulePass):
         name_symbolic_operands(op)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
+            [LowerScan()],  # loops around the body kernels, lowered by the next group
             [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place)],
             [LowerReturn()],
         ):

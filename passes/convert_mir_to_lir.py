@@ -293,12 +293,32 @@ class FusedElementwiseLowering(RewritePattern):
         rewriter.replace(op, [*ops, lir.FusedElementwiseOp(op.inputs, out, body)], [out])
 
 
+class ScanLowering(RewritePattern):
+    """`mir.scan` -> `lir.scan` writing `out`, with the body region moved over: its block
+    arguments become buffers (the carry, views of the xs slices, the consts), its ops are
+    bufferized by the same walk like any others (into allocs: the arena planner places
+    them), and its `mir.yield` becomes `lir.yield` of the next carry's buffer."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.ScanOp, rewriter: PatternRewriter, /) -> None:
+        ops, out = destination(op.result)
+        body = rewriter.move_region_contents_to_new_regions(op.body)
+        block = body.block
+        for arg in list(block.args):
+            buffer = block.insert_arg(memref_of(arg.type), arg.index)
+            rewriter.replace_all_uses_with(arg, buffer)
+            block.erase_arg(arg)
+        scan = lir.ScanOp(op.init, op.xs, op.consts, out, op.length.value.data, body,
+                          op.trajectory is not None)
+        rewriter.replace(op, [*ops, scan], [out])
+
+
 class YieldLowering(RewritePattern):
-    """`mir.yield` in a body moved to `lir.fused_elementwise` -> `lir.yield`."""
+    """`mir.yield` in a body moved to `lir.fused_elementwise` or `lir.scan` -> `lir.yield`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.YieldOp, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op.parent_op(), lir.FusedElementwiseOp):
+        if not isinstance(op.parent_op(), lir.FusedElementwiseOp | lir.ScanOp):
             return
         rewriter.replace(op, lir.YieldOp(*op.arguments))
 
@@ -420,6 +440,7 @@ OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.InsertRowsOp: InsertRowsLowering,
     mir.ExtractRowsOp: ExtractRowsLowering,
     mir.AssignOp: AssignLowering,
+    mir.ScanOp: ScanLowering,
 }
 """The pattern of each mir op whose registry record says `Lowering.PATTERN`."""
 

@@ -97,9 +97,10 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
     previous_parallel: bool | None = None
     any_parallel = False
     for op in schedule:
-        if not isinstance(op, lir.KernelOp):
+        if not isinstance(op, lir.KernelOp | lir.RegionOp):
             continue
-        parallel = splits(op, min_work)
+        # A region op (scan) is serial: its body's kernels run on thread 0, in order.
+        parallel = isinstance(op, lir.KernelOp) and splits(op, min_work)
         if parallel:
             op.attributes[PARALLEL] = UnitAttr()
         if previous_parallel is not None and (previous_parallel or parallel):

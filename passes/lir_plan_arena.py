@@ -199,6 +199,16 @@ def plan_function(
                     lir.byte_size(op.result.type, lir.buffer_dims(op.result), bounds), alignment)
                 allocs.append(op)
                 intervals.append(planner.Interval(size, *live_range(op.result, block, index)))
+            elif isinstance(op, lir.RegionOp):
+                # The buffers of a scan body: live for the whole op (every step), so they
+                # share no byte with each other nor with what the op reads or writes.
+                for inner in op.walk():
+                    if isinstance(inner, lir.AllocOp):
+                        assert isinstance(inner.result.type, MemRefType)
+                        size = planner.align_up(lir.byte_size(
+                            inner.result.type, lir.buffer_dims(inner.result), bounds), alignment)
+                        allocs.append(inner)
+                        intervals.append(planner.Interval(size, index[op], index[op]))
         if inplace and strategy is ArenaStrategy.GREEDY_BY_SIZE:
             pairs = inplace_pairs(block, allocs, intervals, index)
     if strategy is ArenaStrategy.GREEDY_BY_SIZE:

@@ -878,6 +878,62 @@ class Graph:
         return self._sequence_result(mir.GatedDeltaNetOp, operands, shape, return_state,
                                      v.shape, state_shape)
 
+    def scan(self, init: Value, body: Graph, length: int, xs: Sequence[Value] = (),
+             consts: Sequence[Value] = (), trajectory: bool = False) -> Value | tuple[Value, Value]:
+        """A bounded loop: `body` (a Graph whose inputs are the carry, one slice of each of
+        `xs` along axis 0, then each of `consts`, and whose one output is the next carry)
+        runs `length` times from `init`. Returns the final carry, and with `trajectory`
+        also every carry, [length, *init.shape]. `mir.scan` in the IR, a native loop."""
+        xs, consts = list(xs), list(consts)
+        self._own("init", init)
+        for i, v in enumerate(xs):
+            self._own(f"xs[{i}]", v)
+        for i, v in enumerate(consts):
+            self._own(f"consts[{i}]", v)
+        with _context("scan"):
+            if not isinstance(body, Graph):
+                raise GraphError(f"body: expected an rlx_mlir.Graph, got {type(body).__name__}")
+            shape = rules.scan(init.shape, [x.shape for x in xs], length, trajectory)
+            region = body._scan_body(init, xs, consts)
+        op = mir.ScanOp(init.ssa, [x.ssa for x in xs], [c.ssa for c in consts], length, region,
+                        trajectory)
+        result = self._append(op, shape, init.dtype)
+        if not trajectory:
+            return result
+        last = self.reshape(self.narrow(result, 0, length - 1, 1), init.shape)
+        return last, result
+
+    def _scan_body(self, init: Value, xs: list[Value], consts: list[Value]) -> Region:
+        """This graph as the body region of a scan over `init`, `xs` and `consts` (a copy;
+        the graph stays usable): its inputs must match them, one output of init's type."""
+        if self.params or self.states:
+            raise GraphError(f"body: graph {self.name!r} has params or states; a scan body takes "
+                             "only inputs (pass weights as consts)")
+        expected = [("carry", init.shape, init.dtype),
+                    *((f"xs[{i}] slice", x.shape[1:], x.dtype) for i, x in enumerate(xs)),
+                    *((f"consts[{i}]", c.shape, c.dtype) for i, c in enumerate(consts))]
+        args = list(self._block.args)
+        if len(args) != len(expected):
+            raise GraphError(f"body: graph {self.name!r} has {len(args)} inputs, expected "
+                             f"{len(expected)} (carry, {len(xs)} xs slices, {len(consts)} consts)")
+        for name, arg, (what, shape, dtype) in zip(self._arg_names, args, expected, strict=True):
+            want = tensor_type(shape, dtype)
+            if arg.type != want:
+                raise ShapeError(f"body: input {name!r} (the {what}): expected {want}, got {arg.type}")
+        if len(self._outputs) != 1 or self._outputs[0].ssa.type != args[0].type:
+            got = ", ".join(str(v.ssa.type) for v in self._outputs) or "none"
+            raise ShapeError(f"body: graph {self.name!r} must have one output of the carry's "
+                             f"type {args[0].type}, got {got}")
+        fn = self.to_module().body.block.first_op
+        assert isinstance(fn, func.FuncOp)
+        block = fn.body.block
+        ret = block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        ret.detach()
+        block.add_op(mir.YieldOp(*ret.arguments))
+        ret.erase()
+        return fn.body.clone()
+
     def _sequence_result(self, op_cls: type[IRDLOperation], operands: list[Value | None],
                          shape: rules.Shape, return_state: bool, out_shape: rules.Shape,
                          state_shape: rules.Shape) -> Value | tuple[Value, Value]:

@@ -450,6 +450,11 @@ def every_method_graph() -> rlx.Graph:
     o, st = g.gated_delta_net(heads, heads, heads, g.narrow(a, 2, 0, 4), g.narrow(a, 2, 4, 4),
                               return_state=True)
     a = a + g.reshape(o, (2, 4, 32)) + g.reduce_mean(st, (0, 1, 2, 3))
+    step = rlx.Graph("step")
+    carry, row = step.input("carry", (4, 32)), step.input("row", (4, 32))
+    step.output(step.tanh(carry + row * step.input("scale", ())))
+    a = g.scan(g.reshape(g.narrow(a, 0, 0, 1), (4, 32)), step, 2, xs=[a],
+               consts=[g.constant(np.float32(0.5))], trajectory=True)[1]
     a = g.llama_decoder_block(
         a, g.param("l1", (32,)), g.param("l1b", (32,)), g.param("qw", (32, 32)),
         g.param("kw", (32, 16)), g.param("vw", (32, 16)), g.param("ow", (32, 32)),

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.func import FuncFunctions
 
-from rlx_mlir.interpreters.arrays import ArrayArithFunctions
+from rlx_mlir.interpreters.arrays import ArrayArithFunctions, FusedBodyFunctions
 from rlx_mlir.interpreters.hir import HirFunctions
 from rlx_mlir.interpreters.lir import LirFunctions
 from rlx_mlir.interpreters.mir import MirFunctions
@@ -26,6 +26,6 @@ def make_interpreter(module: ModuleOp) -> Interpreter:
     """An Interpreter for `module` that runs func, hir, mir, lir and array-valued arith/math."""
     interpreter = Interpreter(module)
     for functions in (FuncFunctions(), ArrayArithFunctions(), HirFunctions(), MirFunctions(),
-                      LirFunctions()):
+                      LirFunctions(), FusedBodyFunctions()):  # the yields end scan bodies
         interpreter.register_implementations(functions)
     return interpreter

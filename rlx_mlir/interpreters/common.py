@@ -200,9 +200,14 @@ def implementations_of(
 
 
 def _method(implementation: OpImpl) -> Callable[..., tuple[Any, ...]]:
+    # An op with a region (scan) runs its body on the interpreter itself: it takes it as
+    # the keyword `interpreter`.
+    extra = "interpreter" in inspect.signature(implementation).parameters
+
     def run(self: InterpreterFunctions, interpreter: Any, op: IRDLOperation,
             args: tuple[Any, ...]) -> tuple[Any, ...]:
-        result = implementation(op, operands_by_definition(op, args), python_props(op))
+        more = {"interpreter": interpreter} if extra else {}
+        result = implementation(op, operands_by_definition(op, args), python_props(op), **more)
         return () if result is None else (result,)
 
     return run

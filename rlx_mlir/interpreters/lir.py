@@ -130,12 +130,26 @@ def _barrier(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     """The interpreter runs every kernel whole on one thread: nothing to wait for."""
 
 
+def _scan(op: Operation, args: list[Any], props: dict[str, Any], interpreter: Any) -> None:
+    """Step t runs the body on (carry, xs[t] views, consts) and copies the yielded buffer
+    to `out` (or row t of it with `trajectory`); the carry is `init` at step 0, then `out`
+    (or its row t - 1)."""
+    init, xs, consts, out = args
+    trajectory = op.trajectory is not None
+    for t in range(op.length.value.data):
+        carry = init if t == 0 else (out[t - 1] if trajectory else out)
+        (new,) = interpreter.run_ssacfg_region(
+            op.body, [carry, *(x[t] for x in xs), *consts], op.name)
+        (out[t] if trajectory else out)[...] = new
+
+
 SPECIAL: dict[type[Operation], OpImpl] = {
     lir.AllocOp: _alloc,
     lir.ArenaOp: _arena,
     lir.SlotOp: _slot,
     lir.ViewOp: _view,
     lir.BarrierOp: _barrier,
+    lir.ScanOp: _scan,
     lir.InsertRowsOp: _insert_rows,
     lir.ElementwiseOp: _writing(_elementwise),
     lir.FusedElementwiseOp: _writing(_fused_elementwise),

@@ -52,11 +52,31 @@ def _assign(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     assign_state(state, value)
 
 
+def run_scan(op: Operation, args: list[Any], interpreter: Any) -> list[Any]:
+    """The carries of a mir or lir scan: the body run on the interpreter itself (an lir
+    body reads buffers defined outside it) once per step on (carry, the step's slice of
+    each xs, the consts); returns the carry yielded at every step."""
+    init, xs, consts = args[:3]
+    carry, carries = init, []
+    for t in range(op.length.value.data):
+        (carry,) = interpreter.run_ssacfg_region(
+            op.body, [carry, *(x[t] for x in xs), *consts], op.name)
+        carries.append(carry)
+    return carries
+
+
+def _scan(op: Operation, args: list[Any], props: dict[str, Any], interpreter: Any
+          ) -> np.ndarray:
+    carries = run_scan(op, args, interpreter)
+    return np.array(np.stack(carries) if op.trajectory is not None else carries[-1])
+
+
 SPECIAL: dict[type[Operation], OpImpl] = {
     mir.ReshapeOp: _reshape,
     mir.BroadcastToOp: _broadcast_to,
     mir.ConstantOp: _constant,
     mir.FusedElementwiseOp: _fused_elementwise,
+    mir.ScanOp: _scan,
     mir.ExtractRowsOp: _extract_rows,
     mir.AssignOp: _assign,
 }
