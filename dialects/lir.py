@@ -1075,6 +1075,28 @@ class GatherOp(kernel_twin(mir.GatherOp)):
 
 
 @irdl_op_definition
+class DequantGatherOp(kernel_twin(mir.DequantGatherOp, leading=("scheme",))):
+    """out = the rows `ids` of the raw GGUF `table` of `scheme`, dequantized (only the rows
+    it reads); an id outside [0, V) is a run-time error (a checked kernel).
+
+    ```mlir
+    lir.dequant_gather q8_0 ins(%t, %ids : memref<100x34xui8>, memref<4xi32>) outs(%o : memref<4x32xf32>)
+    ```
+    """
+
+    def __init__(
+        self,
+        table: SSAValue | Operation,
+        ids: SSAValue | Operation,
+        out: SSAValue | Operation,
+        scheme: QuantScheme | str,
+    ):
+        super().__init__(
+            operands=[table, ids, out], properties={"scheme": enum_attr(QuantSchemeAttr, scheme)}
+        )
+
+
+@irdl_op_definition
 class ConstantOp(KernelOp):
     """Writes the elements of `value` into `out` (same shape and element type).
 

@@ -1098,6 +1098,45 @@ class GatherOp(VerifiesSignature):
 
 
 @irdl_op_definition
+class DequantGatherOp(VerifiesSignature):
+    """Rows `ids` of a GGUF-quantized table, dequantized (an embedding lookup that decodes
+    only the rows it reads): `table` ui8 [V, K/values * bytes] holds the raw blocks of
+    `scheme` (like dequant_matmul's `w`), `ids` i32/i64 [...] -> f32 [..., K]."""
+
+    name = "mir.dequant_gather"
+
+    table = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    scheme = prop_def(QuantSchemeAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$table `,` $ids `scheme` $scheme attr-dict `:` functional-type(operands, results)"
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"table": UI8, "ids": INDEX})
+
+    def __init__(
+        self,
+        table: SSAValue | Operation,
+        ids: SSAValue | Operation,
+        scheme: str | QuantScheme | QuantSchemeAttr,
+        result_type: Attribute | None = None,
+    ):
+        table, ids = _values(table, ids)
+        scheme = enum_attr(QuantSchemeAttr, scheme)
+        if result_type is None:  # f32, unlike the operands (`_infer` keeps their type)
+            shape = si.dequant_gather(shape_of(table), shape_of(ids), scheme.data.value)
+            result_type = TensorType(f32, ir_dims(shape))
+        super().__init__(operands=[table, ids], result_types=[result_type],
+                         properties={"scheme": scheme})
+
+    def infer_shape(self) -> si.Shape:
+        return si.dequant_gather(shape_of(self.table), shape_of(self.ids), self.scheme.data.value)
+
+
+@irdl_op_definition
 class ConstantOp(VerifiesSignature):
     """A tensor constant: the result has exactly the type of the dense `value`."""
 

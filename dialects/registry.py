@@ -194,6 +194,7 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _kernel(mir.ConcatOp, lir.ConcatOp, si.concat, K.concat),
     _kernel(mir.BroadcastToOp, lir.BroadcastToOp, si.broadcast_to, None),
     _kernel(mir.GatherOp, lir.GatherOp, si.gather, K.gather),
+    _kernel(mir.DequantGatherOp, lir.DequantGatherOp, si.dequant_gather, K.dequant_gather),
     MirOpRecord(mir.ReshapeOp, None, None, Lowering.PATTERN, None),  # always an lir.view
     MirOpRecord(mir.NarrowOp, si.narrow, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
     MirOpRecord(mir.ConstantOp, None, None, Lowering.PATTERN, lir.ConstantOp),

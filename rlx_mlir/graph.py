@@ -780,13 +780,22 @@ class Graph:
             ax = rules.normalize_axis("axis", axis, x.rank)
         return self._emit(mir.GatherOp, [x, indices], shape, x.dtype, {"axis": i64_attr(ax)})
 
-    def embedding(self, table: Value, ids: Value) -> Value:
-        """table[V, D] looked up at ids (i32/i64) -> [..., D]."""
+    def embedding(self, table: Value, ids: Value, scheme: str | None = None) -> Value:
+        """table[V, D] looked up at ids (i32/i64) -> [..., D]. With `scheme` (a
+        dequant_matmul scheme), `table` is a quantized GGUF table, ui8 [V, D/values ·
+        bytes] of raw blocks, and only the rows looked up are dequantized
+        (`mir.dequant_gather`)."""
         self._own("table", table)
         self._own("ids", ids)
         with _context("embedding"):
-            _check_dtype("table", table, ("f32",))
             _check_dtype("ids", ids, rules.INDEX_DTYPES)
+            if scheme is not None:
+                _check_dtype("table", table, ("ui8",))
+                attr = _enum(QuantScheme, QuantSchemeAttr, scheme, "scheme")
+                shape = rules.dequant_gather(table.shape, ids.shape, scheme)
+                return self._emit(mir.DequantGatherOp, [table, ids], shape,
+                                  properties={"scheme": attr})
+            _check_dtype("table", table, ("f32",))
             shape = rules.embedding(table.shape, ids.shape)
         return self._emit(hir.EmbeddingOp, [table, ids], shape)
 

@@ -82,6 +82,11 @@ def _random(spec: ArgSpec, shape: tuple[int, ...], uses: list[tuple[Operation, i
             return rng.integers(0, table[axis], shape).astype(NUMPY_DTYPES[spec.dtype])
         if kind == "dequant_matmul" and index == 1:
             return random_blocks(op.scheme.data.value, shape, rng)
+        if kind == "dequant_gather":  # a quantized table, ids in its rows
+            if index == 0:
+                return random_blocks(op.scheme.data.value, shape, rng)
+            rows = shape_of(op.operands[0])[0]
+            return rng.integers(0, rows, shape).astype(NUMPY_DTYPES[spec.dtype])
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
             return (rng.random(shape) > 0.3).astype(np.float32)
     if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(shape) >= 2:

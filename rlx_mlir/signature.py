@@ -228,7 +228,8 @@ def _indexed_size(value: Any, named: Mapping[Any, Shape]) -> tuple[Dim, str] | N
             found = _indexed_size(op.results[0], named)
         elif op.name.endswith(".gather") and use.index == 1:
             found = size(op.operands[0], op.axis.value.data), "gather indices"
-        elif op.name == "hir.embedding" and use.index == 1:
+        elif (op.name in ("hir.embedding", "mir.dequant_gather", "lir.dequant_gather")
+              and use.index == 1):
             found = size(op.operands[0], 0), "embedding ids"
         else:
             found = None

@@ -463,6 +463,7 @@ def every_method_graph() -> rlx.Graph:
     d = g.dequant_matmul(a, g.param("wq8", (16, 34), "ui8"), "q8_0")
     d = d + g.dequant_matmul(a, g.param("wq4", (16, 18), "ui8"), "q4_0")
     e = g.embedding(g.param("table", (10, 16)), ids)           # [2, 3, 16]
+    e = e + g.embedding(g.param("qtable", (10, 32), "ui8"), ids, scheme="f16")  # dequant_gather
     e = g.concat([e, g.gather(d, g.constant(np.array([0, 3], dtype=np.int32)), axis=1)], axis=1)
     e = g.transpose(e, (0, 2, 1))                             # [2, 16, 5]
     e = g.reshape(e, (2, -1))

@@ -23,7 +23,7 @@ KernelBuilderFn = Callable[[Operation, str, int], llvm.FuncOp]
 _FAMILIES = ("elementwise", "reductions", "matmul", "attention", "indexing", "sequence")
 """Modules of rlx_mlir.passes.lir_to_llvm that export a `BUILDERS` dict."""
 
-CHECKED_KERNELS: tuple[type[Operation], ...] = (lir.GatherOp,)
+CHECKED_KERNELS: tuple[type[Operation], ...] = (lir.GatherOp, lir.DequantGatherOp)
 """Kernels that validate data at run time and return an i32 status."""
 
 

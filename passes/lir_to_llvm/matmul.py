@@ -60,10 +60,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, VectorType, f16, f32, i8, i16, i32, i64
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    VectorType,
+    f16,
+    f32,
+    i1,
+    i8,
+    i16,
+    i32,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, vector_type
@@ -74,6 +85,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     operand_shapes,
 )
+from rlx_mlir.passes.lir_to_llvm.indexing import llvm_element, load_index
 
 Index = SSAValue | int
 """An i64 SSA value or a Python int folded at build time."""
@@ -886,10 +898,13 @@ RowsCase = Callable[[Index], None]
 """Emits the kernel's work for a row count (a run-time i64, or the static 1)."""
 
 
-def _runtime_rows(kb: KernelBuilder, shape: Sequence[Index]) -> SSAValue:
-    """The product of `shape` (ints and run-time i64 sizes) as an i64: a kernel's M."""
+def _runtime_rows(kb: KernelBuilder, shape: Sequence[Index]) -> Index:
+    """The product of `shape` (ints and run-time i64 sizes): a kernel's M, an i64 when a
+    dim is a run-time size."""
     static = math.prod(d for d in shape if isinstance(d, int))
     dynamic = [d for d in shape if not isinstance(d, int)]
+    if not dynamic:
+        return static
     total = dynamic[0]
     for d in dynamic[1:]:
         total = kb.mul(total, d)
@@ -1396,10 +1411,72 @@ def build_dequant_matmul_partitioned(op: lir.DequantMatmulOp, name: str,
     return _build_dequant(op, name, vector_width, partitioned=True)
 
 
+# ----------------------------------------------------------------------------- dequant_gather
+
+
+def _decode_row(kb: KernelBuilder, scheme: DequantScheme, src: SSAValue, dst: SSAValue,
+                k: int) -> None:
+    """dst[0:k] = the k values of the GGUF row at `src` (bytes), block by block with the
+    scheme's `quants` and `affine` (as dequant_matmul reads them; every q·scale is exact
+    in f32, so the values equal rlx_mlir.core.quants' bit for bit); float types: vectors
+    of W values, then a scalar tail."""
+    w = kb.vector_width
+    if scheme.values == 1:
+        chunks = k // w
+        if chunks:
+            with kb.loop(0, chunks) as loop:
+                chunk = kb.gep(src, kb.mul(loop.iv, w * scheme.bytes), i8)
+                kb.store(scheme.quants(kb, chunk, 0), dst, kb.mul(loop.iv, w))
+        for t in range(chunks * w, k):
+            kb.store(scheme.scalar(kb, _ptr(kb, src, t * scheme.bytes, i8)), dst, t)
+        return
+    if scheme.group % w:
+        raise ValueError(f"dequant_gather: vector width {w} does not divide a block")
+    with kb.loop(0, k // scheme.values) as loop:
+        block = kb.gep(src, kb.mul(loop.iv, scheme.bytes), i8)
+        values = kb.gep(dst, kb.mul(loop.iv, scheme.values))
+        for g in range(scheme.values // scheme.group):
+            firsts = range(g * scheme.group, (g + 1) * scheme.group, w)
+            for first, value in zip(firsts, _weights(kb, scheme, block, g, firsts), strict=True):
+                kb.store(value, values, first)
+
+
+def build_dequant_gather(op: lir.DequantGatherOp, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[i, :] = dequant(table[ids[i], :]): only the rows it reads are decoded. Returns an
+    i32 status: STATUS_INDEX_OUT_OF_RANGE as soon as an id is outside [0, V) (checked
+    first, unsigned, so negatives fail: nothing is read or written then), else STATUS_OK.
+    `?` dims of ids (and out): the id count is the product of the run-time sizes."""
+    scheme = SCHEMES[op.scheme.data.value]
+    table_shape, ids_shape = operand_shapes(op)[:2]
+    if not si.is_static_shape(table_shape):
+        raise DynamicKernelError(f"{op.name}: the table must be static, got {si.fmt(table_shape)}")
+    n_rows, row_bytes = table_shape
+    k = row_bytes // scheme.bytes * scheme.values
+    symbols = kernel_symbols(op) if is_dynamic(op) else ()
+    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols), vector_width=vector_width,
+                       result_type=i32)
+    table, ids, out = kb.args[:3]
+    sizes = RuntimeDims.of(op, kb.args[3:]) if symbols else None
+    count = _runtime_rows(kb, sizes.shape(1) if sizes else ids_shape)
+    id_element = llvm_element(op.ids.type)
+    with kb.loop(0, count, carried=[kb.constant(0, i1)]) as check:
+        bad = kb.icmp("uge", load_index(kb, ids, check.iv, id_element), n_rows)
+        check.yield_(kb.or_(check.carried[0], bad))
+    any_bad = check.results[0]
+    with kb.loop(0, kb.select(any_bad, kb.index(0), kb.index(count))) as loop:
+        row = load_index(kb, ids, loop.iv, id_element)
+        _decode_row(kb, scheme, kb.gep(table, kb.mul(row, row_bytes), i8),
+                    kb.gep(out, kb.mul(loop.iv, k)), k)
+    kb.ret(kb.select(any_bad, kb.constant(STATUS_INDEX_OUT_OF_RANGE, i32),
+                     kb.constant(STATUS_OK, i32)))
+    return kb.finish()
+
+
 BUILDERS = {
     lir.MatmulOp: build_matmul,
     lir.FusedMatmulOp: build_fused_matmul,
     lir.DequantMatmulOp: build_dequant_matmul,
+    lir.DequantGatherOp: build_dequant_gather,
 }
 
 PARTITIONED = {
@@ -1408,5 +1485,6 @@ PARTITIONED = {
     lir.DequantMatmulOp: build_dequant_matmul_partitioned,
 }
 
-RUNTIME_DIMS = {lir.MatmulOp, lir.FusedMatmulOp, lir.DequantMatmulOp}
-"""Ops whose builders read `?` rows natively (dynamic.py): M from the size arguments."""
+RUNTIME_DIMS = {lir.MatmulOp, lir.FusedMatmulOp, lir.DequantMatmulOp, lir.DequantGatherOp}
+"""Ops whose builders read `?` dims natively (dynamic.py): M, or the id count, from the
+size arguments."""

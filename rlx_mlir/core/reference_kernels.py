@@ -758,6 +758,19 @@ DEQUANTIZE: dict[str, Callable[..., np.ndarray]] = {
 """Raw blocks ui8 [N, K/values·bytes] (and optionally K) -> f32 [N, K], per scheme."""
 
 
+def dequant_gather(table: ArrayLike, ids: ArrayLike, scheme: str) -> np.ndarray:
+    """Rows `ids` of the raw GGUF table ui8 [V, K/values·bytes], dequantized -> [..., K]
+    (only those rows are read); ids must lie in [0, V)."""
+    _check_name("scheme", scheme, DEQUANT_SCHEMES)
+    table = np.asarray(table)
+    if table.dtype != np.uint8:
+        raise DTypeError(f"table: expected element type ui8 (raw {scheme} blocks), got {table.dtype}")
+    idx = np.asarray(ids)
+    shape = rules.dequant_gather(_shape(table), _shape(idx), scheme)
+    idx = _check_indices("embedding ids", idx, table.shape[0])
+    return quants.dequantize(table[idx.reshape(-1)], scheme).reshape(shape)
+
+
 def dequant_matmul(x: ArrayLike, w: ArrayLike, scheme: str) -> np.ndarray:
     """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/values·bytes]."""
     _check_name("scheme", scheme, DEQUANT_SCHEMES)
@@ -900,7 +913,7 @@ __all__ = [
     "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "DEQUANT_SCHEMES", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
     "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
     "absolute", "activation", "add", "attention", "broadcast_to", "concat", "depthwise_conv1d",
-    "depthwise_conv1d_causal", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",
+    "depthwise_conv1d_causal", "dequant_gather", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",
     "embedding", "exp", "fused_matmul", "gather", "gated_delta_net", "gelu", "gelu_tanh", "layer_norm", "linear",
     "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",
     "power", "quantize_q4_0", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",

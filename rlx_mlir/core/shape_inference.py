@@ -501,6 +501,20 @@ def embedding(table: Shape, ids: Shape) -> Shape:
     return ids + table[1:]
 
 
+def dequant_gather(table: Shape, ids: Shape, scheme: str) -> Shape:
+    """Rows `ids` of a GGUF-quantized table ui8[V, K/values · bytes] (the raw blocks of
+    `scheme`, like dequant_matmul's w), dequantized: ids + [K]."""
+    if scheme not in QUANT_BLOCKS:
+        raise ShapeError(f"scheme: expected one of {', '.join(QUANT_BLOCKS)}, got {scheme!r}")
+    check_rank("table", table, (2,))
+    row_bytes = require_static("table", table[1], "the row bytes")
+    values, block_bytes = QUANT_BLOCKS[scheme]
+    if row_bytes % block_bytes:
+        raise ShapeError(f"table: a row must be whole {scheme} blocks of {block_bytes} bytes, "
+                         f"got {row_bytes} bytes")
+    return tuple(ids) + (row_bytes // block_bytes * values,)
+
+
 def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape:
     """x[B, S, C], w[K, C], left_pad[B, K-1, C] -> [B, S, C]."""
     check_rank("x", x, (3,))
