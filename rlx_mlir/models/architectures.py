@@ -190,7 +190,7 @@ class _DecoderBuilder:
         info = self.tensors[tensor]
         if info.type_name == "F32":
             return self.g.embedding(self.param(tensor, VALUES), ids)
-        return self.g.dequant_embedding(self.param(tensor, RAW), ids, info.type_name.lower())
+        return self.g.embedding(self.param(tensor, RAW), ids, scheme=info.type_name.lower())
 
     def vector(self, tensor: str) -> Value:
         return self.param(tensor, VALUES)

@@ -243,8 +243,12 @@ class LanguageModel:
         it is produced; the pieces concatenate to the returned text."""
         if not isinstance(prompt, str):
             raise ArgumentError(f"prompt: expected a str, got {type(prompt).__name__}")
-        return self._generate_text(self.tokenizer.encode(prompt), max_new_tokens, temperature,
-                                   top_k, top_p, seed, stop, stream)
+        ids = self.tokenizer.encode(prompt)
+        if not ids:
+            raise ArgumentError("prompt: the empty prompt has no tokens (this model's "
+                                "tokenizer adds no BOS); give some text")
+        return self._generate_text(ids, max_new_tokens, temperature, top_k, top_p, seed, stop,
+                                   stream)
 
     def generate_ids(self, ids: Sequence[int] | np.ndarray, max_new_tokens: int = 64,
                      temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,

@@ -1,0 +1,232 @@
+"""rlx.models.load_gguf: the decoder graph of llama / qwen2 / qwen3 GGUF files.
+
+Tiny random models (tests/gguf_models.py: several tensor types per model, tied and untied
+outputs, F32 and quantized embeddings) are checked against an independent numpy forward
+written from the SPEC; cached decoding (prefill, steps, chunks) against the full forward;
+every bad file or argument is an RlxError raised before anything is compiled. Each model
+runs compiled ("jit") and on the reference executor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as T
+from gguf_models import N_VOCAB, numpy_logits, write_tiny_model
+
+import rlx_mlir as rlx
+from rlx_mlir.core.errors import ArgumentError, RlxError
+from rlx_mlir.models import LanguageModel, load_gguf
+from rlx_mlir.models import architectures as architectures_module
+
+ENGINES = ["jit", "reference"]
+MAX_SEQ = 32
+
+VARIANTS = {
+    # Q4_1 q, Q8_0 k, Q4_K v, Q6_K o, F16 gate, Q5_0 up, Q4_0 down, Q8_0 tied embedding.
+    "llama-mixed": dict(arch="llama"),
+    "qwen2-untied": dict(arch="qwen2", tied=False, types={
+        "attn_q.weight": T.Q5_1, "ffn_down.weight": T.Q5_K, "token_embd.weight": T.Q4_K,
+        "output.weight": T.Q6_K}),
+    "qwen3-float": dict(arch="qwen3", types={
+        "attn_q.weight": T.BF16, "ffn_up.weight": T.F32, "token_embd.weight": T.F16}),
+    "llama-f32-table": dict(arch="llama", seed=3, types={
+        "token_embd.weight": T.F32, "attn_output.weight": T.F32}),
+}
+IDS = [5, 261, 72, 101, 108, 270, 32, 99, 97, 116]
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("tiny-models")
+    return {name: write_tiny_model(folder / f"{name}.gguf", **spec)
+            for name, spec in VARIANTS.items()}
+
+
+_LOADED: dict[tuple[str, str], LanguageModel] = {}
+
+
+@pytest.fixture
+def load(model_files):
+    """load(variant, engine) -> the LanguageModel, loaded once per module (and reset)."""
+
+    def get(variant: str, engine: str) -> LanguageModel:
+        key = (variant, engine)
+        if key not in _LOADED:
+            _LOADED[key] = load_gguf(model_files[variant], max_seq=MAX_SEQ, engine=engine)
+        model = _LOADED[key]
+        model.reset()
+        return model
+
+    yield get
+
+
+def assert_logits_close(got: np.ndarray, want: np.ndarray) -> None:
+    scale = float(np.abs(want).max())
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * max(scale, 1.0))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_logits_match_numpy(load, model_files, variant, engine):
+    lm = load(variant, engine)
+    got = lm.logits(IDS)
+    assert got.shape == (len(IDS), N_VOCAB) and got.dtype == np.float32
+    assert_logits_close(got, numpy_logits(model_files[variant], IDS))
+    assert lm.position == len(IDS)  # logits leaves the ids in the cache
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("variant", ["llama-mixed", "qwen2-untied", "qwen3-float"])
+def test_prefill_and_steps_equal_the_full_forward(load, variant, engine):
+    lm = load(variant, engine)
+    full = lm.logits(IDS)
+    lm.reset()
+    assert lm.position == 0
+    assert_logits_close(lm.prefill(IDS[:4]), full[3])
+    for i in range(4, len(IDS)):
+        assert_logits_close(lm.step(IDS[i]), full[i])
+        assert lm.position == i + 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_prefill_in_chunks_and_logits_resets(load, engine):
+    lm = load("llama-mixed", engine)
+    full = lm.logits(IDS)
+    lm.reset()
+    lm.prefill(IDS[:3])
+    lm.prefill(IDS[3:7])
+    assert_logits_close(lm.prefill(IDS[7:]), full[-1])
+    lm.step(3)
+    assert_logits_close(lm.logits(IDS), full)  # from position 0 whatever the cache held
+
+
+def test_config_tokenizer_and_repr(load):
+    lm = load("qwen3-float", "reference")
+    c = lm.config
+    assert (c.architecture, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim) == \
+        ("qwen3", 2, 256, 4, 2, 64)
+    assert c.rope_style == "half" and c.n_vocab == N_VOCAB
+    assert lm.tokenizer.decode(lm.tokenizer.encode(" the cat")) == " the cat"
+    assert "qwen3" in repr(lm) and f"max_seq {MAX_SEQ}" in repr(lm)
+    assert rlx.models.load_gguf is load_gguf
+    assert load("llama-mixed", "reference").config.rope_style == "interleaved"
+
+
+def test_graph_has_every_layer_and_the_caches(load):
+    graph = load("llama-mixed", "reference").graph
+    text = graph.to_mlir()
+    assert graph.inputs == ["ids", "cos", "sin", "rows"]
+    assert text.count("hir.attention") == 2 or text.count("attention") >= 2
+    params = graph.params
+    assert "token_embd_weight" in params and "output_weight" not in params  # tied
+    assert "blk_1_attn_v_weight" in params
+
+
+def test_weights_are_views_of_the_file(model_files):
+    """Quantized matrices are the file's bytes (views of the mapping), never f32 copies."""
+    with rlx.models.read_gguf(model_files["llama-mixed"]) as file:
+        decoder = architectures_module.build_decoder(file.check_model(), file.tensors,
+                                                     max_seq=8)
+        params = decoder.params(file)
+        q = params["blk_0_attn_q_weight"]
+        assert q.dtype == np.uint8 and not q.flags.owndata and not q.flags.writeable
+        assert q.shape == (256, 256 // 32 * 20)  # Q4_1: 20 bytes per 32 values
+        assert params["token_embd_weight"].dtype == np.uint8
+        f32_bytes = sum(a.nbytes for a in params.values() if a.dtype == np.float32)
+        assert f32_bytes < 16 * 1024  # norms only
+        del q, params
+
+
+# --- errors, all before compilation -------------------------------------------------------
+
+
+@pytest.fixture
+def no_compilation(monkeypatch):
+    """Fail the test if load_gguf gets as far as building the graph."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("load_gguf built a graph for a file it should have refused")
+
+    monkeypatch.setattr("rlx_mlir.models.model.build_decoder", refuse)
+
+
+def error_of(path, **kwargs) -> str:
+    with pytest.raises(RlxError) as info:
+        load_gguf(path, **kwargs)
+    return str(info.value)
+
+
+def test_unsupported_architecture(tmp_path, no_compilation):
+    path = write_tiny_model(tmp_path / "m.gguf", architecture="falcon")
+    message = error_of(path)
+    assert "unsupported architecture 'falcon'" in message and "llama" in message
+
+
+def test_unsupported_matrix_type(tmp_path, no_compilation):
+    path = write_tiny_model(tmp_path / "m.gguf", types={"ffn_up.weight": T.Q2_K})
+    message = error_of(path)
+    assert "blk.0.ffn_up.weight" in message and "Q2_K" in message
+
+
+def test_missing_tensor(tmp_path, no_compilation):
+    path = write_tiny_model(tmp_path / "m.gguf", drop="blk.1.ffn_norm.weight")
+    assert "missing tensor 'blk.1.ffn_norm.weight'" in error_of(path)
+
+
+def test_bad_magic_and_truncated_files(tmp_path, model_files, no_compilation):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"NOPE" + bytes(100))
+    assert "not a GGUF file" in error_of(bad)
+    data = model_files["llama-mixed"].read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[: len(data) // 2])
+    assert "truncated" in error_of(cut)
+
+
+def test_unknown_name_or_path(tmp_path, no_compilation):
+    assert "no such file" in error_of(tmp_path / "nothing.gguf")
+    assert "smollm2-135m-instruct" in error_of("not-a-model")
+
+
+def test_unsupported_rope_scaling(tmp_path, no_compilation):
+    path = write_tiny_model(tmp_path / "m.gguf", extra={"llama.rope.scaling.type": "yarn"})
+    assert "rope scaling 'yarn'" in error_of(path)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(max_seq=0), "max_seq"), (dict(max_seq=1.5), "max_seq"),
+    (dict(threads=0), "threads"), (dict(engine="gpu"), "engine"),
+])
+def test_bad_load_arguments(model_files, no_compilation, kwargs, fragment):
+    with pytest.raises(ArgumentError, match=fragment):
+        load_gguf(model_files["llama-mixed"], **kwargs)
+
+
+@pytest.mark.parametrize("ids, fragment", [
+    ([1, N_VOCAB], f"token id {N_VOCAB} at index 1 is out of range"),
+    ([-1], "token id -1"), ([], "non-empty"), ([[1, 2]], "1-D"), ([1.0, 2.0], "integer"),
+])
+def test_bad_token_ids(load, ids, fragment):
+    lm = load("llama-mixed", "reference")
+    with pytest.raises(ArgumentError, match=fragment):
+        lm.logits(ids)
+    with pytest.raises(ArgumentError, match=fragment):
+        lm.prefill(ids)
+    assert lm.position == 0
+
+
+def test_bad_step_and_cache_full(load):
+    lm = load("llama-mixed", "reference")
+    with pytest.raises(ArgumentError, match="token_id"):
+        lm.step("a")
+    lm.prefill(list(range(MAX_SEQ - 1)))
+    lm.step(4)
+    with pytest.raises(ArgumentError, match="cache full"):
+        lm.step(4)
+    assert lm.position == MAX_SEQ
+    lm.reset()
+    with pytest.raises(ArgumentError, match="cache full"):
+        lm.prefill(list(range(MAX_SEQ + 1)))

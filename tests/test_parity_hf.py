@@ -1,0 +1,71 @@
+"""SmolLM2 in rlx-mlir against Hugging Face transformers loading the same GGUF file.
+
+transformers dequantizes the GGUF to float32 (`from_pretrained(dir, gguf_file=...)`) and
+runs its LlamaForCausalLM; both models read the same token ids, teacher-forced over a
+paragraph. The bar is the agreement llama.cpp itself has with that reference (SPEC,
+"Reference behaviour"): mean KL(HF || ours) per position <= 0.01, and the same top-1 token
+wherever HF's top-two logit margin is >= 0.25. Needs the `[parity]` extra
+(torch==2.13.0, transformers, accelerate); skipped only when transformers is not
+importable (or SmolLM2 cannot be fetched).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx_mlir.models import ModelError, fetch, load_gguf
+
+transformers = pytest.importorskip("transformers", reason="the [parity] extra is not installed")
+torch = pytest.importorskip("torch", reason="the [parity] extra is not installed")
+
+PARAGRAPH = (
+    "The history of compilers begins in the early 1950s, when programmers wrote machine code "
+    "by hand. Grace Hopper's A-0 system translated symbolic code into machine instructions, "
+    "and in 1957 the first FORTRAN compiler showed that a program written in a high-level "
+    "language could run almost as fast as hand-written assembly. Since then, compilers have "
+    "grown into large systems that parse, analyze and optimize programs in many stages."
+)
+MAX_MEAN_KL = 0.01
+MARGIN = 0.25
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+@pytest.fixture(scope="module")
+def smollm2_path():
+    try:
+        return fetch("smollm2-135m-instruct", quiet=True)
+    except ModelError as error:
+        pytest.skip(f"SmolLM2 is not cached and cannot be downloaded: {error}")
+
+
+def hf_logits(path, ids: list[int]) -> np.ndarray:
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float().numpy()
+
+
+def test_smollm2_agrees_with_transformers(smollm2_path):
+    lm = load_gguf(smollm2_path, max_seq=256)
+    ids = lm.tokenizer.encode(PARAGRAPH)
+    ours = lm.logits(ids)
+    theirs = hf_logits(smollm2_path, ids)
+    assert ours.shape == theirs.shape == (len(ids), lm.config.n_vocab)
+
+    p_log, q_log = log_softmax(theirs), log_softmax(ours)
+    kl = (np.exp(p_log) * (p_log - q_log)).sum(axis=-1)
+    top2 = np.sort(theirs, axis=-1)[:, -2:]
+    decisive = top2[:, 1] - top2[:, 0] >= MARGIN
+    same_top1 = theirs.argmax(-1) == ours.argmax(-1)
+    print(f"\nSmolLM2 vs transformers over {len(ids)} positions: mean KL {kl.mean():.5f}, "
+          f"max KL {kl.max():.5f}; same top-1 at {int(same_top1[decisive].sum())} of "
+          f"{int(decisive.sum())} positions with margin >= {MARGIN} "
+          f"({int(same_top1.sum())} of {len(ids)} overall)")
+    assert kl.mean() <= MAX_MEAN_KL
+    assert same_top1[decisive].all(), np.flatnonzero(decisive & ~same_top1)
