@@ -19,6 +19,7 @@ the shared `rlx` attributes and print as bare keywords:
 from __future__ import annotations
 
 from abc import ABC
+from collections.abc import Sequence
 from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
@@ -687,6 +688,172 @@ class LlamaDecoderBlockOp(HirOp):
                 f"'{self.name}': kv_cache: expected k_cache, v_cache and position together, "
                 f"got only {', '.join(present)}"
             )
+
+
+# ----------------------------------------------------------------------------- qwen3.5
+
+MTP_LEADING = ("h_pre_norm", "input_ids", "cos", "sin", "last_token_idx")
+"""The operands of `hir.qwen35_mtp_head` printed first, comma-separated."""
+
+MTP_SYNTAX_GROUPS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
+    ("embed", ("embed_w",), None),
+    ("hnorm", ("hnorm_w",), "hnorm_b"),
+    ("enorm", ("enorm_w",), "enorm_b"),
+    ("eh", ("eh_w",), None),
+    ("attn_norm", ("attn_norm_w",), "attn_norm_b"),
+    ("attn", ("q_gate_w", "k_w", "v_w"), None),
+    ("q_norm", ("q_norm_w",), "q_norm_b"),
+    ("k_norm", ("k_norm_w",), "k_norm_b"),
+    ("o", ("o_w",), None),
+    ("post_norm", ("post_norm_w",), "post_norm_b"),
+    ("ffn", ("gate_w", "up_w", "down_w"), None),
+    ("head_norm", ("head_norm_w",), "head_norm_b"),
+    ("lm_head", ("lm_head_w",), None),
+)
+"""The keyword groups of its custom syntax, in operand order (as LLAMA_SYNTAX_GROUPS)."""
+
+MTP_PROPERTIES = ("num_heads", "num_kv_heads", "head_dim", "n_rot")
+
+
+@irdl_op_definition
+class Qwen35MtpHeadOp(HirOp):
+    """The Qwen3.5 multi-token-prediction head (docs/semantics.md): `h =
+    rms_norm(h_pre_norm, hnorm)`, `e = rms_norm(embed_w[input_ids], enorm)`, `cur =
+    concat(e, h) @ eh_w`, a causal gated-attention block on `cur` (per-head rms_norm of q
+    and k, half rope on the first n_rot dims of each head, `attention · sigmoid(gate)`,
+    then `@ o_w` added), `+ swiglu_ffn(rms_norm(cur, post_norm))`, the row
+    `last_token_idx[b]` of each batch, `rms_norm(head_norm) @ lm_head_w` -> logits [B, V].
+    The norm betas are optional.
+
+    ```mlir
+    %l = hir.qwen35_mtp_head %h, %ids, %cos, %sin, %last embed(%emb) hnorm(%hn, %hb)
+        enorm(%en) eh(%eh) attn_norm(%an) attn(%qg, %k, %v) q_norm(%qn) k_norm(%kn) o(%o)
+        post_norm(%pn) ffn(%g, %u, %d) head_norm(%hd) lm_head(%lm)
+        num_heads 4 num_kv_heads 2 head_dim 8 n_rot 4 : (...) -> tensor<2x64xf32>
+    ```
+    (`eps` only when not 1e-6; a beta is the second operand of its norm's group.)
+    """
+
+    name = "hir.qwen35_mtp_head"
+
+    h_pre_norm = operand_def(TensorType)
+    input_ids = operand_def(TensorType)
+    cos = operand_def(TensorType)
+    sin = operand_def(TensorType)
+    last_token_idx = operand_def(TensorType)
+    embed_w = operand_def(TensorType)
+    hnorm_w = operand_def(TensorType)
+    hnorm_b = opt_operand_def(TensorType)
+    enorm_w = operand_def(TensorType)
+    enorm_b = opt_operand_def(TensorType)
+    eh_w = operand_def(TensorType)
+    attn_norm_w = operand_def(TensorType)
+    attn_norm_b = opt_operand_def(TensorType)
+    q_gate_w = operand_def(TensorType)
+    k_w = operand_def(TensorType)
+    v_w = operand_def(TensorType)
+    q_norm_w = operand_def(TensorType)
+    q_norm_b = opt_operand_def(TensorType)
+    k_norm_w = operand_def(TensorType)
+    k_norm_b = opt_operand_def(TensorType)
+    o_w = operand_def(TensorType)
+    post_norm_w = operand_def(TensorType)
+    post_norm_b = opt_operand_def(TensorType)
+    gate_w = operand_def(TensorType)
+    up_w = operand_def(TensorType)
+    down_w = operand_def(TensorType)
+    head_norm_w = operand_def(TensorType)
+    head_norm_b = opt_operand_def(TensorType)
+    lm_head_w = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    num_heads = prop_def(IntegerAttr[I64])
+    num_kv_heads = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    n_rot = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(1e-6, f32))
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"input_ids": INDEX, "last_token_idx": INDEX})
+
+    def __init__(self, operands: Sequence[SSAValue | None], *, num_heads: int,
+                 num_kv_heads: int, head_dim: int, n_rot: int, eps: float,
+                 result_type: Attribute):
+        """`operands` in the order of `rules.MTP_HEAD_OPERANDS` (None for an absent beta)."""
+        super().__init__(
+            operands=list(operands), result_types=[result_type],
+            properties={"num_heads": i64_attr(num_heads), "num_kv_heads": i64_attr(num_kv_heads),
+                        "head_dim": i64_attr(head_dim), "n_rot": i64_attr(n_rot),
+                        "eps": f32_attr(eps)},
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Qwen35MtpHeadOp:
+        names = list(MTP_LEADING)
+        unresolved = [parser.parse_unresolved_operand()]
+        for _ in MTP_LEADING[1:]:
+            parser.parse_punctuation(",")
+            unresolved.append(parser.parse_unresolved_operand())
+        for keyword, required, optional in MTP_SYNTAX_GROUPS:
+            parser.parse_keyword(keyword)
+            parser.parse_punctuation("(")
+            for i, operand in enumerate(required):
+                if i:
+                    parser.parse_punctuation(",")
+                names.append(operand)
+                unresolved.append(parser.parse_unresolved_operand())
+            if optional is not None and parser.parse_optional_punctuation(",") is not None:
+                names.append(optional)
+                unresolved.append(parser.parse_unresolved_operand())
+            parser.parse_punctuation(")")
+        props: dict[str, Attribute] = {}
+        for prop in MTP_PROPERTIES:
+            parser.parse_keyword(prop)
+            props[prop] = IntegerAttr.parse_with_type(parser, i64)
+        if parser.parse_optional_keyword("eps") is not None:
+            props["eps"] = FloatAttr.parse_with_type(parser, f32)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        fn_type = parser.parse_function_type()
+        if len(fn_type.outputs) != 1:
+            parser.raise_error(
+                f"expected one result type, got {len(fn_type.outputs)}", pos, parser.pos
+            )
+        values = dict(zip(names, parser.resolve_operands(unresolved, fn_type.inputs, pos),
+                          strict=True))
+        return cls.build(
+            operands=[values.get(name) for name in rules.MTP_HEAD_OPERANDS],
+            result_types=[fn_type.outputs.data[0]], properties=props, attributes=attributes,
+        )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list([getattr(self, name) for name in MTP_LEADING], printer.print_ssa_value)
+        for keyword, required, optional in MTP_SYNTAX_GROUPS:
+            names = required if optional is None else (*required, optional)
+            values = [v for v in (getattr(self, name) for name in names) if v is not None]
+            printer.print_string(f" {keyword}(")
+            printer.print_list(values, printer.print_ssa_value)
+            printer.print_string(")")
+        for prop in MTP_PROPERTIES:
+            printer.print_string(f" {prop} ")
+            getattr(self, prop).print_without_type(printer)
+        if self.eps != self.get_irdl_definition().properties["eps"].default_value:
+            printer.print_string(" eps ")
+            self.eps.print_without_type(printer)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type(self.operand_types, self.result_types)
+
+    def infer_shape(self) -> Shape:
+        shapes = {name: None if (value := getattr(self, name)) is None else shape_of(value)
+                  for name in rules.MTP_HEAD_OPERANDS}
+        return rules.qwen35_mtp_head(
+            shapes, num_heads=self.num_heads.value.data, num_kv_heads=self.num_kv_heads.value.data,
+            head_dim=self.head_dim.value.data, n_rot=self.n_rot.value.data)
 
 
 HIR_OPS: tuple[type[HirOp], ...] = defined_ops(globals(), "hir.", HirOp)

@@ -147,6 +147,7 @@ HIR_RECORDS: tuple[HirOpRecord, ...] = (
     HirOpRecord(hir.EmbeddingOp, si.embedding, K.embedding),
     HirOpRecord(hir.DepthwiseConv1dCausalOp, si.depthwise_conv1d_causal,
                 K.depthwise_conv1d_causal),
+    HirOpRecord(hir.Qwen35MtpHeadOp, si.qwen35_mtp_head, K.qwen35_mtp_head),
 )
 """One record per hir op."""
 

@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, FloatAttr, ModuleOp, f32
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    ModuleOp,
+    TensorType,
+    f32,
+    i64,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -29,7 +37,7 @@ from xdsl.pattern_rewriter import (
 from rlx_mlir.core.abi import CACHE_DIMS
 from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.dialects.rlx import Activation, MaskKindAttr, RopeStyleAttr
+from rlx_mlir.dialects.rlx import Activation, MaskKind, MaskKindAttr, RopeStyleAttr
 from rlx_mlir.passes.utils import ACTIVATION_OPS, OpSequence, splat_constant
 
 DEFAULT_CACHE_SYMBOL = "T"
@@ -257,6 +265,66 @@ class DequantMatmulLowering(RewritePattern):
         _replace(rewriter, op, seq)
 
 
+class Qwen35MtpHeadLowering(RewritePattern):
+    """`hir.qwen35_mtp_head` -> the whole head in mir primitives (docs/semantics.md): the
+    two input norms, concat and projection, the gated causal attention block (per-head q/k
+    rms_norm through reshapes, rope on n_rot dims, sigmoid gate), the SwiGLU FFN, then the
+    row `last_token_idx[b]` of each batch (two gathers), the head norm and the lm head."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.Qwen35MtpHeadOp, rewriter: PatternRewriter, /) -> None:
+        seq = OpSequence()
+        heads, kv_heads = op.num_heads.value.data, op.num_kv_heads.value.data
+        d_head, n_rot = op.head_dim.value.data, op.n_rot.value.data
+        batch, steps, d = shape_of(op.h_pre_norm)
+        ty = op.h_pre_norm.type
+        assert isinstance(ty, TensorType)
+
+        def tensor(*shape: int, like: TensorType = ty) -> TensorType:
+            return TensorType(like.get_element_type(), shape)
+
+        def per_head(x: SSAValue, gamma: SSAValue, beta: SSAValue | None, n: int) -> SSAValue:
+            split = seq.emit(mir.ReshapeOp(x, tensor(batch, steps, n, d_head)))
+            normed = emit_rms_norm(seq, split, gamma, beta, op.eps)
+            return seq.emit(mir.ReshapeOp(normed, tensor(batch, steps, n * d_head)))
+
+        h = emit_rms_norm(seq, op.h_pre_norm, op.hnorm_w, op.hnorm_b, op.eps)
+        tokens = seq.emit(mir.GatherOp(op.embed_w, op.input_ids, 0))
+        e = emit_rms_norm(seq, tokens, op.enorm_w, op.enorm_b, op.eps)
+        cur = seq.emit(mir.MatmulOp(seq.emit(mir.ConcatOp([e, h], 2)), op.eh_w))
+        a = emit_rms_norm(seq, cur, op.attn_norm_w, op.attn_norm_b, op.eps)
+        q_gate = seq.emit(mir.ReshapeOp(seq.emit(mir.MatmulOp(a, op.q_gate_w)),
+                                        tensor(batch, steps, heads, 2 * d_head)))
+        q = seq.emit(mir.NarrowOp(q_gate, 3, 0, d_head))
+        gate = seq.emit(mir.ReshapeOp(seq.emit(mir.NarrowOp(q_gate, 3, d_head, d_head)),
+                                      tensor(batch, steps, heads * d_head)))
+        q = per_head(seq.emit(mir.ReshapeOp(q, tensor(batch, steps, heads * d_head))),
+                     op.q_norm_w, op.q_norm_b, heads)
+        k = per_head(seq.emit(mir.MatmulOp(a, op.k_w)), op.k_norm_w, op.k_norm_b, kv_heads)
+        v = seq.emit(mir.MatmulOp(a, op.v_w))
+        q = seq.emit(mir.RopeOp(q, op.cos, op.sin, d_head, n_rot))
+        k = seq.emit(mir.RopeOp(k, op.cos, op.sin, d_head, n_rot))
+        att = seq.emit(mir.AttentionOp(
+            q, k, v, None, num_heads=heads, head_dim=d_head, num_kv_heads=kv_heads,
+            mask_kind=MaskKindAttr(MaskKind.CAUSAL), scale=FloatAttr(1.0 / math.sqrt(d_head), f32)))
+        gated = seq.emit(mir.MulOp(att, seq.emit(mir.SigmoidOp(gate))))
+        cur = seq.emit(mir.AddOp(cur, seq.emit(mir.MatmulOp(gated, op.o_w))))
+        post = emit_rms_norm(seq, cur, op.post_norm_w, op.post_norm_b, op.eps)
+        cur = seq.emit(mir.AddOp(cur, emit_swiglu_ffn(seq, post, op.up_w, op.gate_w, op.down_w)))
+        # Every batch's rows at every last_token_idx (a checked gather: an index outside
+        # [0, S) is a run-time error), then the diagonal [b, b] of the B x B picks.
+        picked = seq.emit(mir.GatherOp(cur, op.last_token_idx, 1))
+        last = seq.emit(mir.ReshapeOp(picked, tensor(batch * batch, d)))
+        if batch > 1:
+            diagonal = TensorType(i64, [batch])
+            rows = seq.emit(mir.ConstantOp(DenseIntOrFPElementsAttr.from_list(
+                diagonal, [b * (batch + 1) for b in range(batch)])))
+            last = seq.emit(mir.GatherOp(last, rows, 0))
+        normed = emit_rms_norm(seq, last, op.head_norm_w, op.head_norm_b, op.eps)
+        seq.emit(mir.MatmulOp(normed, op.lm_head_w, op.result.type))
+        _replace(rewriter, op, seq)
+
+
 class DepthwiseConv1dCausalLowering(RewritePattern):
     """`hir.depthwise_conv1d_causal` -> `mir.concat(left_pad or zeros [B, K-1, C], x)` along
     time, then a valid `mir.depthwise_conv1d`; with K = 1 there is nothing to pad."""
@@ -290,6 +358,7 @@ HIR_TO_MIR: dict[type[hir.HirOp], type[RewritePattern]] = {
     hir.EmbeddingOp: EmbeddingLowering,
     hir.DequantMatmulOp: DequantMatmulLowering,
     hir.DepthwiseConv1dCausalOp: DepthwiseConv1dCausalLowering,
+    hir.Qwen35MtpHeadOp: Qwen35MtpHeadLowering,
 }
 """The pattern of each hir op (every op of the registry has one: checked at import)."""
 

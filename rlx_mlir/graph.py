@@ -943,6 +943,43 @@ class Graph:
         ret.erase()
         return fn.body.clone()
 
+    def qwen35_mtp_head(
+        self, h_pre_norm: Value, input_ids: Value, cos: Value, sin: Value,
+        last_token_idx: Value, embed_w: Value, hnorm_w: Value, hnorm_b: Value | None,
+        enorm_w: Value, enorm_b: Value | None, eh_w: Value, attn_norm_w: Value,
+        attn_norm_b: Value | None, q_gate_w: Value, k_w: Value, v_w: Value, q_norm_w: Value,
+        q_norm_b: Value | None, k_norm_w: Value, k_norm_b: Value | None, o_w: Value,
+        post_norm_w: Value, post_norm_b: Value | None, gate_w: Value, up_w: Value,
+        down_w: Value, head_norm_w: Value, head_norm_b: Value | None, lm_head_w: Value, *,
+        num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int, eps: float = 1e-6,
+    ) -> Value:
+        """The Qwen3.5 multi-token-prediction head (docs/semantics.md): logits [B, V] of
+        the token after `last_token_idx[b]`. Weights are [in, out]; the norms multiply by
+        their gamma as given (Qwen3.5 stores 1 + gamma: pass 1 + w); betas may be None."""
+        values = [h_pre_norm, input_ids, cos, sin, last_token_idx, embed_w, hnorm_w, hnorm_b,
+                  enorm_w, enorm_b, eh_w, attn_norm_w, attn_norm_b, q_gate_w, k_w, v_w,
+                  q_norm_w, q_norm_b, k_norm_w, k_norm_b, o_w, post_norm_w, post_norm_b,
+                  gate_w, up_w, down_w, head_norm_w, head_norm_b, lm_head_w]
+        names = list(rules.MTP_HEAD_OPERANDS)
+        index_names = ("input_ids", "last_token_idx")
+        self._f32_operands("qwen35_mtp_head", [n for n in names if n not in index_names],
+                           [v for n, v in zip(names, values, strict=True) if n not in index_names])
+        for name in index_names:
+            value = values[names.index(name)]
+            self._own(name, value)
+            with _context("qwen35_mtp_head"):
+                _check_dtype(name, value, rules.INDEX_DTYPES)
+        with _context("qwen35_mtp_head"):
+            shape = rules.qwen35_mtp_head(
+                {n: None if v is None else v.shape for n, v in zip(names, values, strict=True)},
+                num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, n_rot=n_rot)
+            eps_attr = self._eps(eps)
+        op = hir.Qwen35MtpHeadOp([None if v is None else v.ssa for v in values],
+                                 num_heads=num_heads, num_kv_heads=num_kv_heads,
+                                 head_dim=head_dim, n_rot=n_rot, eps=eps_attr.value.data,
+                                 result_type=tensor_type(shape, "f32"))
+        return self._append(op, shape, "f32")
+
     def _sequence_result(self, op_cls: type[IRDLOperation], operands: list[Value | None],
                          shape: rules.Shape, return_state: bool, out_shape: rules.Shape,
                          state_shape: rules.Shape) -> Value | tuple[Value, Value]:

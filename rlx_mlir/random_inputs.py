@@ -59,7 +59,7 @@ def _argument_uses(fn: Operation) -> dict[str, list[tuple[Operation, int]]]:
 
     names = [a.name for a in Signature.of(fn).args] if isinstance(fn, func.FuncOp) else []
     result: dict[str, list[tuple[Operation, int]]] = {}
-    for name, arg in zip(names, fn.body.block.args, strict=False):
+    for name, arg in zip(names, fn.body.blocks.first.args, strict=False):
         result[name] = [(use.operation, use.index) for use in _uses(arg)]
     return result
 
@@ -87,6 +87,9 @@ def _random(spec: ArgSpec, shape: tuple[int, ...], uses: list[tuple[Operation, i
                 return random_blocks(op.scheme.data.value, shape, rng)
             rows = shape_of(op.operands[0])[0]
             return rng.integers(0, rows, shape).astype(NUMPY_DTYPES[spec.dtype])
+        if kind == "qwen35_mtp_head" and index in (1, 4):  # input_ids, last_token_idx
+            high = shape_of(op.operands[5])[0] if index == 1 else shape_of(op.operands[0])[1]
+            return rng.integers(0, high, shape).astype(NUMPY_DTYPES[spec.dtype])
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
             return (rng.random(shape) > 0.3).astype(np.float32)
     if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(shape) >= 2:

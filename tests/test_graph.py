@@ -469,6 +469,16 @@ def every_method_graph() -> rlx.Graph:
     e = g.reshape(e, (2, -1))
     e = g.softmax(g.broadcast_to(g.reduce_mean(e, -1, keepdim=True), (2, 80)), axis=0)
     s = g.reduce_sum(e, (0, 1)) + g.reduce_max(e, 1) + g.reduce_min(e, 1)
+    logits = g.qwen35_mtp_head(
+        a, g.input("ids4", (2, 4), dtype="i64"), cos, sin, g.input("last", (2,), dtype="i32"),
+        g.param("mtp_embed", (10, 32)), g.param("mtp_hn", (32,)), None, g.param("mtp_en", (32,)),
+        g.param("mtp_enb", (32,)), g.param("mtp_eh", (64, 32)), g.param("mtp_an", (32,)), None,
+        g.param("mtp_qg", (32, 64)), g.param("mtp_k", (32, 16)), g.param("mtp_v", (32, 16)),
+        g.param("mtp_qn", (8,)), None, g.param("mtp_kn", (8,)), None, g.param("mtp_o", (32, 32)),
+        g.param("mtp_pn", (32,)), None, g.param("mtp_g", (32, 48)), g.param("mtp_u", (32, 48)),
+        g.param("mtp_d", (48, 32)), g.param("mtp_hd", (32,)), None, g.param("mtp_lm", (32, 10)),
+        num_heads=4, num_kv_heads=2, head_dim=8, n_rot=8)
+    s = s + g.reduce_mean(logits, 1)
     g.output(s, e, x)
     return g
 

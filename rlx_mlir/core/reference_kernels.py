@@ -909,6 +909,50 @@ def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta
     return _sequence_result(out, state, return_state)
 
 
+@_quiet
+def qwen35_mtp_head(*operands: ArrayLike, num_heads: int, num_kv_heads: int, head_dim: int,
+                    n_rot: int, eps: float = 1e-6) -> np.ndarray:
+    """The Qwen3.5 multi-token-prediction head (docs/semantics.md), operands in the order of
+    `shape_inference.MTP_HEAD_OPERANDS` -> logits [B, V]: h = rms_norm(h_pre_norm, hnorm),
+    e = rms_norm(embed_w[input_ids], enorm), cur = concat(e, h) @ eh_w, a gated causal
+    attention block with per-head q/k norms and partial half rope, a SwiGLU FFN, then the
+    row last_token_idx[b] of each batch, rms_norm(head_norm) @ lm_head_w."""
+    o = dict(zip(rules.MTP_HEAD_OPERANDS, operands, strict=True))
+    rules.qwen35_mtp_head({k: None if v is None else _shape(np.asarray(v)) for k, v in o.items()},
+                          num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                          n_rot=n_rot)
+    batch, steps, _ = np.shape(o["h_pre_norm"])
+    idx = np.asarray(o["last_token_idx"])
+    if np.any((idx < 0) | (idx >= steps)):
+        raise ArgumentError(f"last_token_idx: expected values in [0, {steps}), got {idx.tolist()}")
+
+    def norm(x, name):
+        return rms_norm(x, o[f"{name}_w"], o[f"{name}_b"], eps)
+
+    def per_head(x, name, heads):
+        shaped = x.reshape(batch, steps, heads, head_dim)
+        return norm(shaped, name).reshape(batch, steps, heads * head_dim)
+
+    h = norm(o["h_pre_norm"], "hnorm")
+    e = norm(embedding(o["embed_w"], o["input_ids"]), "enorm")
+    cur = matmul(np.concatenate([e, h], axis=-1), o["eh_w"])
+    a = norm(cur, "attn_norm")
+    q_gate = matmul(a, o["q_gate_w"]).reshape(batch, steps, num_heads, 2 * head_dim)
+    q = per_head(q_gate[..., :head_dim], "q_norm", num_heads)
+    gate = q_gate[..., head_dim:].reshape(batch, steps, num_heads * head_dim)
+    k = per_head(matmul(a, o["k_w"]), "k_norm", num_kv_heads)
+    v = matmul(a, o["v_w"])
+    q = rope(q, o["cos"], o["sin"], head_dim, n_rot)
+    k = rope(k, o["cos"], o["sin"], head_dim, n_rot)
+    att = attention(q, k, v, num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+                    mask_kind="causal")
+    cur = _out(_f64(cur) + _f64(matmul(_out(_f64(att) * _f64(sigmoid(gate))), o["o_w"])))
+    cur = _out(_f64(cur) + _f64(swiglu_ffn(norm(cur, "post_norm"), o["up_w"], o["gate_w"],
+                                           o["down_w"])))
+    last = cur[np.arange(batch), idx]
+    return matmul(norm(last, "head_norm"), o["lm_head_w"])
+
+
 __all__ = [
     "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "DEQUANT_SCHEMES", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
     "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
@@ -916,7 +960,7 @@ __all__ = [
     "depthwise_conv1d_causal", "dequant_gather", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",
     "embedding", "exp", "fused_matmul", "gather", "gated_delta_net", "gelu", "gelu_tanh", "layer_norm", "linear",
     "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",
-    "power", "quantize_q4_0", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",
+    "power", "quantize_q4_0", "qwen35_mtp_head", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",
     "rms_norm", "rope", "rsqrt", "selective_scan", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
     "tanh", "transpose",
 ]

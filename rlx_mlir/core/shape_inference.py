@@ -788,3 +788,53 @@ def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False
             raise ShapeError(f"xs[{i}]: expected first dim {length} (the scan's length), "
                              f"got shape {fmt(x)}")
     return (length, *init) if trajectory else tuple(init)
+
+
+MTP_HEAD_OPERANDS = (
+    "h_pre_norm", "input_ids", "cos", "sin", "last_token_idx", "embed_w", "hnorm_w", "hnorm_b",
+    "enorm_w", "enorm_b", "eh_w", "attn_norm_w", "attn_norm_b", "q_gate_w", "k_w", "v_w",
+    "q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b", "o_w", "post_norm_w", "post_norm_b",
+    "gate_w", "up_w", "down_w", "head_norm_w", "head_norm_b", "lm_head_w",
+)
+"""The operands of qwen35_mtp_head, in order (the betas `*_b` may be absent)."""
+
+
+def qwen35_mtp_head(shapes: Mapping[str, Shape | None], *, num_heads: int, num_kv_heads: int,
+                    head_dim: int, n_rot: int) -> Shape:
+    """The Qwen3.5 multi-token-prediction head (docs/semantics.md): h_pre_norm [B, S, d],
+    input_ids [B, S], cos/sin [S, n_rot/2], last_token_idx [B], ... -> logits [B, V]."""
+    s = dict(shapes)
+    h = s["h_pre_norm"]
+    check_rank("h_pre_norm", h, (3,))
+    batch, steps, d = h
+    d = require_static("h_pre_norm", d, "the hidden size d")
+    if min(num_heads, num_kv_heads, head_dim) < 1 or num_heads % num_kv_heads:
+        raise ShapeError(f"num_heads {num_heads} must be a multiple of num_kv_heads "
+                         f"{num_kv_heads}, head_dim {head_dim} >= 1")
+    if n_rot % 2 or not 2 <= n_rot <= head_dim:
+        raise ShapeError(f"n_rot: expected an even value in [2, head_dim={head_dim}], got {n_rot}")
+    check_exact("input_ids", s["input_ids"], (batch, steps), "[B, S]")
+    check_exact("last_token_idx", s["last_token_idx"], (batch,), "[B]")
+    for name in ("cos", "sin"):
+        check_exact(name, s[name], (steps, n_rot // 2), "[S, n_rot/2]")
+    check_rank("embed_w", s["embed_w"], (2,))
+    check_exact("embed_w", s["embed_w"], (s["embed_w"][0], d), "[vocab, d]")
+    rows = {"hnorm": d, "enorm": d, "attn_norm": d, "post_norm": d, "head_norm": d,
+            "q_norm": head_dim, "k_norm": head_dim}
+    for norm, n in rows.items():
+        check_exact(f"{norm}_w", s[f"{norm}_w"], (n,), f"[{n}]")
+        if s.get(f"{norm}_b") is not None:
+            check_exact(f"{norm}_b", s[f"{norm}_b"], (n,), f"[{n}]")
+    check_exact("eh_w", s["eh_w"], (2 * d, d), "[2d, d]")
+    check_exact("q_gate_w", s["q_gate_w"], (d, num_heads * 2 * head_dim), "[d, H·2D]")
+    check_exact("k_w", s["k_w"], (d, num_kv_heads * head_dim), "[d, Hkv·D]")
+    check_exact("v_w", s["v_w"], (d, num_kv_heads * head_dim), "[d, Hkv·D]")
+    check_exact("o_w", s["o_w"], (num_heads * head_dim, d), "[H·D, d]")
+    check_rank("gate_w", s["gate_w"], (2,))
+    ffn = s["gate_w"][1]
+    check_exact("gate_w", s["gate_w"], (d, ffn), "[d, F]")
+    check_exact("up_w", s["up_w"], (d, ffn), "[d, F] as gate_w")
+    check_exact("down_w", s["down_w"], (ffn, d), "[F, d]")
+    check_rank("lm_head_w", s["lm_head_w"], (2,))
+    check_exact("lm_head_w", s["lm_head_w"], (d, s["lm_head_w"][1]), "[d, V]")
+    return (batch, s["lm_head_w"][1])

@@ -1,0 +1,160 @@
+"""qwen35_mtp_head (SPEC "Sequence ops from RLX"): the hir block, lowered by one pattern
+into mir primitives, against a numpy reference written here from the SPEC text; betas
+present or absent, GQA, odd sizes, S = 1; build errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_mlir as rlx
+from rlx_mlir.core.errors import DTypeError, ShapeError
+from rlx_mlir.core.shape_inference import MTP_HEAD_OPERANDS
+
+EPS = 1e-6
+
+
+def rms(x, g, b=None):
+    y = x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * g
+    return y if b is None else y + b
+
+
+def rope_half(x, cos, sin, heads, d, n_rot):
+    """x [B, S, heads·d]: in each head the first n_rot dims rotate (HF half style)."""
+    b, s, _ = x.shape
+    x = x.reshape(b, s, heads, d).copy()
+    half = n_rot // 2
+    x1, x2 = x[..., :half].copy(), x[..., half:n_rot].copy()
+    c, sn = cos[None, :, None, :], sin[None, :, None, :]
+    x[..., :half] = x1 * c - x2 * sn
+    x[..., half:n_rot] = x2 * c + x1 * sn
+    return x.reshape(b, s, heads * d)
+
+
+def causal_gqa(q, k, v, heads, kv_heads, d):
+    b, s, _ = q.shape
+    out = np.zeros_like(q)
+    for hh in range(heads):
+        kvh = hh // (heads // kv_heads)
+        qh, kh, vh = (t[..., i * d:(i + 1) * d] for t, i in ((q, hh), (k, kvh), (v, kvh)))
+        scores = qh @ kh.transpose(0, 2, 1) / np.sqrt(d)
+        scores = np.where(np.tril(np.ones((s, s), bool)), scores, -np.inf)
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        out[..., hh * d:(hh + 1) * d] = (p / p.sum(-1, keepdims=True)) @ vh
+    return out
+
+
+def mtp_head_np(o, heads, kv_heads, d, n_rot):
+    """The SPEC text, step by step, in float64."""
+    o = {k: None if v is None else np.asarray(v, np.float64) if v.dtype.kind == "f" else v
+         for k, v in o.items()}
+    B, S, _ = o["h_pre_norm"].shape
+    h = rms(o["h_pre_norm"], o["hnorm_w"], o["hnorm_b"])
+    e = rms(o["embed_w"][o["input_ids"]], o["enorm_w"], o["enorm_b"])
+    cur = np.concatenate([e, h], -1) @ o["eh_w"]
+    a = rms(cur, o["attn_norm_w"], o["attn_norm_b"])
+    qg = (a @ o["q_gate_w"]).reshape(B, S, heads, 2 * d)
+    q = rms(qg[..., :d], o["q_norm_w"], o["q_norm_b"]).reshape(B, S, heads * d)
+    gate = qg[..., d:].reshape(B, S, heads * d)
+    k = rms((a @ o["k_w"]).reshape(B, S, kv_heads, d), o["k_norm_w"], o["k_norm_b"])
+    k = k.reshape(B, S, kv_heads * d)
+    v = a @ o["v_w"]
+    q = rope_half(q, o["cos"], o["sin"], heads, d, n_rot)
+    k = rope_half(k, o["cos"], o["sin"], kv_heads, d, n_rot)
+    att = causal_gqa(q, k, v, heads, kv_heads, d) / (1 + np.exp(-gate))
+    cur = cur + att @ o["o_w"]
+    f = rms(cur, o["post_norm_w"], o["post_norm_b"])
+    g = f @ o["gate_w"]
+    cur = cur + (g / (1 + np.exp(-g)) * (f @ o["up_w"])) @ o["down_w"]
+    last = cur[np.arange(B), o["last_token_idx"]]
+    return rms(last, o["head_norm_w"], o["head_norm_b"]) @ o["lm_head_w"]
+
+
+def operands(rng, B, S, dm, heads, kv_heads, d, n_rot, vocab, ffn, betas):
+    def w(*shape, scale=None):
+        return (rng.standard_normal(shape) * (scale or shape[0] ** -0.5)).astype(np.float32)
+
+    def norm(n):
+        return (1 + 0.2 * rng.standard_normal(n)).astype(np.float32)
+
+    def beta(n):
+        return (0.1 * rng.standard_normal(n)).astype(np.float32) if betas else None
+
+    angles = np.arange(S)[:, None] * (1e4 ** -(np.arange(0, n_rot, 2) / n_rot))[None]
+    o = {
+        "h_pre_norm": w(B, S, dm, scale=1.0), "input_ids": rng.integers(0, vocab, (B, S)),
+        "cos": np.cos(angles).astype(np.float32), "sin": np.sin(angles).astype(np.float32),
+        "last_token_idx": rng.integers(0, S, B).astype(np.int32),
+        "embed_w": w(vocab, dm, scale=1.0),
+        "hnorm_w": norm(dm), "hnorm_b": beta(dm), "enorm_w": norm(dm), "enorm_b": beta(dm),
+        "eh_w": w(2 * dm, dm), "attn_norm_w": norm(dm), "attn_norm_b": beta(dm),
+        "q_gate_w": w(dm, heads * 2 * d), "k_w": w(dm, kv_heads * d), "v_w": w(dm, kv_heads * d),
+        "q_norm_w": norm(d), "q_norm_b": beta(d), "k_norm_w": norm(d), "k_norm_b": beta(d),
+        "o_w": w(heads * d, dm), "post_norm_w": norm(dm), "post_norm_b": beta(dm),
+        "gate_w": w(dm, ffn), "up_w": w(dm, ffn), "down_w": w(ffn, dm),
+        "head_norm_w": norm(dm), "head_norm_b": beta(dm), "lm_head_w": w(dm, vocab),
+    }
+    assert list(o) == list(MTP_HEAD_OPERANDS)
+    return o
+
+
+def head_graph(o, heads, kv_heads, d, n_rot):
+    g = rlx.Graph("mtp")
+    inputs = {"h_pre_norm", "input_ids", "cos", "sin", "last_token_idx"}
+    values = {}
+    for name, array in o.items():
+        if array is None:
+            values[name] = None
+            continue
+        dtype = {"i": "i64" if array.dtype == np.int64 else "i32"}.get(array.dtype.kind, "f32")
+        declare = g.input if name in inputs else g.param
+        values[name] = declare(name, array.shape, dtype)
+    g.output(g.qwen35_mtp_head(*values.values(), num_heads=heads, num_kv_heads=kv_heads,
+                               head_dim=d, n_rot=n_rot, eps=EPS))
+    return g
+
+
+CASES = [  # B, S, d, heads, kv_heads, head_dim, n_rot, vocab, ffn, betas
+    (2, 5, 32, 4, 2, 8, 4, 40, 48, False),
+    (1, 1, 24, 2, 2, 12, 6, 17, 40, True),
+    (3, 7, 40, 4, 1, 10, 2, 33, 24, True),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mtp_head_matches_the_spec(case):
+    B, S, dm, heads, kv_heads, d, n_rot, vocab, ffn, betas = case
+    o = operands(np.random.default_rng(sum(case[:-1])), *case)
+    want = mtp_head_np(o, heads, kv_heads, d, n_rot)
+    g = head_graph(o, heads, kv_heads, d, n_rot)
+    args = {k: v for k, v in o.items() if v is not None}
+    np.testing.assert_allclose(rlx.reference(g)(**args), want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(rlx.jit(g)(**args), want, rtol=1e-4, atol=1e-4)
+
+
+def test_mtp_head_is_one_hir_block_lowered_to_primitives():
+    case = CASES[0]
+    o = operands(np.random.default_rng(0), *case)
+    model = rlx.jit(head_graph(o, *case[3:7]))
+    assert model.mlir("hir").count("hir.qwen35_mtp_head") == 1
+    mir_text = model.mlir("mir")
+    assert "hir." not in mir_text
+    for op in ("mir.attention", "mir.rope", "mir.gather", "mir.rms_norm", "mir.concat"):
+        assert op in mir_text, op
+
+
+def test_mtp_head_errors():
+    case = CASES[0]
+    o = operands(np.random.default_rng(0), *case)
+    heads, kv_heads, d, n_rot = case[3:7]
+    with pytest.raises(ShapeError, match=r"qwen35_mtp_head: eh_w: expected shape \[64, 32\]"):
+        head_graph({**o, "eh_w": o["eh_w"][:40]}, heads, kv_heads, d, n_rot)
+    with pytest.raises(ShapeError, match=r"qwen35_mtp_head: q_norm_w: expected shape \[8\]"):
+        head_graph({**o, "q_norm_w": o["q_norm_w"][:4]}, heads, kv_heads, d, n_rot)
+    with pytest.raises(ShapeError, match=r"qwen35_mtp_head: n_rot: expected an even value"):
+        head_graph(o, heads, kv_heads, d, 3)
+    with pytest.raises(ShapeError, match=r"qwen35_mtp_head: last_token_idx: expected shape \[2\]"):
+        head_graph({**o, "last_token_idx": o["last_token_idx"][:1]}, heads, kv_heads, d, n_rot)
+    with pytest.raises(DTypeError, match="qwen35_mtp_head: last_token_idx: expected element type"):
+        head_graph({**o, "last_token_idx": o["last_token_idx"].astype(np.float32)}, heads,
+                   kv_heads, d, n_rot)
