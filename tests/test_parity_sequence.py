@@ -1,7 +1,12 @@
 """[parity] Hugging Face models rebuilt with the rlx API from their state dicts (issue 12,
-item 5): a tiny random-weight `MambaForCausalLM` (selective_scan, the causal depthwise
-conv, softplus), prefill and token by token with the conv inputs and the SSM state carried
-between calls, against HF's logits at ≤ 1e-4 relative error.
+items 4 and 5), against HF's logits at <= 1e-4 relative error:
+
+- a tiny random-weight `MambaForCausalLM` (selective_scan, the causal depthwise conv,
+  softplus), prefill, and token by token with the conv's last K-1 inputs and the SSM
+  state of every layer as model states (g.state / g.assign);
+- a tiny random-weight `Qwen3_5ForCausalLM` (three gated-delta-net layers and one gated
+  full-attention layer, partial rotary 0.25, eager attention), prefill, and token by token
+  with KV caches (cache_append) and the delta-rule states and conv windows as states.
 
 Needs torch and transformers (the `[parity]` extra); skipped only when transformers lacks
 the model class.
@@ -77,7 +82,8 @@ class MambaWeights:
 
 def mamba_graph(w: MambaWeights, batch: int, steps: int, *, with_state: bool):
     """Logits of `steps` tokens; with_state, the conv's last K-1 inputs and the SSM state
-    of every layer come in as inputs and go out as outputs (token-by-token decoding)."""
+    of every layer are states of the model (g.state, updated by g.assign) for
+    token-by-token decoding."""
     cfg = w.cfg
     inner, n, rank, taps = cfg.intermediate_size, cfg.state_size, cfg.time_step_rank, cfg.conv_kernel
     g = rlx.Graph("mamba")
@@ -85,8 +91,8 @@ def mamba_graph(w: MambaWeights, batch: int, steps: int, *, with_state: bool):
     states = []
     if with_state:
         for i in range(cfg.num_hidden_layers):
-            states.append((g.input(f"conv{i}", (batch, taps - 1, inner)),
-                           g.input(f"ssm{i}", (batch, inner, n))))
+            states.append((g.state(f"conv{i}", (batch, taps - 1, inner)),
+                           g.state(f"ssm{i}", (batch, inner, n))))
     params = {}
 
     def param(name, array):
@@ -94,7 +100,6 @@ def mamba_graph(w: MambaWeights, batch: int, steps: int, *, with_state: bool):
         return g.param(name, array.shape)
 
     h = g.embedding(param("embed", w.embed), ids)
-    new_states = []
     for i, lw in enumerate(w.layers):
         p = {k: param(f"l{i}_{k}", v) for k, v in lw.items()}
         x = g.rms_norm(h, p["norm"], eps=cfg.layer_norm_epsilon)
@@ -110,14 +115,14 @@ def mamba_graph(w: MambaWeights, batch: int, steps: int, *, with_state: bool):
             y, ssm = g.selective_scan(xc, delta, p["A"], B, C, initial_state=states[i][1],
                                       return_state=True)
             window = g.concat([states[i][0], xs], axis=1)
-            conv = g.narrow(window, 1, steps, taps - 1)
-            new_states += [conv, ssm]
+            g.assign(states[i][0], g.narrow(window, 1, steps, taps - 1))
+            g.assign(states[i][1], ssm)
         else:
             y = g.selective_scan(xc, delta, p["A"], B, C)
         y = (y + xc * p["D"]) * g.silu(z)
         h = h + g.matmul(y, p["out_proj"])
     h = g.rms_norm(h, param("norm_f", w.norm_f), eps=cfg.layer_norm_epsilon)
-    g.output(g.matmul(h, param("lm_head", w.lm_head)), *new_states)
+    g.output(g.matmul(h, param("lm_head", w.lm_head)))
     return g, params
 
 
@@ -138,15 +143,7 @@ def test_mamba_prefill_and_decode_match_hf():
 
     g1, params1 = mamba_graph(w, batch, 1, with_state=True)
     step = rlx.jit(g1, params=params1)
-    state = {}
-    for i in range(cfg.num_hidden_layers):
-        state[f"conv{i}"] = np.zeros((batch, cfg.conv_kernel - 1, cfg.intermediate_size), np.float32)
-        state[f"ssm{i}"] = np.zeros((batch, cfg.intermediate_size, cfg.state_size), np.float32)
-    decoded = []
-    for t in range(steps):
-        logits, *carried = step(ids=ids[:, t:t + 1], **state)
-        decoded.append(logits)
-        state = dict(zip(list(state), carried, strict=True))
+    decoded = [step(ids=ids[:, t:t + 1]) for t in range(steps)]
     decode_error = relative_error(np.concatenate(decoded, axis=1), want)
     assert decode_error <= REL_TOL, decode_error
     print(f"mamba parity: prefill {prefill_error:.2e}, decode {decode_error:.2e}")
@@ -176,10 +173,24 @@ def tiny_qwen35():
     return model
 
 
-def qwen35_graph(model, steps: int):
+def rope_tables(cfg, positions):
+    """cos, sin [len(positions), rot/2] of Qwen3.5's partial rope, and rot."""
+    rot = int(cfg.head_dim * cfg.rope_parameters.get("partial_rotary_factor", 1.0))
+    theta = cfg.rope_parameters["rope_theta"]
+    inv_freq = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+    angles = np.asarray(positions)[:, None] * inv_freq[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32), rot
+
+
+def qwen35_graph(model, steps: int, *, decode: bool = False, capacity: int = 16):
     """Qwen3.5's text model over `steps` tokens (batch 1) from the rlx primitives: gated
     delta net layers (causal conv, l2-normalized q/k, gated RMS norm) and gated full
-    attention (per-head q/k RMS norm, partial rope, sigmoid gate)."""
+    attention (per-head q/k RMS norm, partial rope, sigmoid gate).
+
+    With `decode`, the model keeps its state between calls: KV caches of `capacity` rows
+    for the full-attention layers (cache_append), and for each gated-delta-net layer its
+    recurrent state and the conv's last K-1 inputs (g.state, updated by g.assign); cos and
+    sin are inputs then (the rows of the positions P ... P+steps-1)."""
     cfg = model.config
     sd = {k: _t(v) for k, v in model.state_dict().items()}
     eps = cfg.rms_norm_eps
@@ -198,20 +209,26 @@ def qwen35_graph(model, steps: int):
     def norm(x, name):  # Qwen3.5 RMSNorm multiplies by (1 + weight)
         return g.rms_norm(x, _param(name, 1.0 + sd[name]), eps=eps)
 
-    rot = int(cfg.head_dim * cfg.rope_parameters.get("partial_rotary_factor", 1.0))
-    theta = cfg.rope_parameters["rope_theta"]
-    inv_freq = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
-    angles = np.arange(steps)[:, None] * inv_freq[None, :]
-    cos, sin = _param("cos", np.cos(angles)), _param("sin", np.sin(angles))
+    cos_np, sin_np, rot = rope_tables(cfg, range(steps))
+    if decode:
+        cos, sin = g.input("cos", cos_np.shape), g.input("sin", sin_np.shape)
+    else:
+        cos, sin = _param("cos", cos_np), _param("sin", sin_np)
 
     h = g.embedding(_param("embed", sd["model.embed_tokens.weight"]), ids)
     for i, kind in enumerate(cfg.layer_types):
         p = f"model.layers.{i}."
         x = norm(h, p + "input_layernorm.weight")
         if kind == "linear_attention":
-            h = h + linear_attention(g, cfg, sd, x, p + "linear_attn.", weight, _param, steps)
+            h = h + linear_attention(g, cfg, sd, x, p + "linear_attn.", weight, _param, steps,
+                                     f"l{i}" if decode else None)
         else:
-            h = h + gated_attention(g, cfg, x, p + "self_attn.", weight, norm, cos, sin, rot, steps)
+            caches = None
+            if decode:
+                kv = (capacity, cfg.num_key_value_heads * cfg.head_dim)
+                caches = (g.state(f"l{i}_k", kv), g.state(f"l{i}_v", kv))
+            h = h + gated_attention(g, cfg, x, p + "self_attn.", weight, norm, cos, sin, rot,
+                                    steps, caches)
         x = norm(h, p + "post_attention_layernorm.weight")
         h = h + g.swiglu_ffn(x, weight(p + "mlp.up_proj.weight"), weight(p + "mlp.gate_proj.weight"),
                              weight(p + "mlp.down_proj.weight"))
@@ -224,13 +241,19 @@ def l2_normalize(g, x, eps=1e-6):
     return x * g.rsqrt(g.reduce_sum(x * x, -1, keepdim=True) + eps)
 
 
-def linear_attention(g, cfg, sd, x, p, weight, param, steps):
+def linear_attention(g, cfg, sd, x, p, weight, param, steps, state_name=None):
     hk, hv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
     dk, dv = cfg.linear_key_head_dim, cfg.linear_value_head_dim
     key_dim, value_dim = hk * dk, hv * dv
+    taps = cfg.linear_conv_kernel_dim
     qkv = g.matmul(x, weight(p + "in_proj_qkv.weight"))
     conv_w = param(p + "conv1d.weight", sd[p + "conv1d.weight"][:, 0, :].T)
-    qkv = g.silu(g.depthwise_conv1d_causal(qkv, conv_w))
+    window = recurrent = None
+    if state_name is not None:  # the conv's last K-1 inputs and the delta rule's state
+        window = g.state(f"{state_name}_conv", (1, taps - 1, 2 * key_dim + value_dim))
+        recurrent = g.state(f"{state_name}_ssm", (1, hv, dk, dv))
+        g.assign(window, g.narrow(g.concat([window, qkv], axis=1), 1, steps, taps - 1))
+    qkv = g.silu(g.depthwise_conv1d_causal(qkv, conv_w, window))
     q = g.reshape(g.narrow(qkv, 2, 0, key_dim), (1, steps, hk, dk))
     k = g.reshape(g.narrow(qkv, 2, key_dim, key_dim), (1, steps, hk, dk))
     v = g.reshape(g.narrow(qkv, 2, 2 * key_dim, value_dim), (1, steps, hv, dv))
@@ -240,13 +263,18 @@ def linear_attention(g, cfg, sd, x, p, weight, param, steps):
     a = g.matmul(x, weight(p + "in_proj_a.weight")) + param(p + "dt_bias", sd[p + "dt_bias"])
     decay = -np.exp(sd[p + "A_log"].astype(np.float64))
     gate = g.softplus(a) * param(p + "neg_A", decay)
-    o = g.gated_delta_net(q, k, v, gate, beta)
+    if recurrent is None:
+        o = g.gated_delta_net(q, k, v, gate, beta)
+    else:
+        o, final = g.gated_delta_net(q, k, v, gate, beta, initial_state=recurrent,
+                                     return_state=True)
+        g.assign(recurrent, final)
     z = g.reshape(g.matmul(x, weight(p + "in_proj_z.weight")), (1, steps, hv, dv))
     o = g.rms_norm(o, param(p + "norm.weight", sd[p + "norm.weight"]), eps=cfg.rms_norm_eps) * g.silu(z)
     return g.matmul(g.reshape(o, (1, steps, value_dim)), weight(p + "out_proj.weight"))
 
 
-def gated_attention(g, cfg, x, p, weight, norm, cos, sin, rot, steps):
+def gated_attention(g, cfg, x, p, weight, norm, cos, sin, rot, steps, caches=None):
     heads, kv_heads, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     qg = g.reshape(g.matmul(x, weight(p + "q_proj.weight")), (1, steps, heads, 2 * d))
     q = norm(g.narrow(qg, 3, 0, d), p + "q_norm.weight")
@@ -256,8 +284,14 @@ def gated_attention(g, cfg, x, p, weight, norm, cos, sin, rot, steps):
     v = g.matmul(x, weight(p + "v_proj.weight"))
     q = g.rope(g.reshape(q, (1, steps, heads * d)), cos, sin, head_dim=d, n_rot=rot)
     k = g.rope(g.reshape(k, (1, steps, kv_heads * d)), cos, sin, head_dim=d, n_rot=rot)
+    if caches is not None:  # decode: attend over the cache rows [0, P + steps) ("T")
+        k_cache, v_cache = caches
+        k = g.cache_append(k_cache, g.reshape(k, (steps, kv_heads * d)))
+        v = g.cache_append(v_cache, g.reshape(v, (steps, kv_heads * d)))
+        q = g.reshape(q, (steps, heads * d))  # attention without the batch dim
     a = g.attention(q, k, v, num_heads=heads, head_dim=d, num_kv_heads=kv_heads,
                     mask_kind="causal")
+    a = g.reshape(a, (1, steps, heads * d))
     return g.matmul(a * g.sigmoid(gate), weight(p + "o_proj.weight"))
 
 
@@ -272,3 +306,24 @@ def test_qwen35_prefill_matches_hf():
     error = relative_error(got, want)
     assert error <= REL_TOL, error
     print(f"qwen3.5 parity: prefill {error:.2e}")
+
+
+def test_qwen35_decodes_token_by_token_with_state():
+    """One compiled step (S = 1) with its states (KV caches, delta-rule states, conv
+    windows) run over the sequence equals HF's full forward, and the full-sequence rlx
+    forward (the states carry everything between calls)."""
+    model = tiny_qwen35()
+    steps = 9
+    ids = np.random.default_rng(1).integers(0, model.config.vocab_size, (1, steps))
+    with torch.no_grad():
+        want = _t(model(torch.tensor(ids)).logits)
+    g, params = qwen35_graph(model, 1, decode=True)
+    step = rlx.jit(g, params=params)
+    decoded = []
+    for t in range(steps):
+        cos, sin, _ = rope_tables(model.config, [t])
+        decoded.append(step(ids=ids[:, t:t + 1], cos=cos, sin=sin))
+    assert step.position == steps
+    error = relative_error(np.concatenate(decoded, axis=1), want)
+    assert error <= REL_TOL, error
+    print(f"qwen3.5 parity: decode {error:.2e}")
