@@ -63,8 +63,8 @@ def test_smollm2_agrees_with_transformers(smollm2_path):
     top2 = np.sort(theirs, axis=-1)[:, -2:]
     decisive = top2[:, 1] - top2[:, 0] >= MARGIN
     same_top1 = theirs.argmax(-1) == ours.argmax(-1)
-    print(f"\nSmolLM2 vs transformers over {len(ids)} positions: mean KL {kl.mean():.5f}, "
-          f"max KL {kl.max():.5f}; same top-1 at {int(same_top1[decisive].sum())} of "
+    print(f"\nSmolLM2 vs transformers over {len(ids)} positions: mean KL {kl.mean():.2e}, "
+          f"max KL {kl.max():.2e}; same top-1 at {int(same_top1[decisive].sum())} of "
           f"{int(decisive.sum())} positions with margin >= {MARGIN} "
           f"({int(same_top1.sum())} of {len(ids)} overall)")
     assert kl.mean() <= MAX_MEAN_KL
