@@ -103,6 +103,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_serial_wrapper,
     build_worker_loop,
 )
+from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
 from rlx_mlir.passes.lir_to_llvm.scan import LowerScan
 from rlx_mlir.passes.utils import fn_symbols, require_lowered
 
@@ -290,6 +291,8 @@ class LowerKernel(RewritePattern):
     """Kernel key -> function name, so identical kernels share one function."""
     in_place: set[Operation]
     """Kernels whose operands share memory (in-place reuse): their pointers are not noalias."""
+    profile: bool = False
+    """Mark each call with what it runs, for `instrument_entries` (the profiled build)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, lir.KernelOp):
@@ -303,6 +306,8 @@ class LowerKernel(RewritePattern):
         checked = isinstance(op, CHECKED_KERNELS)
         call = llvm.CallOp(name, *pointers, *indices, *sizes, part, parts,
                            return_type=i32 if checked else None)
+        if self.profile:
+            mark_site(call, op)
         rewriter.replace(op, call, new_results=[])
 
     def _kernel(self, op: Operation, graph: Operation, parallel: bool) -> str:
@@ -412,6 +417,8 @@ class ConvertLirToLlvmPass(ModulePass):
 
     vector_width: int = 0
     """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
+    profile: bool = False
+    """Time stamps around every kernel call of the entry (see lir_to_llvm/profile.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
@@ -420,16 +427,20 @@ class ConvertLirToLlvmPass(ModulePass):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
         in_place = in_place_kernels(op)
         name_symbolic_operands(op)
+        if self.profile:
+            name_origins(op)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
             [LowerScan()],  # loops around the body kernels, lowered by the next group
-            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place)],
+            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place, self.profile)],
             [LowerReturn()],
         ):
             PatternRewriteWalker(
                 GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
+        if self.profile:
+            instrument_entries(op)
         add_thread_support(op)
         _check_only_llvm(op)
 

@@ -61,6 +61,8 @@ class PipelineOptions:
     """lir-pack-weights: the params bound at compile time (packed once at bind time)."""
     max_dims: str = ""
     """lir-plan-arena: the symbols' bounds, `S=2048,T=2048` (others: 4096 or a cache's capacity)."""
+    profile: bool = False
+    """convert-lir-to-llvm: the instrumented build (time stamps around every kernel call)."""
 
     def __post_init__(self) -> None:
         """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
@@ -80,7 +82,7 @@ DEFAULT_OPTIONS = PipelineOptions()
 PASS_OPTIONS: dict[str, dict[str, str]] = {
     "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
     "lir-pack-weights": {"params": "packed_params"},
-    "convert-lir-to-llvm": {"vector_width": "vector_width"},
+    "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile"},
 }
 """Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from}."""
 

@@ -15,7 +15,7 @@ import contextlib
 import ctypes
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import llvm
@@ -54,6 +54,7 @@ from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
+from rlx_mlir.passes.lir_to_llvm.profile import profile_sites
 from rlx_mlir.passes.utils import fn_symbols, parse_max_dims, symbol_bounds
 from rlx_mlir.pipeline import (
     STAGES,
@@ -73,6 +74,9 @@ from rlx_mlir.signature import (
     entry_function,
 )
 from rlx_mlir.state import CacheDim, StateStore
+
+if TYPE_CHECKING:
+    from rlx_mlir.profiling import Profile
 
 ARENA_ALIGNMENT = 64
 
@@ -149,7 +153,8 @@ def _text(module: ModuleOp) -> str:
 
 
 def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
-             options: PipelineOptions, time_passes: bool, threads: int | None) -> CompiledGraph:
+             options: PipelineOptions, time_passes: bool, threads: int | None,
+             bound: dict[str, np.ndarray] | None = None) -> CompiledGraph:
     check_int_option("opt_level", opt_level, "0, 1, 2 or 3", lambda n: 0 <= n <= 3)
     if threads is not None:
         check_int_option("threads", threads, "an int in [1, 64] or None (all cores)",
@@ -170,7 +175,7 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
         )
     if timings is not None:
         print(timings.report())
-    return CompiledGraph(executable, source, options, opt_level, params, stages, threads)
+    return CompiledGraph(executable, source, options, opt_level, params, stages, threads, bound)
 
 
 def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:
@@ -214,7 +219,8 @@ def _metadata(stages: dict[str, ModuleOp], options: PipelineOptions) -> dict[str
     parallel = any(isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in stages["llvm"].ops)
     bounds = symbol_bounds(graph_fn, parse_max_dims(options.max_dims, "max_dims"))
     store = StateStore.of_function(graph_fn)
-    return {"name": entry.sym_name.data, "args": args, "arena_bytes": arena,
+    profiled = {"profile_sites": profile_sites(stages["llvm"])} if options.profile else {}
+    return {**profiled, "name": entry.sym_name.data, "args": args, "arena_bytes": arena,
             "naive_bytes": naive, "parallel": parallel, "layouts": layouts,
             "bounds": bounds, "state": {
                 "cache_dims": [[d.symbol, d.appended, d.capacity] for d in store.cache_dims],
@@ -246,7 +252,8 @@ class CompiledGraph:
 
     def __init__(self, executable: Executable, source: str, options: PipelineOptions,
                  opt_level: int, params: Mapping[str, Any] | None,
-                 stages: dict[str, ModuleOp], threads: int | None = None):
+                 stages: dict[str, ModuleOp], threads: int | None = None,
+                 bound: dict[str, np.ndarray] | None = None):
         meta = executable.metadata
         self._executable = executable
         self._source = source
@@ -260,7 +267,8 @@ class CompiledGraph:
         """Bytes of the planned arena of intermediate buffers."""
         self.naive_bytes: int = meta["naive_bytes"]
         """Bytes all intermediate buffers would take without reuse."""
-        self._bound = self._bind_params(params or {})
+        # `bound`: params another build of the same options already bound (and packed)
+        self._bound = bound if bound is not None else self._bind_params(params or {})
         unbound = sorted(set(meta.get("layouts", {})) - set(self._bound))
         if unbound:  # a per-call array would arrive row-major: wrong numbers, not an error
             raise ArgumentError(
@@ -454,6 +462,39 @@ class CompiledGraph:
         if self._executable.asm is None:
             self._executable.asm = assembly(self.llvm_ir, self._executable.target, self._opt_level)
         return self._executable.asm
+
+    def profile(self, *args: Any, repeat: int = 20, **kwargs: Any) -> Profile:
+        """Per-kernel times of a call on these arguments, from an instrumented build of
+        the same module (this model's build stays uninstrumented and its state untouched):
+        a table with `.to_markdown()` and `.trace(path)` (see `rlx_mlir.profiling`)."""
+        from rlx_mlir.profiling import profile_model
+
+        return profile_model(self, repeat, args, kwargs)
+
+    def arena_svg(self, path: str | None = None) -> str:
+        """The arena plan as an SVG picture (a rectangle per slot over its live range);
+        written to `path` when given. See `rlx_mlir.inspect.arena_svg`."""
+        from rlx_mlir.inspect import arena_svg
+
+        return arena_svg(self._stage_module("lir"), path)
+
+    def summary(self) -> str:
+        """Op counts per stage, kernels, fused regions, arena vs naive vs lower bound,
+        threads and target (see `rlx_mlir.inspect.summary`)."""
+        from rlx_mlir.inspect import summary
+
+        return summary(self)
+
+    def _stage_module(self, stage: str) -> ModuleOp:
+        """The module at `stage` (lowered again when the build came from the disk cache)."""
+        self.mlir(stage)
+        return self._stages[stage]
+
+    def _replace_arena(self, nbytes: int) -> None:
+        """A larger arena buffer (the profiled build keeps its event log after the plan)."""
+        with self._lock:
+            self._arena = _aligned_empty(nbytes)
+            self._arena_address = self._arena.ctypes.data
 
     def __repr__(self) -> str:
         ins = ", ".join(a.describe() for a in self.signature.callable_args if a.name not in self._bound)

@@ -14,7 +14,9 @@ call. `--random` fills every argument not given with reproducible data valid for
 role (random params are bound at compile time too). `--check` compares with the numpy
 reference executor and prints `max abs error: <x>` (NaN and ±inf must sit at the same
 places in both; the error is over the finite values). `--bench N` prints timing over
-N runs.
+N runs. `--profile [N]` prints the per-kernel profile of N calls (an instrumented build;
+`--trace F` writes its Chrome trace), `--arena-svg F` the arena plan as a picture,
+`--summary` op counts per stage, kernels, arena, threads and target.
 
 The compile line `compiled NAME in T ms (arena A B, naive N B)` gives the planned
 arena (`model.arena_bytes`: every intermediate buffer placed by lir-plan-arena, reusing
@@ -84,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="threads a call may use (default: all cores, capped by RLX_NUM_THREADS)")
     parser.add_argument("-o", "--output", type=Path, help="write the outputs to this npz file")
     parser.add_argument("--time-passes", action="store_true", help="print the time of each pass and of LLVM")
+    parser.add_argument("--profile", nargs="?", const=20, type=_count(1), metavar="N",
+                        help="print the per-kernel profile of N calls (default 20) from an "
+                             "instrumented build")
+    parser.add_argument("--trace", type=Path, metavar="F",
+                        help="with --profile: write the Chrome trace-event JSON (Perfetto) to F")
+    parser.add_argument("--arena-svg", type=Path, metavar="F", help="write the arena plan as an SVG to F")
+    parser.add_argument("--summary", action="store_true",
+                        help="print op counts per stage, kernels, arena, threads and target")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="--check fails (exit 1) when the max abs error exceeds this times "
                              "max(1, largest finite |reference value|) (default 1e-4)")
@@ -149,7 +159,25 @@ def run(argv: Sequence[str] | None = None) -> int:
         status = _check(model.outputs, outputs, expected, args.tolerance)
     if args.bench:
         _bench(model, call_args, args.bench)
+    _inspect(model, call_args, args)
     return status
+
+
+def _inspect(model, call_args: dict[str, np.ndarray], args: argparse.Namespace) -> None:
+    """--summary, --arena-svg, --profile and --trace."""
+    if args.trace is not None and not args.profile:
+        raise RlxError("--trace needs --profile")
+    if args.summary:
+        print(model.summary())
+    if args.arena_svg is not None:
+        model.arena_svg(args.arena_svg)
+        print(f"arena plan written to {args.arena_svg}")
+    if args.profile:
+        profile = model.profile(repeat=args.profile, **call_args)
+        print(profile.to_markdown())
+        if args.trace is not None:
+            profile.trace(args.trace)
+            print(f"trace written to {args.trace} (open it in https://ui.perfetto.dev)")
 
 
 def _read_module(path: str):

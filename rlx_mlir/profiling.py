@@ -1,0 +1,295 @@
+"""`model.profile(repeat=20, **inputs)`: where the time of a call goes, kernel by kernel.
+
+```python
+prof = model.profile(repeat=20, x=X)
+print(prof.to_markdown())     # kernel, origin, calls, total/mean µs, % of the call, GB/s or GFLOP/s
+prof.trace("trace.json")      # Chrome trace events: open in https://ui.perfetto.dev
+prof.kernel_us, prof.call_us  # thread 0's kernels per call vs the instrumented call's wall time
+```
+
+The profile runs an instrumented build of the same module
+(`convert-lir-to-llvm{profile=true}`, see `rlx_mlir.passes.lir_to_llvm.profile`),
+compiled once per model and cached like any build; the model's own build is never
+instrumented. Both builds run the same kernels on the same arena plan, so results are
+identical. Time stamps are the CPU's time stamp counter, calibrated against
+`time.perf_counter_ns`.
+
+The table reads thread 0's timeline: a partitioned kernel's time is thread 0's share
+(the other threads' waits for it show up in the `barrier` rows), so the rows add up to
+the call. The trace has every thread: one track per thread, barrier waits as their own
+events.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.passes.lir_to_llvm.profile import (
+    CLOCK,
+    EVENT_WORDS,
+    LOG_ALIGNMENT,
+    LOG_HEADER_BYTES,
+    log_offset,
+)
+
+if TYPE_CHECKING:
+    from rlx_mlir.compiler import CompiledGraph
+
+MATMUL_OPS = frozenset({"matmul", "fused_matmul", "dequant_matmul"})
+"""Kernels whose work is counted in flops: 2·(output elements)·K."""
+EVENTS_PER_SITE = 4
+"""Log capacity per call site and thread (a scan's body kernels run several times)."""
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One call site of the entry (a kernel instance in the schedule, or a barrier)."""
+
+    kernel: str
+    """The llvm function called (its serial wrapper or row driver for those)."""
+    origin: str
+    op: str
+    calls: int
+    """Calls per model call (more than 1 inside a scan)."""
+    total_us: float
+    """Thread 0's time in it per model call."""
+    mean_us: float
+    percent: float
+    """Of the instrumented call's wall time."""
+    rate: str
+    """`GFLOP/s` for matmuls and attention, `GB/s` (operand bytes) for the others."""
+
+
+@dataclass
+class Profile:
+    """The per-kernel profile of a model call (see the module docstring)."""
+
+    rows: list[KernelRow]
+    call_us: float
+    """Mean wall time of one instrumented call, Python binding included."""
+    kernel_us: float
+    """Mean per call of the time thread 0 spent in timed calls (kernels and barriers):
+    the sum of the rows' totals."""
+    repeat: int
+    threads: int
+    events: list[tuple[int, int, int, float, float]] = field(repr=False)
+    """(repeat, thread, site, start µs, end µs) from the first call's start."""
+    sites: list[dict[str, Any]] = field(repr=False)
+    dropped: int = 0
+    """Events a full log could not keep."""
+
+    def to_markdown(self) -> str:
+        head = ("| kernel | origin | calls | total µs | mean µs | % of call | throughput |\n"
+                "|---|---|---:|---:|---:|---:|---|")
+        lines = [head] + [
+            f"| {r.kernel} | {r.origin} | {r.calls} | {r.total_us:.1f} | {r.mean_us:.1f} | "
+            f"{r.percent:.1f} | {r.rate} |" for r in self.rows]
+        lines.append(f"\nper call: kernels {self.kernel_us:.1f} µs (thread 0), call "
+                     f"{self.call_us:.1f} µs; {self.threads} thread(s), mean of "
+                     f"{self.repeat} calls")
+        return "\n".join(lines)
+
+    __str__ = to_markdown
+
+    def trace(self, path: str | Path) -> Path:
+        """Write the Chrome trace-event JSON (Perfetto, chrome://tracing): one track per
+        thread, a complete (`ph: "X"`) event per kernel call and barrier wait."""
+        events: list[dict[str, Any]] = [
+            {"name": "thread_name", "ph": "M", "pid": 0, "tid": t,
+             "args": {"name": f"rlx thread {t}"}} for t in range(self.threads)]
+        events.append({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "rlx model"}})
+        for repeat, thread, site, start, end in self.events:
+            info = self.sites[site]
+            events.append({
+                "name": info["origin"] if info["op"] != "barrier" else "barrier",
+                "cat": "barrier" if info["op"] == "barrier" else info["op"],
+                "ph": "X", "pid": 0, "tid": thread, "ts": round(start, 3),
+                "dur": round(max(end - start, 0.0), 3),
+                "args": {"kernel": info["kernel"], "call": repeat, "site": site}})
+        path = Path(path)
+        path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
+        return path
+
+
+def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
+                  kwargs: Mapping[str, Any]) -> Profile:
+    """Run the instrumented build of `model` `repeat` times on the arguments (after one
+    warm-up call) from the model's state, leaving the model itself untouched."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise RlxError(f"profile: repeat: expected an int >= 1, got {repeat!r}")
+    build = _instrumented(model)
+    sites = build._executable.metadata["profile_sites"]
+    log = _EventLog(build, len(sites))
+    ticks = _ticks_per_us(build)
+    call_ns, per_call = [], []
+    origin_tick = None
+    events = []
+    for index in range(repeat + 1):  # the first call warms up (threads, caches)
+        _copy_state(model, build)
+        log.clear()
+        started = time.perf_counter_ns()
+        build(*args, **kwargs)
+        elapsed = time.perf_counter_ns() - started
+        if index == 0:
+            continue
+        call_ns.append(elapsed)
+        recorded = log.read()
+        if origin_tick is None:
+            origin_tick = min((e[1] for t in recorded for e in t), default=0)
+        per_call.append(recorded)
+        events += [(index - 1, thread, site, (t0 - origin_tick) / ticks, (t1 - origin_tick) / ticks)
+                   for thread, evs in enumerate(recorded) for site, t0, t1 in evs]
+    sizes = _sizes(model, args, kwargs)
+    call_us = float(np.mean(call_ns)) / 1e3
+    rows, kernel_us = _table(sites, per_call, ticks, sizes, call_us)
+    return Profile(rows, call_us, kernel_us, repeat, build.threads,
+                   events, sites, log.dropped)
+
+
+def _instrumented(model: CompiledGraph) -> CompiledGraph:
+    """The model's instrumented twin (compiled on first use, then kept on the model)."""
+    build = getattr(model, "_profiled", None)
+    if build is None:
+        from rlx_mlir.compiler import _compile
+        from rlx_mlir.ir import parse_module
+
+        options = replace(model._options, profile=True)
+        build = _compile(parse_module(model._source), None, model._opt_level, options,
+                         False, model.threads, bound=model._bound)
+        model._profiled = build
+    return build
+
+
+def _copy_state(model: CompiledGraph, build: CompiledGraph) -> None:
+    """Start every profiled call from the model's state and position."""
+    if build._stateful:
+        for name, array in model._state.arrays.items():
+            np.copyto(build._state.arrays[name], array)
+        build._state.position = model._state.position
+
+
+def _sizes(model: CompiledGraph, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, int]:
+    """The symbols' sizes in the profiled call (KV-cache symbols at P + S)."""
+    sizes: dict[str, int] = {}
+    model._bind(tuple(args), dict(kwargs), sizes)
+    return model._state.bind(sizes) if model._stateful else sizes
+
+
+class _EventLog:
+    """The per-thread event logs after the arena of the instrumented build."""
+
+    def __init__(self, build: CompiledGraph, site_count: int):
+        self.threads = build.threads
+        self.capacity = site_count * EVENTS_PER_SITE + 16
+        stride = LOG_HEADER_BYTES + self.capacity * EVENT_WORDS * 8
+        self.stride = -(-stride // LOG_ALIGNMENT) * LOG_ALIGNMENT
+        self.offset = log_offset(build.arena_bytes)
+        need = self.offset + LOG_HEADER_BYTES + self.threads * self.stride
+        if build._arena.nbytes < need:
+            build._replace_arena(need)
+        self.words = build._arena[self.offset : need].view(np.int64)
+        self.words[:] = 0
+        self.words[0] = self.stride
+        self.dropped = 0
+
+    def _thread(self, thread: int) -> np.ndarray:
+        start = (LOG_HEADER_BYTES + thread * self.stride) // 8
+        return self.words[start : start + self.stride // 8]
+
+    def clear(self) -> None:
+        for thread in range(self.threads):
+            header = self._thread(thread)
+            header[0], header[1] = 0, self.capacity
+
+    def read(self) -> list[list[tuple[int, int, int]]]:
+        """Each thread's events (site, t0, t1) in the order recorded."""
+        out = []
+        for thread in range(self.threads):
+            words = self._thread(thread)
+            count = int(words[0])
+            kept = min(count, self.capacity)
+            self.dropped += count - kept
+            first = LOG_HEADER_BYTES // 8
+            events = words[first : first + kept * EVENT_WORDS].reshape(kept, EVENT_WORDS)
+            out.append([(int(s), int(a), int(b)) for s, a, b, _ in events])
+        return out
+
+
+_TICKS_PER_US: list[float] = []
+"""The calibration, once per process (every build reads the same counter)."""
+
+
+def _ticks_per_us(build: CompiledGraph) -> float:
+    """Time stamp counter ticks per microsecond, measured over 50 ms."""
+    if not _TICKS_PER_US:
+        clock = ctypes.CFUNCTYPE(ctypes.c_int64)(build._executable.address(CLOCK))
+        t0, c0 = time.perf_counter_ns(), clock()
+        time.sleep(0.05)
+        t1, c1 = time.perf_counter_ns(), clock()
+        _TICKS_PER_US.append((c1 - c0) / ((t1 - t0) / 1e3))
+    return _TICKS_PER_US[0]
+
+
+def _table(sites: list[dict[str, Any]], per_call: list[list[list[tuple[int, int, int]]]],
+           ticks: float, sizes: Mapping[str, int], call_us: float) -> tuple[list[KernelRow], float]:
+    """Thread 0's time per site, mean over the calls (so the rows add up to the call)."""
+    totals = np.zeros((len(per_call), len(sites)))
+    counts = np.zeros((len(per_call), len(sites)), dtype=np.int64)
+    for index, threads in enumerate(per_call):
+        for site, t0, t1 in threads[0] if threads else ():
+            totals[index, site] += (t1 - t0) / ticks
+            counts[index, site] += 1
+    site_us = totals.mean(axis=0)
+    kernel_us = float(totals.sum(axis=1).mean())
+    rows = []
+    for site, info in enumerate(sites):
+        calls = int(counts[0, site]) if len(per_call) else 0
+        if calls == 0:
+            continue
+        total = float(site_us[site])
+        rows.append(KernelRow(
+            info["kernel"], info["origin"], info["op"], calls, total, total / calls,
+            100.0 * total / call_us if call_us else 0.0, _rate(info, sizes, total / calls)))
+    return rows, kernel_us
+
+
+def _numel(shape: Sequence[int | str], sizes: Mapping[str, int]) -> int | None:
+    try:
+        return math.prod(d if isinstance(d, int) else sizes[d] for d in shape)
+    except KeyError:
+        return None
+
+
+def _rate(info: dict[str, Any], sizes: Mapping[str, int], mean_us: float) -> str:
+    """GFLOP/s (matmuls, attention) or GB/s of operand bytes; "" when unknown."""
+    shapes = info["shapes"]
+    if not shapes or mean_us <= 0:
+        return ""
+    if info["op"] in MATMUL_OPS and len(shapes[0]) >= 1:
+        out, k = _numel(shapes[-1], sizes), shapes[0][-1]
+        k = sizes.get(k) if isinstance(k, str) else k
+        if out is not None and k is not None:
+            return f"{2 * out * k / mean_us / 1e3:.1f} GFLOP/s"
+    if info["op"] == "attention" and len(shapes) >= 2 and len(shapes[1]) >= 2:
+        q, keys = _numel(shapes[0], sizes), shapes[1][-2]
+        keys = sizes.get(keys) if isinstance(keys, str) else keys
+        if q is not None and keys is not None:
+            return f"{4 * q * keys / mean_us / 1e3:.1f} GFLOP/s"
+    sized = [_numel(s, sizes) for s in shapes]
+    if any(n is None for n in sized):
+        return ""
+    moved = sum(n * b for n, b in zip(sized, info["element_bytes"], strict=True))
+    return f"{moved / mean_us / 1e3:.2f} GB/s"
+
+
+__all__ = ["KernelRow", "Profile", "profile_model"]
