@@ -205,17 +205,22 @@ def test_gated_delta_net_state_round_trip(cut):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_sequence_kernels_split_over_threads(threads):
+    """States large enough (2^18 elements) for lir-parallelize to split the items."""
     rng = np.random.default_rng(5)
-    data = delta_inputs(rng, 2, 6, 5, 16, 16, with_state=True)
+    data = delta_inputs(rng, 2, 3, 8, 128, 128, with_state=True)
     want_out, want_state = gated_delta_net_np(**data)
-    out, state = rlx.jit(delta_graph(2, 6, 5, 16, 16, with_state=True, return_state=True),
-                         threads=threads)(**data)
+    model = rlx.jit(delta_graph(2, 3, 8, 128, 128, with_state=True, return_state=True),
+                    threads=threads)
+    assert "rlx_barrier" in model.mlir("llvm")  # its kernel is split over the threads
+    out, state = model(**data)
     close(out, want_out)
     close(state, want_state)
-    sdata = scan_inputs(rng, 2, 5, 33, 16, with_state=True)
+    sdata = scan_inputs(rng, 2, 3, 1027, 128, with_state=True)
     want_y, want_s = selective_scan_np(**sdata)
-    y, s = rlx.jit(scan_graph(2, 5, 33, 16, with_state=True, return_state=True),
-                   threads=threads)(**sdata)
+    model = rlx.jit(scan_graph(2, 3, 1027, 128, with_state=True, return_state=True),
+                    threads=threads)
+    assert "rlx_barrier" in model.mlir("llvm")  # its kernel is split over the threads
+    y, s = model(**sdata)
     close(y, want_y)
     close(s, want_s)
 
