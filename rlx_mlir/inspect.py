@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
+from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
 from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
 from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX
 from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------- arena SVG
 
 PLOT_WIDTH, PLOT_HEIGHT = 960, 520
-MARGIN_LEFT, MARGIN_TOP, MARGIN_BOTTOM = 110, 56, 48
+MARGIN_LEFT, MARGIN_TOP, MARGIN_BOTTOM = 80, 56, 48
 PANEL_GAP = 36
 
 
@@ -123,10 +124,14 @@ def _panel(arena: lir.ArenaOp, origins: dict[Operation, str], top: int, name: st
     for box in boxes:
         out.append(_slot_rect(box, x0 + box.start * sx, y(box.offset + box.size),
                               (box.end - box.start + 1) * sx, box.size * sy))
-    out.append(_hline("arena-size", y(size), x0, f"arena {size} B", "#222", ""))
+    out.append(_hline("arena-size", y(size), x0, f"arena {size} B", "#222", "", -5))
     if bound is not None:
-        out.append(_hline("lower-bound", y(bound), x0, f"lower bound {bound} B", "#c0392b",
-                          ' stroke-dasharray="6 4"'))
+        out.append(_hline("lower-bound", y(bound), x0, f"lower bound (max live) {bound} B",
+                          "#c0392b", ' stroke-dasharray="6 4"', 14))
+    for fraction in (0.25, 0.5, 0.75):
+        tick = int(size * fraction)
+        out.append(f'<text x="{x0 - 8}" y="{y(tick) + 4:.2f}" text-anchor="end" fill="#555">'
+                   f"{_bytes_text(tick)}</text>")
     out.append(f'<text x="{x0 + PLOT_WIDTH / 2}" y="{y_base + 32}" text-anchor="middle">'
                f"schedule position (0 … {positions - 1})</text>")
     out.append(f'<text x="{x0 - 8}" y="{y_base}" text-anchor="end">0 B</text>')
@@ -154,11 +159,17 @@ def _slot_rect(box: SlotBox, x: float, y: float, w: float, h: float) -> str:
             f"data-origin={quoteattr(box.origin)}><title>{escape(title)}</title></rect>{label}</g>")
 
 
-def _hline(cls: str, y: float, x0: float, label: str, colour: str, dash: str) -> str:
+def _hline(cls: str, y: float, x0: float, label: str, colour: str, dash: str, dy: float) -> str:
+    """A horizontal line across the plot, labelled at its right end (`dy` above or below)."""
     return (f'<g class="{cls}"><line x1="{x0}" x2="{x0 + PLOT_WIDTH}" y1="{y:.2f}" y2="{y:.2f}" '
             f'stroke="{colour}" stroke-width="1.5"{dash}/>'
-            f'<text x="{x0 - 6}" y="{y + 4:.2f}" text-anchor="end" fill="{colour}">'
+            f'<text x="{x0 + PLOT_WIDTH}" y="{y + dy:.2f}" text-anchor="end" fill="{colour}">'
             f"{escape(label)}</text></g>")
+
+
+def _bytes_text(count: int) -> str:
+    return f"{count / 2**20:.1f} MiB" if count >= 2**20 else f"{count / 1024:.0f} KiB" \
+        if count >= 1024 else f"{count} B"
 
 
 def _colour(kernel: str) -> str:
@@ -216,8 +227,8 @@ def _counted(op: Operation) -> bool:
 
 def _kernel_lines(lir_module: ModuleOp, llvm_module: ModuleOp | None) -> list[str]:
     kernels = [op for op in lir_module.walk() if isinstance(op, lir.KernelOp)]
-    native = [op for op in kernels if _dynamic(op) and type(op) in runtime_dims_kernels()]
-    rows = [op for op in kernels if _dynamic(op) and type(op) not in runtime_dims_kernels()]
+    native = [op for op in kernels if is_dynamic(op) and type(op) in runtime_dims_kernels()]
+    rows = [op for op in kernels if is_dynamic(op) and type(op) not in runtime_dims_kernels()]
     lines = [f"  kernels: {len(kernels)} calls"
              + (f"; {len(native)} read ? dims natively, {len(rows)} row-driven"
                 if native or rows else "")]
@@ -231,9 +242,6 @@ def _kernel_lines(lir_module: ModuleOp, llvm_module: ModuleOp | None) -> list[st
                      f"parallel kernel calls, {serial} serial (thread 0), {barriers} barriers")
     return lines
 
-
-def _dynamic(op: Operation) -> bool:
-    return any(isinstance(v.type, MemRefType) and -1 in v.type.get_shape() for v in op.operands)
 
 
 __all__ = ["SlotBox", "arena_slots", "arena_svg", "summary"]
