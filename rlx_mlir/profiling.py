@@ -82,6 +82,10 @@ class Profile:
     the sum of the rows' totals."""
     repeat: int
     threads: int
+    best_call_us: float
+    """The fastest instrumented call (a loaded machine only adds to the mean)."""
+    best_kernel_us: float
+    """Thread 0's timed calls in the call with the fewest of them."""
     events: list[tuple[int, int, int, float, float]] = field(repr=False)
     """(repeat, thread, site, start µs, end µs) from the first call's start."""
     sites: list[dict[str, Any]] = field(repr=False)
@@ -96,7 +100,8 @@ class Profile:
             f"{r.percent:.1f} | {r.rate} |" for r in self.rows]
         lines.append(f"\nper call: kernels {self.kernel_us:.1f} µs (thread 0), call "
                      f"{self.call_us:.1f} µs; {self.threads} thread(s), mean of "
-                     f"{self.repeat} calls")
+                     f"{self.repeat} calls (best: kernels {self.best_kernel_us:.1f} µs, "
+                     f"call {self.best_call_us:.1f} µs)")
         return "\n".join(lines)
 
     __str__ = to_markdown
@@ -151,8 +156,10 @@ def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
                    for thread, evs in enumerate(recorded) for site, t0, t1 in evs]
     sizes = _sizes(model, args, kwargs)
     call_us = float(np.mean(call_ns)) / 1e3
-    rows, kernel_us = _table(sites, per_call, ticks, sizes, call_us)
-    return Profile(rows, call_us, kernel_us, repeat, build.threads,
+    rows, kernel_us, best_kernel_us = _table(sites, per_call, ticks, sizes, call_us,
+                                             barriers=build.threads > 1)
+    return Profile(rows, call_us, kernel_us, repeat, build.threads, min(call_ns) / 1e3,
+                   best_kernel_us,
                    events, sites, log.dropped)
 
 
@@ -241,8 +248,11 @@ def _ticks_per_us(build: CompiledGraph) -> float:
 
 
 def _table(sites: list[dict[str, Any]], per_call: list[list[list[tuple[int, int, int]]]],
-           ticks: float, sizes: Mapping[str, int], call_us: float) -> tuple[list[KernelRow], float]:
-    """Thread 0's time per site, mean over the calls (so the rows add up to the call)."""
+           ticks: float, sizes: Mapping[str, int], call_us: float, barriers: bool
+           ) -> tuple[list[KernelRow], float, float]:
+    """Thread 0's time per site, mean over the calls (so the rows add up to the call);
+    the mean and the least sum over all sites per call. Barrier rows only when several
+    threads run (with one, a barrier returns at once)."""
     totals = np.zeros((len(per_call), len(sites)))
     counts = np.zeros((len(per_call), len(sites)), dtype=np.int64)
     for index, threads in enumerate(per_call):
@@ -250,17 +260,17 @@ def _table(sites: list[dict[str, Any]], per_call: list[list[list[tuple[int, int,
             totals[index, site] += (t1 - t0) / ticks
             counts[index, site] += 1
     site_us = totals.mean(axis=0)
-    kernel_us = float(totals.sum(axis=1).mean())
+    kernel_us, best_kernel_us = float(totals.sum(axis=1).mean()), float(totals.sum(axis=1).min())
     rows = []
     for site, info in enumerate(sites):
         calls = int(counts[0, site]) if len(per_call) else 0
-        if calls == 0:
+        if calls == 0 or (info["op"] == "barrier" and not barriers):
             continue
         total = float(site_us[site])
         rows.append(KernelRow(
             info["kernel"], info["origin"], info["op"], calls, total, total / calls,
             100.0 * total / call_us if call_us else 0.0, _rate(info, sizes, total / calls)))
-    return rows, kernel_us
+    return rows, kernel_us, best_kernel_us
 
 
 def _numel(shape: Sequence[int | str], sizes: Mapping[str, int]) -> int | None:

@@ -57,6 +57,7 @@ def test_profile_table_and_identical_results(parallel_mlp):
     softmax = next(r for r in prof.rows if r.op == "softmax")
     assert softmax.rate.endswith("GB/s")
     assert prof.kernel_us == pytest.approx(sum(r.total_us for r in prof.rows), rel=1e-6)
+    assert 0 < prof.best_kernel_us <= prof.kernel_us and prof.best_call_us <= prof.call_us
     assert 0 < prof.kernel_us <= prof.call_us * 1.05
     assert prof.dropped == 0
     table = prof.to_markdown()
@@ -126,3 +127,9 @@ def test_rlx_run_profile_and_trace(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| kernel | origin |" in out and "fused_matmul#0" in out
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
+
+
+def test_one_thread_table_has_no_barrier_rows():
+    model = rlx.jit(mlp_graph(), params=MLP_PARAMS, threads=1)
+    prof = model.profile(x=_normal(64, 256), repeat=2)
+    assert prof.threads == 1 and all(r.op != "barrier" for r in prof.rows)
