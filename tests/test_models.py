@@ -119,7 +119,10 @@ def test_graph_has_every_layer_and_the_caches(load):
     graph = load("llama-mixed", "reference").graph
     text = graph.to_mlir()
     assert graph.inputs == ["ids", "cos", "sin", "rows"]
-    assert text.count("hir.attention") == 2 or text.count("attention") >= 2
+    assert graph.states == ["blk0_k_cache", "blk0_v_cache", "blk1_k_cache", "blk1_v_cache"]
+    # 7 matrices per layer and the tied output projection, all on the file's bytes.
+    assert text.count("hir.dequant_matmul") == 2 * 7 + 1
+    assert text.count("hir.attention") == 2 and text.count("mir.dequant_gather") == 1
     params = graph.params
     assert "token_embd_weight" in params and "output_weight" not in params  # tied
     assert "blk_1_attn_v_weight" in params
@@ -230,3 +233,14 @@ def test_bad_step_and_cache_full(load):
     lm.reset()
     with pytest.raises(ArgumentError, match="cache full"):
         lm.prefill(list(range(MAX_SEQ + 1)))
+
+
+def test_linear_rope_scaling_divides_the_positions(tmp_path):
+    """`rope.scaling.type = linear` with factor f rotates position p as p / f."""
+    keys = {"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 2.0}
+    scaled = load_gguf(write_tiny_model(tmp_path / "scaled.gguf", extra=keys), max_seq=8,
+                       engine="reference")
+    plain = load_gguf(write_tiny_model(tmp_path / "plain.gguf"), max_seq=8, engine="reference")
+    np.testing.assert_allclose(scaled._cos[2], plain._cos[1], rtol=1e-6)
+    np.testing.assert_allclose(scaled._sin[4], plain._sin[2], rtol=1e-6)
+    assert not np.allclose(scaled._sin[1], plain._sin[1])
