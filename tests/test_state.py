@@ -491,3 +491,93 @@ def test_insert_rows_kernel_takes_the_position_then_the_rows_size():
     cache = np.zeros((5, 4), np.float32)
     fn(np.ones((2, 4), np.float32).ctypes.data, cache.ctypes.data, 3, 2)
     assert cache[3:].all() and not cache[:3].any()
+
+
+# ----------------------------------------------------------------------------- compiled models
+# The same behaviours on `rlx.jit`: one compilation serves every S, the states live in the
+# compiled model, and each call matches the reference.
+
+
+def static_recurrent_graph() -> rlx.Graph:
+    """h' = tanh(h + x @ w) for one row x; out = h (old) and h'."""
+    g = rlx.Graph("recurrent_step")
+    x = g.input("x", (1, 8))
+    w = g.param("w", (8, 8))
+    h = g.state("h", (1, 8))
+    new = g.tanh(h + x @ w)
+    g.assign(h, new)
+    g.output(old=h, new=new)
+    return g
+
+
+def gather_after_append_graph() -> rlx.Graph:
+    """A cache append, then a gather whose ids may be out of range, assigned to a state:
+    a failing call has written the cache rows (and maybe the state) already."""
+    g = rlx.Graph("late_gather_compiled")
+    x = g.input("x", ("S", 4))
+    ids = g.input("ids", (2,), "i32")
+    table = g.param("table", (5, 4))
+    k = g.state("k", (8, 4))
+    h = g.state("h", (2, 4))
+    rows = g.cache_append(k, x)
+    att = g.attention(x, rows, rows, num_heads=1, head_dim=4, mask_kind="causal")
+    picked = g.gather(table, ids)
+    g.assign(h, h + picked)
+    g.output(att)
+    return g
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compiled_decode_equals_the_full_forward(full_forward, threads):
+    x, want = full_forward
+    cos, sin = rope_tables(SEQ)
+    model = rlx.jit(tiny_llama(decode=True), params=llama_weights(), threads=threads)
+    outs = [model(x=x[:6], cos=cos[:6], sin=sin[:6])]
+    for t in range(6, SEQ):
+        outs.append(model(x=x[t:t + 1], cos=cos[t:t + 1], sin=sin[t:t + 1]))
+    assert model.position == SEQ
+    np.testing.assert_allclose(np.concatenate(outs), want, rtol=RTOL, atol=ATOL)
+    reference = rlx.reference(tiny_llama(decode=True), llama_weights())
+    reference(x=x, cos=cos, sin=sin)
+    for name in ("k0", "v1"):
+        np.testing.assert_allclose(model.state[name], reference.state[name], rtol=RTOL, atol=ATOL)
+    model.reset()
+    np.testing.assert_allclose(model(x=x[:6], cos=cos[:6], sin=sin[:6]), outs[0],
+                               rtol=RTOL, atol=ATOL)
+
+
+def test_compiled_assign_round_trips():
+    w = np.random.default_rng(6).standard_normal((8, 8)).astype(np.float32) * 0.3
+    model = rlx.jit(static_recurrent_graph(), params={"w": w})
+    reference = rlx.reference(static_recurrent_graph(), {"w": w})
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 8)).astype(np.float32)
+        for got, want in zip(model(x=x), reference(x=x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(model.state["h"], reference.state["h"], rtol=RTOL, atol=ATOL)
+    with pytest.raises(ValueError):
+        model.state["h"][0, 0] = 1.0
+    model.reset()
+    assert not model.state["h"].any()
+
+
+def test_compiled_calls_are_atomic():
+    table = np.arange(20, dtype=np.float32).reshape(5, 4)
+    model = rlx.jit(gather_after_append_graph(), params={"table": table})
+    reference = rlx.reference(gather_after_append_graph(), {"table": table})
+    x = np.random.default_rng(7).standard_normal((5, 4)).astype(np.float32)
+    for m in (model, reference):
+        m(x=x[:3], ids=np.array([0, 4], np.int32))
+    before = _snapshot(model)
+    with pytest.raises(ArgumentError, match="ids"):
+        model(x=x[3:], ids=np.array([1, 5], np.int32))
+    _assert_unchanged(model, before)
+    with pytest.raises(ArgumentError, match="cache full"):
+        model(x=np.ones((6, 4), np.float32), ids=np.array([0, 0], np.int32))
+    _assert_unchanged(model, before)
+    got = model(x=x[3:], ids=np.array([2, 3], np.int32))
+    want = reference(x=x[3:], ids=np.array([2, 3], np.int32))
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    assert model.position == reference.position == 5
+    for name in ("k", "h"):
+        np.testing.assert_allclose(model.state[name], reference.state[name], rtol=RTOL, atol=ATOL)
