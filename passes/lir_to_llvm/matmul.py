@@ -1308,7 +1308,12 @@ def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
                    partitioned: bool) -> llvm.FuncOp:
     """The dequant_matmul kernel; over a symbolic x (`?` rows, ABI of dynamic.py) the
     row count M is a run-time size: one row runs the static code of M = 1, more run
-    DEQUANT_ROWS-row tiles in a loop and the rest as the static tile of its size."""
+    DEQUANT_ROWS-row tiles in a loop and the rest as the static tile of its size. An op
+    marked for the int8 path (activations quantized to q8 blocks) goes to quant_dot.py."""
+    from rlx_mlir.passes.lir_to_llvm import quant_dot  # it builds on this module's helpers
+
+    if quant_dot.uses_int8_dot(op, vector_width):
+        return quant_dot.build_int8_dequant(op, name, vector_width, partitioned)
     scheme = SCHEMES[op.scheme.data.value]
     dynamic = is_dynamic(op)
     xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))

@@ -1,0 +1,537 @@
+"""The int8 path of `lir.dequant_matmul`: activations quantized to 8-bit blocks, integer
+dot products with VNNI `vpdpbusd` (llama.cpp's scheme for its q4_0/q4_1/q5_*/q8_0 dots).
+
+The f32 path (matmul.py `_build_dequant`) widens every weight to f32 and issues one f32
+FMA per weight and row: 6-9 GB/s per core for 4-bit weights, far below the memory
+bandwidth a decode GEMV could stream at. Here:
+
+1. **Activations.** Each row of x is quantized once per call, per block of 32 values:
+   d_x = max|x|/127, x_q = round_half_even(x·(127/max|x|)) in [-127, 127] (all zeros
+   for an all-zero block), and the block sum Σx_q (exact, an integer). They go to a
+   stack scratch of `chunk` rows: the bytes x_q, and per block 8 f32 lanes of d_x and 8
+   lanes of the correction (below), so that the kernel reads one vector of each per
+   step. More rows than the scratch holds are processed chunk by chunk.
+2. **Weights.** A block's quants are read as *unsigned* bytes u: q4 nibbles (0..15),
+   q5 nibbles plus the 5th bit (0..31), q8_0 bytes with the sign bit flipped (q + 128).
+   A weight is w = d·(u − o) (o = 8, 16, 128 for q4_0, q5_0, q8_0) or w = d·u + m
+   (q4_1, q5_1).
+3. **Dots.** `vpdpbusd` multiplies 4 u8 × s8 pairs per i32 lane and adds them to the
+   lane, exactly (no saturation): a 32-value block is 8 lanes (W = 8: one ymm per block,
+   W = 16: two blocks per zmm). Per block and row of x the kernel accumulates, in f32
+   lanes,
+
+       acc += f32(Σ u·x_q − o·Σx_q) · (d_w·d_x)      (offset schemes: −o·Σx_q is the
+                                                       initial value of lane 0)
+       acc += m_w · (d_x·Σx_q)                        (q4_1 / q5_1: lane 0 only)
+
+   and the lanes are summed at the end. The integer parts are exact (|Σ| < 2^24, so
+   their f32 conversion too); the only rounding besides f32 accumulation is x's.
+
+**Numerics.** The result differs from the f32 path by the quantization of x: each
+x_q·d_x is within d_x/2 = max|x_block|/254 of x, so |out − exact| ≤ Σ_blocks
+(max|x_b|/254)·Σ|w_b| (about 0.2-0.4% of Σ|x·w| for Gaussian data; llama.cpp's CPU
+backend does exactly this for these weight types, with d_x rounded to f16 where we keep
+f32). It is used when convert-lir-to-llvm marks the op with `INT8_DOT` (its option
+`exact_dequant=false`, the default, on a target with VNNI: AVX512-VNNI for W = 16,
+AVX-VNNI or AVX512-VNNI+VL for W = 8); otherwise, and for the K-quants and float
+schemes, the f32 path runs.
+
+**Tiles.** R rows of x × C weight rows in R·C f32 accumulators; one row (decode)
+streams C = SINGLE_ROW_COLS weight rows at once; more rows use R × C = ROWS × COLS
+tiles with the weight rows outermost, so a tile's C weight rows stay in L1 while every
+row tile of the chunk reads them. Partitioned kernels split the weight rows (whole
+tiles) between parts; each part quantizes the rows of x it needs itself (K values per
+row: cheap next to its share of the weights). Over a symbolic x (`?` rows, ABI of
+dynamic.py), M == 1 runs the one-row code, more rows the chunked code with a run-time
+count (the rest of R rows as static tiles of its binary digits).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    ModuleOp,
+    StringAttr,
+    VectorType,
+    f16,
+    f32,
+    i1,
+    i8,
+    i16,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, SSAValue
+
+from rlx_mlir.core.target import Target
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
+from rlx_mlir.passes.lir_to_llvm.matmul import (
+    Index,
+    Span,
+    _add,
+    _dynamic_operands,
+    _min,
+    _mul,
+    _ptr,
+    _round_down,
+    _rows_classes,
+    _runtime_rows,
+    _sweep,
+    part_range,
+)
+
+INT8_DOT = "rlx.int8_dot"
+"""Attribute of a lir.dequant_matmul whose kernel takes the int8 path: the instruction
+set of its dot products (`VNNI`)."""
+
+VNNI = "vnni"
+"""`vpdpbusd` on zmm (W = 16) or ymm (W = 8) registers."""
+
+BLOCK = 32
+"""Values per block of x (and of every weight scheme of this path)."""
+
+SINGLE_ROW_COLS = 4
+"""Weight rows per tile for one row of x (decode): four independent streams."""
+
+ROWS, COLS = 4, 3
+"""Rows of x × weight rows per tile for more rows (12 accumulators, plus 3 weight
+vectors, their scales and offsets, fit the 32 zmm registers without spills)."""
+
+CHUNK_ROWS = 16
+"""At most this many rows of x are quantized into the scratch at a time."""
+
+SCRATCH_BYTES = 96 * 1024
+"""Stack bytes of the quantized-x scratch (fewer rows per chunk for a long K)."""
+
+_MAGIC = 12582912.0
+"""1.5·2^23: x + _MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
+mantissa bits."""
+
+
+@dataclass(frozen=True)
+class Int8Scheme:
+    """Where a 32-value block of a weight scheme keeps its parts (byte offsets)."""
+
+    bytes: int
+    quants: int
+    """The quants: 16 bytes of nibbles (values j and j + 16 share byte j), or 32 bytes."""
+    bits: int
+    offset: int = 0
+    """o of w = d·(u − o) (0: the affine schemes)."""
+    min_at: int | None = None
+    """The f16 m of w = d·u + m."""
+    high_at: int | None = None
+    """The little-endian u32 of 5th bits (bit j: value j)."""
+
+
+INT8_SCHEMES: dict[str, Int8Scheme] = {
+    "q4_0": Int8Scheme(18, 2, 4, offset=8),
+    "q4_1": Int8Scheme(20, 4, 4, min_at=2),
+    "q5_0": Int8Scheme(22, 6, 5, offset=16, high_at=2),
+    "q5_1": Int8Scheme(24, 8, 5, min_at=2, high_at=4),
+    "q8_0": Int8Scheme(34, 2, 8, offset=128),
+}
+"""The weight schemes of the int8 path (the K-quants and float types keep the f32 path)."""
+
+_VNNI_CPUS = {
+    16: ("cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
+         "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d",
+         "diamondrapids", "znver4", "znver5"),
+    8: ("alderlake", "raptorlake", "meteorlake", "arrowlake", "lunarlake", "sierraforest",
+        "grandridge", "gracemont"),
+}
+"""CPUs named without a feature string that have AVX512-VNNI (W = 16) or AVX-VNNI."""
+
+
+def int8_dot_isa(target: Target, width: int) -> str | None:
+    """VNNI when `target` runs `vpdpbusd` at vector width `width`, else None."""
+    flags = set(target.features.split(","))
+    avx512_vnni = "+avx512vnni" in flags or (not target.features and target.cpu in _VNNI_CPUS[16])
+    if width == 16:
+        return VNNI if avx512_vnni and "-avx512vnni" not in flags else None
+    if width == 8:
+        avx_vnni = "+avxvnni" in flags or (not target.features and target.cpu in _VNNI_CPUS[8])
+        avx512_vl = avx512_vnni and ("+avx512vl" in flags or not target.features)
+        return VNNI if avx_vnni or avx512_vl else None
+    return None
+
+
+def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
+    """Mark every lir.dequant_matmul of an int8 scheme with INT8_DOT when the target has
+    the instructions; returns how many were marked."""
+    isa = int8_dot_isa(target, width)
+    if isa is None:
+        return 0
+    marked = 0
+    for op in module.walk():
+        if isinstance(op, lir.DequantMatmulOp) and op.scheme.data.value in INT8_SCHEMES:
+            op.attributes[INT8_DOT] = StringAttr(isa)
+            marked += 1
+    return marked
+
+
+def uses_int8_dot(op: lir.DequantMatmulOp, width: int) -> bool:
+    """Whether the kernel of `op` takes the int8 path (marked, an int8 scheme, W 16 or 8)."""
+    return (INT8_DOT in op.attributes and op.scheme.data.value in INT8_SCHEMES
+            and width in (8, 16))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _vec(lanes: int, element: Attribute) -> VectorType:
+    return VectorType(element, [lanes])
+
+
+def _shuffle(kb: KernelBuilder, a: SSAValue, b: SSAValue, mask: list[int], ty: Attribute) -> SSAValue:
+    return kb.insert(llvm.ShuffleVectorOp(a, b, DenseArrayBase.from_list(i32, mask), ty))
+
+
+def _concat(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    """The lanes of a then those of b (vectors of one type)."""
+    ty = a.type
+    lanes = ty.get_shape()[0]
+    return _shuffle(kb, a, b, list(range(2 * lanes)), _vec(2 * lanes, ty.element_type))
+
+
+def _load(kb: KernelBuilder, base: SSAValue, byte_offset: Index, ty: Attribute, align: int = 1) -> SSAValue:
+    return kb.insert(llvm.LoadOp(_ptr(kb, base, byte_offset, i8), ty, alignment=align))
+
+
+def _store(kb: KernelBuilder, value: SSAValue, base: SSAValue, byte_offset: Index, align: int = 4) -> None:
+    kb.insert(llvm.StoreOp(value, _ptr(kb, base, byte_offset, i8), alignment=align))
+
+
+def _f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
+    """i16 bits of f16s (scalar or vector) as f32 (F16C: every VNNI CPU has it)."""
+    if isinstance(raw.type, VectorType):
+        lanes = raw.type.get_shape()[0]
+        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, _vec(lanes, f16)), _vec(lanes, f32)))
+    return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
+
+
+# ----------------------------------------------------------------------------- layout
+#
+# A step is the blocks of one vector: 1 at W = 8, 2 at W = 16. Its 32·W/8 bytes of x_q
+# (and of the weights' unsigned quants) are in the order the weight bytes unpack most
+# cheaply: at W = 16, [b0[0:16], b1[0:16], b0[16:32], b1[16:32]] (one ymm of both
+# blocks' nibble bytes, its low nibbles then its high ones); at W = 8 the natural order.
+
+
+def _position(width: int, block: int, first: int) -> int:
+    """Byte position within a step of value `first` (a multiple of 16) of `block`."""
+    if width == 8:
+        return first
+    return first // 16 * 32 + block * 16 + first % 16
+
+
+def _lane_blocks(width: int) -> list[int]:
+    """The block of each i32 lane of a step (4 bytes per lane)."""
+    return [(4 * lane % 32) // 16 if width == 16 else 0 for lane in range(width)]
+
+
+def _first_lane(width: int, block: int) -> int:
+    return _lane_blocks(width).index(block)
+
+
+# ----------------------------------------------------------------------------- x quantization
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """The quantized rows of x on the stack, per step: `quants` (i8, 4·W bytes),
+    `scales` (W f32 lanes: each lane's block's d_x) and `corrections` (W lanes: i32
+    −o·Σx_q or f32 d_x·Σx_q in each block's first lane, zeros elsewhere)."""
+
+    quants: SSAValue
+    scales: SSAValue
+    corrections: SSAValue
+    steps: int
+    """Steps per row (the blocks padded to whole vectors; padding blocks are zeros)."""
+    width: int
+
+    @property
+    def step_bytes(self) -> int:
+        return 4 * self.width
+
+    def row(self, kb: KernelBuilder, r: Index) -> tuple[SSAValue, SSAValue, SSAValue]:
+        """Byte pointers to row r's quants, scales and corrections."""
+        row_bytes = self.steps * self.step_bytes
+        return tuple(_ptr(kb, base, _mul(kb, r, row_bytes), i8)
+                     for base in (self.quants, self.scales, self.corrections))
+
+
+def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
+                   dst: tuple[SSAValue, SSAValue, SSAValue], step: Index, present: int) -> None:
+    """x_q, d_x and the corrections of the `present` blocks of 32 floats at src (the
+    blocks of step `step`; the others of the step are zeros)."""
+    w = kb.vector_width
+    per_step = w // 8
+    lanes = 16 if w == 16 else 8  # values per x vector: a half block or a quarter
+    quants, scales, corrections = (_ptr(kb, p, _mul(kb, step, 4 * w), i8) for p in dst)
+    magic = kb.vconst(_MAGIC)
+    zero = kb.fconst(0.0)
+    d_lanes, c_lanes = [zero] * per_step, [None] * per_step
+    for b in range(per_step):
+        if b >= present:
+            for first in range(0, BLOCK, lanes):
+                _store(kb, kb.constant(0, _vec(lanes, i8)), quants, _position(w, b, first), align=1)
+            continue
+        values = [kb.load(src, b * BLOCK + first, vector=True) for first in range(0, BLOCK, w)]
+        largest = kb.fabs(values[0])
+        for v in values[1:]:
+            largest = kb.fmax(largest, kb.fabs(v))
+        amax = kb.hmax(largest)
+        d = kb.fdiv(amax, kb.fconst(127.0))
+        inverse = kb.select(kb.fcmp("ogt", amax, zero), kb.fdiv(kb.fconst(127.0), amax), zero)
+        total = None
+        for t, v in enumerate(values):
+            # no contraction: x·id rounds to f32 first, then + 1.5·2^23 rounds to an integer
+            scaled = kb.insert(llvm.FMulOp(v, kb.splat(inverse)))
+            rounded = kb.insert(llvm.FAddOp(scaled, magic))
+            q = kb.insert(llvm.TruncOp(kb.bitcast(rounded, _vec(w, i32)), _vec(w, i8)))
+            _store(kb, q, quants, _position(w, b, t * w), align=1)
+            exact = kb.insert(llvm.FSubOp(rounded, magic))
+            total = exact if total is None else kb.insert(llvm.FAddOp(total, exact))
+        sums = kb.hsum(total)  # an exact integer (|Σ| ≤ 32·127)
+        d_lanes[b] = d
+        if scheme.offset:
+            shifted = kb.insert(llvm.FAddOp(kb.insert(llvm.FMulOp(sums, kb.fconst(-scheme.offset))),
+                                            kb.fconst(_MAGIC)))
+            c_lanes[b] = kb.sub(kb.bitcast(shifted, i32), kb.constant(0x4B400000, i32))
+        else:
+            c_lanes[b] = kb.fmul(d, sums)
+    blocks_of = _lane_blocks(w)
+    scale = kb.insert(llvm.UndefOp(kb.vec))
+    for lane, block in enumerate(blocks_of):
+        scale = kb.insert(llvm.InsertElementOp(scale, d_lanes[block], kb.constant(lane, i32)))
+    _store(kb, scale, scales, 0)
+    corr = kb.constant(0, _vec(w, i32)) if scheme.offset else kb.vconst(0.0)
+    for b in range(present):
+        corr = kb.insert(llvm.InsertElementOp(corr, c_lanes[b], kb.constant(_first_lane(w, b), i32)))
+    _store(kb, corr, corrections, 0)
+
+
+def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, first: Index,
+                   rows: Index, scratch: Scratch) -> None:
+    """Quantize rows [first, first + rows) of x into scratch rows [0, rows)."""
+    blocks = k // BLOCK
+    per_step = kb.vector_width // 8
+
+    def one_row(r: Index) -> None:
+        src = _ptr(kb, x, _mul(kb, _add(kb, first, r), k))
+        dst = scratch.row(kb, r)
+        whole = blocks // per_step
+        if whole:
+            with kb.loop(0, whole) as loop:
+                _quantize_step(kb, scheme, kb.gep(src, kb.mul(loop.iv, per_step * BLOCK)), dst,
+                               loop.iv, per_step)
+        if blocks % per_step:
+            _quantize_step(kb, scheme, _ptr(kb, src, whole * per_step * BLOCK), dst, whole,
+                           blocks % per_step)
+
+    if isinstance(rows, int) and rows == 1:
+        one_row(0)
+    else:
+        with kb.loop(0, rows) as loop:
+            one_row(loop.iv)
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _nibble_bytes(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
+    """The 16 nibble bytes of each block side by side (zeros for an absent block)."""
+    parts = [_load(kb, b, scheme.quants, _vec(16, i8)) if b is not None
+             else kb.constant(0, _vec(16, i8)) for b in blocks]
+    return parts[0] if len(parts) == 1 else _concat(kb, parts[0], parts[1])
+
+
+def _high_bits(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
+    """The 5th bits of a step in its byte order, each as 0 or 16 (an i8 vector)."""
+    words = [_load(kb, b, scheme.high_at, i32) if b is not None else kb.constant(0, i32)
+             for b in blocks]
+    if len(words) == 1:
+        mask, lanes = words[0], 32
+    else:  # [b0 bits 0-15, b1 bits 0-15, b0 bits 16-31, b1 bits 16-31]
+        wide = [kb.insert(llvm.ZExtOp(word, i64)) for word in words]
+        low = [kb.insert(llvm.AndOp(v, kb.constant(0xFFFF, i64))) for v in wide]
+        high = [kb.insert(llvm.LShrOp(v, kb.constant(16, i64))) for v in wide]
+        mask = low[0]
+        for part, shift in ((low[1], 16), (high[0], 32), (high[1], 48)):
+            mask = kb.or_(mask, kb.insert(llvm.ShlOp(part, kb.constant(shift, i64))))
+        lanes = 64
+    bits = kb.insert(llvm.ZExtOp(kb.bitcast(mask, _vec(lanes, i1)), _vec(lanes, i8)))
+    return kb.insert(llvm.ShlOp(bits, kb.constant(4, _vec(lanes, i8))))
+
+
+def _unsigned_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
+    """The unsigned quants u of a step's weight blocks, in the step's byte order."""
+    if scheme.bits == 8:
+        parts = [_load(kb, b, scheme.quants, _vec(32, i8)) if b is not None
+                 else kb.constant(0, _vec(32, i8)) for b in blocks]
+        if len(parts) == 1:
+            raw = parts[0]
+        else:
+            raw = _shuffle(kb, parts[0], parts[1],
+                           [*range(16), *range(32, 48), *range(16, 32), *range(48, 64)], _vec(64, i8))
+        # (an absent block's bytes become 128: its x_q are zeros, so they add nothing)
+        return kb.insert(llvm.XOrOp(raw, kb.constant(-128, raw.type)))
+    raw = _nibble_bytes(kb, scheme, blocks)
+    low = kb.insert(llvm.AndOp(raw, kb.constant(0x0F, raw.type)))
+    high = kb.insert(llvm.LShrOp(raw, kb.constant(4, raw.type)))
+    u = _concat(kb, low, high)
+    if scheme.high_at is not None:
+        u = kb.or_(u, _high_bits(kb, scheme, blocks))
+    return u
+
+
+def _block_f16(kb: KernelBuilder, blocks: list[SSAValue | None], offset: int) -> SSAValue:
+    """The f16 at `offset` of each block (None: 0) as f32, in the lanes of its block."""
+    if len(blocks) == 1:
+        return kb.splat(_f16_as_f32(kb, _load(kb, blocks[0], offset, i16)))
+    pair = kb.constant(0, _vec(2, i16))
+    for lane, block in enumerate(blocks):
+        if block is not None:
+            pair = kb.insert(llvm.InsertElementOp(pair, _load(kb, block, offset, i16),
+                                                  kb.constant(lane, i32)))
+    wide = _f16_as_f32(kb, pair)
+    return _shuffle(kb, wide, wide, _lane_blocks(kb.vector_width), kb.vec)
+
+
+@dataclass(frozen=True)
+class WeightStep:
+    """One step of weight blocks: unsigned quants as i32 lanes for vpdpbusd, d per
+    lane, m per lane (affine schemes)."""
+
+    quants: SSAValue
+    d: SSAValue
+    m: SSAValue | None
+
+
+def _weight_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> WeightStep:
+    """The step of `blocks` (W/8 block pointers; None: a zero block past the row's end)."""
+    quants = kb.bitcast(_unsigned_step(kb, scheme, blocks), _vec(kb.vector_width, i32))
+    m = _block_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
+    return WeightStep(quants, _block_f16(kb, blocks, 0), m)
+
+
+def _dpbusd(kb: KernelBuilder, acc: SSAValue, unsigned: SSAValue, signed: SSAValue) -> SSAValue:
+    """acc + Σ of 4 u8 × s8 products per i32 lane (exact)."""
+    name = "llvm.x86.avx512.vpdpbusd.512" if kb.vector_width == 16 else "llvm.x86.avx512.vpdpbusd.256"
+    return kb.insert(llvm.CallIntrinsicOp(name, [acc, unsigned, signed], [acc.type]))
+
+
+# ----------------------------------------------------------------------------- kernel
+
+
+def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
+                       partitioned: bool) -> llvm.FuncOp:
+    """The dequant_matmul kernel of the int8 path (see the module docstring); same ABI as
+    the f32 path's: (x, w, out, [sizes...], [part, parts])."""
+    scheme = INT8_SCHEMES[op.scheme.data.value]
+    width = vector_width
+    dynamic = is_dynamic(op)
+    xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
+    k, n = xs[-1], ws[0]
+    symbols = kernel_symbols(op) if dynamic else ()
+    per_step = width // 8  # blocks per vector
+    blocks = k // BLOCK
+    steps = -(-blocks // per_step)
+    row_bytes = blocks * scheme.bytes
+    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + [i64, i64] * partitioned,
+                       vector_width=width)
+    x, wq, out = kb.args[:3]
+    step_bytes = 4 * width
+    chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // (3 * steps * step_bytes)))
+    static_m = None if dynamic else math.prod(xs[:-1])
+    if static_m is not None:
+        chunk = min(chunk, static_m)
+    scratch = Scratch(*(kb.alloca(chunk * steps * step_bytes, i8) for _ in range(3)), steps, width)
+    ivec = _vec(width, i32)
+
+    def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
+        """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
+        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
+        x_rows = [scratch.row(kb, _add(kb, i, r)) for r in range(rows)]
+
+        def step(accs: list[SSAValue], index: Index, present: int) -> list[SSAValue]:
+            """Add the products of step `index` (its first `present` blocks exist in the
+            weights) to the accumulators."""
+            block = _mul(kb, index, per_step)
+            weights = []
+            for c in range(cols):
+                ptrs = [_ptr(kb, w_rows[c], _mul(kb, _add(kb, block, b), scheme.bytes), i8)
+                        if b < present else None for b in range(per_step)]
+                weights.append(_weight_step(kb, scheme, ptrs))
+            accs = list(accs)
+            offset = _mul(kb, index, step_bytes)
+            for r, (quants, scales, corrections) in enumerate(x_rows):
+                xq = _load(kb, quants, offset, ivec, align=4)
+                dx = _load(kb, scales, offset, kb.vec, align=4)
+                corr = _load(kb, corrections, offset, ivec if scheme.offset else kb.vec, align=4)
+                for c, wt in enumerate(weights):
+                    start = corr if scheme.offset else kb.constant(0, ivec)
+                    dot = kb.sitofp(_dpbusd(kb, start, wt.quants, xq), kb.vec)
+                    acc = kb.fma(dot, kb.fmul(wt.d, dx), accs[r * cols + c])
+                    if wt.m is not None:
+                        acc = kb.fma(wt.m, corr, acc)
+                    accs[r * cols + c] = acc
+            return accs
+
+        accs = [kb.vconst(0.0)] * (rows * cols)
+        whole = blocks // per_step
+        if whole:
+            with kb.loop(0, whole, carried=accs) as loop:
+                loop.yield_(*step(loop.carried, loop.iv, per_step))
+            accs = loop.results
+        if blocks % per_step:
+            accs = step(accs, whole, blocks % per_step)
+        base = _ptr(kb, out, _add(kb, _mul(kb, _add(kb, first, i), n), j))
+        for r in range(rows):
+            for c in range(cols):
+                kb.store(kb.hsum(accs[r * cols + c]), base, r * n + c)
+
+    def rows_case(m: Index, single: bool) -> None:
+        """out for `m` rows of x (1, a static count or a run-time one), chunk by chunk."""
+        rows_per_tile, cols = (1, SINGLE_ROW_COLS) if single else (ROWS, COLS)
+
+        def emit(weight_rows: Span) -> None:
+            def chunk_body(first: Index, rows: Index) -> None:
+                _quantize_rows(kb, scheme, x, k, first, rows, scratch)
+
+                def weight_tile(j: Index, ncols: int) -> None:
+                    _sweep(kb, (0, rows), _round_down(kb, rows, rows_per_tile), rows, rows_per_tile,
+                           lambda i, size: tile(first, i, j, size, ncols))
+
+                _sweep(kb, weight_rows, n // cols * cols, n, cols, weight_tile)
+
+            if isinstance(m, int) and m <= chunk:
+                chunk_body(0, m)
+            else:
+                with kb.loop(0, m, chunk) as loop:
+                    chunk_body(loop.iv, _min(kb, kb.index(chunk), kb.sub(m, loop.iv)))
+
+        if not partitioned:
+            emit((0, n))
+            return
+        part, parts = kb.args[-2:]
+        lo, hi = part_range(kb, -(-n // cols), part, parts)
+        with kb.if_(kb.icmp("slt", lo, hi)):
+            emit((kb.mul(lo, cols), _min(kb, kb.mul(hi, cols), kb.index(n))))
+
+    if static_m is not None:
+        rows_case(static_m, static_m == 1)
+    else:
+        sizes = RuntimeDims.of(op, kb.args[3:3 + len(symbols)])
+        _rows_classes(kb, _runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
+                      None, lambda m: rows_case(m, False))
+    kb.ret()
+    return kb.finish()
