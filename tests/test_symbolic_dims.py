@@ -11,7 +11,6 @@ import pytest
 from xdsl.context import Context
 from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-from xdsl.utils.exceptions import PassFailedException
 
 import rlx_mlir as rlx
 from rlx_mlir.core import shape_inference as si
@@ -334,20 +333,23 @@ def test_malformed_dims_attribute_is_a_graph_error():
 # ----------------------------------------------------------------------------- not there yet
 
 
-def test_jit_refuses_symbolic_dims_before_compiling():
+def test_jit_and_compile_mlir_compile_symbolic_dims_once():
     g = rlx.Graph("t")
     x = g.input("x", ("S", 8))
     g.output(g.relu(x))
-    with pytest.raises(GraphError, match=r"t: compiling symbolic dimensions is not supported yet \(symbols: S;"):
-        rlx.jit(g)
-    with pytest.raises(GraphError, match="symbolic dimensions is not supported yet"):
-        rlx.compile_mlir(g.to_mlir())
+    for model in (rlx.jit(g, max_dims={"S": 32}), rlx.compile_mlir(g.to_mlir(), max_dims={"S": 32})):
+        for s in (1, 5, 32):
+            arr = np.linspace(-1, 1, s * 8, dtype=np.float32).reshape(s, 8)
+            np.testing.assert_array_equal(model(x=arr), np.maximum(arr, 0))
 
 
-def test_arena_planning_refuses_a_dynamic_module(symbolic_stages):
+def test_arena_planning_sizes_a_dynamic_module_at_its_bounds(symbolic_stages):
     module = symbolic_stages["lir"].clone()
-    with pytest.raises(PassFailedException, match="dynamic buffers are not planned or lowered yet"):
-        LirPlanArenaPass().apply(Context(), module)
+    LirPlanArenaPass(max_dims="S=64").apply(Context(), module)
+    module.verify()
+    arenas = [op for op in module.walk() if op.name == "lir.arena"]
+    assert len(arenas) == 1 and arenas[0].max_dims is not None
+    assert arenas[0].max_dims.data["S"].value.data == 64
 
 
 MALFORMED = [
@@ -371,15 +373,18 @@ def test_rlx_opt_diagnoses_malformed_dynamic_ir(tmp_path, text):
     assert "does not verify" in done.stderr + done.stdout or "error" in (done.stderr + done.stdout)
 
 
-def test_rlx_run_refuses_a_symbolic_module(tmp_path):
+def test_rlx_run_binds_symbols_with_dims(tmp_path):
     g = rlx.Graph("t")
     g.output(g.relu(g.input("x", ("S", 8))))
     path = tmp_path / "sym.mlir"
     path.write_text(g.to_mlir())
-    for extra in (["--random"], []):
-        done = subprocess.run(["rlx-run", str(path), *extra], capture_output=True, text=True, timeout=120)
-        assert done.returncode != 0 and "Traceback" not in done.stderr
-        assert "symbolic dim" in done.stderr
+    done = subprocess.run(["rlx-run", str(path), "--random", "--dims", "S=7", "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "out0: f32[7, 8]" in done.stdout and "max abs error: 0" in done.stdout
+    done = subprocess.run(["rlx-run", str(path), "--random"], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "random data needs the size of S (rlx-run --dims S=N)" in done.stderr
 
 
 @pytest.mark.parametrize("stage", ["hir", "lir"])
