@@ -109,7 +109,9 @@ def random_array(shape, dtype, seed):
 
 
 def test_builders_registry():
-    assert BUILDERS == {lir.GatherOp: build_gather, lir.DepthwiseConv1dOp: build_depthwise_conv1d}
+    assert BUILDERS[lir.GatherOp] is build_gather
+    assert BUILDERS[lir.DepthwiseConv1dOp] is build_depthwise_conv1d
+    assert set(BUILDERS) == {lir.GatherOp, lir.DepthwiseConv1dOp, lir.InsertRowsOp}
 
 
 def gather_setup(kernels, case):
