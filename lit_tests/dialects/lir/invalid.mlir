@@ -578,7 +578,7 @@ func.func @f(%x: f32) {
 }
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'lir.yield' expects parent op 'lir.fused_elementwise'
+// CHECK-NEXT: 'lir.yield' expects parent op to be one of 'lir.fused_elementwise', 'lir.scan'
 
 // -----
 

@@ -1102,7 +1102,7 @@
 mir.yield %a : f32
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.yield' expects parent op 'mir.fused_elementwise'
+// CHECK-NEXT: 'mir.yield' expects parent op to be one of 'mir.fused_elementwise', 'mir.scan'
 
 // -----
 
