@@ -9,9 +9,9 @@ One static kernel per M in (1, 32, 128) and ONE dynamic kernel over x `[S, K]` c
 every M. One thread calls the serial kernel; two threads call parts 0 and 1 of the
 partitioned kernel, each looping over its share (no barrier between calls): the time is
 the CPU time of the slower part. Times are thread CPU times (not wall time) so that other
-processes on a shared machine inflate them less; variants are interleaved round by round
-(in alternating order) so that the memory traffic of other processes hits them alike; the table gives the best
-time per call and the ratio dynamic / static.
+processes on a shared machine inflate them less; variants are interleaved round by round,
+in alternating order, so that the memory traffic of other processes hits them alike; the
+table gives the best time per call and the ratio dynamic / static.
 """
 
 from __future__ import annotations
