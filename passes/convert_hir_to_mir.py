@@ -38,6 +38,7 @@ from rlx_mlir.core.abi import CACHE_DIMS
 from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import Activation, MaskKind, MaskKindAttr, RopeStyleAttr
+from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import ACTIVATION_OPS, OpSequence, splat_constant
 
 DEFAULT_CACHE_SYMBOL = "T"
@@ -376,9 +377,9 @@ class ConvertHirToMirPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(
+            with_provenance(GreedyRewritePatternApplier(
                 [pattern() for pattern in HIR_TO_MIR_PATTERNS], dce_enabled=False
-            ),
+            ), Derive.EXPAND),  # "layer3.attention" -> "layer3.attention/softmax"
             apply_recursively=False,
         ).rewrite_module(op)
 

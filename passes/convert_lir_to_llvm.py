@@ -105,6 +105,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
 )
 from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
 from rlx_mlir.passes.lir_to_llvm.scan import LowerScan
+from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import fn_symbols, require_lowered
 
 
@@ -435,8 +436,9 @@ class ConvertLirToLlvmPass(ModulePass):
             [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place, self.profile)],
             [LowerReturn()],
         ):
-            PatternRewriteWalker(
-                GreedyRewritePatternApplier(patterns, dce_enabled=False), apply_recursively=False
+            PatternRewriteWalker(  # a kernel's call keeps the kernel op's location
+                with_provenance(GreedyRewritePatternApplier(patterns, dce_enabled=False), Derive.KEEP),
+                apply_recursively=False,
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
         if self.profile:

@@ -66,6 +66,7 @@ from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.dialects.signature import symbolic_shapes
+from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import require_lowered
 
 ELEMENTWISE_FNS: dict[type[Operation], ElementwiseFn] = registry.ELEMENTWISE_FNS
@@ -471,9 +472,9 @@ class ConvertMirToLirPass(ModulePass):
         annotate_symbolic_dims(op)
         PatternRewriteWalker(FuncSignatureLowering(), apply_recursively=False).rewrite_module(op)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(
+            with_provenance(GreedyRewritePatternApplier(
                 [pattern() for pattern in MIR_TO_LIR_PATTERNS], dce_enabled=False
-            ),
+            ), Derive.KEEP),  # kernels and their buffers keep the mir op's location
             apply_recursively=False,
         ).rewrite_module(op)
 

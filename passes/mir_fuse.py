@@ -51,6 +51,7 @@ from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.mir_canonicalization import to_numpy
 from rlx_mlir.dialects.rlx import Activation
+from rlx_mlir.passes.provenance import Derive, with_provenance
 
 ACTIVATION_OPS: dict[type[Operation], Activation] = {
     mir.ReluOp: Activation.RELU,
@@ -371,12 +372,12 @@ class MirFusePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(
+            with_provenance(GreedyRewritePatternApplier(
                 [FuseMatmulBias(), FuseMatmulActivation()], dce_enabled=False
-            )
+            ), Derive.FUSE)  # a fused op is located at every op it replaces
         ).rewrite_module(op)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(
+            with_provenance(GreedyRewritePatternApplier(
                 [FuseElementwiseTree(self.fuse_broadcast)], dce_enabled=False
-            )
+            ), Derive.FUSE)
         ).rewrite_module(op)

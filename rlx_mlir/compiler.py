@@ -144,11 +144,12 @@ def _packed(params: Mapping[str, Any] | None) -> tuple[str, ...]:
     return tuple(sorted(params))
 
 
-def _text(module: ModuleOp) -> str:
+def _text(module: ModuleOp, debuginfo: bool = False) -> str:
+    """The module's text; with `debuginfo`, with the ops' locations (provenance)."""
     import io
 
     out = io.StringIO()
-    Printer(stream=out).print_op(module)
+    Printer(stream=out, print_debuginfo=debuginfo).print_op(module)
     return out.getvalue()
 
 
@@ -162,7 +163,7 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
     target = host_target()
     if options.vector_width:
         target = Target(target.cpu, target.features, target.triple, options.vector_width)
-    source = _text(module)
+    source = _text(module, debuginfo=True)  # re-lowering it keeps the provenance
     key = cache_key(source, target, opt_level, f"{options}")
     timings = Timings() if time_passes else None
     executable = None if time_passes else load_cached(key, target)

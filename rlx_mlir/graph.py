@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import (
     FunctionType,
     IndexType,
     ModuleOp,
+    NameLoc,
     StringAttr,
     UnitAttr,
 )
@@ -66,6 +67,7 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
+from rlx_mlir.passes.provenance import name_loc
 
 Scalar = float | int
 Operand = "Value | float | int"
@@ -275,6 +277,8 @@ class Graph:
         self._position: BlockArgument | None = None  # added by the first cache_append
         self._cache_dims: tuple[rules.Dim, int] | None = None  # (appended, capacity)
         self._updated: dict[SSAValue, str] = {}  # states already appended to or assigned
+        self._scopes: list[str] = []  # g.scope names, outermost first (op locations)
+        self._located: dict[str, int] = {}  # ops per location name so far (their counters)
 
     # ------------------------------------------------------------------ arguments, output
 
@@ -468,8 +472,33 @@ class Graph:
         return self._append(op, shape, dtype)
 
     def _append(self, op: Operation, shape: rules.Shape, dtype: str) -> Value:
+        op.location = self._location(op)
         self._block.add_op(op)
         return Value(self, op.results[0], tuple(shape), dtype)
+
+    @contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Name the user's block the ops built inside come from: their MLIR locations
+        (and every kernel made from them) read `name.method`, e.g. `layer3.attention`;
+        scopes nest (`model.layer3.attention`). Outside any scope an op's location is
+        its method and a counter (`attention#0`)."""
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"scope: expected a non-empty string, got {name!r}")
+        self._scopes.append(name)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def _location(self, op: Operation) -> NameLoc:
+        """`scope.method` (a counter from the second on), or `method#n` outside scopes."""
+        method = op.name.split(".", 1)[-1]
+        base = ".".join([*self._scopes, method]) if self._scopes else method
+        count = self._located.get(base, 0)
+        self._located[base] = count + 1
+        if self._scopes:
+            return name_loc(base if count == 0 else f"{base}#{count}")
+        return name_loc(f"{base}#{count}")
 
     def _operand(self, name: str, value: Value | Scalar, like: Value | None = None) -> Value:
         """A Value, or a Python scalar made a rank-0 constant of `like`'s dtype."""

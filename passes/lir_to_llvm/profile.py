@@ -36,6 +36,7 @@ from rlx_mlir.dialects.common import dtype_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import memref_operands, operand_shapes
 from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX
+from rlx_mlir.passes.provenance import origin
 
 ORIGIN = "rlx.origin"
 """Discardable attribute of a kernel op: the user's block it came from."""
@@ -58,8 +59,9 @@ def log_offset(arena_bytes: int) -> int:
 
 
 def kernel_origins(fn: Operation) -> dict[Operation, str]:
-    """The origin of every lir kernel op under `fn`: its `rlx.origin` attribute, else
-    its op name and a counter in schedule order (`matmul#2`: the third matmul)."""
+    """The origin of every lir kernel op under `fn`: the names of its location (see
+    `rlx_mlir.passes.provenance`), else its `rlx.origin` attribute, else its op name and
+    a counter in schedule order (`matmul#2`: the third matmul without a location)."""
     origins: dict[Operation, str] = {}
     counts: dict[str, int] = {}
     for op in fn.walk():
@@ -68,14 +70,16 @@ def kernel_origins(fn: Operation) -> dict[Operation, str]:
             number = counts.get(short, 0)
             counts[short] = number + 1
             attr = op.attributes.get(ORIGIN)
-            origins[op] = attr.data if isinstance(attr, StringAttr) else f"{short}#{number}"
+            located = origin(op)
+            origins[op] = (located if located is not None else attr.data
+                           if isinstance(attr, StringAttr) else f"{short}#{number}")
     return origins
 
 
 def name_origins(module: ModuleOp) -> None:
     """Give every lir kernel op without one an `rlx.origin` (see `kernel_origins`)."""
-    for op, origin in kernel_origins(module).items():
-        op.attributes[ORIGIN] = StringAttr(origin)
+    for op, name in kernel_origins(module).items():
+        op.attributes[ORIGIN] = StringAttr(name)
 
 
 def mark_site(call: llvm.CallOp, op: Operation) -> None:
