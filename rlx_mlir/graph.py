@@ -472,9 +472,13 @@ class Graph:
         return self._append(op, shape, dtype)
 
     def _append(self, op: Operation, shape: rules.Shape, dtype: str) -> Value:
+        self._add_located(op)
+        return Value(self, op.results[0], tuple(shape), dtype)
+
+    def _add_located(self, op: Operation) -> None:
+        """Add `op` to the graph's body with its location (see `scope`)."""
         op.location = self._location(op)
         self._block.add_op(op)
-        return Value(self, op.results[0], tuple(shape), dtype)
 
     @contextmanager
     def scope(self, name: str) -> Iterator[None]:
@@ -1111,8 +1115,8 @@ class Graph:
             self._check_cache_dims(name, rows.shape, cache.shape)
         position = self._position_argument()
         inserted = mir.InsertRowsOp(rows.ssa, cache.ssa, position)
-        self._block.add_op(inserted)
-        self._block.add_op(mir.AssignOp(inserted.result, cache.ssa))
+        self._add_located(inserted)
+        self._add_located(mir.AssignOp(inserted.result, cache.ssa))
         self._updated[cache.ssa] = "cache_append"
         shape = (CACHE_SYMBOL, *cache.shape[1:])
         return self._append(mir.ExtractRowsOp(inserted.result, CACHE_SYMBOL), shape, cache.dtype)
@@ -1135,7 +1139,7 @@ class Graph:
                 raise DTypeError(
                     f"value: expected dtype {state.dtype} (of state {name!r}), got {value.dtype}"
                 )
-        self._block.add_op(mir.AssignOp(value.ssa, state.ssa))
+        self._add_located(mir.AssignOp(value.ssa, state.ssa))
         self._updated[state.ssa] = "assign"
 
     def _state_name(self, what: str, value: Value) -> str:

@@ -106,6 +106,25 @@ class Profile:
 
     __str__ = to_markdown
 
+    def by_scope(self) -> list[tuple[str, int, float, float]]:
+        """(scope, kernel calls, total µs, % of the call) per outermost `g.scope` of the
+        kernels' origins (`layer3` of `layer3.attention/softmax`), in schedule order;
+        barriers and kernels outside any scope are grouped as `barrier` and `other`."""
+        groups: dict[str, list[float]] = {}
+        for row in self.rows:
+            entry = groups.setdefault(scope_of(row), [0, 0.0])
+            entry[0] += row.calls
+            entry[1] += row.total_us
+        return [(name, int(calls), total, 100.0 * total / self.call_us if self.call_us else 0.0)
+                for name, (calls, total) in groups.items()]
+
+    def scope_markdown(self) -> str:
+        """`by_scope` as a markdown table."""
+        lines = ["| scope | kernel calls | total µs | % of call |", "|---|---:|---:|---:|"]
+        lines += [f"| {name} | {calls} | {total:.1f} | {percent:.1f} |"
+                  for name, calls, total, percent in self.by_scope()]
+        return "\n".join(lines)
+
     def trace(self, path: str | Path) -> Path:
         """Write the Chrome trace-event JSON (Perfetto, chrome://tracing): one track per
         thread, a complete (`ph: "X"`) event per kernel call and barrier wait."""
@@ -124,6 +143,49 @@ class Profile:
         path = Path(path)
         path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
         return path
+
+
+def scope_of(row: KernelRow) -> str:
+    """The outermost scope of a row's origin: `layer3` of `layer3.ffn.matmul#1`."""
+    if row.op == "barrier":
+        return "barrier"
+    head = row.origin.split(" + ")[0].split("/")[0]
+    return head.split(".")[0] if "." in head else "other"
+
+
+@dataclass
+class ModelProfile:
+    """`lm.profile(ids)`: a prefill of `ids` and one decode step after it."""
+
+    prefill: Profile
+    decode: Profile
+    prompt_tokens: int
+
+    def to_markdown(self) -> str:
+        parts = []
+        for title, prof in ((f"prefill ({self.prompt_tokens} tokens)", self.prefill),
+                            ("decode step (1 token)", self.decode)):
+            parts += [f"### {title}", "", prof.scope_markdown(), "",
+                      f"call {prof.call_us:.1f} µs, kernels {prof.kernel_us:.1f} µs; "
+                      f"{prof.threads} thread(s), mean of {prof.repeat} calls", ""]
+        return "\n".join(parts)
+
+    __str__ = to_markdown
+
+
+def profile_language_model(lm: Any, ids: Sequence[int], repeat: int) -> ModelProfile:
+    """Profile a prefill of `ids` from an empty cache, then one decode step (the greedy
+    next token) after it; the model's cache holds `ids` afterwards."""
+    tokens = lm._tokens(ids)
+    lm.reset()
+    start, end = 0, tokens.size
+    prefill = lm.runner.profile(ids=tokens, cos=lm._cos[start:end], sin=lm._sin[start:end],
+                                rows=np.array([end - 1], np.int32), repeat=repeat)
+    logits = lm.prefill(tokens)
+    token = np.array([int(np.argmax(logits))], np.int32)
+    decode = lm.runner.profile(ids=token, cos=lm._cos[end:end + 1], sin=lm._sin[end:end + 1],
+                               rows=np.array([0], np.int32), repeat=repeat)
+    return ModelProfile(prefill, decode, int(tokens.size))
 
 
 def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
@@ -302,4 +364,5 @@ def _rate(info: dict[str, Any], sizes: Mapping[str, int], mean_us: float) -> str
     return f"{moved / mean_us / 1e3:.2f} GB/s"
 
 
-__all__ = ["KernelRow", "Profile", "profile_model"]
+__all__ = ["KernelRow", "ModelProfile", "Profile", "profile_language_model", "profile_model",
+           "scope_of"]

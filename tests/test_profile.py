@@ -134,3 +134,22 @@ def test_one_thread_table_has_no_barrier_rows():
     model = rlx.jit(mlp_graph(), params=MLP_PARAMS, threads=1)
     prof = model.profile(x=_normal(64, 256), repeat=2)
     assert prof.threads == 1 and all(r.op != "barrier" for r in prof.rows)
+
+
+def test_language_model_profile_groups_by_layer(tmp_path):
+    from gguf_models import N_LAYER, write_tiny_model
+
+    lm = rlx.models.load_gguf(write_tiny_model(tmp_path / "tiny.gguf"), max_seq=32)
+    ids = [5, 261, 72, 101]
+    expected = lm.logits(ids + [int(np.argmax(lm.logits(ids)[-1]))])
+    prof = lm.profile(ids, repeat=2)
+    assert lm.position == len(ids)  # the cache holds ids, as after lm.prefill(ids)
+    np.testing.assert_allclose(lm.step(int(np.argmax(expected[len(ids) - 1]))), expected[-1],
+                               rtol=1e-5, atol=1e-5)
+    for part in (prof.prefill, prof.decode):
+        scopes = [name for name, *_ in part.by_scope()]
+        assert [f"layer{i}" for i in range(N_LAYER)] == [s for s in scopes if s.startswith("layer")]
+        assert {"embed", "head"} <= set(scopes) and "other" not in scopes
+    text = prof.to_markdown()
+    assert "### prefill (4 tokens)" in text and "### decode step (1 token)" in text
+    assert "| layer0 |" in text

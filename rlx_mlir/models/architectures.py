@@ -127,13 +127,17 @@ class _DecoderBuilder:
         cos = g.input("cos", ("S", self.n_rot // 2))
         sin = g.input("sin", ("S", self.n_rot // 2))
         rows = g.input("rows", ("R",), "i32")
-        h = self.embed("token_embd.weight", ids)
+        with g.scope("embed"):  # scopes name the kernels' origins (lm.profile groups by them)
+            h = self.embed("token_embd.weight", ids)
         for i in range(c.n_layer):
-            h = self.layer(i, h, cos, sin)
-        out = g.gather(h, rows, axis=0)
-        out = g.rms_norm(out, self.vector("output_norm.weight"), eps=c.eps)
-        head = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
-        g.output(logits=self.project(out, head))
+            with g.scope(f"layer{i}"):
+                h = self.layer(i, h, cos, sin)
+        with g.scope("head"):
+            out = g.gather(h, rows, axis=0)
+            out = g.rms_norm(out, self.vector("output_norm.weight"), eps=c.eps)
+            head = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
+            logits = self.project(out, head)
+        g.output(logits=logits)
         return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
 
     # --- one decoder layer ----------------------------------------------------------------

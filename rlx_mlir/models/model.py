@@ -231,6 +231,14 @@ class LanguageModel:
         return self.runner(ids=tokens, cos=self._cos[start:end], sin=self._sin[start:end],
                            rows=rows)
 
+    def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
+        """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
+        decode step after it, grouped by layer (`.to_markdown()`, `.prefill`, `.decode`:
+        see `rlx_mlir.profiling`). The cache holds `ids` afterwards."""
+        from rlx_mlir.profiling import profile_language_model
+
+        return profile_language_model(self, ids, repeat)
+
     # --- generation ----------------------------------------------------------------------
 
     def generate(self, prompt: str, max_new_tokens: int = 64, temperature: float = 0.0,
