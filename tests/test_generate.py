@@ -259,6 +259,6 @@ def test_smollm2_cached_decoding_equals_the_full_forward(smollm2):
 
 
 def test_smollm2_chat(smollm2):
-    reply = smollm2.chat([{"role": "user", "content": "What is the capital of France?"}],
-                         max_new_tokens=24)
-    assert "Paris" in reply, reply
+    reply = smollm2.chat([{"role": "user", "content": "What is 2 + 2?"}], max_new_tokens=24)
+    assert "4" in reply, reply
+    assert smollm2.stats.generated_tokens < 24  # ended by <|im_end|>

@@ -55,7 +55,9 @@ def load(model_files):
     def get(variant: str, engine: str) -> LanguageModel:
         key = (variant, engine)
         if key not in _LOADED:
-            _LOADED[key] = load_gguf(model_files[variant], max_seq=MAX_SEQ, engine=engine)
+            # exact_dequant: the numpy forward is f32 (the int8 path: test_jit_quant_dot.py)
+            _LOADED[key] = load_gguf(model_files[variant], max_seq=MAX_SEQ, engine=engine,
+                                     exact_dequant=True)
         model = _LOADED[key]
         model.reset()
         return model
@@ -63,9 +65,17 @@ def load(model_files):
     yield get
 
 
-def assert_logits_close(got: np.ndarray, want: np.ndarray) -> None:
-    scale = float(np.abs(want).max())
-    np.testing.assert_allclose(got, want, rtol=0, atol=2e-4 * max(scale, 1.0))
+def assert_logits_close(got: np.ndarray, want: np.ndarray, tolerance: float = 2e-4) -> None:
+    """Equal within `tolerance` of the largest logit (f32 rounding by default)."""
+    scale = max(float(np.abs(want).max()), 1.0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
+
+
+QUANTIZED_ACTIVATIONS = 0.03
+"""Tolerance (of the largest logit) of compiled models against the f64 numpy forward: by
+default the compiler quantizes a dequant_matmul's activations to 8-bit blocks for integer
+dot products where the CPU has them (as llama.cpp does), about 1% here. A wrong rope, mask
+or weight layout is off by the size of the logits themselves."""
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -74,7 +84,12 @@ def test_logits_match_numpy(load, model_files, variant, engine):
     lm = load(variant, engine)
     got = lm.logits(IDS)
     assert got.shape == (len(IDS), N_VOCAB) and got.dtype == np.float32
-    assert_logits_close(got, numpy_logits(model_files[variant], IDS))
+    want = numpy_logits(model_files[variant], IDS)
+    if engine == "reference":  # f32 on the dequantized weights: the SPEC's numerics
+        assert_logits_close(got, want)
+    else:
+        assert_logits_close(got, want, QUANTIZED_ACTIVATIONS)
+        assert np.abs(got - want).mean() <= QUANTIZED_ACTIVATIONS / 5 * np.abs(want).max()
     assert lm.position == len(IDS)  # logits leaves the ids in the cache
 
 
