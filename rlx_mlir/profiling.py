@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 MATMUL_OPS = frozenset({"matmul", "fused_matmul", "dequant_matmul"})
 """Kernels whose work is counted in flops: 2·(output elements)·K."""
+LOG_SETTLE_SECONDS = 0.05
+"""How long `read` waits for the workers' last events after a call returns."""
 EVENTS_PER_SITE = 4
 """Log capacity per call site and thread (a scan's body kernels run several times)."""
 
@@ -207,10 +209,10 @@ def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
         started = time.perf_counter_ns()
         build(*args, **kwargs)
         elapsed = time.perf_counter_ns() - started
+        recorded = log.read()  # also for the warm-up: it waits for the workers' last events
         if index == 0:
             continue
         call_ns.append(elapsed)
-        recorded = log.read()
         if origin_tick is None:
             origin_tick = min((e[1] for t in recorded for e in t), default=0)
         per_call.append(recorded)
@@ -281,7 +283,14 @@ class _EventLog:
             header[0], header[1] = 0, self.capacity
 
     def read(self) -> list[list[tuple[int, int, int]]]:
-        """Each thread's events (site, t0, t1) in the order recorded."""
+        """Each thread's events (site, t0, t1) in the order recorded. Every thread passes
+        the same call sites, so each log ends as long as thread 0's; a worker may still be
+        recording its last barrier when the call returns: wait for it (briefly)."""
+        final = int(self._thread(0)[0])
+        deadline = time.perf_counter() + LOG_SETTLE_SECONDS
+        for thread in range(1, self.threads):
+            while int(self._thread(thread)[0]) < final and time.perf_counter() < deadline:
+                pass
         out = []
         for thread in range(self.threads):
             words = self._thread(thread)

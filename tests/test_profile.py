@@ -84,6 +84,8 @@ def test_trace_has_one_track_per_thread_and_barriers(parallel_mlp, tmp_path):
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {f"rlx thread {t}" for t in range(parallel_mlp.threads)}
     assert {e["args"]["call"] for e in complete} == {0, 1, 2}
+    per_thread = [sum(e["tid"] == t for e in complete) for t in range(parallel_mlp.threads)]
+    assert len(set(per_thread)) == 1  # every thread passes every call site
 
 
 def test_dynamic_model_profiles_at_the_call_sizes():
