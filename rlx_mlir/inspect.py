@@ -193,7 +193,8 @@ def summary(model: CompiledGraph) -> str:
         counts = Counter(op.name for op in module.walk() if _counted(op))
         common = sorted(counts.items(), key=lambda c: (-c[1], c[0]))
         ops = ", ".join(f"{n} {name}" for name, n in common[:SUMMARY_OP_KINDS])
-        more = f", … {len(common) - SUMMARY_OP_KINDS} more kinds" if len(common) > SUMMARY_OP_KINDS else ""
+        hidden = len(common) - SUMMARY_OP_KINDS
+        more = f", and {hidden} more op kind{'s' if hidden > 1 else ''}" if hidden > 0 else ""
         lines.append(f"  {stage:5s} {sum(counts.values())} ops: {ops}{more}")
     if "mir" in stages:
         fused = Counter(op.name for op in stages["mir"].walk()
