@@ -72,10 +72,10 @@ def assert_logits_close(got: np.ndarray, want: np.ndarray, tolerance: float = 2e
 
 
 QUANTIZED_ACTIVATIONS = 0.03
-"""Tolerance (of the largest logit) of compiled models against the f64 numpy forward: by
-default the compiler quantizes a dequant_matmul's activations to 8-bit blocks for integer
-dot products where the CPU has them (as llama.cpp does), about 1% here. A wrong rope, mask
-or weight layout is off by the size of the logits themselves."""
+"""Tolerance (of the largest logit) of the default compiled model against the f64 numpy
+forward: it quantizes a dequant_matmul's activations to 8-bit blocks for integer dot
+products where the CPU has them (as llama.cpp does), about 1% here. A wrong rope, mask or
+weight layout is off by the size of the logits themselves."""
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -84,13 +84,22 @@ def test_logits_match_numpy(load, model_files, variant, engine):
     lm = load(variant, engine)
     got = lm.logits(IDS)
     assert got.shape == (len(IDS), N_VOCAB) and got.dtype == np.float32
-    want = numpy_logits(model_files[variant], IDS)
-    if engine == "reference":  # f32 on the dequantized weights: the SPEC's numerics
-        assert_logits_close(got, want)
-    else:
-        assert_logits_close(got, want, QUANTIZED_ACTIVATIONS)
-        assert np.abs(got - want).mean() <= QUANTIZED_ACTIVATIONS / 5 * np.abs(want).max()
+    assert_logits_close(got, numpy_logits(model_files[variant], IDS))
     assert lm.position == len(IDS)  # logits leaves the ids in the cache
+
+
+def test_default_build_with_quantized_activations(model_files):
+    """load_gguf's default build (int8 dot products where the CPU has them) is close to the
+    exact forward, and its cached decoding equals its own full forward."""
+    lm = load_gguf(model_files["qwen2-untied"], max_seq=MAX_SEQ)
+    full = lm.logits(IDS)
+    want = numpy_logits(model_files["qwen2-untied"], IDS)
+    assert_logits_close(full, want, QUANTIZED_ACTIVATIONS)
+    assert np.abs(full - want).mean() <= QUANTIZED_ACTIVATIONS / 5 * np.abs(want).max()
+    lm.reset()
+    assert_logits_close(lm.prefill(IDS[:5]), full[4])
+    for i in range(5, len(IDS)):
+        assert_logits_close(lm.step(IDS[i]), full[i])
 
 
 @pytest.mark.parametrize("engine", ENGINES)
