@@ -64,8 +64,12 @@ def _known(location: Attribute | None) -> bool:
 
 
 def _expanded(matched: Operation, new: Operation, seen: dict[str, int]) -> Attribute:
-    """`block/op`, with a counter from the second op of a kind (`block/matmul#1`)."""
+    """`block/op`, with a counter from the second op of a kind (`block/matmul#1`); an hir
+    op's own mir twin (hir.dequant_matmul -> mir.dequant_matmul) keeps the block's name."""
     names = loc_names(matched.location) or [_short(matched)]
+    if _short(new) == _short(matched) and not seen.get(_short(new)) and _known(matched.location):
+        seen[_short(new)] = 1
+        return matched.location
     name = f"{names[0]}/{_short(new)}"
     count = seen.get(name, 0)
     seen[name] = count + 1

@@ -4,7 +4,8 @@
 // RUN: rlx-opt %s --print-debuginfo -p convert-hir-to-mir,mir-fuse,convert-mir-to-lir,lir-plan-arena,convert-lir-to-llvm | filecheck %s --check-prefix=LLVM
 
 // Provenance: every op's location names the user's block it came from. An hir block's
-// expansion is located "block/op"; a fused op at every op it replaces (a fused
+// expansion is located "block/op" (an hir op lowered to its own mir twin keeps the
+// block's name); a fused op at every op it replaces (a fused
 // location); bufferization and the kernel calls keep the location.
 
 func.func @block(%x: tensor<8x32xf32> {rlx.name = "x", rlx.role = "input"},
@@ -19,18 +20,18 @@ func.func @block(%x: tensor<8x32xf32> {rlx.name = "x", rlx.role = "input"},
 
 // MIR:      mir.matmul {{.*}} loc("layer3.linear/matmul")
 // MIR-NEXT: mir.gelu {{.*}} loc("layer3.linear/gelu")
-// MIR-NEXT: mir.rms_norm {{.*}} loc("layer3.norm/rms_norm")
+// MIR-NEXT: mir.rms_norm {{.*}} loc("layer3.norm")
 // MIR-NEXT: mir.exp {{.*}} loc("layer3.exp")
 // MIR-NEXT: mir.neg {{.*}} loc("layer3.neg")
 
 // FUSED:      mir.fused_matmul {{.*}} loc(fused["layer3.linear/matmul", "layer3.linear/gelu"])
-// FUSED-NEXT: mir.rms_norm {{.*}} loc("layer3.norm/rms_norm")
+// FUSED-NEXT: mir.rms_norm {{.*}} loc("layer3.norm")
 // FUSED:      } loc(fused["layer3.exp", "layer3.neg"])
 
 // LIR:      lir.fused_matmul {{.*}} loc(fused["layer3.linear/matmul", "layer3.linear/gelu"])
-// LIR:      lir.rms_norm {{.*}} loc("layer3.norm/rms_norm")
+// LIR:      lir.rms_norm {{.*}} loc("layer3.norm")
 // LIR:      } loc(fused["layer3.exp", "layer3.neg"])
 
 // LLVM:      llvm.call @block__fused_matmul_0__serial({{.*}} loc(fused["layer3.linear/matmul", "layer3.linear/gelu"])
-// LLVM:      llvm.call @block__rms_norm_1__serial({{.*}} loc("layer3.norm/rms_norm")
+// LLVM:      llvm.call @block__rms_norm_1__serial({{.*}} loc("layer3.norm")
 // LLVM:      llvm.call @block__fused_elementwise_2__serial({{.*}} loc(fused["layer3.exp", "layer3.neg"])
