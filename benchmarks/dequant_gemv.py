@@ -1,7 +1,10 @@
 """GB/s of a dequant_matmul GEMV (M = 1) per GGUF scheme at one thread (issue 10, item 2).
 
-Usage: python -m benchmarks.dequant_gemv [--repeat 200]
+Usage: python -m benchmarks.dequant_gemv [--repeat 200] [--schemes q4_0,q8_0]
 K-quants run K = 512 (576 is not a multiple of 256). Bandwidth counts the weight bytes read per call (the raw blocks; x and out are small).
+Each cell is `f32 → default`: the exact f32 path (`jit(..., exact_dequant=True)`) and the
+default build (q4_0/q4_1/q5_*/q8_0 on a VNNI CPU: activations quantized to q8 blocks, int8
+dot products, issue 11), timed alternately.
 """
 
 from __future__ import annotations
@@ -19,24 +22,27 @@ SHAPES = ((576, 1536), (576, 49152))
 """(K, N): a SmolLM2-135M FFN projection and its vocabulary projection."""
 
 
-def gemv_gbps(scheme: str, k: int, n: int, repeat: int) -> float:
+def gemv_gbps(scheme: str, k: int, n: int, repeat: int) -> tuple[float, float]:
+    """(f32 path, default build) GB/s of one GEMV, best of 5 alternating rounds."""
     values, block_bytes = QUANT_BLOCKS[scheme]
     k = k // values * values  # K-quants: 576 is not whole 256-blocks, use 512
     w = random_blocks(scheme, (n, k // values * block_bytes), np.random.default_rng(0))
     g = rlx.Graph("gemv")
     x = g.input("x", (1, k))
     g.output(g.dequant_matmul(x, g.param("w", w.shape, "ui8"), scheme))
-    fn = rlx.jit(g, params={"w": w}, threads=1)
+    fns = [rlx.jit(g, params={"w": w}, threads=1, exact_dequant=exact) for exact in (True, False)]
     xs = np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)
     calls = max(3, repeat * 1536 // n)
-    fn(xs)
-    best = float("inf")
+    best = [float("inf")] * 2
+    for fn in fns:
+        fn(xs)
     for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn(xs)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return w.nbytes / best / 1e9
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn(xs)
+            best[i] = min(best[i], (time.perf_counter() - start) / calls)
+    return w.nbytes / best[0] / 1e9, w.nbytes / best[1] / 1e9
 
 
 def main() -> None:
@@ -44,10 +50,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--schemes", default=",".join(QUANT_BLOCKS))
     args = parser.parse_args()
-    print(f"{'scheme':8}" + "".join(f"{f'K={k} N={n}':>18}" for k, n in SHAPES) + "   (GB/s of weights, 1 thread)")
+    print(f"{'scheme':8}" + "".join(f"{f'K={k} N={n}':>22}" for k, n in SHAPES)
+          + "   (GB/s of weights, 1 thread: f32 path → default)")
     for scheme in args.schemes.split(","):
         cells = [gemv_gbps(scheme, k, n, args.repeat) for k, n in SHAPES]
-        print(f"{scheme:8}" + "".join(f"{c:18.1f}" for c in cells), flush=True)
+        print(f"{scheme:8}" + "".join(f"{f'{a:.1f} → {b:.1f}':>22}" for a, b in cells), flush=True)
 
 
 if __name__ == "__main__":

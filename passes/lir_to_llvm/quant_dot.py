@@ -37,9 +37,9 @@ AVX-VNNI or AVX512-VNNI+VL for W = 8); otherwise, and for the K-quants and float
 schemes, the f32 path runs.
 
 **Tiles.** R rows of x × C weight rows in R·C f32 accumulators; one row (decode)
-streams C = SINGLE_ROW_COLS weight rows at once; more rows use R × C = ROWS × COLS
-tiles with the weight rows outermost, so a tile's C weight rows stay in L1 while every
-row tile of the chunk reads them. Partitioned kernels split the weight rows (whole
+streams C = SINGLE_ROW_COLS weight rows at once; more rows use the R × C tiles of
+MULTI_ROW_TILES with the weight rows outermost, so a tile's C weight rows stay in L1
+while every row tile of the chunk reads them. Partitioned kernels split the weight rows (whole
 tiles) between parts; each part quantizes the rows of x it needs itself (K values per
 row: cheap next to its share of the weights). Over a symbolic x (`?` rows, ABI of
 dynamic.py), M == 1 runs the one-row code, more rows the chunked code with a run-time
@@ -100,9 +100,10 @@ BLOCK = 32
 SINGLE_ROW_COLS = 4
 """Weight rows per tile for one row of x (decode): four independent streams."""
 
-ROWS, COLS = 4, 3
-"""Rows of x × weight rows per tile for more rows (12 accumulators, plus 3 weight
-vectors, their scales and offsets, fit the 32 zmm registers without spills)."""
+MULTI_ROW_TILES: dict[int, tuple[int, int]] = {16: (8, 2), 8: (4, 2)}
+"""Rows of x × weight rows per tile for more rows, per vector width: 16 accumulators
+of 32 zmm (8 × 2 measured best of 4×3, 4×4, 6×2, 8×3, 12×2, 16×1 on 64 × 576 × 1536,
+within ~10%), 8 of 16 ymm."""
 
 CHUNK_ROWS = 16
 """At most this many rows of x are quantized into the scratch at a time."""
@@ -419,8 +420,24 @@ class WeightStep:
 def _weight_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> WeightStep:
     """The step of `blocks` (W/8 block pointers; None: a zero block past the row's end)."""
     quants = kb.bitcast(_unsigned_step(kb, scheme, blocks), _vec(kb.vector_width, i32))
+    if scheme.min_at == 2:
+        return WeightStep(quants, *_block_d_and_m(kb, blocks))
     m = _block_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
     return WeightStep(quants, _block_f16(kb, blocks, 0), m)
+
+
+def _block_d_and_m(kb: KernelBuilder, blocks: list[SSAValue | None]) -> tuple[SSAValue, SSAValue]:
+    """(d, m) of blocks that start with the f16 pair (d, m): one 4-byte load per block and
+    one f16 conversion for the whole step, then each spread over its block's lanes."""
+    words = kb.constant(0, _vec(len(blocks), i32))
+    for lane, block in enumerate(blocks):
+        if block is not None:
+            words = kb.insert(llvm.InsertElementOp(words, _load(kb, block, 0, i32),
+                                                   kb.constant(lane, i32)))
+    pairs = _f16_as_f32(kb, kb.bitcast(words, _vec(2 * len(blocks), i16)))  # d0 m0 d1 m1
+    lanes = _lane_blocks(kb.vector_width)
+    return (_shuffle(kb, pairs, pairs, [2 * b for b in lanes], kb.vec),
+            _shuffle(kb, pairs, pairs, [2 * b + 1 for b in lanes], kb.vec))
 
 
 def _dpbusd(kb: KernelBuilder, acc: SSAValue, unsigned: SSAValue, signed: SSAValue) -> SSAValue:
@@ -501,7 +518,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
 
     def rows_case(m: Index, single: bool) -> None:
         """out for `m` rows of x (1, a static count or a run-time one), chunk by chunk."""
-        rows_per_tile, cols = (1, SINGLE_ROW_COLS) if single else (ROWS, COLS)
+        rows_per_tile, cols = (1, SINGLE_ROW_COLS) if single else MULTI_ROW_TILES[width]
 
         def emit(weight_rows: Span) -> None:
             def chunk_body(first: Index, rows: Index) -> None:

@@ -67,13 +67,16 @@ class GenerationStats:
 
 
 def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int | None = None,
-              *, engine: str = "jit") -> LanguageModel:
+              *, engine: str = "jit", exact_dequant: bool = False) -> LanguageModel:
     """The language model of a GGUF file (a path), or of a known model's name
     (`rlx.models.KNOWN_MODELS`, fetched once into the cache).
 
     max_seq: rows of the KV caches (the longest prompt + generation).
     threads: threads a call may use (default: all cores, capped by RLX_NUM_THREADS).
     engine: "jit" (native code) or "reference" (the numpy reference executor: slow, for tests).
+    exact_dequant: quantized matrices in f32 throughout (jit; default: activations quantized
+    to q8 blocks and int8 dot products where the CPU has VNNI, as llama.cpp does; see
+    docs/semantics.md, dequant_matmul).
     """
     _check_int("max_seq", max_seq, 1)
     if threads is not None:
@@ -86,7 +89,7 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
         config, n_rot, rope_scale, freq_factors = _check_file(file)
         tokenizer = Tokenizer.from_gguf(file)
         decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot)
-        runner = _compile(decoder, decoder.params(file), engine, threads)
+        runner = _compile(decoder, decoder.params(file), engine, threads, exact_dequant)
     finally:
         # The compiled model holds what it needs; a view still alive keeps the mapping.
         file.close()
@@ -136,7 +139,7 @@ def _check_file(file: GGUFFile) -> tuple[ModelConfig, int, float, np.ndarray | N
 
 
 def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: str,
-             threads: int | None) -> Any:
+             threads: int | None, exact_dequant: bool = False) -> Any:
     if engine == "reference":
         from rlx_mlir.reference import reference
 
@@ -144,7 +147,8 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
     from rlx_mlir.compiler import jit
 
     bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
-    return jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
+    return jit(decoder.graph, params=params, threads=threads, max_dims=bounds,
+               exact_dequant=exact_dequant)
 
 
 def _rope_tables(theta: float, n_rot: int, max_seq: int, position_scale: float,
