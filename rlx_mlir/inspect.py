@@ -230,7 +230,7 @@ def _kernel_lines(lir_module: ModuleOp, llvm_module: ModuleOp | None) -> list[st
     kernels = [op for op in lir_module.walk() if isinstance(op, lir.KernelOp)]
     native = [op for op in kernels if is_dynamic(op) and type(op) in runtime_dims_kernels()]
     rows = [op for op in kernels if is_dynamic(op) and type(op) not in runtime_dims_kernels()]
-    lines = [f"  kernels: {len(kernels)} calls"
+    lines = [f"  kernel calls: {len(kernels)}"
              + (f"; {len(native)} read ? dims natively, {len(rows)} row-driven"
                 if native or rows else "")]
     if llvm_module is not None:

@@ -198,7 +198,7 @@ def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
         raise RlxError(f"profile: repeat: expected an int >= 1, got {repeat!r}")
     build = _instrumented(model)
     sites = build._executable.metadata["profile_sites"]
-    log = _EventLog(build, len(sites))
+    log = _EventLog(build, len(sites) * EVENTS_PER_SITE + 16)
     ticks = _ticks_per_us(build)
     call_ns, per_call = [], []
     origin_tick = None
@@ -211,6 +211,9 @@ def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
         elapsed = time.perf_counter_ns() - started
         recorded = log.read()  # also for the warm-up: it waits for the workers' last events
         if index == 0:
+            if log.longest > log.capacity:  # loops (scan) call their kernels many times
+                log = _EventLog(build, 2 * log.longest)
+            log.dropped = 0
             continue
         call_ns.append(elapsed)
         if origin_tick is None:
@@ -259,9 +262,11 @@ def _sizes(model: CompiledGraph, args: Sequence[Any], kwargs: Mapping[str, Any])
 class _EventLog:
     """The per-thread event logs after the arena of the instrumented build."""
 
-    def __init__(self, build: CompiledGraph, site_count: int):
+    def __init__(self, build: CompiledGraph, capacity: int):
         self.threads = build.threads
-        self.capacity = site_count * EVENTS_PER_SITE + 16
+        self.capacity = capacity
+        self.longest = 0
+        """The most events one thread recorded in a call (its log keeps `capacity`)."""
         stride = LOG_HEADER_BYTES + self.capacity * EVENT_WORDS * 8
         self.stride = -(-stride // LOG_ALIGNMENT) * LOG_ALIGNMENT
         self.offset = log_offset(build.arena_bytes)
@@ -295,6 +300,7 @@ class _EventLog:
         for thread in range(self.threads):
             words = self._thread(thread)
             count = int(words[0])
+            self.longest = max(self.longest, count)
             kept = min(count, self.capacity)
             self.dropped += count - kept
             first = LOG_HEADER_BYTES // 8

@@ -155,3 +155,18 @@ def test_language_model_profile_groups_by_layer(tmp_path):
     text = prof.to_markdown()
     assert "### prefill (4 tokens)" in text and "### decode step (1 token)" in text
     assert "| layer0 |" in text
+
+
+def test_scan_body_kernels_count_every_iteration():
+    body = rlx.Graph("body")
+    carry, row = body.input("c", (8,)), body.input("xi", (8,))
+    body.output(body.tanh(carry + row))
+    g = rlx.Graph("loop")
+    xs, init = g.input("xs", (50, 8)), g.input("h", (8,))
+    g.output(g.scan(init, body, 50, xs=[xs]))
+    model = rlx.jit(g)
+    args = {"xs": _normal(50, 8), "h": _normal(8)}
+    prof = model.profile(repeat=2, **args)
+    assert prof.dropped == 0  # the log grew after the warm-up call
+    assert {row.calls for row in prof.rows} == {50}
+    np.testing.assert_array_equal(model._profiled(**args), model(**args))

@@ -88,7 +88,7 @@ def mark_site(call: llvm.CallOp, op: Operation) -> None:
     info = {
         "kernel": call.callee.string_value(),
         "op": op.name.split(".", 1)[1],
-        "origin": origin.data if isinstance(origin, StringAttr) else op.name,
+        "origin": origin.data if isinstance(origin, StringAttr) else op.name.split(".", 1)[1],
         "shapes": [list(shape) for shape in operand_shapes(op)],
         "element_bytes": [lir.ELEMENT_BYTES.get(dtype_of(v), 4) for v in memref_operands(op)],
         "serial": call.callee.string_value().endswith(SERIAL_SUFFIX),
