@@ -79,6 +79,7 @@ from rlx_mlir.passes.lir_to_llvm.matmul import (
     _dynamic_operands,
     _min,
     _mul,
+    _prefetch,
     _ptr,
     _round_down,
     _rows_classes,
@@ -110,6 +111,11 @@ CHUNK_ROWS = 16
 
 SCRATCH_BYTES = 96 * 1024
 """Stack bytes of the quantized-x scratch (fewer rows per chunk for a long K)."""
+
+PREFETCH_BYTES = 2048
+"""One-row tiles prefetch each weight row this far ahead of where they read (into the
+next tiles' rows: more DRAM requests in flight than the hardware prefetcher keeps);
+0: no software prefetch."""
 
 _MAGIC = 12582912.0
 """1.5·2^23: x + _MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
@@ -484,6 +490,9 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
             weights) to the accumulators."""
             block = _mul(kb, index, per_step)
             weights = []
+            if PREFETCH_BYTES and rows == 1:
+                for c in range(cols):
+                    _prefetch(kb, w_rows[c], _add(kb, _mul(kb, block, scheme.bytes), PREFETCH_BYTES))
             for c in range(cols):
                 ptrs = [_ptr(kb, w_rows[c], _mul(kb, _add(kb, block, b), scheme.bytes), i8)
                         if b < present else None for b in range(per_step)]
