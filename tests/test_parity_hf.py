@@ -51,11 +51,20 @@ def hf_logits(path, ids: list[int]) -> np.ndarray:
         return model(torch.tensor([ids])).logits[0].float().numpy()
 
 
-def test_smollm2_agrees_with_transformers(smollm2_path):
-    lm = load_gguf(smollm2_path, max_seq=256)
-    ids = lm.tokenizer.encode(PARAGRAPH)
+@pytest.fixture(scope="module")
+def teacher_forced(smollm2_path) -> tuple[list[int], np.ndarray]:
+    """The paragraph's ids (our tokenizer: both models read the same ids) and HF's logits."""
+    from rlx_mlir.models import Tokenizer
+
+    ids = Tokenizer.from_gguf(smollm2_path).encode(PARAGRAPH)
+    return ids, hf_logits(smollm2_path, ids)
+
+
+@pytest.mark.parametrize("exact_dequant", [False, True], ids=["q8-activations", "exact"])
+def test_smollm2_agrees_with_transformers(smollm2_path, teacher_forced, exact_dequant):
+    ids, theirs = teacher_forced
+    lm = load_gguf(smollm2_path, max_seq=256, exact_dequant=exact_dequant)
     ours = lm.logits(ids)
-    theirs = hf_logits(smollm2_path, ids)
     assert ours.shape == theirs.shape == (len(ids), lm.config.n_vocab)
 
     p_log, q_log = log_softmax(theirs), log_softmax(ours)
@@ -63,9 +72,9 @@ def test_smollm2_agrees_with_transformers(smollm2_path):
     top2 = np.sort(theirs, axis=-1)[:, -2:]
     decisive = top2[:, 1] - top2[:, 0] >= MARGIN
     same_top1 = theirs.argmax(-1) == ours.argmax(-1)
-    print(f"\nSmolLM2 vs transformers over {len(ids)} positions: mean KL {kl.mean():.2e}, "
-          f"max KL {kl.max():.2e}; same top-1 at {int(same_top1[decisive].sum())} of "
-          f"{int(decisive.sum())} positions with margin >= {MARGIN} "
-          f"({int(same_top1.sum())} of {len(ids)} overall)")
+    print(f"\nSmolLM2 ({'exact' if exact_dequant else 'q8 activations'}) vs transformers over "
+          f"{len(ids)} positions: mean KL {kl.mean():.2e}, max KL {kl.max():.2e}; same top-1 "
+          f"at {int(same_top1[decisive].sum())} of {int(decisive.sum())} positions with "
+          f"margin >= {MARGIN} ({int(same_top1.sum())} of {len(ids)} overall)")
     assert kl.mean() <= MAX_MEAN_KL
     assert same_top1[decisive].all(), np.flatnonzero(decisive & ~same_top1)
