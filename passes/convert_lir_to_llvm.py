@@ -105,7 +105,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
 )
 from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
 from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots
-from rlx_mlir.passes.lir_to_llvm.scan import LowerScan
+from rlx_mlir.passes.lir_to_llvm.scan import CarryScanStatus, LowerScan, incoming_status
 from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import fn_symbols, require_lowered
 
@@ -231,6 +231,11 @@ class LowerSlot(RewritePattern):
 
 
 class LowerView(RewritePattern):
+        incoming = incoming_status(op.parent_block())  # the checked calls of scans before
+        if incoming is not None:
+            combined = llvm.OrOp(status, incoming)
+            rewriter.insert(combined)
+            status = combined.results[0]
     """lir.view %source[offset] -> a GEP of `offset` elements into the source."""
 
     @op_type_rewrite_pattern
@@ -440,7 +445,7 @@ class ConvertLirToLlvmPass(ModulePass):
             [LowerGraphFunction(), RejectAlloc()],
             [LowerScan()],  # loops around the body kernels, lowered by the next group
             [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place, self.profile)],
-            [LowerReturn()],
+            [LowerReturn(), CarryScanStatus()],
         ):
             PatternRewriteWalker(  # a kernel's call keeps the kernel op's location
                 with_provenance(GreedyRewritePatternApplier(patterns, dce_enabled=False), Derive.KEEP),

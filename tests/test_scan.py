@@ -117,6 +117,43 @@ def test_scan_between_parallel_kernels():
         close(rlx.jit(g, threads=threads)(**data), want)
 
 
+def gather_scan_graph(length: int, n: int, vocab: int) -> rlx.Graph:
+    """A gather before the scan, one in its body (ids from the xs), one after: each may
+    read out of range."""
+    g = rlx.Graph("lookups")
+    table = g.param("table", (vocab, n))
+    first, ids = g.input("first", (1,), dtype="i64"), g.input("ids", (length, 1), dtype="i64")
+    last = g.input("last", (1,), dtype="i64")
+    body = rlx.Graph("lookup_step")
+    h, i, t = body.input("h", (n,)), body.input("i", (1,), dtype="i64"), body.input("t", (vocab, n))
+    body.output(body.tanh(h + body.reshape(body.gather(t, i), (n,))))
+    h0 = g.reshape(g.gather(table, first), (n,))
+    final = g.scan(h0, body, length, xs=[ids], consts=[table])
+    g.output(final + g.reshape(g.gather(table, last), (n,)))
+    return g
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_scan_reports_a_bad_index_inside_its_body(threads):
+    """The loop carries the statuses of its body's checked kernels (and of those before
+    it) to the entry's return: a bad id at any step, before or after the scan, is an
+    error, and the next good call still matches the reference."""
+    length, n, vocab = 4, 8, 5
+    g = gather_scan_graph(length, n, vocab)
+    rng = np.random.default_rng(3)
+    data = {"table": rng.standard_normal((vocab, n)).astype(np.float32),
+            "first": np.array([1]), "ids": np.array([[0], [4], [2], [3]]), "last": np.array([2])}
+    model = rlx.jit(g, threads=threads)
+    want = rlx.reference(g)(**data)
+    close(model(**data), want)
+    for name, bad in (("ids", np.array([[0], [4], [5], [3]])), ("ids", np.array([[-1], [0], [0], [0]])),
+                      ("ids", np.array([[0], [0], [0], [7]])), ("first", np.array([5])),
+                      ("last", np.array([9]))):
+        with pytest.raises(rlx.RlxError, match="out of range"):
+            model(**{**data, name: bad})
+    close(model(**data), want)
+
+
 def test_scan_region_through_every_stage():
     model = rlx.jit(rnn_graph(3, 4, trajectory=True))
     assert "mir.scan" in model.mlir("hir")

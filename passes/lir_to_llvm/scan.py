@@ -5,25 +5,41 @@ the kernels, slots and views are lowered, so the body's ops are lowered afterwar
 any others (one call per kernel, GEPs for its arena slots). The scan's block becomes the
 loop body:
 
-    pre:     ...                                   br header(0)
-    header(t): t < length ? body : exit
+    pre:     ...                                   br header(0, status)
+    header(t, status): t < length ? body : exit
     body:    carry = t == 0 ? init : out (trajectory: row t - 1 of out)
              x = &xs[t] (one slice each), consts as they are
              ... the body's kernels ...
-             lir.copy ins(yielded) outs(out, or row t of out)   br header(t + 1)
-    exit:    the ops after the scan
+             lir.copy ins(yielded) outs(out, or row t of out)
+             br header(t + 1, status | the statuses of the body's checked calls)
+    exit:    the ops after the scan (status: the header's)
 
 Buffers keep their memref types across the new blocks through
 `builtin.unrealized_conversion_cast`s of the pointers, which the pass reconciles at the
 end. Every thread of a call runs the loop; the body's kernels are serial (lir-parallelize
-leaves a region op serial), so thread 0 computes every step in order. A checked kernel
-(gather) inside a body does not report its status yet.
+leaves a region op serial), so thread 0 computes every step in order.
+
+Statuses: the loop carries the OR of the statuses of checked kernels (an out-of-range
+gather index) in the header's second argument. Once the kernels are calls,
+`CarryScanStatus` ORs the statuses of the calls of a block ending in one of the loop's
+branches into the status it passes; the pre block passes on its own incoming status, and
+`incoming_status(block)` gives the entry's return (in the exit block or a later one)
+the statuses of every call before it.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, UnrealizedConversionCastOp, i1, i8, i64
+from xdsl.dialects.builtin import (
+    IntegerAttr,
+    MemRefType,
+    UnitAttr,
+    UnrealizedConversionCastOp,
+    i1,
+    i8,
+    i32,
+    i64,
+)
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
@@ -53,6 +69,44 @@ def _bytes(memref) -> int:
     return lir.byte_size(memref)
 
 
+SCAN_STATUS = "rlx.loop_status"
+"""On a branch into a scan's header until `CarryScanStatus` added the statuses of the
+calls of its block to the status it passes."""
+
+SCAN_HEADER = "rlx.loop_header"
+"""On the conditional branch ending a scan's header (its arguments: step, status)."""
+
+
+def incoming_status(block: Block) -> SSAValue | None:
+    """The status of the checked calls that ran before `block`: the carried status of
+    the scan whose header branches to it (its body or its exit), or None (the entry block:
+    none ran)."""
+    predecessors = block.predecessors()
+    if len(predecessors) != 1:
+        return None
+    header = predecessors[0]
+    terminator = header.last_op
+    if terminator is None or SCAN_HEADER not in terminator.attributes:
+        return None
+    return header.args[1]
+
+
+def _status_after(block: Block, before: Operation, status: SSAValue | None
+                  ) -> tuple[list[Operation], SSAValue | None]:
+    """OR of `status` and the statuses of the checked calls of `block` before `before`."""
+    ops: list[Operation] = []
+    for call in block.ops:
+        if call is before:
+            break
+        if isinstance(call, llvm.CallOp) and call.returned is not None:
+            if status is None:
+                status = call.returned
+            else:
+                ops.append(combined := llvm.OrOp(status, call.returned))
+                status = combined.results[0]
+    return ops, status
+
+
 def _row(ptr: SSAValue, index: SSAValue, row_bytes: int) -> list[Operation]:
     """&ptr[index·row_bytes] (bytes): the ops, the last one's result is the address."""
     size = _constant(row_bytes)
@@ -79,10 +133,10 @@ class LowerScan(RewritePattern):
         pointers = [_cast(v, PTR) for v in (op.init, *op.xs, op.out)]
         _insert(pre, pointers, before=op)
         init_p, *xs_p, out_p = (c.results[0] for c in pointers)
-        zero = _constant(0)
-        header = Block(arg_types=[i64])
+        zero, no_error = _constant(0), _constant(0, i32)
+        header = Block(arg_types=[i64, i32])
         region.insert_block_after(header, pre)
-        _insert(pre, [zero], before=op)
+        _insert(pre, [zero, no_error], before=op)
         body = op.body.block
         op.body.detach_block(body)
         region.insert_block_after(body, header)
@@ -92,7 +146,9 @@ class LowerScan(RewritePattern):
         stop = _constant(length)
         cond = llvm.ICmpOp(t, stop.results[0], IntegerAttr(
             llvm.ICmpPredicateFlag("slt").to_int(), i64))
-        _insert(header, [stop, cond, llvm.CondBrOp(cond.results[0], body, [], exit_, [])])
+        branch = llvm.CondBrOp(cond.results[0], body, [], exit_, [])
+        branch.attributes[SCAN_HEADER] = UnitAttr()
+        _insert(header, [stop, cond, branch])
 
         # The body's arguments: the carry, the xs slices, the consts.
         first = body.first_op
@@ -124,11 +180,16 @@ class LowerScan(RewritePattern):
             dest_ops, destination = [], op.out
         one = _constant(1)
         step = llvm.AddOp(t, one.results[0])
+        back = llvm.BrOp(header, step.results[0], header.args[1])
+        back.attributes[SCAN_STATUS] = UnitAttr()
         _insert(body, [*dest_ops, lir.CopyOp(yielded.arguments[0], destination), one, step,
-                       llvm.BrOp(header, step.results[0])], before=yielded)
+                       back], before=yielded)
         rewriter.erase(yielded)
 
-        rewriter.replace(op, llvm.BrOp(header, zero.results[0]), new_results=[])
+        status_in = incoming_status(pre) or no_error.results[0]
+        enter = llvm.BrOp(header, zero.results[0], status_in)
+        enter.attributes[SCAN_STATUS] = UnitAttr()
+        rewriter.replace(op, enter, new_results=[])
 
     @staticmethod
     def _carry(t: SSAValue, init_p: SSAValue, out_p: SSAValue, carry_bytes: int,
@@ -150,4 +211,26 @@ class LowerScan(RewritePattern):
         return [*ops, zero, first, choice]
 
 
-__all__ = ["LowerScan"]
+class CarryScanStatus(RewritePattern):
+    """A branch into a scan's header passes its status OR the statuses of the checked
+    calls of its block (run once the kernels are calls)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: llvm.BrOp, rewriter: PatternRewriter, /):
+        if SCAN_STATUS not in op.attributes:
+            return
+        block = op.parent_block()
+        assert block is not None
+        step, status = op.operands
+        ops, combined = _status_after(block, op, status)
+        branch = llvm.BrOp(op.successor, step, combined or status)
+        rewriter.replace(op, [*ops, branch], new_results=[])
+
+
+def return_status(block: Block, before: Operation) -> tuple[list[Operation], SSAValue | None]:
+    """The ops computing the status a return ending `block` reports (the statuses of every
+    checked call before it, scans included), and that status (None: no checked call)."""
+    return _status_after(block, before, incoming_status(block))
+
+
+__all__ = ["CarryScanStatus", "LowerScan", "incoming_status", "return_status"]
