@@ -24,21 +24,22 @@
 // PLAN:          lir.slot %arena[64] live [1, 1]
 
 // LLVM-LABEL:  llvm.func @rnn(
-// LLVM:          llvm.br ^[[HEADER:.*]](%{{.*}} : i64)
-// LLVM-NEXT:   ^[[HEADER]](%[[T:.*]]: i64):
+// LLVM:          llvm.br ^[[HEADER:.*]](%{{.*}}, %{{.*}} : i64, i32)
+// LLVM-NEXT:   ^[[HEADER]](%[[T:.*]]: i64, %[[STATUS:.*]]: i32):
 // LLVM-NEXT:     %[[LEN:.*]] = llvm.mlir.constant(5) : i64
 // LLVM-NEXT:     %[[C:.*]] = llvm.icmp "slt" %[[T]], %[[LEN]] : i64
-// LLVM-NEXT:     llvm.cond_br %[[C]], ^[[BODY:.*]], ^[[EXIT:.*]]
+// LLVM-NEXT:     llvm.cond_br %[[C]], ^[[BODY:.*]], ^[[EXIT:.*]] {rlx.loop_header}
 // LLVM-NEXT:   ^[[BODY]]:
 // LLVM:          llvm.select %{{.*}}, %{{.*}}, %{{.*}} : i1, !llvm.ptr
 // LLVM:          llvm.call @rnn__matmul_{{[0-9]+}}__serial(
 // LLVM:          llvm.call @rnn__elementwise_{{[0-9]+}}__serial(
 // LLVM:          llvm.call @rnn__copy_{{[0-9]+}}__serial(
 // LLVM:          llvm.add %[[T]], %{{.*}} : i64
-// LLVM-NEXT:     llvm.br ^[[HEADER]](%{{.*}} : i64)
+// LLVM-NEXT:     llvm.br ^[[HEADER]](%{{.*}}, %[[STATUS]] : i64, i32)
 // LLVM-NEXT:   ^[[EXIT]]:
-// LLVM-NEXT:     %{{.*}} = llvm.mlir.constant(0 : i32) : i32
-// LLVM-NEXT:     llvm.return
+// LLVM-NEXT:     %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
+// LLVM-NEXT:     %[[ALL:.*]] = llvm.or %[[ZERO]], %[[STATUS]] : i32
+// LLVM-NEXT:     llvm.return %[[ALL]] : i32
 func.func @rnn(%h: tensor<4xf32> {rlx.name = "h", rlx.role = "input"}, %xs: tensor<5x4xf32> {rlx.name = "xs", rlx.role = "input"}, %w: tensor<4x4xf32> {rlx.name = "w", rlx.role = "param"}) -> tensor<5x4xf32> {
   %r = mir.scan %h xs(%xs : tensor<5x4xf32>) consts(%w : tensor<4x4xf32>) length 5 trajectory : tensor<4xf32> -> tensor<5x4xf32> {
   ^bb0(%c: tensor<4xf32>, %x: tensor<4xf32>, %m: tensor<4x4xf32>):
