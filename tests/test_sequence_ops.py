@@ -291,3 +291,26 @@ def test_gated_delta_net_with_return_state_needs_static_dims():
     gate = g.input("g", (1, "S", 2))
     with pytest.raises(ShapeError, match="return_state"):
         g.gated_delta_net(q, q, q, gate, gate, return_state=True)
+
+
+# ----------------------------------------------------------------------------- symbolic s
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_compiled_model_over_a_symbolic_s(threads):
+    """Both kernels read s at run time: one compile (batch 2, initial state) serves every
+    s up to the bound; the items are split over the threads (states of 2^18 elements),
+    the partitioned kernels read s too."""
+    gdn = delta_graph(2, "S", 8, 128, 128, with_state=True)
+    sscan = scan_graph(2, "S", 1027, 128, with_state=True)
+    for graph, make_inputs, reference, sizes in (
+            (gdn, delta_inputs, gated_delta_net_np, (8, 128, 128)),
+            (sscan, scan_inputs, selective_scan_np, (1027, 128))):
+        model = rlx.jit(graph, threads=threads, max_dims={"S": 16})
+        llvm_text = model.mlir("llvm")
+        assert 'rlx.role = "dim"' in llvm_text
+        assert "rlx_barrier" in llvm_text  # its kernel is split over the threads
+        rng = np.random.default_rng(threads)
+        for s in (1, 5, 16, 2):
+            data = make_inputs(rng, 2, s, *sizes, with_state=True)
+            close(model(**data), reference(**data)[0])

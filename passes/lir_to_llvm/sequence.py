@@ -10,6 +10,11 @@ the flat output, then the flat final state). The state's contiguous axis (n of t
 time with a scalar tail. The partitioned variants (`PARTITIONED`) take two more i64
 arguments (part, parts) and run part p's share of the work items (`part_range`), so
 channels or heads spread over the threads with no barrier inside.
+
+A symbolic sequence length s (`?` in the operands' second dim) is read at run time
+(`RUNTIME_DIMS`, ABI of dynamic.py: its size argument after the pointers, before part and
+parts): it bounds the time loop and strides the rows; the batch, the channels or heads and
+the state are static (`return_state` needs a static s: its packed result has a static size).
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    DynamicKernelError,
+    Index,
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+)
 from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
 
 ChunkBody = Callable[[SSAValue, bool], None]
@@ -67,12 +79,30 @@ def broadcast(kb: KernelBuilder, scalar: SSAValue, vector: bool) -> SSAValue:
     return kb.splat(scalar) if vector else scalar
 
 
-def _kernel(name: str, pointers: int, vector_width: int, partitioned: bool
-            ) -> tuple[KernelBuilder, list[SSAValue], tuple[SSAValue, SSAValue] | None]:
-    kb = KernelBuilder(name, [PTR] * pointers + [i64, i64] * partitioned,
+def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitioned: bool
+            ) -> tuple[KernelBuilder, list[SSAValue], Index, tuple[SSAValue, SSAValue] | None]:
+    """The kernel's builder, its pointers, the number of time steps s (an int, or the i64
+    size argument of a symbolic s) and the (part, parts) arguments when partitioned."""
+    symbols = kernel_symbols(op) if is_dynamic(op) else ()
+    kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols) + [i64, i64] * partitioned,
                        vector_width=vector_width)
     args = list(kb.args)
-    return kb, args[:pointers], (args[pointers], args[pointers + 1]) if partitioned else None
+    sizes = args[pointers:pointers + len(symbols)]
+    share = (args[-2], args[-1]) if partitioned else None
+    steps = _steps(op, RuntimeDims.of(op, sizes)) if symbols else shape_of(op.operands[0])[1]
+    return kb, args[:pointers], steps, share
+
+
+def _steps(op: Operation, dims: RuntimeDims) -> Index:
+    """The run-time s of a sequence op whose only symbol is s (axis 1 of its operands)."""
+    first = dims.shapes[0]
+    others = [d for shape in dims.shapes for i, d in enumerate(shape)
+              if isinstance(d, str) and (i != 1 or d != first[1])]
+    if others or not isinstance(first[1], str):
+        raise DynamicKernelError(
+            f"{op.name}: only the sequence length (axis 1) may be symbolic, got operands "
+            f"{', '.join(str(tuple(s)) for s in dims.shapes)}")
+    return dims.size(first[1])
 
 
 def _items(kb: KernelBuilder, count: int, share: tuple[SSAValue, SSAValue] | None
@@ -114,11 +144,11 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
     (Δ = delta[b, t, c], x = x[b, t, c]): one (b, c) item at a time, its state [n] in L1
     across the s steps."""
     assert isinstance(op, lir.SelectiveScanOp)
-    batch, steps, channels = shape_of(op.x)
+    batch, _, channels = shape_of(op.x)
     n = shape_of(op.a)[1]
     has_initial = op.initial_state is not None
     returned = op.return_state is not None
-    kb, ptrs, share = _kernel(name, 6 + has_initial, vector_width, partitioned)
+    kb, ptrs, steps, share = _kernel(op, name, 6 + has_initial, vector_width, partitioned)
     x, delta, a, b, c = ptrs[:5]
     initial = ptrs[5] if has_initial else None
     out = ptrs[-1]
@@ -128,7 +158,8 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
     with kb.loop(first, last) as item_loop:
         item = item_loop.iv
         row, channel = kb.sdiv(item, channels), kb.srem(item, channels)
-        state = _item_state(kb, out, item, n, batch * steps * channels, returned, scratch)
+        state = _item_state(kb, out, item, n, numel(shape_of(op.x)) if returned else 0,
+                            returned, scratch)
         _seed_state(kb, state, initial, item, n)
         a_row = kb.gep(a, kb.mul(channel, n))
         with kb.loop(0, steps) as t_loop:
@@ -160,11 +191,11 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
     per step, pass 1 decays S by exp(g) and accumulates kv = Sᵀk into a stack row; then
     δ = β(v − kv); pass 2 adds k δᵀ to S and accumulates o = Sᵀq straight into out."""
     assert isinstance(op, lir.GatedDeltaNetOp)
-    batch, steps, heads, n = shape_of(op.q)
+    batch, _, heads, n = shape_of(op.q)
     m = shape_of(op.v)[3]
     has_initial = op.initial_state is not None
     returned = op.return_state is not None
-    kb, ptrs, share = _kernel(name, 6 + has_initial, vector_width, partitioned)
+    kb, ptrs, steps, share = _kernel(op, name, 6 + has_initial, vector_width, partitioned)
     q, k, v, g, beta = ptrs[:5]
     initial = ptrs[5] if has_initial else None
     out = ptrs[-1]
@@ -175,7 +206,8 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
     with kb.loop(first, last) as item_loop:
         item = item_loop.iv
         row, head = kb.sdiv(item, heads), kb.srem(item, heads)
-        state = _item_state(kb, out, item, n * m, numel(shape_of(op.v)), returned, scratch)
+        state = _item_state(kb, out, item, n * m, numel(shape_of(op.v)) if returned else 0,
+                            returned, scratch)
         _seed_state(kb, state, initial, item, n * m)
         with kb.loop(0, steps) as t_loop:
             at = kb.add(kb.mul(kb.add(kb.mul(row, steps), t_loop.iv), heads), head)  # [b, t, H]
@@ -239,6 +271,9 @@ BUILDERS = {
     lir.GatedDeltaNetOp: build_gated_delta_net,
 }
 """The kernel builders of this family, by lir op."""
+
+RUNTIME_DIMS = set(BUILDERS)
+"""Both read a symbolic s at run time."""
 
 PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
 """The same kernels with two more i64 arguments (part, parts): part p runs its share of
