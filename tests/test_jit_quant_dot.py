@@ -239,3 +239,21 @@ def test_pipeline_default_quantizes_and_exact_dequant_does_not():
     want = x.astype(np.float64) @ quants.dequantize(w, scheme).astype(np.float64).T
     np.testing.assert_allclose(exact, want, rtol=1e-5, atol=1e-5 * magnitude(x, w, scheme).max())
     assert np.abs(fast - exact).max() > 0  # the paths differ: x's rounding
+
+
+@pytest.mark.skipif("+avxvnni" not in host_target().features.split(","),
+                    reason="the host has no AVX-VNNI")
+def test_avx_vnni_target_without_avx512():
+    """W = 8 for an AVX-VNNI CPU without AVX-512 (alderlake): the VEX vpdpbusd."""
+    cases = [(s, np.ascontiguousarray(blocks(s, 9, 160))) for s in ("q4_0", "q5_1", "q8_0")]
+    functions = [mm.build_dequant_matmul(dequant_op(s, ("S", 160), w), f"k{i}", 8)
+                 for i, (s, w) in enumerate(cases)]
+    jitted = Jitted(functions, "alderlake", verify=False)
+    assert "{vex}\tvpdpbusd" in jitted.asm and "zmm" not in jitted.asm
+    for i, (scheme, w) in enumerate(cases):
+        for m in (1, 5, 17):
+            x = x_rows(m, 160)
+            out = np.full((m, 9), np.nan, np.float32)
+            jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])(
+                x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
+            check(out, x, w, scheme, f"{scheme} M={m} alderlake")
