@@ -6,7 +6,9 @@ items 4 and 5), against HF's logits at <= 1e-4 relative error:
   state of every layer as model states (g.state / g.assign);
 - a tiny random-weight `Qwen3_5ForCausalLM` (three gated-delta-net layers and one gated
   full-attention layer, partial rotary 0.25, eager attention), prefill, and token by token
-  with KV caches (cache_append) and the delta-rule states and conv windows as states.
+  with KV caches (cache_append) and the delta-rule states and conv windows as states;
+- the gated_delta_net and selective_scan kernels over a symbolic s (one compile, s read at
+  run time) against HF's torch functions at several s.
 
 Needs torch and transformers (the `[parity]` extra); skipped only when transformers lacks
 the model class.
@@ -327,3 +329,61 @@ def test_qwen35_decodes_token_by_token_with_state():
     error = relative_error(np.concatenate(decoded, axis=1), want)
     assert error <= REL_TOL, error
     print(f"qwen3.5 parity: decode {error:.2e}")
+
+
+# ----------------------------------------------------------------------------- symbolic s
+
+
+def test_symbolic_s_kernels_match_hf_functions():
+    """One compiled gated_delta_net and one selective_scan over a symbolic s (read at run
+    time) match HF's torch_recurrent_gated_delta_rule / torch_chunk_gated_delta_rule
+    (Qwen3.5, carried state in) and mamba_selective_scan (zero state) at every s."""
+    try:
+        from transformers.models.mamba.modeling_mamba import mamba_selective_scan
+        from transformers.models.qwen3_5.modeling_qwen3_5 import (
+            torch_chunk_gated_delta_rule,
+            torch_recurrent_gated_delta_rule,
+        )
+    except ImportError:
+        pytest.skip("transformers lacks the qwen3_5 or mamba functions")
+    heads, n, channels, state_n = 2, 16, 24, 8
+    g = rlx.Graph("gdn")
+    q, k, v = (g.input(name, (1, "S", heads, n)) for name in "qkv")
+    gate, beta = g.input("g", (1, "S", heads)), g.input("beta", (1, "S", heads))
+    g.output(g.gated_delta_net(q, k, v, gate, beta,
+                               initial_state=g.input("state", (1, heads, n, n))))
+    gdn = rlx.jit(g, max_dims={"S": 70})
+    m = rlx.Graph("ssm")
+    x, dt = m.input("x", (1, "S", channels)), m.input("dt", (1, "S", channels))
+    b, c = m.input("B", (1, "S", state_n)), m.input("C", (1, "S", state_n))
+    m.output(m.selective_scan(x, dt, m.input("A", (channels, state_n)), b, c))
+    ssm = rlx.jit(m, max_dims={"S": 70})
+    rng = np.random.default_rng(4)
+    worst = {"recurrent": 0.0, "chunk": 0.0, "mamba": 0.0}
+    for s in (1, 9, 70):
+        unit = rng.standard_normal((2, 1, s, heads, n)).astype(np.float32)
+        unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
+        data = {"q": unit[0], "k": unit[1],
+                "v": rng.standard_normal((1, s, heads, n)).astype(np.float32),
+                "g": -rng.uniform(0.01, 1.0, (1, s, heads)).astype(np.float32),
+                "beta": rng.uniform(0.0, 1.0, (1, s, heads)).astype(np.float32),
+                "state": rng.standard_normal((1, heads, n, n)).astype(np.float32)}
+        got = gdn(**{**data, "q": data["q"] / np.float32(np.sqrt(n))})  # HF scales q itself
+        t = {key: torch.from_numpy(value) for key, value in data.items()}
+        for name, rule in (("recurrent", torch_recurrent_gated_delta_rule),
+                           ("chunk", torch_chunk_gated_delta_rule)):
+            want, _ = rule(t["q"], t["k"], t["v"], t["g"], t["beta"], initial_state=t["state"],
+                           output_final_state=True)
+            worst[name] = max(worst[name], relative_error(got, _t(want)))
+        sdata = {"x": rng.standard_normal((1, s, channels)).astype(np.float32),
+                 "dt": rng.uniform(0.01, 0.5, (1, s, channels)).astype(np.float32),
+                 "A": -rng.uniform(0.5, 2.0, (channels, state_n)).astype(np.float32),
+                 "B": rng.standard_normal((1, s, state_n)).astype(np.float32),
+                 "C": rng.standard_normal((1, s, state_n)).astype(np.float32)}
+        st = {key: torch.from_numpy(value) for key, value in sdata.items()}
+        want, _ = mamba_selective_scan(st["x"].transpose(1, 2), st["dt"].transpose(1, 2), st["A"],
+                                       st["B"].transpose(1, 2), st["C"].transpose(1, 2),
+                                       return_last_state=True)
+        worst["mamba"] = max(worst["mamba"], relative_error(ssm(**sdata), _t(want.transpose(1, 2))))
+    assert max(worst.values()) <= REL_TOL, worst
+    print("symbolic s parity: " + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
