@@ -106,8 +106,9 @@ def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
                  threads: int | None = None, vector_width: int = 0, alignment: int = 64,
                  strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
-                 time_passes: bool = False) -> CompiledGraph:
-    """Compile module text at any stage (hir, mir, lir or llvm) to native code."""
+                 time_passes: bool = False, exact_dequant: bool = False) -> CompiledGraph:
+    """Compile module text at any stage (hir, mir, lir or llvm) to native code
+    (`exact_dequant`: as in `jit`)."""
     if not isinstance(text, str):
         raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
     try:
@@ -116,7 +117,8 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
         raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
-                                    _max_dims_option(module, max_dims)),
+                                    _max_dims_option(module, max_dims),
+                                    exact_dequant=exact_dequant),
                     time_passes, threads)
 
 
