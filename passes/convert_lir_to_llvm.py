@@ -61,16 +61,23 @@ from xdsl.utils.exceptions import PassFailedException
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import (
     ARENA_BYTES,
+    ARG_BOUND,
     ARG_NAME,
     ARG_ROLE,
     ARG_TYPE,
+    ARG_UPDATE,
+    CACHE_DIMS,
     ENTRY_EXTRA_ROLES,
+    MAX_DIMS,
     NAIVE_BYTES,
     ROLE_ARENA,
     ROLE_DIM,
     ROLE_PART,
     ROLE_PARTS,
+    ROLE_STATE,
     ROLE_SYNC,
+    UPDATE_APPEND,
+    UPDATE_ASSIGN,
 )
 from rlx_mlir.core.target import host_target
 from rlx_mlir.dialects import lir
@@ -137,10 +144,12 @@ class LowerGraphFunction(RewritePattern):
             )
         old_attrs = op.arg_attrs.data if op.arg_attrs is not None else [DictionaryAttr({})] * len(block.args)
         new_attrs = []
+        updates = _state_updates(op)
         for arg, attrs in zip(list(block.args), old_attrs, strict=True):
             if isinstance(arg.type, MemRefType):
+                extra = {ARG_UPDATE: StringAttr(updates[arg.index])} if arg.index in updates else {}
                 new_attrs.append(DictionaryAttr({**attrs.data, ARG_TYPE: arg.type,
-                                                 "llvm.noalias": UnitAttr()}))
+                                                 "llvm.noalias": UnitAttr(), **extra}))
                 lowered = PTR
             elif isinstance(arg.type, IndexType):  # the position
                 new_attrs.append(attrs)
@@ -155,10 +164,13 @@ class LowerGraphFunction(RewritePattern):
             block.insert_op_before(cast, block.first_op)
             rewriter.replace_all_uses_with(arg, cast.results[0])
             block.erase_arg(arg)
+        bounds = _planned_bounds(op)
         for symbol in fn_symbols(op):  # run-time sizes, sorted by name
             block.insert_arg(i64, len(block.args))
-            new_attrs.append(DictionaryAttr({ARG_ROLE: StringAttr(ROLE_DIM),
-                                             ARG_NAME: StringAttr(symbol)}))
+            attrs = {ARG_ROLE: StringAttr(ROLE_DIM), ARG_NAME: StringAttr(symbol)}
+            if symbol in bounds:
+                attrs[ARG_BOUND] = IntegerAttr(bounds[symbol], i64)
+            new_attrs.append(DictionaryAttr(attrs))
         arena_bytes, naive_bytes = _arena_sizes(op)
         for ty, role in zip((PTR, i64, i64, PTR), ENTRY_EXTRA_ROLES, strict=True):
             block.insert_arg(ty, len(block.args))
@@ -175,7 +187,37 @@ class LowerGraphFunction(RewritePattern):
             body=body,
             other_props={"arg_attrs": ArrayAttr(new_attrs)},
         )
+        if CACHE_DIMS in op.attributes:  # what T is, for a caller of the llvm entry alone
+            new.attributes[CACHE_DIMS] = op.attributes[CACHE_DIMS]
         rewriter.replace(op, new)
+
+
+def _planned_bounds(fn: func.FuncOp) -> dict[str, int]:
+    """The symbol bounds lir-plan-arena planned the function for (`rlx.max_dims`)."""
+    attr = fn.attributes.get(MAX_DIMS)
+    if not isinstance(attr, DictionaryAttr):
+        return {}
+    return {k: v.value.data for k, v in attr.data.items() if isinstance(v, IntegerAttr)}
+
+
+def _state_updates(fn: func.FuncOp) -> dict[int, str]:
+    """How a call changes each state argument (by index): rows appended in place
+    (`lir.insert_rows`) or the whole state assigned (an `lir.copy` into it)."""
+    args = list(fn.body.block.args)
+    roles = [a.data.get(ARG_ROLE) for a in fn.arg_attrs.data] if fn.arg_attrs else []
+    updates: dict[int, str] = {}
+    for op in fn.body.block.ops:
+        kind = (UPDATE_APPEND if isinstance(op, lir.InsertRowsOp)
+                else UPDATE_ASSIGN if isinstance(op, lir.CopyOp) else None)
+        if kind is None:
+            continue
+        root = op.out
+        while isinstance(root.owner, lir.ViewOp):
+            root = root.owner.source
+        index = next((i for i, a in enumerate(args) if a is root), None)
+        if index is not None and index < len(roles) and roles[index] == StringAttr(ROLE_STATE):
+            updates.setdefault(index, kind)
+    return updates
 
 
 def _arena_sizes(fn: func.FuncOp) -> tuple[int, int]:
@@ -189,6 +231,11 @@ class LowerReturn(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.ReturnOp, rewriter: PatternRewriter, /):
         status: SSAValue = _constant(rewriter, 0, i32)
+        incoming = incoming_status(op.parent_block())  # the checked calls of scans before
+        if incoming is not None:
+            combined = llvm.OrOp(status, incoming)
+            rewriter.insert(combined)
+            status = combined.results[0]
         for call in op.parent_block().ops:
             if isinstance(call, llvm.CallOp) and call.returned is not None:
                 combined = llvm.OrOp(status, call.returned)
@@ -231,11 +278,6 @@ class LowerSlot(RewritePattern):
 
 
 class LowerView(RewritePattern):
-        incoming = incoming_status(op.parent_block())  # the checked calls of scans before
-        if incoming is not None:
-            combined = llvm.OrOp(status, incoming)
-            rewriter.insert(combined)
-            status = combined.results[0]
     """lir.view %source[offset] -> a GEP of `offset` elements into the source."""
 
     @op_type_rewrite_pattern

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -48,10 +48,11 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
+from rlx_mlir.core.abi import MAX_DIMS
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.rlx import ArenaStrategy
 from rlx_mlir.passes import arena_planner as planner
-from rlx_mlir.passes.utils import parse_max_dims, require_lowered, symbol_bounds
+from rlx_mlir.passes.utils import fn_symbols, parse_max_dims, require_lowered, symbol_bounds
 
 PLANNERS = {
     ArenaStrategy.GREEDY_BY_SIZE: planner.plan_greedy_by_size,
@@ -259,6 +260,9 @@ class PlanArena(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.FuncOp, rewriter: PatternRewriter, /) -> None:
         plan = plan_function(op, self.alignment, self.strategy, self.inplace, self.max_dims)
+        if fn_symbols(op):  # the bounds a call is checked against, with or without an arena
+            bounds = symbol_bounds(op, self.max_dims)
+            op.attributes[MAX_DIMS] = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in sorted(bounds.items())})
         if not plan.allocs:
             return
         arena = lir.ArenaOp(plan.arena_bytes, plan.alignment, plan.strategy, plan.max_live_bytes,

@@ -33,11 +33,13 @@ from rlx_mlir.backend import (
 )
 from rlx_mlir.core.abi import (
     ARENA_BYTES,
+    ARG_BOUND,
     ARG_DIMS,
     ARG_LAYOUT,
     ARG_NAME,
     ARG_ROLE,
     ARG_TYPE,
+    ARG_UPDATE,
     ERROR_MESSAGES,
     LAYOUT_PACKED_RHS,
     NAIVE_BYTES,
@@ -47,6 +49,8 @@ from rlx_mlir.core.abi import (
     ROLE_POSITION,
     ROLE_STATE,
     SYNC_BYTES,
+    UPDATE_APPEND,
+    UPDATE_ASSIGN,
     WORKER_SUFFIX,
 )
 from rlx_mlir.core.errors import ArgumentError, GraphError, OptionError, RlxError
@@ -55,7 +59,7 @@ from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
 from rlx_mlir.passes.lir_to_llvm.profile import profile_sites
-from rlx_mlir.passes.utils import fn_symbols, parse_max_dims, symbol_bounds
+from rlx_mlir.passes.utils import fn_symbols
 from rlx_mlir.pipeline import (
     STAGES,
     PipelineOptions,
@@ -73,7 +77,7 @@ from rlx_mlir.signature import (
     describe_bad_index,
     entry_function,
 )
-from rlx_mlir.state import CacheDim, StateStore
+from rlx_mlir.state import CacheDim, StateStore, cache_dims_of
 
 if TYPE_CHECKING:
     from rlx_mlir.profiling import Profile
@@ -199,9 +203,10 @@ def _metadata(stages: dict[str, ModuleOp], options: PipelineOptions) -> dict[str
     the entry's arguments in order (`args`: buffers, the position, one size per symbol),
     the arena, the symbols' bounds and the KV-cache symbols (`cache_dims`)."""
     entry = entry_function(stages["llvm"])
-    graph_fn = entry_function(stages["lir"])
     args = []
     layouts = {}
+    bounds: dict[str, int] = {}
+    updates: dict[str, list[str]] = {UPDATE_APPEND: [], UPDATE_ASSIGN: []}
     arena = naive = -1
     for attrs in entry.arg_attrs.data:
         role = attrs.data[ARG_ROLE].data if ARG_ROLE in attrs.data else ""
@@ -210,6 +215,10 @@ def _metadata(stages: dict[str, ModuleOp], options: PipelineOptions) -> dict[str
             naive = attrs.data[NAIVE_BYTES].value.data
         if role in (ROLE_DIM, ROLE_POSITION):
             args.append([attrs.data[ARG_NAME].data, role, [], INDEX_DTYPE])
+        if ARG_BOUND in attrs.data:
+            bounds[attrs.data[ARG_NAME].data] = attrs.data[ARG_BOUND].value.data
+        if ARG_UPDATE in attrs.data:
+            updates[attrs.data[ARG_UPDATE].data].append(attrs.data[ARG_NAME].data)
         if ARG_TYPE not in attrs.data:
             continue  # the arena, the thread id and count, the barrier state
         ty = attrs.data[ARG_TYPE]
@@ -223,14 +232,13 @@ def _metadata(stages: dict[str, ModuleOp], options: PipelineOptions) -> dict[str
                        "attribute, so the size of the arena to pass is unknown")
     worker = entry.sym_name.data + WORKER_SUFFIX  # only an entry that splits work has one
     parallel = any(isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in stages["llvm"].ops)
-    bounds = symbol_bounds(graph_fn, parse_max_dims(options.max_dims, "max_dims"))
-    store = StateStore.of_function(graph_fn)
+    cache_dims = [[d.symbol, d.appended, d.capacity] for d in cache_dims_of(entry)]
     profiled = {"profile_sites": profile_sites(stages["llvm"])} if options.profile else {}
     return {**profiled, "name": entry.sym_name.data, "args": args, "arena_bytes": arena,
             "naive_bytes": naive, "parallel": parallel, "layouts": layouts,
             "bounds": bounds, "state": {
-                "cache_dims": [[d.symbol, d.appended, d.capacity] for d in store.cache_dims],
-                "caches": sorted(store.caches), "assigned": sorted(store.assigned)}}
+                "cache_dims": cache_dims, "caches": sorted(updates[UPDATE_APPEND]),
+                "assigned": sorted(updates[UPDATE_ASSIGN])}}
 
 
 def _entry_shape(ty: Any, attrs: Mapping[str, Any]) -> tuple[int | str, ...]:

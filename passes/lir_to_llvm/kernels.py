@@ -40,6 +40,17 @@ def partitioned_builders() -> dict[type[Operation], KernelBuilderFn]:
     return _collect("PARTITIONED")
 
 
+@functools.cache
+def runtime_dims_kernels() -> frozenset[type[Operation]]:
+    """Kernels whose builders read `?` dims at run time themselves (each family's
+    `RUNTIME_DIMS`); other dynamic kernels are driven row by row (see dynamic.py)."""
+    found: set[type[Operation]] = set()
+    for family in _FAMILIES:
+        module = importlib.import_module(f"rlx_mlir.passes.lir_to_llvm.{family}")
+        found |= set(getattr(module, "RUNTIME_DIMS", ()))
+    return frozenset(found)
+
+
 def _collect(attribute: str) -> dict[type[Operation], KernelBuilderFn]:
     builders: dict[type[Operation], KernelBuilderFn] = {}
     for family in _FAMILIES:

@@ -49,6 +49,17 @@ ARENA_BYTES = "rlx.arena_bytes"
 """Arena-argument attribute: the bytes the caller must pass."""
 NAIVE_BYTES = "rlx.naive_bytes"
 """Arena-argument attribute: the bytes all intermediates would take without reuse."""
+MAX_DIMS = "rlx.max_dims"
+"""Function attribute set by lir-plan-arena on a graph with symbols: the bound of each
+symbol its plan holds for (a dictionary, `{S = 2048 : i64}`)."""
+ARG_BOUND = "rlx.bound"
+"""llvm-entry attribute of a size argument (role `dim`): the largest size the arena was
+planned for."""
+ARG_UPDATE = "rlx.update"
+"""llvm-entry attribute of a state argument: how a call changes it, `UPDATE_APPEND` (rows
+[P, P+S) of a KV cache) or `UPDATE_ASSIGN` (the whole state)."""
+UPDATE_APPEND = "append"
+UPDATE_ASSIGN = "assign"
 CACHE_DIMS = "rlx.cache_dims"
 """Function attribute of a graph that appends to KV caches: a dictionary from each symbol
 the appends define (`"T"`) to `[appended, capacity]`, the size of the rows appended (a
