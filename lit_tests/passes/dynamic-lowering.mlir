@@ -12,7 +12,8 @@
 //   multiply-adds per row) stays serial at the default min-work;
 // - convert-lir-to-llvm: the entry takes the size of S (role "dim") and passes it to the
 //   kernels; the matmul reads its rows at run time, the elementwise kernel is a static
-//   one-row kernel called by a driver over the run-time rows.
+//   one-row kernel called by a driver over the run-time rows. The size argument carries
+//   the bound the arena was planned for (rlx.bound).
 
 func.func @rows(%x: memref<?x64xf32> {rlx.name = "x", rlx.role = "input", rlx.dims = ["S", 64]},
                 %w: memref<64x96xf32> {rlx.name = "w", rlx.role = "param"},
@@ -36,7 +37,7 @@ func.func @rows(%x: memref<?x64xf32> {rlx.name = "x", rlx.role = "input", rlx.di
 // LLVM:       llvm.func @rows__elementwise_1_row(
 // LLVM:       llvm.func @rows__elementwise_1(%{{.*}}: !llvm.ptr {{.*}}, %{{.*}}: !llvm.ptr {{.*}}, %{{.*}}: i64)
 // LLVM:       llvm.call @rows__elementwise_1_row(
-// LLVM:       llvm.func @rows(%{{.*}}: !llvm.ptr {{.*}}rlx.dims = ["S", 64 : i64]{{.*}}, %[[S:.*]]: i64 {rlx.role = "dim", rlx.name = "S"}, %{{.*}}: !llvm.ptr {rlx.role = "arena", rlx.arena_bytes = 98304 : i64
+// LLVM:       llvm.func @rows(%{{.*}}: !llvm.ptr {{.*}}rlx.dims = ["S", 64 : i64]{{.*}}, %[[S:.*]]: i64 {rlx.role = "dim", rlx.name = "S", rlx.bound = 256 : i64}, %{{.*}}: !llvm.ptr {rlx.role = "arena", rlx.arena_bytes = 98304 : i64
 // LLVM:       llvm.call @rows__matmul_0__serial(%{{.*}}, %{{.*}}, %{{.*}}, %[[S]], %{{.*}}, %{{.*}})
 // LLVM:       llvm.call @rows__elementwise_1__serial(%{{.*}}, %{{.*}}, %[[S]], %{{.*}}, %{{.*}})
 
