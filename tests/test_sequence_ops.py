@@ -5,11 +5,19 @@ state round trips, threads and vector widths, and build errors."""
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
+from jit_harness import CPUS, Jitted
+from xdsl.ir import Block
 
 import rlx_mlir as rlx
 from rlx_mlir.core.errors import DTypeError, ShapeError
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import memref_type
+from rlx_mlir.passes.lir_to_llvm import dynamic
+from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_depthwise_conv1d
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -314,3 +322,28 @@ def test_one_compiled_model_over_a_symbolic_s(threads):
         for s in (1, 5, 16, 2):
             data = make_inputs(rng, 2, s, *sizes, with_state=True)
             close(model(**data), reference(**data)[0])
+
+
+@pytest.mark.parametrize("batch, channels, taps", [(1, 24, 4), (2, 7, 3), ("B", 40, 4)])
+def test_depthwise_conv1d_kernel_reads_s_at_run_time(batch, channels, taps):
+    """The causal conv's kernel over a pre-padded input [B, S+K-1, C] with a symbolic S
+    (and B) reads them at run time: one function for every S."""
+    padded = f"S+{taps - 1}"
+    shapes = [(batch, padded, channels), (taps, channels), (batch, "S", channels)]
+    block = Block(arg_types=[memref_type(s) for s in shapes])
+    op = lir.DepthwiseConv1dOp(*block.args)
+    dynamic.set_operand_shapes(op, shapes)
+    symbols = dynamic.kernel_symbols(op)
+    assert lir.DepthwiseConv1dOp in RUNTIME_DIMS
+    kernel = Jitted([build_depthwise_conv1d(op, "conv", 16)], CPUS[16])
+    fn = kernel.function("conv", 3, None, [ctypes.c_int64] * len(symbols))
+    rng = np.random.default_rng(taps)
+    b = 3 if batch == "B" else batch
+    for s in (1, 2, 9):
+        x = rng.standard_normal((b, s + taps - 1, channels)).astype(np.float32)
+        w = rng.standard_normal((taps, channels)).astype(np.float32)
+        out = np.full((b, s, channels), np.nan, np.float32)
+        sizes = {"B": b, "S": s}
+        fn(x.ctypes.data, w.ctypes.data, out.ctypes.data, *(sizes[n] for n in symbols))
+        want = sum(x[:, k:k + s] * w[k] for k in range(taps))
+        close(out, want)

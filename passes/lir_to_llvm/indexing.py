@@ -23,7 +23,12 @@ from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
-from rlx_mlir.passes.lir_to_llvm.dynamic import DynamicKernelError, RuntimeDims, kernel_symbols
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    DynamicKernelError,
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+)
 
 UNROLL_TAPS = 16
 """Convolutions with at most this many taps unroll the tap loop in the kernel."""
@@ -117,13 +122,24 @@ def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.
     [B, S+K-1, C]: rows of out in order, W channels at a time with one FMA per tap,
     then a scalar tail of channels."""
     assert isinstance(op, lir.DepthwiseConv1dOp)
-    batch, padded, channels = shape_of(op.input)
     taps = shape_of(op.weight)[0]
-    steps = padded - taps + 1
     w = vector_width
-
-    kb = KernelBuilder(name, [PTR, PTR, PTR], vector_width=w)
-    x, weight, out = kb.args
+    symbols = kernel_symbols(op) if is_dynamic(op) else ()
+    kb = KernelBuilder(name, [PTR, PTR, PTR] + [i64] * len(symbols), vector_width=w)
+    x, weight, out = kb.args[:3]
+    batch: Value
+    padded: Value
+    steps: Value
+    if symbols:  # over `?` dims: B, S+K-1 and S read at run time (input, then out)
+        dims = RuntimeDims.of(op, kb.args[3:])
+        batch, padded, channels = dims.shape(0)
+        steps = dims.dim(2, 1)
+        if not isinstance(channels, int):
+            raise DynamicKernelError(f"{op.name}: the channels must be static, got "
+                                     f"{dims.shapes[0]}")
+    else:
+        batch, padded, channels = shape_of(op.input)
+        steps = padded - taps + 1
 
     def convolve(row: SSAValue, out_row: SSAValue, c: SSAValue, vector: bool) -> None:
         """out_row[c:c+(W|1)] = Σₖ weight[k, c:...] · row[k·C + c:...]."""
@@ -207,5 +223,5 @@ BUILDERS = {
 }
 """The kernel builders of this family, by lir op."""
 
-RUNTIME_DIMS = {lir.InsertRowsOp, lir.GatherOp}
+RUNTIME_DIMS = {lir.InsertRowsOp, lir.GatherOp, lir.DepthwiseConv1dOp}
 """The kernels of this family that read their `?` dims natively (dynamic.py)."""
