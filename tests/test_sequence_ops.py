@@ -13,10 +13,12 @@ from jit_harness import CPUS, Jitted
 from xdsl.ir import Block
 
 import rlx_mlir as rlx
+from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.errors import DTypeError, ShapeError
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
+from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED
 from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_depthwise_conv1d
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -347,3 +349,32 @@ def test_depthwise_conv1d_kernel_reads_s_at_run_time(batch, channels, taps):
         fn(x.ctypes.data, w.ctypes.data, out.ctypes.data, *(sizes[n] for n in symbols))
         want = sum(x[:, k:k + s] * w[k] for k in range(taps))
         close(out, want)
+
+
+@pytest.mark.parametrize("shapes, axis", [
+    ([(1, 2, 5), (1, "S", 5)], 1),            # the causal conv's padding along S
+    ([(2, "S", 3), (2, 3, 3), (2, 1, 3)], 1),  # several blocks per outer row
+    ([("S", 3), ("S", 17)], 1),                # a static axis after the symbol
+])
+@pytest.mark.parametrize("parts", [None, 2])
+def test_concat_kernel_reads_its_sizes_at_run_time(shapes, axis, parts):
+    """Over `?` dims concat copies blocks whose sizes it reads at run time, along the
+    symbolic axis too; a partitioned kernel's parts cover out."""
+    out_shape = si.concat(shapes, axis)
+    block = Block(arg_types=[memref_type(s) for s in (*shapes, out_shape)])
+    op = lir.ConcatOp(list(block.args[:-1]), block.args[-1], axis)
+    dynamic.set_operand_shapes(op, [*shapes, out_shape])
+    build = BUILDERS[lir.ConcatOp] if parts is None else PARTITIONED[lir.ConcatOp]
+    kernel = Jitted([build(op, "cat", 8)], CPUS[8])
+    extra = 2 if parts else 0
+    fn = kernel.function("cat", len(shapes) + 1, None, [ctypes.c_int64] * (1 + extra))
+    rng = np.random.default_rng(len(shapes))
+    for s in (1, 4, 11):
+        arrays = [rng.standard_normal([s if d == "S" else d for d in shape]).astype(np.float32)
+                  for shape in shapes]
+        want = np.concatenate(arrays, axis)
+        out = np.full_like(want, np.nan)
+        for part in range(parts or 1):
+            fn(*(a.ctypes.data for a in arrays), out.ctypes.data, s,
+               *((part, parts) if parts else ()))
+        np.testing.assert_array_equal(out, want)

@@ -215,7 +215,8 @@ def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: ll
     dims = RuntimeDims.of(op, kb.args[len(memrefs) + len(indices):len(arg_types)])
     rows: SSAValue = kb.index(1)
     for d in shapes[-1][:prefix]:
-        rows = kb.mul(rows, dims.size(d))
+        if isinstance(d, str):  # a leading 1 joins the prefix
+            rows = kb.mul(rows, dims.size(d))
     lo, hi = kb.index(0), rows
     if partitioned:
         part, parts = kb.args[-2:]

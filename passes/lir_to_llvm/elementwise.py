@@ -63,6 +63,7 @@ from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
+from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
 
 # ----------------------------------------------------------------------------- types
 
@@ -523,6 +524,8 @@ def build_concat(op: Operation, name: str, vector_width: int,
                  partitioned: bool = False) -> llvm.FuncOp:
     """out = inputs joined along `axis`: each input is copied into its slice of out."""
     assert isinstance(op, lir.ConcatOp)
+    if is_dynamic(op):
+        return _build_dynamic_concat(op, name, vector_width, partitioned)
     kb, args, share = _kernel(op, name, vector_width, partitioned)
     out_shape = shape_of(op.out)
     axis = op.axis.value.data % len(out_shape)
@@ -538,6 +541,58 @@ def build_concat(op: Operation, name: str, vector_width: int,
         position += shape[axis]
     kb.ret()
     return kb.finish()
+
+
+def _build_dynamic_concat(op: lir.ConcatOp, name: str, vector_width: int,
+                          partitioned: bool) -> llvm.FuncOp:
+    """A concat over `?` dims (dynamic.py's ABI), the concat axis symbolic too (the causal
+    conv's padding along S): row-major, out is `outer` blocks (the dims before the axis),
+    each the inputs' blocks (their length along the axis x the dims after it) in order,
+    every count read from the run-time sizes; a partitioned kernel splits the outer
+    blocks."""
+    count = len(op.operands)
+    symbols = kernel_symbols(op)
+    kb = KernelBuilder(name, [PTR] * count + [i64] * len(symbols) + [i64, i64] * partitioned,
+                       vector_width=vector_width)
+    pointers = kb.args[:count]
+    dims = RuntimeDims.of(op, kb.args[count:count + len(symbols)])
+    out_shape = dims.shape(count - 1)
+    axis = op.axis.value.data % len(out_shape)
+    element = llvm_element(op.out.type)
+
+    def product(sizes: Sequence[Value]) -> Value:
+        total: Value = 1
+        for size in sizes:
+            total = total * size if isinstance(total, int) and isinstance(size, int) \
+                else kb.mul(total, size)
+        return total
+
+    outer, inner = product(out_shape[:axis]), product(out_shape[axis + 1:])
+    blocks = [product([dims.dim(i, axis), inner]) for i in range(count - 1)]
+    out_block = product([out_shape[axis], inner])
+    first, last = (0, outer) if not partitioned else part_range(kb, outer, *kb.args[-2:])
+    with kb.loop(first, last) as o_loop:
+        offset: Value = 0
+        for pointer, block in zip(pointers[:-1], blocks, strict=True):
+            src = kb.gep(pointer, kb.mul(o_loop.iv, block), element)
+            dst = kb.gep(pointers[-1], kb.add(kb.mul(o_loop.iv, out_block), offset), element)
+            _copy_run_time(kb, src, dst, block, element)
+            offset = offset + block if isinstance(offset, int) and isinstance(block, int) \
+                else kb.add(offset, block)
+    kb.ret()
+    return kb.finish()
+
+
+def _copy_run_time(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: Value,
+                   element: Attribute) -> None:
+    """dst[0:count] = src[0:count]: W elements at a time, then a scalar tail."""
+    w = kb.vector_width
+    vector_end: Value = count // w * w if isinstance(count, int) else kb.mul(kb.sdiv(count, w), w)
+    with kb.loop(0, vector_end, w) as loop:
+        kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
+                 element=element)
+    with kb.loop(vector_end, count) as loop:
+        kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
 
 
 _NUMPY_BITS = {f32: np.int32, i32: np.int32, i64: np.int64, i8: np.int8}
@@ -692,6 +747,9 @@ BUILDERS: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = 
     lir.ConcatOp: build_concat,
 }
 """The kernel builders of this family by lir op class (collected by `kernels`)."""
+
+RUNTIME_DIMS = {lir.ConcatOp}
+"""Over `?` dims, concat reads the sizes itself (also along a symbolic axis)."""
 
 PARTITIONED: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = {
     cls: functools.partial(BUILDERS[cls], partitioned=True)
