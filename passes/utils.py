@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
@@ -87,10 +88,10 @@ def require_lowered(module: Operation, pass_name: str, *removed: str) -> None:
 
 
 def parse_max_dims(text: str, pass_name: str) -> dict[str, int]:
-    """The bounds of a `max-dims` option, `S=2048,T=512` (PassFailedException naming a
-    malformed entry)."""
+    """The bounds of a `max-dims` option, `S=2048,T=512` (or space-separated; a
+    PassFailedException names a malformed entry)."""
     bounds: dict[str, int] = {}
-    for entry in filter(None, (e.strip() for e in text.split(","))):
+    for entry in filter(None, re.split(r"[,\s]+", text)):  # rlx-opt turns {a,b} into {a b}
         name, _, value = entry.partition("=")
         try:
             bound = int(value)
@@ -115,10 +116,11 @@ def symbol_bounds(fn: Operation, max_dims: Mapping[str, int]) -> dict[str, int]:
                 capacity = entry.data[1]
                 if isinstance(capacity, IntegerAttr):
                     bounds[name] = capacity.value.data
-    for name in fn_symbols(fn):
+    names = fn_symbols(fn)
+    for name in names:
         bounds.setdefault(name, si.DEFAULT_SYMBOL_BOUND)
-    bounds.update(max_dims)
-    return bounds
+    bounds.update((name, bound) for name, bound in max_dims.items() if name in names)
+    return {name: bounds[name] for name in names}
 
 
 def fn_symbols(fn: Operation) -> list[str]:

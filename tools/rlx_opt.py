@@ -127,7 +127,8 @@ def _option_text(value: object) -> str:
         return str(value).lower()
     if isinstance(value, tuple):
         return ",".join(map(str, value)) or "(none)"
-    return str(value)
+    return str(value) if value != "" else '""'
+
 
 
 def _rlx_passes_help(available) -> str:
