@@ -333,7 +333,9 @@ class CompiledGraph:
             if layout == LAYOUT_PACKED_RHS:
                 bound[name] = pack_rhs(array, self._executable.target.vector_width)
             elif layout is None:
-                bound[name] = array.copy()
+                # A read-only array (a memory-mapped weight) cannot change under us: bind it
+                # as is, so a model's weights are not copied into memory a second time.
+                bound[name] = array if not array.flags.writeable else array.copy()
             else:
                 raise RlxError(f"params: {name!r} has the unknown layout {layout!r}")
         return bound
@@ -448,6 +450,11 @@ class CompiledGraph:
         return ThreadTeam(self.threads, worker, len(self._arg_order) + 1)
 
     # ------------------------------------------------------------------ introspection
+
+    def release_stages(self) -> None:
+        """Drop the IR kept from compilation (large for big models); `mlir()` lowers the
+        source again when asked."""
+        self._stages = {}
 
     def mlir(self, stage: str = "hir") -> str:
         """The module text at `stage`: hir (as built), mir (after mir-fuse), lir (after

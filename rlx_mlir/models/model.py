@@ -147,8 +147,10 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
     from rlx_mlir.compiler import jit
 
     bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
-    return jit(decoder.graph, params=params, threads=threads, max_dims=bounds,
-               exact_dequant=exact_dequant)
+    model = jit(decoder.graph, params=params, threads=threads, max_dims=bounds,
+                exact_dequant=exact_dequant)
+    model.release_stages()  # a 30-layer module's IR is tens of MB; mlir() rebuilds it
+    return model
 
 
 def _rope_tables(theta: float, n_rot: int, max_seq: int, position_scale: float,
