@@ -162,7 +162,10 @@ def main(argv: list[str] | None = None) -> None:
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"the rlx-mlir worker failed:\n{done.stderr[-2000:]}")
-        rlx_rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        for kind in ("prefill", "decode"):  # JSON keys are strings
+            row[kind] = {int(n): v for n, v in row[kind].items()}
+        rlx_rows.append(row)
         if binary:
             print(f"llama.cpp, {threads} thread(s) ...", file=sys.stderr, flush=True)
             peer_rows.append(llama_bench(binary, model_path, threads, max(args.repeat, 3)))
