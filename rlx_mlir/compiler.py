@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -452,9 +453,12 @@ class CompiledGraph:
     # ------------------------------------------------------------------ introspection
 
     def release_stages(self) -> None:
-        """Drop the IR kept from compilation (large for big models); `mlir()` lowers the
-        source again when asked."""
+        """Drop the IR kept from compilation (large for big models): the stages and the
+        LLVM IR text; `mlir()` and `llvm_ir` rebuild them when asked."""
         self._stages = {}
+        self._executable.llvm_ir = None
+        gc.collect()
+        _return_freed_memory()
 
     def mlir(self, stage: str = "hir") -> str:
         """The module text at `stage`: hir (as built), mir (after mir-fuse), lir (after
@@ -523,6 +527,12 @@ class CompiledGraph:
 
 
 _NO_LOCK = contextlib.nullcontext()
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap pages compilation freed back to the OS (glibc keeps them otherwise)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _numpy(dtype: str) -> type[np.generic]:
