@@ -147,10 +147,35 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
     from rlx_mlir.compiler import jit
 
     bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
-    model = jit(decoder.graph, params=params, threads=threads, max_dims=bounds,
-                exact_dequant=exact_dequant)
+
+    def compile_model():
+        return jit(decoder.graph, params=params, threads=threads, max_dims=bounds,
+                   exact_dequant=exact_dequant)
+
+    _compile_in_child(compile_model)
+    model = compile_model()  # from the disk cache the child filled (or compiled here)
     model.release_stages()  # a 30-layer module's IR is tens of MB; mlir() rebuilds it
     return model
+
+
+def _compile_in_child(compile_model: Any) -> None:
+    """Compile in a forked child that fills the disk cache, so this process then loads
+    machine code only: compiling a 30-layer model allocates a few hundred MB of IR that
+    the allocator would otherwise keep. Without a disk cache (RLX_CACHE_DIR=off) or
+    fork, or if the child fails, the caller compiles itself."""
+    from rlx_mlir.backend import cache_dir
+
+    if cache_dir() is None or not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: compile, store, leave without running the parent's cleanup
+        status = 1
+        try:
+            compile_model()
+            status = 0
+        finally:
+            os._exit(status)
+    os.waitpid(pid, 0)
 
 
 def _rope_tables(theta: float, n_rot: int, max_seq: int, position_scale: float,
