@@ -66,6 +66,7 @@ from rlx_mlir.core.abi import (
     ARG_ROLE,
     ARG_TYPE,
     ARG_UPDATE,
+    BARRIER,
     CACHE_DIMS,
     ENTRY_EXTRA_ROLES,
     MAX_DIMS,
@@ -76,6 +77,7 @@ from rlx_mlir.core.abi import (
     ROLE_PARTS,
     ROLE_STATE,
     ROLE_SYNC,
+    SERIAL_SUFFIX,
     UPDATE_APPEND,
     UPDATE_ASSIGN,
 )
@@ -104,8 +106,6 @@ from rlx_mlir.passes.lir_to_llvm.kernels import (
     runtime_dims_kernels,
 )
 from rlx_mlir.passes.lir_to_llvm.parallel import (
-    BARRIER,
-    SERIAL_SUFFIX,
     build_barrier,
     build_serial_wrapper,
     build_worker_loop,

@@ -3,7 +3,7 @@
 A function argument with `rlx.role = "param"` whose `rlx.name` is in the option `params`
 (the params bound at compile time), a 2-D memref used ONLY as the rhs of `lir.matmul` /
 `lir.fused_matmul` ops (at least once), takes the prepacked panel layout of
-`rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`: every such op gets the `packed_rhs` property (its
+`rlx_mlir.core.packing.pack_rhs`: every such op gets the `packed_rhs` property (its
 kernel then reads contiguous K × NR·W panels and packs nothing per call) and the
 argument gets the argument attribute `rlx.layout = "packed_rhs"` (`rlx_mlir.core.abi`), which
 convert-lir-to-llvm keeps on the llvm entry: the caller must pass that argument packed

@@ -20,12 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from xdsl.dialects.builtin import FusedLoc, NameLoc, NoneAttr, StringAttr
+from xdsl.dialects.builtin import FusedLoc, NoneAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
-ORIGIN_SEPARATOR = " + "
-"""Between the names of a fused location in `origin`."""
+from rlx_mlir.core.locations import loc_names, name_loc, origin
 
 
 class Derive(Enum):
@@ -34,25 +33,6 @@ class Derive(Enum):
     EXPAND = "expand"
     FUSE = "fuse"
     KEEP = "keep"
-
-
-def name_loc(name: str) -> NameLoc:
-    return NameLoc(StringAttr(name), NoneAttr())
-
-
-def loc_names(location: Attribute | None) -> list[str]:
-    """The names in a location (one for a NameLoc, each of a FusedLoc's; none if unknown)."""
-    if isinstance(location, NameLoc):
-        return [location.desc.data]
-    if isinstance(location, FusedLoc):
-        return [name for inner in location.locations.data for name in loc_names(inner)]
-    return []
-
-
-def origin(op: Operation) -> str | None:
-    """The op's provenance as text (fused names joined by " + "), None when unknown."""
-    names = loc_names(op.location)
-    return ORIGIN_SEPARATOR.join(dict.fromkeys(names)) if names else None
 
 
 def _short(op: Operation) -> str:

@@ -55,10 +55,10 @@ from rlx_mlir.core.abi import (
     WORKER_SUFFIX,
 )
 from rlx_mlir.core.errors import ArgumentError, GraphError, OptionError, RlxError
+from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
-from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs
 from rlx_mlir.passes.lir_to_llvm.profile import profile_sites
 from rlx_mlir.passes.utils import fn_symbols
 from rlx_mlir.pipeline import (

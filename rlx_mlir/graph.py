@@ -53,6 +53,7 @@ from rlx_mlir.core.abi import (
     ROLE_STATE,
 )
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
+from rlx_mlir.core.locations import name_loc
 from rlx_mlir.dialects import hir, mir
 from rlx_mlir.dialects.common import dims_attr, f32_attr, i64_array_attr, i64_attr, tensor_type
 from rlx_mlir.dialects.rlx import (
@@ -67,7 +68,6 @@ from rlx_mlir.dialects.rlx import (
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.passes.provenance import name_loc
 
 Scalar = float | int
 Operand = "Value | float | int"

@@ -22,12 +22,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import BARRIER, SERIAL_SUFFIX
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
 from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
-from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX
 from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
 from rlx_mlir.signature import entry_function
 

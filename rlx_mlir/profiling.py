@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlx_mlir.core.errors import RlxError
-from rlx_mlir.passes.lir_to_llvm.profile import (
+from rlx_mlir.core.profile_log import (
     CLOCK,
     EVENT_WORDS,
     LOG_ALIGNMENT,

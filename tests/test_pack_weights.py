@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rlx_mlir as rlx
-from rlx_mlir.passes.lir_to_llvm.matmul import pack_rhs, panel_columns
+from rlx_mlir.core.packing import pack_rhs, panel_columns
 from rlx_mlir.pipeline import PipelineOptions
 
 WIDTHS = (16, 8, 4)

@@ -75,6 +75,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
+from rlx_mlir.core.packing import GEMM_TILES
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, vector_type
@@ -89,11 +90,6 @@ from rlx_mlir.passes.lir_to_llvm.indexing import llvm_element, load_index
 
 Index = SSAValue | int
 """An i64 SSA value or a Python int folded at build time."""
-
-GEMM_TILES: dict[int, tuple[int, int]] = {16: (6, 4), 8: (6, 2), 4: (6, 2)}
-"""(MR, NR) per vector width: an MR × NR·W tile of C in MR·NR vector accumulators.
-W=16 (32 zmm): 24 accumulators + 4 B vectors + 1 broadcast; W=8 (16 ymm): 12 + 2 + 1;
-W=4: 12 xmm accumulators."""
 
 DECODE_TILES: dict[int, tuple[int, int]] = {16: (8, 3)}
 """(MR, NR) of the decode plan for 7..SMALL_M rows: 8 × 3·W tiles (24 zmm accumulators;
@@ -735,24 +731,6 @@ def emit_gemm(kb: KernelBuilder, mats: Matrices, m: Index, n: int, k: int,
             _when(kb, cols[1], n_full, lambda: edge_tiles(ks, b_at(ks, n_full), mats.ldb))
 
     k_blocks(column_sweep)
-
-
-def panel_columns(width: int) -> int:
-    """NR·W: the columns of a B panel of the large-M plan and of the prepacked layout."""
-    return GEMM_TILES.get(width, (4, 2))[1] * width
-
-
-def pack_rhs(b, width: int):
-    """A weight B[K, N] (numpy) in the layout of a prepacked rhs for vector width `width`:
-    the panels B[:, j:j + NB] (NB = panel_columns(width), the last one narrower) one after
-    the other, each a contiguous row-major [K, cols] block: the same K·N floats, reordered,
-    returned with B's shape so it fits B's buffer."""
-    import numpy as np
-
-    k, n = b.shape
-    nb = panel_columns(width)
-    flat = np.concatenate([np.ascontiguousarray(b[:, j:j + nb]).ravel() for j in range(0, n, nb)])
-    return flat.reshape(k, n)
 
 
 # ----------------------------------------------------------------------------- batches and parts

@@ -15,12 +15,9 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
 
-from rlx_mlir.core.abi import WORKER_SUFFIX
+from rlx_mlir.core.abi import BARRIER, TICKET_BUMP, TICKET_WAIT, WORKER_SUFFIX
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
-BARRIER = "rlx_barrier"
-SERIAL_SUFFIX = "__serial"
-"""Name suffix of the wrappers that run a serial kernel on thread 0 only."""
 SCHED_YIELD = "sched_yield"
 SPINS_BEFORE_YIELD = 4096
 
@@ -98,9 +95,6 @@ def build_serial_wrapper(name: str, kernel: llvm.FuncOp) -> llvm.FuncOp:
     kb.ret(merge.args[0])
     return kb.finish()
 
-
-TICKET_WAIT = "rlx_ticket_wait"
-TICKET_BUMP = "rlx_ticket_bump"
 
 
 def build_ticket_functions() -> list[llvm.FuncOp]:

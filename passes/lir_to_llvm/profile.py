@@ -9,15 +9,8 @@ in the llvm dialect, the discardable attribute `rlx.profile_site`: a JSON object
 its kernel (`kernel`: the llvm function, `op`: the lir op, `origin`, the operands'
 symbolic `shapes` and `element_bytes`, `serial`: runs on thread 0 only).
 
-The log lives in the caller's arena buffer, `log_offset(arena_bytes)` bytes in (so
-the entry keeps its ABI):
-
-    log + 0                       i64 stride: bytes of one thread's log (0: record nothing)
-    log + 64 + part * stride      i64 count, i64 capacity of that thread's log
-    ... + 64 + k * 32             event k: i64 site, i64 t0, i64 t1, i64 unused
-
-`count` keeps counting past `capacity` (events past it are dropped), so the reader can
-tell. `rlx_profile_clock()` returns the time stamp counter, to calibrate it.
+The log's layout (where it lives in the arena buffer, its events) is
+`rlx_mlir.core.profile_log`, shared with the profiler that reads it.
 """
 
 from __future__ import annotations
@@ -30,32 +23,33 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i8, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from rlx_mlir.core.abi import ARENA_BYTES, ARG_ROLE, ENTRY_EXTRA_ROLES, ROLE_ARENA, ROLE_PART
+from rlx_mlir.core.abi import (
+    ARENA_BYTES,
+    ARG_ROLE,
+    BARRIER,
+    ENTRY_EXTRA_ROLES,
+    ROLE_ARENA,
+    ROLE_PART,
+    SERIAL_SUFFIX,
+)
+from rlx_mlir.core.locations import origin
+from rlx_mlir.core.profile_log import (
+    CLOCK,
+    EVENT_BYTES,
+    LOG_HEADER_BYTES,
+    RECORD,
+    log_offset,
+)
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dtype_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import memref_operands, operand_shapes
-from rlx_mlir.passes.lir_to_llvm.parallel import BARRIER, SERIAL_SUFFIX
-from rlx_mlir.passes.provenance import origin
 
 ORIGIN = "rlx.origin"
 """Discardable attribute of a kernel op: the user's block it came from."""
 PROFILE_SITE = "rlx.profile_site"
 """Discardable attribute of an instrumented llvm.call: what it calls (JSON)."""
-RECORD = "rlx_profile_record"
-CLOCK = "rlx_profile_clock"
-LOG_HEADER_BYTES = 64
-"""Bytes before the first thread's log, and before the first event of each log."""
-EVENT_WORDS = 4
-EVENT_BYTES = EVENT_WORDS * 8
-LOG_ALIGNMENT = 64
-
 _RDTSC = "rdtsc\n\tshlq $$32, %rdx\n\torq %rdx, %rax"
-
-
-def log_offset(arena_bytes: int) -> int:
-    """Byte offset of the event log in the arena buffer of an instrumented build."""
-    return -(-arena_bytes // LOG_ALIGNMENT) * LOG_ALIGNMENT
 
 
 def kernel_origins(fn: Operation) -> dict[Operation, str]:

@@ -102,7 +102,7 @@ ENTRY_EXTRA_ROLES = (ROLE_ARENA, ROLE_PART, ROLE_PARTS, ROLE_SYNC)
 
 LAYOUT_PACKED_RHS = "packed_rhs"
 """`rlx.layout` of a weight in the prepacked matmul-rhs panel layout
-(`rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`), packed once when it is bound."""
+(`rlx_mlir.core.packing.pack_rhs`), packed once when it is bound."""
 
 # ----------------------------------------------------------------------------- threads
 
@@ -110,6 +110,16 @@ WORKER_SUFFIX = "__worker"
 """Name suffix of a graph's native worker loop, `@<graph>__worker`."""
 SYNC_BYTES = 128
 """Bytes of barrier state per graph: the arrival count and the generation, on two cache lines."""
+BARRIER = "rlx_barrier"
+"""`void rlx_barrier(ptr sync, i64 parts)`: the spin barrier between kernels."""
+SERIAL_SUFFIX = "__serial"
+"""Name suffix of the wrappers that run a serial kernel on thread 0 only."""
+TICKET_WAIT = "rlx_ticket_wait"
+"""`i64 rlx_ticket_wait(ptr word, i64 seen, i64 spins)`: the word's value as soon as it
+differs from `seen`, or `seen` after `spins` rounds of `pause`."""
+TICKET_BUMP = "rlx_ticket_bump"
+"""`i64 rlx_ticket_bump(ptr word)`: atomically add 1, return the new value (wakes the
+workers spinning on the word for the next call)."""
 
 # ----------------------------------------------------------------------------- status codes
 
