@@ -24,6 +24,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block
 
+from benchmarks.report import publish
 from benchmarks.workloads import LLAMA
 from rlx_mlir.backend import optimize
 from rlx_mlir.core import reference_kernels as R
@@ -181,10 +182,7 @@ def main() -> None:
     parser.add_argument("--out", help="also write the markdown table to this file")
     args = parser.parse_args()
     text = report(*run(args.rounds), args.rounds)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

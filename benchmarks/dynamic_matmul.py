@@ -29,6 +29,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 
+from benchmarks.report import publish
 from benchmarks.workloads import LLAMA
 from rlx_mlir.backend import optimize
 from rlx_mlir.core import reference_kernels as R
@@ -236,10 +237,7 @@ def main() -> None:
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     text = report(run(args.rounds, threads), args.rounds, threads)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    publish(text, args.out)
 
 
 if __name__ == "__main__":

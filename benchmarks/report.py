@@ -275,3 +275,11 @@ def markdown(results: dict[str, Any]) -> str:
     if problems:
         lines += ["## Problems", ""] + [f"- {p}" for p in problems] + [""]
     return "\n".join(lines)
+
+
+def publish(text: str, out: str | None) -> None:
+    """Print a focused benchmark's markdown table, and write it to `out` when given."""
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)

@@ -11,11 +11,10 @@ and `generation: M tokens, Y tok/s`. MODEL is a .gguf file or a known model's na
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 
-from rlx_mlir.core.errors import RlxError
+from rlx_mlir.tools.exit_status import run_tool
 
 EXIT_BAD_INPUT = 2
 
@@ -96,21 +95,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main() -> None:
-    try:
-        try:
-            status = run()
-        except RlxError as err:
-            print(f"rlx-generate: error: {err}", file=sys.stderr)
-            status = EXIT_BAD_INPUT
-        except KeyboardInterrupt:
-            print("", file=sys.stderr)
-            status = 130
-        sys.stdout.flush()
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        status = 1
-    sys.exit(status)
+    run_tool("rlx-generate", run, EXIT_BAD_INPUT)
 
 
 if __name__ == "__main__":  # pragma: no cover

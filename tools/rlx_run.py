@@ -28,7 +28,6 @@ neither.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import zipfile
@@ -39,6 +38,7 @@ import numpy as np
 
 from rlx_mlir.core.abi import ROLE_PARAM
 from rlx_mlir.core.errors import RlxError
+from rlx_mlir.tools.exit_status import run_tool
 
 
 def _count(minimum: int):
@@ -256,19 +256,7 @@ def _bench(model, arrays: dict[str, np.ndarray], runs: int) -> None:
 
 
 def main() -> None:
-    try:
-        try:
-            status = run()
-        except RlxError as err:
-            print(f"rlx-run: error: {err}", file=sys.stderr)
-            status = 1
-        sys.stdout.flush()  # a closed pipe (`| head`) shows here, not at interpreter exit
-    except BrokenPipeError:
-        # The reader went away: send the rest of the output nowhere and stop quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        status = 1
-    sys.exit(status)
+    run_tool("rlx-run", run)
 
 
 if __name__ == "__main__":  # pragma: no cover
