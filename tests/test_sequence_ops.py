@@ -20,6 +20,7 @@ from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
 from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED
 from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_depthwise_conv1d
+from rlx_mlir.pipeline import lower
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -378,14 +379,16 @@ def recurrent_decoder(op: str, sizes: tuple[int, ...]) -> rlx.Graph:
 def test_stateful_decoder_steps_with_a_symbolic_s(op, sizes, threads):
     """Calls of 3, 1, 5 and 1 steps carry the state in the model (g.assign of the final
     state): their outputs equal one pass over the whole sequence (numpy), for the compiled
-    model and the reference."""
+    model, the reference and the lir interpreter (the kernel's two outs bound)."""
     make_inputs, reference = ((scan_inputs, selective_scan_np) if op == "selective_scan"
                               else (delta_inputs, gated_delta_net_np))
     steps = (3, 1, 5, 1)
     data = make_inputs(np.random.default_rng(13), 1, sum(steps), *sizes)
     want_out, want_state = reference(**data)
     model = rlx.jit(recurrent_decoder(op, sizes), threads=threads, max_dims={"S": 8})
-    runs = (model, rlx.reference(recurrent_decoder(op, sizes)))
+    planned = lower(recurrent_decoder(op, sizes).to_module(), "lir")
+    assert f"lir.{op} " in str(planned) and "return_state" in str(planned)
+    runs = (model, rlx.reference(recurrent_decoder(op, sizes)), rlx.reference(planned))
     for run in runs:
         outs, start = [], 0
         for s in steps:
