@@ -586,11 +586,6 @@ class KernelOp(VerifiesSignature, ABC):
         named = (getattr(self, name) for name in self.result_names())
         return tuple(v for v in named if v is not None)
 
-    @property
-    def ins(self) -> tuple[SSAValue, ...]:
-        """The operands the kernel reads: every operand before the outs."""
-        return tuple(self.operands[: len(self.operands) - len(self.outs)])
-
 
 def kernel_twin(
     mir_op: type[VerifiesSignature],
@@ -612,9 +607,10 @@ def kernel_twin(
     cls = twin(mir_op, KernelOp, dialect="lir", value_type=MemRefType, destination=True,
                outs=outs)
     op_def = mir_op.get_irdl_definition()
-    optional_outs = sum(isinstance(d, OptResultDef) for _, d in op_def.results)
-    if optional_outs and any(isinstance(d, VarOperandDef) for _, d in op_def.operands):
-        # Two optional operands (initial_state, state_out): their presence is recorded.
+    # The outs after `out` are optional (present when the properties ask for the result).
+    assert all(isinstance(d, OptResultDef) for _, d in op_def.results[1:]), op_def.name
+    if len(outs) > 1 and any(isinstance(d, VarOperandDef) for _, d in op_def.operands):
+        # Several optional operands (initial_state, state_out): record which are present.
         cls.irdl_options = (AttrSizedOperandSegments(as_property=True),)
     for name, prop in (extra_properties or {}).items():
         setattr(cls, name, prop)
@@ -634,7 +630,7 @@ def kernel_twin(
     trailing = [
         f"(`{name}` ${name}^)?" if is_optional else f"`{name}` ${name}"
         for name, is_optional in optional.items()
-        if name not in leading and name != "operandSegmentSizes"
+        if name not in leading
     ]
     cls.assembly_format = (
         "".join(f"${name} " for name in leading)

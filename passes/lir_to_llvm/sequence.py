@@ -93,13 +93,12 @@ def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitio
     return kb, args[:pointers], steps, share
 
 
-def _pointers(op: lir.SelectiveScanOp | lir.GatedDeltaNetOp, ptrs: list[SSAValue]
-              ) -> list[SSAValue | None]:
-    """The kernel's pointer arguments by operand (one per memref operand, in operand
-    order): the five inputs, `initial_state`, `out`, `state_out` (None when absent)."""
+def _pointers(op: lir.KernelOp, ptrs: list[SSAValue]) -> list[SSAValue | None]:
+    """The kernel's pointer arguments (one per memref operand) by operand definition, None
+    for an absent optional operand: the five inputs, `initial_state`, `out`, `state_out`."""
     given = iter(ptrs)
-    return [None if value is None else next(given)
-            for value in (*op.operands[:5], op.initial_state, op.out, op.state_out)]
+    return [None if getattr(op, name) is None else next(given)
+            for name, _ in type(op).get_irdl_definition().operands]
 
 
 def _steps(op: Operation, dims: RuntimeDims) -> Index:
