@@ -49,6 +49,8 @@ from xdsl.irdl import (
     IRDLOperation,
     OptOperandDef,
     OptPropertyDef,
+    OptResultDef,
+    VarOperandDef,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -195,9 +197,12 @@ def _inout(ins: str) -> str:
     return f"`ins` `(` {ins} `)` "
 
 
-def _out_format(props: str = "") -> str:
-    """`outs(%o : T)` then the properties and the attribute dictionary."""
-    return f"`outs` `(` $out `:` type($out) `)` {props} attr-dict"
+def _out_format(props: str = "", optional_outs: tuple[str, ...] = ()) -> str:
+    """`outs(%o : T)` (with `optional_outs`, `outs(%o, %s : T, U)` where they are present)
+    then the properties and the attribute dictionary."""
+    values = "".join(f" (`,` ${name}^)?" for name in optional_outs)
+    types = "".join(f" (`,` type(${name})^)?" for name in optional_outs)
+    return f"`outs` `(` $out{values} `:` type($out){types} `)` {props} attr-dict"
 
 
 # ----------------------------------------------------------------------------- buffers
@@ -560,10 +565,12 @@ class BarrierOp(IRDLOperation):
 
 
 class KernelOp(VerifiesSignature, ABC):
-    """Base of the destination-passing kernels: operands are the inputs, then `out`.
+    """Base of the destination-passing kernels: operands are the inputs, then `out` (and
+    the further outs `EXTRA_RESULTS` of a kernel with several, such as a sequence op's
+    `state_out`): the kernel writes every out and reads the inputs.
 
     The verifier (`VerifiesSignature`) checks every operand as an lir buffer
-    (`check_buffer`), the element types, and that `out` has the shape `infer_shape`
+    (`check_buffer`), the element types, and that each out has the shape `infer_shapes`
     computes with the MIR rule.
     """
 
@@ -572,26 +579,41 @@ class KernelOp(VerifiesSignature, ABC):
     def verify_value(self, label: str, value: SSAValue) -> None:
         check_buffer(self, label, value)
 
+    @property
+    def outs(self) -> tuple[SSAValue, ...]:
+        """The buffers the kernel writes (`out`, then the extra outs present), the last
+        operands."""
+        named = (getattr(self, name) for name in self.result_names())
+        return tuple(v for v in named if v is not None)
+
 
 def kernel_twin(
     mir_op: type[VerifiesSignature],
     *,
     leading: tuple[str, ...] = (),
     extra_properties: Mapping[str, Any] | None = None,
+    outs: tuple[str, ...] = ("out",),
 ) -> type[KernelOp]:
     """The base of the destination-passing twin of `mir_op` (see `signature.twin`): the mir
-    op's operands as memrefs, then the `out` buffer; its properties, element types, shape
+    op's operands as memrefs, then one buffer per result, named `outs` (`out`, then the
+    optional ones of a mir op with several results); its properties, element types, shape
     rule and attribute checks. `extra_properties` are lir-only property definitions
     (after the mir ones). The custom syntax states every property:
 
-        lir.<name> <leading properties> ins(<operands> : <types>) outs(%out : <type>) <properties>
+        lir.<name> <leading properties> ins(<operands> : <types>) outs(<outs> : <types>) <properties>
 
     with every other property as `name value` (an optional one only when present).
     """
-    cls = twin(mir_op, KernelOp, dialect="lir", value_type=MemRefType, destination=True)
+    cls = twin(mir_op, KernelOp, dialect="lir", value_type=MemRefType, destination=True,
+               outs=outs)
+    op_def = mir_op.get_irdl_definition()
+    # The outs after `out` are optional (present when the properties ask for the result).
+    assert all(isinstance(d, OptResultDef) for _, d in op_def.results[1:]), op_def.name
+    if len(outs) > 1 and any(isinstance(d, VarOperandDef) for _, d in op_def.operands):
+        # Several optional operands (initial_state, state_out): record which are present.
+        cls.irdl_options = (AttrSizedOperandSegments(as_property=True),)
     for name, prop in (extra_properties or {}).items():
         setattr(cls, name, prop)
-    op_def = mir_op.get_irdl_definition()
     values: list[str] = []
     types: list[str] = []
     for i, (name, operand) in enumerate(op_def.operands):
@@ -613,7 +635,7 @@ def kernel_twin(
     cls.assembly_format = (
         "".join(f"${name} " for name in leading)
         + _inout(" ".join(values) + " `:` " + " ".join(types))
-        + _out_format(" ".join(trailing))
+        + _out_format(" ".join(trailing), outs[1:])
     )
     return cast(type[KernelOp], cls)
 
@@ -1231,13 +1253,13 @@ class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
 
 
 @irdl_op_definition
-class SelectiveScanOp(kernel_twin(mir.SelectiveScanOp)):
+class SelectiveScanOp(kernel_twin(mir.SelectiveScanOp, outs=("out", "state_out"))):
     """out = Mamba's selective scan of `x` with `delta`, `a`, `b`, `c` from
-    `initial_state` (zeros when absent); with `return_state`, `out` is the flat output
-    then the flat final state.
+    `initial_state` (zeros when absent); with `return_state`, the final state goes to
+    `state_out`.
 
     ```mlir
-    lir.selective_scan ins(%x, %d, %a, %b, %c : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>) outs(%o : memref<1x4x8xf32>)
+    lir.selective_scan ins(%x, %d, %a, %b, %c : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>) outs(%o, %s : memref<1x4x8xf32>, memref<1x8x3xf32>) return_state
     ```
     """
 
@@ -1250,19 +1272,18 @@ class SelectiveScanOp(kernel_twin(mir.SelectiveScanOp)):
         c: SSAValue | Operation,
         out: SSAValue | Operation,
         initial_state: SSAValue | Operation | None = None,
-        return_state: bool = False,
+        state_out: SSAValue | Operation | None = None,
     ):
         super().__init__(
-            operands=[x, delta, a, b, c, initial_state, out],
-            properties={"return_state": UnitAttr()} if return_state else {},
+            operands=[x, delta, a, b, c, initial_state, out, state_out],
+            properties={"return_state": UnitAttr()} if state_out is not None else {},
         )
 
 
 @irdl_op_definition
-class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp)):
+class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp, outs=("out", "state_out"))):
     """out = the gated delta rule over `q`, `k`, `v`, `g`, `beta` from `initial_state`
-    (zeros when absent); with `return_state`, `out` is the flat output then the flat
-    final state.
+    (zeros when absent); with `return_state`, the final state goes to `state_out`.
 
     ```mlir
     lir.gated_delta_net ins(%q, %k, %v, %g, %b : memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2xf32>, memref<1x4x2xf32>) outs(%o : memref<1x4x2x8xf32>)
@@ -1278,15 +1299,15 @@ class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp)):
         beta: SSAValue | Operation,
         out: SSAValue | Operation,
         initial_state: SSAValue | Operation | None = None,
-        return_state: bool = False,
+        state_out: SSAValue | Operation | None = None,
     ):
         super().__init__(
-            operands=[q, k, v, g, beta, initial_state, out],
-            properties={"return_state": UnitAttr()} if return_state else {},
+            operands=[q, k, v, g, beta, initial_state, out, state_out],
+            properties={"return_state": UnitAttr()} if state_out is not None else {},
         )
 
 
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)
-"""Every destination-passing kernel op (the last operand is the `out` buffer)."""
+"""Every destination-passing kernel op (the last operands are its outs: `KernelOp.outs`)."""
 
 LIR = Dialect("lir", list(defined_ops(globals(), "lir.")), [])

@@ -53,6 +53,7 @@ from xdsl.irdl import (
     operand_def,
     opt_operand_def,
     opt_prop_def,
+    opt_result_def,
     prop_def,
     region_def,
     result_def,
@@ -544,24 +545,43 @@ class DepthwiseConv1dOp(VerifiesSignature):
 
 class SequenceScanOp(VerifiesSignature, ABC):
     """A recurrence over the time axis (axis 1) with a state per batch row and channel or
-    head: `initial_state` (zeros when absent) seeds it; with `return_state` the result is
-    the flat output followed by the flat final state (`si.packed_sequence_result`), which
-    the Graph splits with views, so one kernel call yields both (f32)."""
+    head: `initial_state` (zeros when absent) seeds it; with `return_state` the op has a
+    second result, `final_state`, the state after the last step (f32)."""
 
     result = result_def(TensorType)
+    final_state = opt_result_def(TensorType)
     return_state = opt_prop_def(UnitAttr)
 
     traits = traits_def(Pure())
 
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("final_state",)
+
     def _initial_state_shape(self) -> si.Shape | None:
         return None if self.initial_state is None else shape_of(self.initial_state)
+
+
+def sequence_shapes(op: VerifiesSignature, state: si.Shape) -> dict[str, si.Shape]:
+    """The result shapes of a sequence op (or its lir twin's outs): the output by its rule,
+    and with `return_state` the final state `state`."""
+    shapes = {op.RESULT: op.infer_shape()}
+    if op.properties.get("return_state") is not None:
+        shapes[op.EXTRA_RESULTS[0]] = state
+    return shapes
+
+
+def _sequence_types(output: Attribute, state: si.Shape, return_state: bool
+                    ) -> list[Attribute | None]:
+    """The result types of a sequence op by definition: the output, then the f32 final
+    state if asked (None: no final state)."""
+    return [output, TensorType(f32, ir_dims(state)) if return_state else None]
 
 
 @irdl_op_definition
 class SelectiveScanOp(SequenceScanOp):
     """Mamba's selective scan: x, delta [b, s, h], a [h, n], b, c [b, s, n] -> y [b, s, h];
     per step state = exp(delta_t·a) ⊙ state + (delta_t·x_t) ⊗ b_t, y_t = state · c_t,
-    the state [b, h, n] starting at `initial_state` (zeros when absent)."""
+    the state [b, h, n] starting at `initial_state` (zeros when absent); with
+    `return_state`, also the final state [b, h, n]."""
 
     name = "mir.selective_scan"
 
@@ -593,15 +613,19 @@ class SelectiveScanOp(SequenceScanOp):
         flag = UnitAttr() if return_state else None
         result_type = _infer(type(self), result_type, x, x=x, delta=delta, a=a, b=b, c=c,
                              initial_state=state, return_state=flag)
-        super().__init__(operands=[x, delta, a, b, c, state], result_types=[result_type],
+        state_shape = si.selective_scan_state(shape_of(x), shape_of(a))
+        super().__init__(operands=[x, delta, a, b, c, state],
+                         result_types=_sequence_types(result_type, state_shape, return_state),
                          properties={"return_state": flag} if flag else {})
 
     def infer_shape(self) -> si.Shape:
         return si.selective_scan(
             shape_of(self.x), shape_of(self.delta), shape_of(self.a), shape_of(self.b),
             shape_of(self.c), SequenceScanOp._initial_state_shape(self),
-            self.return_state is not None,
         )
+
+    def infer_shapes(self) -> dict[str, si.Shape]:
+        return sequence_shapes(self, si.selective_scan_state(shape_of(self.x), shape_of(self.a)))
 
 
 @irdl_op_definition
@@ -609,7 +633,8 @@ class GatedDeltaNetOp(SequenceScanOp):
     """The gated delta rule (linear attention of Qwen3.5/Qwen3-Next): q, k [b, s, H, n],
     v [b, s, H, m], g, beta [b, s, H] -> out [b, s, H, m]; per batch row and head, with the
     state S [n, m]: S = exp(g_t)·S; δ = beta_t·(v_t − Sᵀk_t); S = S + k_t δᵀ; o_t = Sᵀq_t,
-    S starting at `initial_state` [b, H, n, m] (zeros when absent)."""
+    S starting at `initial_state` [b, H, n, m] (zeros when absent); with `return_state`,
+    also the final state [b, H, n, m]."""
 
     name = "mir.gated_delta_net"
 
@@ -641,15 +666,19 @@ class GatedDeltaNetOp(SequenceScanOp):
         flag = UnitAttr() if return_state else None
         result_type = _infer(type(self), result_type, q, q=q, k=k, v=v, g=g, beta=beta,
                              initial_state=state, return_state=flag)
-        super().__init__(operands=[q, k, v, g, beta, state], result_types=[result_type],
+        state_shape = si.gated_delta_net_state(shape_of(q), shape_of(v))
+        super().__init__(operands=[q, k, v, g, beta, state],
+                         result_types=_sequence_types(result_type, state_shape, return_state),
                          properties={"return_state": flag} if flag else {})
 
     def infer_shape(self) -> si.Shape:
         return si.gated_delta_net(
             shape_of(self.q), shape_of(self.k), shape_of(self.v), shape_of(self.g),
             shape_of(self.beta), SequenceScanOp._initial_state_shape(self),
-            self.return_state is not None,
         )
+
+    def infer_shapes(self) -> dict[str, si.Shape]:
+        return sequence_shapes(self, si.gated_delta_net_state(shape_of(self.q), shape_of(self.v)))
 
 
 # ----------------------------------------------------------------------------- reductions, norms

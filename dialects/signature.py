@@ -6,12 +6,16 @@ An op declares
   share one element type (`ElementTypes`);
 - `infer_shape()`: the shape its rule of `rlx_mlir.core.shape_inference` infers for the
   value named `RESULT` (the result, or `out` for a destination-passing lir kernel);
+- for an op with several results (an lir kernel with several outs), `EXTRA_RESULTS`
+  (the optional further results or outs, by name) and `infer_shapes()`: the shape of
+  each value the op must have, by name (the results it lacks are absent);
 - `verify_attributes()`, optionally: property checks the shape rule does not cover.
 
 `VerifiesSignature.verify_` then checks, in this order, every value's shape (every
 dimension >= 1; lir kernels also check the buffer layout), the element types, the
 properties named `eps` and `scale` (the same meaning at every level) and
-`verify_attributes`, and last that `RESULT` has the inferred shape. Messages name the op,
+`verify_attributes`, and last that the op has exactly the results `infer_shapes` names,
+each of the inferred shape. Messages name the op,
 the operand (`inputs[1]` inside a variadic), what was expected and what it got.
 """
 
@@ -30,10 +34,12 @@ from xdsl.irdl import (
     OptionalDef,
     OptOperandDef,
     OptPropertyDef,
+    OptResultDef,
     VarOperandDef,
     operand_def,
     opt_operand_def,
     opt_prop_def,
+    opt_result_def,
     prop_def,
     result_def,
     var_operand_def,
@@ -157,12 +163,26 @@ class VerifiesSignature(IRDLOperation, ABC):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes()
     RESULT: ClassVar[str] = "result"
+    """The (first) result, or the first out of an lir kernel: `infer_shape` gives its shape."""
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ()
+    """Further optional results (outs), present when `infer_shapes` names them (a sequence
+    op's final state with `return_state`)."""
     EMPTY_VARIADICS: ClassVar[tuple[str, ...]] = ()
     """Variadic operands that may have no value (a scan's xs and consts)."""
 
     @abstractmethod
     def infer_shape(self) -> Shape:
         """The shape of `RESULT` by the op's shape rule (raises the rule's RlxError)."""
+
+    def infer_shapes(self) -> dict[str, Shape]:
+        """The shape of every result (out) the op must have, by name: `RESULT`'s by
+        `infer_shape`, and those of `EXTRA_RESULTS` the op's properties ask for (an op
+        with several results overrides)."""
+        return {self.RESULT: self.infer_shape()}
+
+    def result_names(self) -> tuple[str, ...]:
+        """`RESULT`, then `EXTRA_RESULTS`: every result (out) definition, in order."""
+        return (self.RESULT, *self.EXTRA_RESULTS)
 
     def verify_attributes(self) -> None:
         """Property checks the shape rule does not cover (none by default)."""
@@ -199,8 +219,28 @@ class VerifiesSignature(IRDLOperation, ABC):
             if (attr := self.properties.get(prop)) is not None:
                 check(self, attr)
         self.verify_attributes()
-        verify_result(self, getattr(self, self.RESULT), self.infer_shape, self.RESULT)
+        self.verify_results()
         self.verify_regions()
+
+    def verify_results(self) -> None:
+        """Exactly the results (outs) `infer_shapes` names, each of its inferred shape."""
+        with rule_errors(self):
+            shapes = self.infer_shapes()
+        for name in self.result_names():
+            value = getattr(self, name)
+            if name not in shapes:
+                if value is not None:
+                    raise VerifyException(
+                        f"'{self.name}': {name}: expected none (the properties ask for no "
+                        f"{name}), got a value of type {value.type}"
+                    )
+                continue
+            if value is None:
+                raise VerifyException(
+                    f"'{self.name}': {name}: expected a value of shape "
+                    f"{rules.fmt(shapes[name])}, got none"
+                )
+            verify_result(self, value, lambda name=name: shapes[name], name)
 
 
 # ----------------------------------------------------------------------------- symbolic shapes
@@ -225,17 +265,21 @@ def symbolic_shapes(fn: func.FuncOp) -> dict[SSAValue, Shape]:
             shapes[arg] = tuple(map(rules.unify, declared, shape))
     with named_shapes(shapes):
         for op in fn.body.block.ops:
-            if not isinstance(op, VerifiesSignature) or len(op.results) != 1:
+            if not isinstance(op, VerifiesSignature) or not op.results:
                 continue
-            declared = shape_of(op.results[0])
-            if rules.is_static_shape(declared):
+            if all(rules.is_static_shape(shape_of(r)) for r in op.results):
                 continue
             try:
-                inferred = op.infer_shape()
+                inferred = op.infer_shapes()
             except RlxError:
                 continue
-            if len(inferred) == len(declared):
-                shapes[op.results[0]] = tuple(map(rules.unify, declared, inferred))
+            for name, shape in inferred.items():
+                value = getattr(op, name, None)
+                if not isinstance(value, SSAValue) or value not in op.results:
+                    continue
+                declared = shape_of(value)
+                if not rules.is_static_shape(declared) and len(shape) == len(declared):
+                    shapes[value] = tuple(map(rules.unify, declared, shape))
     return shapes
 
 
@@ -249,6 +293,7 @@ def twin(
     dialect: str,
     value_type: type[Attribute],
     destination: bool = False,
+    outs: tuple[str, ...] = ("out",),
     defaults: Mapping[str, Attribute | None] | None = None,
 ) -> type[VerifiesSignature]:
     """The base class of `source`'s twin op in `dialect`, to subclass with the twin's
@@ -258,8 +303,9 @@ def twin(
     optional, variadic) and results hold `value_type` values, and it takes from `source`
     the property and region definitions, `ELEMENT_TYPES`, `infer_shape`,
     `verify_attributes` and `verify_regions`, so the two cannot drift. With `destination`
-    the results become one trailing `out` operand (destination-passing style, as `lir`
-    kernels) and the properties lose their defaults; `defaults` overrides a property's default. `MIR_OP` names `source`.
+    the results become trailing operands named `outs` (destination-passing style, as `lir`
+    kernels: one `out` per result, optional where the result is) and the properties lose
+    their defaults; `defaults` overrides a property's default. `MIR_OP` names `source`.
     """
     op_def = source.get_irdl_definition()
     fields: dict[str, Any] = {}
@@ -271,13 +317,18 @@ def twin(
         else:
             fields[name] = operand_def(value_type)
     element_types = source.ELEMENT_TYPES
+    names = [name for name, _ in op_def.results]
     if destination:
-        (result, _), *more = op_def.results
-        assert not more, f"{op_def.name}: a destination-passing twin needs one result"
-        fields["out"] = operand_def(value_type)
-        element_types = element_types.renamed(result, "out")
+        assert len(outs) == len(names), f"{op_def.name}: expected {len(names)} out names"
+        for (result, definition), out in zip(op_def.results, outs, strict=True):
+            optional = isinstance(definition, OptResultDef)
+            fields[out] = (opt_operand_def if optional else operand_def)(value_type)
+            element_types = element_types.renamed(result, out)
+        names = list(outs)
     else:
-        fields.update((name, result_def(value_type)) for name, _ in op_def.results)
+        for name, definition in op_def.results:
+            optional = isinstance(definition, OptResultDef)
+            fields[name] = (opt_result_def if optional else result_def)(value_type)
     for name, region in op_def.regions:
         fields[name] = _RegionFieldDef(type(region), region.entry_args)
     for name, prop in op_def.properties.items():
@@ -286,11 +337,15 @@ def twin(
         factory = opt_prop_def if isinstance(prop, OptPropertyDef) else prop_def
         fields[name] = factory(prop.constr, default)
     namespace: dict[str, Any] = {
-        "__annotations__": {"MIR_OP": ClassVar[type], "ELEMENT_TYPES": ClassVar[ElementTypes]},
+        "__annotations__": {"MIR_OP": ClassVar[type], "ELEMENT_TYPES": ClassVar[ElementTypes],
+                            "RESULT": ClassVar[str], "EXTRA_RESULTS": ClassVar[tuple[str, ...]]},
         "name": f"{dialect}.{op_def.name.split('.', 1)[1]}",
         "MIR_OP": source,
         "ELEMENT_TYPES": element_types,
+        "RESULT": names[0],
+        "EXTRA_RESULTS": tuple(names[1:]),
         "infer_shape": source.infer_shape,
+        "infer_shapes": source.infer_shapes,
         "verify_attributes": source.verify_attributes,
         "verify_regions": source.verify_regions,
         **fields,

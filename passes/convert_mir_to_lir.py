@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.irdl import IRDLOperation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -148,13 +148,21 @@ def destination(value: SSAValue) -> tuple[list[Operation], SSAValue]:
     return ops, (ops[-1].results[0] if ops else target)
 
 
+def _dims_key(value: SSAValue) -> str:
+    """The attribute of its op holding a result's symbolic shape: `rlx.dims` for the
+    first (or only) result, `rlx.dims.<i>` for result i of an op with several."""
+    index = value.index if isinstance(value, OpResult) else 0
+    return ARG_DIMS if index == 0 else f"{ARG_DIMS}.{index}"
+
+
 def symbolic_dims(value: SSAValue) -> si.Shape | None:
     """The symbolic shape `annotate_symbolic_dims` left on `value`'s op (None if static)."""
     if si.is_static_shape(shape_of(value)):
         return None
     owner = value.owner
-    attr = owner.attributes.get(ARG_DIMS) if isinstance(owner, Operation) else None
-    return shape_of(value) if attr is None else dims_from_attr(attr, ARG_DIMS)
+    key = _dims_key(value)
+    attr = owner.attributes.get(key) if isinstance(owner, Operation) else None
+    return shape_of(value) if attr is None else dims_from_attr(attr, key)
 
 
 def annotate_symbolic_dims(module: ModuleOp) -> None:
@@ -168,7 +176,7 @@ def annotate_symbolic_dims(module: ModuleOp) -> None:
                 raise PassFailedException(f"convert-mir-to-lir: {err}") from err
             for value, shape in shapes.items():
                 if isinstance(owner := value.owner, Operation):
-                    owner.attributes[ARG_DIMS] = dims_attr(shape)
+                    owner.attributes[_dims_key(value)] = dims_attr(shape)
 
 
 def replace_with_view(
@@ -325,17 +333,26 @@ class YieldLowering(RewritePattern):
 
 
 class KernelLowering(RewritePattern):
-    """A mir compute op -> its lir kernel (table `KERNELS`): the same operands plus the
-    `out` buffer, the same properties."""
+    """A mir compute op -> its lir kernel (table `KERNELS`): the same operands plus one
+    out buffer per result (None for an absent optional result), the same properties."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
         kernel = KERNELS.get(type(op))  # pyright: ignore[reportArgumentType]
         if kernel is None:
             return
         assert isinstance(op, IRDLOperation)
-        ops, out = destination(op.results[0])
-        new = kernel.build(operands=[*grouped_operands(op), out], properties=dict(op.properties))
-        rewriter.replace(op, [*ops, new], [out])
+        ops: list[Operation] = []
+        outs: list[SSAValue | None] = []
+        for name, _ in type(op).get_irdl_definition().results:
+            result = getattr(op, name)
+            if result is None:
+                outs.append(None)
+                continue
+            made, out = destination(result)
+            ops += made
+            outs.append(out)
+        new = kernel.build(operands=[*grouped_operands(op), *outs], properties=dict(op.properties))
+        rewriter.replace(op, [*ops, new], [out for out in outs if out is not None])
 
 
 class ConstantLowering(RewritePattern):

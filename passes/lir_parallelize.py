@@ -59,14 +59,15 @@ def estimate_work(op: Operation) -> int:
     splitting it across threads pays. A `?` dim counts as 1 (one decoded token: a kernel
     is split when it pays there too), except the keys of an attention, which a decode
     step reads up to the cache's capacity (counted as 4096)."""
-    buffers = [v for v in op.operands if isinstance(v.type, MemRefType)]
-    out = _numel(buffers[-1])
+    outs = op.outs if isinstance(op, lir.KernelOp) else op.operands[-1:]
+    ins = [v for v in op.operands if isinstance(v.type, MemRefType) and v not in outs]
+    out = max(_numel(v) for v in outs)
     if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
         return out * shape_of(op.operands[0])[-1]
     if isinstance(op, lir.AttentionOp):
         keys = shape_of(op.operands[1])[-2]
         return out * (DECODE_KEYS if keys == UNKNOWN else keys)
-    return max(out, *(_numel(v) for v in buffers[:-1])) if buffers[:-1] else out
+    return max(out, *(_numel(v) for v in ins)) if ins else out
 
 
 DECODE_KEYS = 4096

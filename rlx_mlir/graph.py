@@ -897,10 +897,10 @@ class Graph:
         self._f32_operands("selective_scan", names, operands)
         with _context("selective_scan"):
             shapes = [None if v is None else v.shape for v in operands]
-            shape = rules.selective_scan(*shapes, return_state=return_state)
+            shape = rules.selective_scan(*shapes)
             state_shape = rules.selective_scan_state(x.shape, A.shape)
-        return self._sequence_result(mir.SelectiveScanOp, operands, shape, return_state,
-                                     x.shape, state_shape)
+        return self._sequence_result(mir.SelectiveScanOp, operands, shape, state_shape,
+                                     return_state)
 
     def gated_delta_net(self, q: Value, k: Value, v: Value, g: Value, beta: Value,
                         initial_state: Value | None = None,
@@ -915,10 +915,10 @@ class Graph:
         self._f32_operands("gated_delta_net", names, operands)
         with _context("gated_delta_net"):
             shapes = [None if value is None else value.shape for value in operands]
-            shape = rules.gated_delta_net(*shapes, return_state=return_state)
+            shape = rules.gated_delta_net(*shapes)
             state_shape = rules.gated_delta_net_state(q.shape, v.shape)
-        return self._sequence_result(mir.GatedDeltaNetOp, operands, shape, return_state,
-                                     v.shape, state_shape)
+        return self._sequence_result(mir.GatedDeltaNetOp, operands, shape, state_shape,
+                                     return_state)
 
     def scan(self, init: Value, body: Graph, length: int, xs: Sequence[Value] = (),
              consts: Sequence[Value] = (), trajectory: bool = False) -> Value | tuple[Value, Value]:
@@ -1014,18 +1014,20 @@ class Graph:
         return self._append(op, shape, "f32")
 
     def _sequence_result(self, op_cls: type[IRDLOperation], operands: list[Value | None],
-                         shape: rules.Shape, return_state: bool, out_shape: rules.Shape,
-                         state_shape: rules.Shape) -> Value | tuple[Value, Value]:
-        """Emit a sequence op; with `return_state`, split its packed result (the flat
-        output, then the flat final state) into (output, state) by views."""
-        props = {"return_state": UnitAttr() if return_state else None}
-        packed = self._emit(op_cls, operands, shape, properties=props)
+                         shape: rules.Shape, state_shape: rules.Shape, return_state: bool
+                         ) -> Value | tuple[Value, Value]:
+        """Emit a sequence op: its output, and with `return_state` its second result, the
+        final state, as another Value."""
+        types = [tensor_type(shape, "f32"), tensor_type(state_shape, "f32") if return_state else None]
+        op = op_cls.build(
+            operands=[None if v is None else v.ssa for v in operands],
+            result_types=types,
+            properties={"return_state": UnitAttr()} if return_state else {},
+        )
+        out = self._append(op, shape, "f32")
         if not return_state:
-            return packed
-        size = rules.numel(out_shape)
-        out = self.reshape(self.narrow(packed, 0, 0, size), out_shape)
-        state = self.reshape(self.narrow(packed, 0, size, shape[0] - size), state_shape)
-        return out, state
+            return out
+        return out, Value(self, op.results[1], tuple(state_shape), "f32")
 
     def llama_decoder_block(
         self, x: Value, ln1_g: Value, ln1_b: Value | None, q_w: Value, k_w: Value, v_w: Value,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from xdsl.dialects import test
 from xdsl.dialects.builtin import MemRefType, TensorType, f32
-from xdsl.irdl import OptOperandDef, VarOperandDef
+from xdsl.irdl import OptOperandDef, OptResultDef, VarOperandDef
 from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.dialects import hir, lir, mir
@@ -43,14 +43,24 @@ def test_twins_name_their_mir_op():
 def test_lir_kernel_is_its_mir_op_in_destination_passing_style(kernel):
     source = kernel.MIR_OP
     assert kernel.name == source.name.replace("mir.", "lir.")
-    assert _operands(kernel) == [*_operands(source), ("out", "single")]
+    results = source.get_irdl_definition().results
+    outs = (kernel.RESULT, *kernel.EXTRA_RESULTS)
+    assert outs[0] == "out" and len(outs) == len(results)
+    # One out per result, last, optional where the result is (a sequence op's final state).
+    assert _operands(kernel) == [*_operands(source), *(
+        (out, "optional" if isinstance(d, OptResultDef) else "single")
+        for out, (_, d) in zip(outs, results, strict=True))]
     mir_props = source.get_irdl_definition().properties
     lir_props = kernel.get_irdl_definition().properties
     for name, prop in mir_props.items():
         assert lir_props[name].constr == prop.constr, name
-    assert set(lir_props) - set(mir_props) <= {"packed_rhs"}
-    assert kernel.ELEMENT_TYPES == source.ELEMENT_TYPES.renamed("result", "out")
+    assert set(lir_props) - set(mir_props) <= {"packed_rhs", "operandSegmentSizes"}
+    element_types = source.ELEMENT_TYPES
+    for out, (result, _) in zip(outs, results, strict=True):
+        element_types = element_types.renamed(result, out)
+    assert kernel.ELEMENT_TYPES == element_types
     assert kernel.infer_shape is source.infer_shape
+    assert kernel.infer_shapes is source.infer_shapes
 
 
 @pytest.mark.parametrize("block", HIR_TWINS, ids=lambda op: op.name)

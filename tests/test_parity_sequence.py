@@ -365,8 +365,9 @@ def test_one_compiled_prefill_over_a_symbolic_s_matches_hf():
 
 def test_symbolic_s_kernels_match_hf_functions():
     """One compiled gated_delta_net and one selective_scan over a symbolic s (read at run
-    time) match HF's torch_recurrent_gated_delta_rule / torch_chunk_gated_delta_rule
-    (Qwen3.5, carried state in) and mamba_selective_scan (zero state) at every s."""
+    time), both with return_state, match HF's torch_recurrent_gated_delta_rule /
+    torch_chunk_gated_delta_rule (Qwen3.5, carried state in) and mamba_selective_scan (zero
+    state) at every s: the output and the final state."""
     try:
         from transformers.models.mamba.modeling_mamba import mamba_selective_scan
         from transformers.models.qwen3_5.modeling_qwen3_5 import (
@@ -379,13 +380,15 @@ def test_symbolic_s_kernels_match_hf_functions():
     g = rlx.Graph("gdn")
     q, k, v = (g.input(name, (1, "S", heads, n)) for name in "qkv")
     gate, beta = g.input("g", (1, "S", heads)), g.input("beta", (1, "S", heads))
-    g.output(g.gated_delta_net(q, k, v, gate, beta,
-                               initial_state=g.input("state", (1, heads, n, n))))
+    g.output(*g.gated_delta_net(q, k, v, gate, beta,
+                                initial_state=g.input("state", (1, heads, n, n)),
+                                return_state=True))
     gdn = rlx.jit(g, max_dims={"S": 70})
     m = rlx.Graph("ssm")
     x, dt = m.input("x", (1, "S", channels)), m.input("dt", (1, "S", channels))
     b, c = m.input("B", (1, "S", state_n)), m.input("C", (1, "S", state_n))
-    m.output(m.selective_scan(x, dt, m.input("A", (channels, state_n)), b, c))
+    m.output(*m.selective_scan(x, dt, m.input("A", (channels, state_n)), b, c,
+                               return_state=True))
     ssm = rlx.jit(m, max_dims={"S": 70})
     rng = np.random.default_rng(4)
     worst = {"recurrent": 0.0, "chunk": 0.0, "mamba": 0.0}
@@ -397,22 +400,25 @@ def test_symbolic_s_kernels_match_hf_functions():
                 "g": -rng.uniform(0.01, 1.0, (1, s, heads)).astype(np.float32),
                 "beta": rng.uniform(0.0, 1.0, (1, s, heads)).astype(np.float32),
                 "state": rng.standard_normal((1, heads, n, n)).astype(np.float32)}
-        got = gdn(**{**data, "q": data["q"] / np.float32(np.sqrt(n))})  # HF scales q itself
+        got, got_state = gdn(**{**data, "q": data["q"] / np.float32(np.sqrt(n))})  # HF scales q
         t = {key: torch.from_numpy(value) for key, value in data.items()}
         for name, rule in (("recurrent", torch_recurrent_gated_delta_rule),
                            ("chunk", torch_chunk_gated_delta_rule)):
-            want, _ = rule(t["q"], t["k"], t["v"], t["g"], t["beta"], initial_state=t["state"],
-                           output_final_state=True)
-            worst[name] = max(worst[name], relative_error(got, _t(want)))
+            want, want_state = rule(t["q"], t["k"], t["v"], t["g"], t["beta"],
+                                    initial_state=t["state"], output_final_state=True)
+            worst[name] = max(worst[name], relative_error(got, _t(want)),
+                              relative_error(got_state, _t(want_state)))
         sdata = {"x": rng.standard_normal((1, s, channels)).astype(np.float32),
                  "dt": rng.uniform(0.01, 0.5, (1, s, channels)).astype(np.float32),
                  "A": -rng.uniform(0.5, 2.0, (channels, state_n)).astype(np.float32),
                  "B": rng.standard_normal((1, s, state_n)).astype(np.float32),
                  "C": rng.standard_normal((1, s, state_n)).astype(np.float32)}
         st = {key: torch.from_numpy(value) for key, value in sdata.items()}
-        want, _ = mamba_selective_scan(st["x"].transpose(1, 2), st["dt"].transpose(1, 2), st["A"],
-                                       st["B"].transpose(1, 2), st["C"].transpose(1, 2),
-                                       return_last_state=True)
-        worst["mamba"] = max(worst["mamba"], relative_error(ssm(**sdata), _t(want.transpose(1, 2))))
+        want, want_state = mamba_selective_scan(
+            st["x"].transpose(1, 2), st["dt"].transpose(1, 2), st["A"], st["B"].transpose(1, 2),
+            st["C"].transpose(1, 2), return_last_state=True)
+        y, y_state = ssm(**sdata)
+        worst["mamba"] = max(worst["mamba"], relative_error(y, _t(want.transpose(1, 2))),
+                             relative_error(y_state, _t(want_state)))
     assert max(worst.values()) <= REL_TOL, worst
     print("symbolic s parity: " + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))

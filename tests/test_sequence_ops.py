@@ -20,6 +20,7 @@ from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
 from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED
 from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_depthwise_conv1d
+from rlx_mlir.pipeline import lower
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -246,12 +247,15 @@ def test_sequence_kernels_at_narrower_vectors(width):
           selective_scan_np(**sdata)[0])
 
 
-def test_return_state_splits_by_views():
-    """The packed result splits into (output, state) without a copy kernel."""
+def test_return_state_is_a_second_out_of_one_kernel():
+    """With return_state the op has two results: one kernel writes the output and the
+    final state, each into its own buffer (here the two output arguments), no copy."""
     model = rlx.jit(delta_graph(1, 3, 2, 4, 4, return_state=True))
+    assert "-> (tensor<1x3x2x4xf32>, tensor<1x2x4x4xf32>)" in model.mlir("mir")
     lir_text = model.mlir("lir")
     assert lir_text.count("lir.gated_delta_net") == 1
-    assert "lir.narrow" not in lir_text
+    assert "outs(%out0, %out1 : memref<1x3x2x4xf32>, memref<1x2x4x4xf32>) return_state" in lir_text
+    assert "lir.copy" not in lir_text and "lir.narrow" not in lir_text
 
 
 # ----------------------------------------------------------------------------- errors
@@ -295,24 +299,18 @@ def test_gated_delta_net_shape_errors():
         g.gated_delta_net(q, k, v, gate, g.input("bi", (1, 3, 2), dtype="i64"))
 
 
-def test_gated_delta_net_with_return_state_needs_static_dims():
-    g = rlx.Graph("sym")
-    q = g.input("q", (1, "S", 2, 4))
-    gate = g.input("g", (1, "S", 2))
-    with pytest.raises(ShapeError, match="return_state"):
-        g.gated_delta_net(q, q, q, gate, gate, return_state=True)
-
-
 # ----------------------------------------------------------------------------- symbolic s
 
 
+@pytest.mark.parametrize("return_state", [False, True])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_one_compiled_model_over_a_symbolic_s(threads):
+def test_one_compiled_model_over_a_symbolic_s(threads, return_state):
     """Both kernels read s at run time: one compile (batch 2, initial state) serves every
     s up to the bound; the items are split over the threads (states of 2^18 elements),
-    the partitioned kernels read s too."""
-    gdn = delta_graph(2, "S", 8, 128, 128, with_state=True)
-    sscan = scan_graph(2, "S", 1027, 128, with_state=True)
+    the partitioned kernels read s too. With return_state the final state (static shape)
+    is the kernel's second out."""
+    gdn = delta_graph(2, "S", 8, 128, 128, with_state=True, return_state=return_state)
+    sscan = scan_graph(2, "S", 1027, 128, with_state=True, return_state=return_state)
     for graph, make_inputs, reference, sizes in (
             (gdn, delta_inputs, gated_delta_net_np, (8, 128, 128)),
             (sscan, scan_inputs, selective_scan_np, (1027, 128))):
@@ -323,7 +321,82 @@ def test_one_compiled_model_over_a_symbolic_s(threads):
         rng = np.random.default_rng(threads)
         for s in (1, 5, 16, 2):
             data = make_inputs(rng, 2, s, *sizes, with_state=True)
-            close(model(**data), reference(**data)[0])
+            want = reference(**data)
+            got = model(**data)
+            if return_state:
+                close(got[0], want[0])
+                close(got[1], want[1])
+            else:
+                close(got, want[0])
+
+
+@pytest.mark.parametrize("op", ["selective_scan", "gated_delta_net"])
+def test_return_state_over_a_symbolic_s_in_the_reference(op):
+    """The reference executor binds both results of the op over a symbolic s."""
+    if op == "selective_scan":
+        graph, make_inputs, reference, sizes = (
+            scan_graph(2, "S", 5, 3, with_state=True, return_state=True), scan_inputs,
+            selective_scan_np, (5, 3))
+    else:
+        graph, make_inputs, reference, sizes = (
+            delta_graph(2, "S", 2, 4, 3, with_state=True, return_state=True), delta_inputs,
+            gated_delta_net_np, (2, 4, 3))
+    run = rlx.reference(graph)
+    rng = np.random.default_rng(9)
+    for s in (1, 5, 16):
+        data = make_inputs(rng, 2, s, *sizes, with_state=True)
+        (got_out, got_state), (want_out, want_state) = run(**data), reference(**data)
+        close(got_out, want_out)
+        close(got_state, want_state)
+
+
+def recurrent_decoder(op: str, sizes: tuple[int, ...]) -> rlx.Graph:
+    """A stateful decoder over a symbolic S: the op's state lives in the model
+    (`g.state`), each call starts from it and assigns it the op's final state."""
+    g = rlx.Graph("decoder")
+    if op == "selective_scan":
+        h, n = sizes
+        args = [g.input(name, shape) for name, shape in
+                (("x", (1, "S", h)), ("delta", (1, "S", h)), ("A", (h, n)), ("B", (1, "S", n)),
+                 ("C", (1, "S", n)))]
+        state = g.state("state", (1, h, n))
+        y, final = g.selective_scan(*args, initial_state=state, return_state=True)
+    else:
+        heads, n, m = sizes
+        args = [g.input(name, shape) for name, shape in
+                (("q", (1, "S", heads, n)), ("k", (1, "S", heads, n)),
+                 ("v", (1, "S", heads, m)), ("g", (1, "S", heads)), ("beta", (1, "S", heads)))]
+        state = g.state("state", (1, heads, n, m))
+        y, final = g.gated_delta_net(*args, initial_state=state, return_state=True)
+    g.assign(state, final)
+    g.output(y)
+    return g
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("op, sizes", [("selective_scan", (6, 5)),
+                                       ("gated_delta_net", (2, 7, 5))])
+def test_stateful_decoder_steps_with_a_symbolic_s(op, sizes, threads):
+    """Calls of 3, 1, 5 and 1 steps carry the state in the model (g.assign of the final
+    state): their outputs equal one pass over the whole sequence (numpy), for the compiled
+    model, the reference and the lir interpreter (the kernel's two outs bound)."""
+    make_inputs, reference = ((scan_inputs, selective_scan_np) if op == "selective_scan"
+                              else (delta_inputs, gated_delta_net_np))
+    steps = (3, 1, 5, 1)
+    data = make_inputs(np.random.default_rng(13), 1, sum(steps), *sizes)
+    want_out, want_state = reference(**data)
+    model = rlx.jit(recurrent_decoder(op, sizes), threads=threads, max_dims={"S": 8})
+    planned = lower(recurrent_decoder(op, sizes).to_module(), "lir")
+    assert f"lir.{op} " in str(planned) and "return_state" in str(planned)
+    runs = (model, rlx.reference(recurrent_decoder(op, sizes)), rlx.reference(planned))
+    for run in runs:
+        outs, start = [], 0
+        for s in steps:
+            chunk = {k: (v if k == "A" else v[:, start:start + s]) for k, v in data.items()}
+            outs.append(run(**chunk))
+            start += s
+        close(np.concatenate(outs, axis=1), want_out)
+        close(run.state["state"], want_state)
 
 
 @pytest.mark.parametrize("batch, channels, taps", [(1, 24, 4), (2, 7, 3), ("B", 40, 4)])

@@ -33,7 +33,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, dtype_name
-from rlx_mlir.dialects.lir import ELEMENT_BYTES
+from rlx_mlir.dialects.lir import ELEMENT_BYTES, KernelOp
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 OPERAND_DIMS = "rlx.operand_dims"
@@ -46,6 +46,12 @@ Index = int | SSAValue
 def memref_operands(op: Operation) -> list[SSAValue]:
     """The operands a kernel takes pointers for (every memref operand, in order)."""
     return [v for v in op.operands if isinstance(v.type, MemRefType)]
+
+
+def out_count(op: Operation) -> int:
+    """How many buffers `op` writes: its outs, the last memref operands (one for an op
+    that is not an lir kernel)."""
+    return len(op.outs) if isinstance(op, KernelOp) else 1
 
 
 def operand_shapes(op: Operation) -> list[si.Shape]:
@@ -150,12 +156,15 @@ def row_prefix(op: Operation) -> int:
     each row of them from the same rows of its operands (every operand has that prefix or
     no symbol at all, and no axis the op works along lies in the prefix); -1 otherwise."""
     shapes = operand_shapes(op)
-    out = shapes[-1]
+    outs = out_count(op)
+    out = shapes[-outs]
     prefix = leading_symbols(out)
     if prefix <= 0:
         return -1
-    for shape in shapes[:-1]:
+    for i, shape in enumerate(shapes):
         if si.is_static_shape(shape):
+            if i >= len(shapes) - outs:
+                return -1  # an out every row would write whole
             continue
         if len(shape) < prefix or tuple(shape[:prefix]) != tuple(out[:prefix]):
             return -1
@@ -214,7 +223,7 @@ def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: ll
     index_args = kb.args[len(memrefs):len(memrefs) + len(indices)]
     dims = RuntimeDims.of(op, kb.args[len(memrefs) + len(indices):len(arg_types)])
     rows: SSAValue = kb.index(1)
-    for d in shapes[-1][:prefix]:
+    for d in shapes[-out_count(op)][:prefix]:
         if isinstance(d, str):  # a leading 1 joins the prefix
             rows = kb.mul(rows, dims.size(d))
     lo, hi = kb.index(0), rows

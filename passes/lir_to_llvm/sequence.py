@@ -4,8 +4,8 @@ as llvm-dialect functions.
 Both run one independent *work item* at a time — a (batch row, channel) of the selective
 scan, a (batch row, head) of the gated delta net — and loop over the time steps inside
 it, so the item's state stays in L1 for the whole sequence: a small stack buffer, or,
-with `return_state`, the item's slice of the output state itself (the packed `out` holds
-the flat output, then the flat final state). The state's contiguous axis (n of the scan's
+with `return_state`, the item's slice of the final state buffer `state_out` itself (the
+kernel's last pointer, after `out`). The state's contiguous axis (n of the scan's
 [h, n] state, the value dim m of the delta net's [n, m] state) is swept W floats at a
 time with a scalar tail. The partitioned variants (`PARTITIONED`) take two more i64
 arguments (part, parts) and run part p's share of the work items (`part_range`), so
@@ -14,7 +14,7 @@ channels or heads spread over the threads with no barrier inside.
 A symbolic sequence length s (`?` in the operands' second dim) is read at run time
 (`RUNTIME_DIMS`, ABI of dynamic.py: its size argument after the pointers, before part and
 parts): it bounds the time loop and strides the rows; the batch, the channels or heads and
-the state are static (`return_state` needs a static s: its packed result has a static size).
+the state (`state_out` included) are static.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i64
 from xdsl.ir import Operation, SSAValue
 
-from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm import vmath
@@ -37,6 +36,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     RuntimeDims,
     is_dynamic,
     kernel_symbols,
+    memref_operands,
 )
 from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
 
@@ -93,6 +93,14 @@ def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitio
     return kb, args[:pointers], steps, share
 
 
+def _pointers(op: lir.KernelOp, ptrs: list[SSAValue]) -> list[SSAValue | None]:
+    """The kernel's pointer arguments (one per memref operand) by operand definition, None
+    for an absent optional operand: the five inputs, `initial_state`, `out`, `state_out`."""
+    given = iter(ptrs)
+    return [None if getattr(op, name) is None else next(given)
+            for name, _ in type(op).get_irdl_definition().operands]
+
+
 def _steps(op: Operation, dims: RuntimeDims) -> Index:
     """The run-time s of a sequence op whose only symbol is s (axis 1 of its operands)."""
     first = dims.shapes[0]
@@ -111,15 +119,14 @@ def _items(kb: KernelBuilder, count: int, share: tuple[SSAValue, SSAValue] | Non
     return (0, count) if share is None else part_range(kb, count, *share)
 
 
-def _item_state(kb: KernelBuilder, out: SSAValue, item: SSAValue, size: int,
-                output_elements: int, returned: bool, scratch: SSAValue | None
-                ) -> SSAValue:
-    """The state buffer of one work item: its slice of the packed out's final state when
-    the op returns the state, else the stack scratch."""
-    if not returned:
+def _item_state(kb: KernelBuilder, state_out: SSAValue | None, item: SSAValue, size: int,
+                scratch: SSAValue | None) -> SSAValue:
+    """The state buffer of one work item: its slice of `state_out` when the op returns
+    the final state, else the stack scratch."""
+    if state_out is None:
         assert scratch is not None
         return scratch
-    return kb.gep(out, kb.add(kb.mul(item, size), output_elements))
+    return kb.gep(state_out, kb.mul(item, size))
 
 
 def _seed_state(kb: KernelBuilder, state: SSAValue, initial: SSAValue | None,
@@ -146,20 +153,16 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.SelectiveScanOp)
     batch, _, channels = shape_of(op.x)
     n = shape_of(op.a)[1]
-    has_initial = op.initial_state is not None
-    returned = op.return_state is not None
-    kb, ptrs, steps, share = _kernel(op, name, 6 + has_initial, vector_width, partitioned)
-    x, delta, a, b, c = ptrs[:5]
-    initial = ptrs[5] if has_initial else None
-    out = ptrs[-1]
-    scratch = None if returned else kb.alloca(n)
+    kb, ptrs, steps, share = _kernel(op, name, len(memref_operands(op)), vector_width,
+                                     partitioned)
+    x, delta, a, b, c, initial, out, state_out = _pointers(op, ptrs)
+    scratch = None if state_out is not None else kb.alloca(n)
 
     first, last = _items(kb, batch * channels, share)
     with kb.loop(first, last) as item_loop:
         item = item_loop.iv
         row, channel = kb.sdiv(item, channels), kb.srem(item, channels)
-        state = _item_state(kb, out, item, n, numel(shape_of(op.x)) if returned else 0,
-                            returned, scratch)
+        state = _item_state(kb, state_out, item, n, scratch)
         _seed_state(kb, state, initial, item, n)
         a_row = kb.gep(a, kb.mul(channel, n))
         with kb.loop(0, steps) as t_loop:
@@ -193,21 +196,17 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.GatedDeltaNetOp)
     batch, _, heads, n = shape_of(op.q)
     m = shape_of(op.v)[3]
-    has_initial = op.initial_state is not None
-    returned = op.return_state is not None
-    kb, ptrs, steps, share = _kernel(op, name, 6 + has_initial, vector_width, partitioned)
-    q, k, v, g, beta = ptrs[:5]
-    initial = ptrs[5] if has_initial else None
-    out = ptrs[-1]
-    scratch = None if returned else kb.alloca(n * m)
+    kb, ptrs, steps, share = _kernel(op, name, len(memref_operands(op)), vector_width,
+                                     partitioned)
+    q, k, v, g, beta, initial, out, state_out = _pointers(op, ptrs)
+    scratch = None if state_out is not None else kb.alloca(n * m)
     kv = kb.alloca(m)                       # Sᵀk, then δ
 
     first, last = _items(kb, batch * heads, share)
     with kb.loop(first, last) as item_loop:
         item = item_loop.iv
         row, head = kb.sdiv(item, heads), kb.srem(item, heads)
-        state = _item_state(kb, out, item, n * m, numel(shape_of(op.v)) if returned else 0,
-                            returned, scratch)
+        state = _item_state(kb, state_out, item, n * m, scratch)
         _seed_state(kb, state, initial, item, n * m)
         with kb.loop(0, steps) as t_loop:
             at = kb.add(kb.mul(kb.add(kb.mul(row, steps), t_loop.iv), heads), head)  # [b, t, H]

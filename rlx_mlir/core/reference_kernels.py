@@ -857,26 +857,23 @@ def depthwise_conv1d_causal(
 # ----------------------------------------------------------------------------- sequence ops
 
 
-def _sequence_result(out: np.ndarray, state: np.ndarray, return_state: bool) -> np.ndarray:
-    """The output, or with `return_state` the flat output then the flat final state (the
-    packed result of the mir op; see `shape_inference.packed_sequence_result`)."""
-    if not return_state:
-        return _out(out)
-    return _out(np.concatenate([out.ravel(), state.ravel()]))
+def _sequence_result(out: np.ndarray, state: np.ndarray, return_state: bool
+                     ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """The output, or with `return_state` (output, final state): the op's two results."""
+    return (_out(out), _out(state)) if return_state else _out(out)
 
 
 @_quiet
 def selective_scan(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: ArrayLike, C: ArrayLike,
                    initial_state: ArrayLike | None = None, return_state: bool = False
-                   ) -> np.ndarray:
+                   ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Mamba's selective scan: per step t, state = exp(delta_t·A) ⊙ state +
     (delta_t·x_t) ⊗ B_t and y_t = state · C_t, from `initial_state` [b, h, n] (zeros if
-    absent). x, delta [b, s, h], A [h, n], B, C [b, s, n] -> y [b, s, h] (packed with the
-    final state if `return_state`)."""
+    absent). x, delta [b, s, h], A [h, n], B, C [b, s, n] -> y [b, s, h], or with
+    `return_state` (y, the final state [b, h, n])."""
     x, delta, a, b, c = map(_f64, (x, delta, A, B, C))
     init = None if initial_state is None else _f64(initial_state)
-    rules.selective_scan(*map(_shape, (x, delta, a, b, c)),
-                         None if init is None else _shape(init), return_state)
+    rules.selective_scan(*map(_shape, (x, delta, a, b, c)), None if init is None else _shape(init))
     state = np.zeros(rules.selective_scan_state(_shape(x), _shape(a))) if init is None else init
     y = np.empty_like(x)
     for t in range(x.shape[1]):
@@ -889,15 +886,15 @@ def selective_scan(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: ArrayLike, C
 @_quiet
 def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta: ArrayLike,
                     initial_state: ArrayLike | None = None, return_state: bool = False
-                    ) -> np.ndarray:
+                    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """The gated delta rule: per b, head and step t, with S the state [n, m]:
     S = exp(g_t)·S; kv = Sᵀk_t; δ = β_t(v_t − kv); S = S + k_t δᵀ; o_t = Sᵀq_t.
     q, k [b, s, H, n], v [b, s, H, m], g, beta [b, s, H], initial_state [b, H, n, m]
-    (zeros if absent) -> out [b, s, H, m] (packed with the final state if `return_state`)."""
+    (zeros if absent) -> out [b, s, H, m], or with `return_state` (out, the final state
+    [b, H, n, m])."""
     q, k, v, g, beta = map(_f64, (q, k, v, g, beta))
     init = None if initial_state is None else _f64(initial_state)
-    rules.gated_delta_net(*map(_shape, (q, k, v, g, beta)),
-                          None if init is None else _shape(init), return_state)
+    rules.gated_delta_net(*map(_shape, (q, k, v, g, beta)), None if init is None else _shape(init))
     state = np.zeros(rules.gated_delta_net_state(_shape(q), _shape(v))) if init is None else init
     out = np.empty_like(v)
     for t in range(q.shape[1]):

@@ -721,16 +721,8 @@ def extract_rows(cache: Shape, size: str) -> Shape:
 
 
 # ----------------------------------------------------------------------------- sequence ops
-# With `return_state`, the mir ops `selective_scan` and `gated_delta_net` return one flat
-# buffer: the output's elements, then the final state's (`packed_sequence_result`); the
-# Graph splits it with two contiguous narrows and reshapes, which lower to views (no copy).
-
-
-def packed_sequence_result(out: Shape, state: Shape, what: str) -> Shape:
-    """The flat shape [numel(out) + numel(state)] of a sequence op with `return_state`."""
-    for d in (*out, *state):
-        require_static(what, d, "with return_state, every dim of the output and state")
-    return (numel(out) + numel(state),)
+# With `return_state`, the ops `selective_scan` and `gated_delta_net` have a second result,
+# the final state, whose shape `selective_scan_state` / `gated_delta_net_state` give.
 
 
 def selective_scan_state(x: Shape, a: Shape) -> Shape:
@@ -739,9 +731,9 @@ def selective_scan_state(x: Shape, a: Shape) -> Shape:
 
 
 def selective_scan(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape,
-                   initial_state: Shape | None = None, return_state: bool = False) -> Shape:
+                   initial_state: Shape | None = None) -> Shape:
     """Mamba's selective scan: x, delta [b, s, h], A [h, n], B, C [b, s, n],
-    initial_state [b, h, n] -> y [b, s, h] (packed with the final state if `return_state`)."""
+    initial_state [b, h, n] -> y [b, s, h] (the final state: `selective_scan_state`)."""
     check_rank("x", x, (3,))
     check_exact("delta", delta, x, "the shape of x [b, s, h]")
     check_rank("A", a, (2,))
@@ -749,10 +741,9 @@ def selective_scan(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape,
     check_rank("B", b, (3,))
     check_exact("B", b, (x[0], x[1], a[1]), "[b, s, n]")
     check_exact("C", c, b, "the shape of B [b, s, n]")
-    state = selective_scan_state(x, a)
     if initial_state is not None:
-        check_exact("initial_state", initial_state, state, "[b, h, n]")
-    return packed_sequence_result(x, state, "x") if return_state else x
+        check_exact("initial_state", initial_state, selective_scan_state(x, a), "[b, h, n]")
+    return x
 
 
 def gated_delta_net_state(q: Shape, v: Shape) -> Shape:
@@ -761,21 +752,19 @@ def gated_delta_net_state(q: Shape, v: Shape) -> Shape:
 
 
 def gated_delta_net(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape,
-                    initial_state: Shape | None = None, return_state: bool = False) -> Shape:
+                    initial_state: Shape | None = None) -> Shape:
     """The gated delta rule: q, k [b, s, H, n], v [b, s, H, m] (m = n in the SPEC; any m
-    works), g, beta [b, s, H], initial_state [b, H, n, m] -> out [b, s, H, m] (packed with
-    the final state if `return_state`)."""
+    works), g, beta [b, s, H], initial_state [b, H, n, m] -> out [b, s, H, m] (the final
+    state: `gated_delta_net_state`)."""
     check_rank("q", q, (4,))
     check_exact("k", k, q, "the shape of q [b, s, H, n]")
     check_rank("v", v, (4,))
     check_exact("v", v, (*q[:3], v[3]), "[b, s, H, m] with b, s, H of q")
     check_exact("g", g, q[:3], "[b, s, H]")
     check_exact("beta", beta, q[:3], "[b, s, H]")
-    out = v
-    state = gated_delta_net_state(q, v)
     if initial_state is not None:
-        check_exact("initial_state", initial_state, state, "[b, H, n, m]")
-    return packed_sequence_result(out, state, "q") if return_state else out
+        check_exact("initial_state", initial_state, gated_delta_net_state(q, v), "[b, H, n, m]")
+    return v
 
 
 def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False) -> Shape:

@@ -29,7 +29,8 @@ from rlx_mlir.dialects.registry import RegistryError
 from rlx_mlir.signature import NUMPY_DTYPES
 
 OpImpl = Callable[[Operation, list[Any], dict[str, Any]], Any]
-"""An implementation: (op, operands by definition order, python properties) -> result."""
+"""An implementation: (op, operands by definition order, python properties) -> result
+(a tuple of them for an op with several results)."""
 
 
 def python_value(attr: Attribute) -> Any:
@@ -208,6 +209,8 @@ def _method(implementation: OpImpl) -> Callable[..., tuple[Any, ...]]:
             args: tuple[Any, ...]) -> tuple[Any, ...]:
         more = {"interpreter": interpreter} if extra else {}
         result = implementation(op, operands_by_definition(op, args), python_props(op), **more)
-        return () if result is None else (result,)
+        if result is None:
+            return ()
+        return result if isinstance(result, tuple) else (result,)  # an op with several results
 
     return run

@@ -86,11 +86,17 @@ def _view(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
 
 
 def _writing(compute: OpImpl) -> OpImpl:
-    """A destination-passing kernel: compute from the inputs, write into `out` (last operand)."""
+    """A destination-passing kernel: compute from the inputs, write each result into its
+    out (the last operands: `out`, then the extra outs present)."""
 
     def run(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
-        out = args[-1]
-        out[...] = compute(op, args[:-1], props)
+        assert isinstance(op, lir.KernelOp)
+        count = len(op.result_names())
+        result = compute(op, args[:-count], props)
+        results = result if isinstance(result, tuple) else (result,)
+        outs = [out for out in args[-count:] if out is not None]
+        for out, value in zip(outs, results, strict=True):
+            out[...] = value
 
     return run
 

@@ -1201,3 +1201,19 @@ lir.dequant_matmul q4_k ins(%x, %w : memref<2x128xf32>, memref<8x144xui8>) outs(
 lir.dequant_matmul f16 ins(%x, %w : memref<2x5xf32>, memref<8x5xui8>) outs(%o : memref<2x8xf32>)
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.dequant_matmul': w: expected shape [8, 10] (f16: K/1 blocks of 2 bytes), got [8, 5]
+
+// -----
+
+// lir.selective_scan return_state: the final state goes to a second out
+%x, %a, %b, %o = "test.op"() : () -> (memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>)
+lir.selective_scan ins(%x, %x, %a, %b, %b : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>) outs(%o : memref<1x4x8xf32>) return_state
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.selective_scan': state_out: expected a value of shape [1, 8, 3], got none
+
+// -----
+
+// lir.gated_delta_net: state_out [b, H, n, m]
+%q, %g, %o, %s = "test.op"() : () -> (memref<1x3x2x4xf32>, memref<1x3x2xf32>, memref<1x3x2x4xf32>, memref<1x4x2x4xf32>)
+lir.gated_delta_net ins(%q, %q, %q, %g, %g : memref<1x3x2x4xf32>, memref<1x3x2x4xf32>, memref<1x3x2x4xf32>, memref<1x3x2xf32>, memref<1x3x2xf32>) outs(%o, %s : memref<1x3x2x4xf32>, memref<1x4x2x4xf32>) return_state
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.gated_delta_net': state_out: expected shape [1, 2, 4, 4], got [1, 4, 2, 4]

@@ -346,3 +346,25 @@ func.func @dequant_matmul_schemes() {
 // GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>}> : (memref<2x256xf32>, memref<8x144xui8>, memref<2x8xf32>) -> ()
 // GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_k>}> : (memref<2x256xf32>, memref<8x176xui8>, memref<2x8xf32>) -> ()
 // GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q6_k>}> : (memref<2x256xf32>, memref<8x210xui8>, memref<2x8xf32>) -> ()
+
+// -----
+
+// A kernel with several outs: a sequence op with return_state writes its output and its
+// final state, each into its own buffer (outs last, the optional one when present).
+// CHECK-LABEL: func.func @sequence
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = "test.op"()
+// CHECK-NEXT:    lir.selective_scan ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>) outs(%{{.*}} : memref<1x4x8xf32>)
+// CHECK-NEXT:    lir.selective_scan ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x8x3xf32>) outs(%{{.*}}, %{{.*}} : memref<1x4x8xf32>, memref<1x8x3xf32>) return_state
+// CHECK-NEXT:    %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} = "test.op"()
+// CHECK-NEXT:    lir.gated_delta_net ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<1x?x2x4xf32>, memref<1x?x2x4xf32>, memref<1x?x2x5xf32>, memref<1x?x2xf32>, memref<1x?x2xf32>) outs(%{{.*}}, %{{.*}} : memref<1x?x2x5xf32>, memref<1x2x4x5xf32>) return_state
+// GENERIC-LABEL: "func.func"() <{sym_name = "sequence"
+// GENERIC:       "lir.selective_scan"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1, 0>}>
+// GENERIC:       "lir.selective_scan"({{.*}}) <{return_state, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1, 1>}>
+func.func @sequence() {
+  %x, %a, %b, %o, %s0, %s = "test.op"() : () -> (memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x8x3xf32>)
+  lir.selective_scan ins(%x, %x, %a, %b, %b : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>) outs(%o : memref<1x4x8xf32>)
+  lir.selective_scan ins(%x, %x, %a, %b, %b, %s0 : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x8x3xf32>) outs(%o, %s : memref<1x4x8xf32>, memref<1x8x3xf32>) return_state
+  %q, %v, %g, %out, %st = "test.op"() : () -> (memref<1x?x2x4xf32>, memref<1x?x2x5xf32>, memref<1x?x2xf32>, memref<1x?x2x5xf32>, memref<1x2x4x5xf32>)
+  lir.gated_delta_net ins(%q, %q, %v, %g, %g : memref<1x?x2x4xf32>, memref<1x?x2x4xf32>, memref<1x?x2x5xf32>, memref<1x?x2xf32>, memref<1x?x2xf32>) outs(%out, %st : memref<1x?x2x5xf32>, memref<1x2x4x5xf32>) return_state
+  func.return
+}

@@ -23,14 +23,35 @@
 
 // -----
 
-// with return_state the result is the flat output then the flat state: 40 + 24 elements
+// with return_state the op has a second result, the final state
 %x = "test.op"() : () -> tensor<2x5x4xf32>
 %a = "test.op"() : () -> tensor<4x3xf32>
 %b = "test.op"() : () -> tensor<2x5x3xf32>
 %y = mir.selective_scan %x, %x, %a, %b, %b return_state : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>) -> tensor<2x5x4xf32>
 
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'mir.selective_scan': result: expected shape [64]
+// CHECK-NEXT: 'mir.selective_scan': final_state: expected a value of shape [2, 4, 3], got none
+
+// -----
+
+// and only then
+%x = "test.op"() : () -> tensor<2x5x4xf32>
+%a = "test.op"() : () -> tensor<4x3xf32>
+%b = "test.op"() : () -> tensor<2x5x3xf32>
+%y, %s = mir.selective_scan %x, %x, %a, %b, %b : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x4x3xf32>)
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.selective_scan': final_state: expected none (the properties ask for no final_state), got a value of type tensor<2x4x3xf32>
+
+// -----
+
+%q = "test.op"() : () -> tensor<1x3x2x4xf32>
+%v = "test.op"() : () -> tensor<1x3x2x5xf32>
+%g = "test.op"() : () -> tensor<1x3x2xf32>
+%o, %s = mir.gated_delta_net %q, %q, %v, %g, %g return_state : (tensor<1x3x2x4xf32>, tensor<1x3x2x4xf32>, tensor<1x3x2x5xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) -> (tensor<1x3x2x5xf32>, tensor<1x2x5x4xf32>)
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.gated_delta_net': final_state: expected shape [1, 2, 4, 5], got [1, 2, 5, 4]
 
 // -----
 
