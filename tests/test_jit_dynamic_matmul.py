@@ -22,6 +22,7 @@ from xdsl.ir import Block, Operation
 
 from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
@@ -161,7 +162,7 @@ def matmul_case(lhs: Shape, rhs: Shape, *, bias: bool = False, activation: str |
     else:
         shapes = [lhs, rhs, out]
         op = lir.MatmulOp(*_operands([(s, "f32") for s in shapes]))
-    weight = mm.pack_rhs(b, width) if packed else b
+    weight = pack_rhs(b, width) if packed else b
 
     def inputs(binding: Mapping[str, int]) -> list[np.ndarray]:
         a = _rand(_concrete(lhs, binding))

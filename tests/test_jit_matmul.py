@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import MemRefType, f32, i16
 from xdsl.ir import Block, Operation
 
 from rlx_mlir.core import reference_kernels as ref
+from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import ui8
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
@@ -126,7 +127,7 @@ def _close(want, k):
 def add_matmul(kernels: Kernels, lhs_shape, rhs_shape, *, bias=False, activation=None,
                fused=None, packed=False) -> None:
     """One matmul (or fused_matmul with `bias`/`activation`/`fused`) of random operands;
-    `packed`: the rhs passed in the prepacked layout (mm.pack_rhs)."""
+    `packed`: the rhs passed in the prepacked layout (pack_rhs)."""
     out_shape = ref.matmul(np.zeros(lhs_shape), np.zeros(rhs_shape)).shape
     k = lhs_shape[-1]
     fused = fused if fused is not None else (bias or activation is not None)
@@ -148,7 +149,7 @@ def add_matmul(kernels: Kernels, lhs_shape, rhs_shape, *, bias=False, activation
              f"{activation}{' packed' if packed else ''}")
     options = {}
     if packed:
-        inputs[1] = mm.pack_rhs(b, kernels.width)
+        inputs[1] = pack_rhs(b, kernels.width)
         options["packed_rhs"] = True
     kernels.add(label, op, build, inputs, out_shape, _close(want, k), **options)
 
@@ -201,7 +202,7 @@ def test_matmul(width):
     kernels.run()
 
 
-PACKED_SHAPES = [  # (lhs, rhs) with the rhs prepacked (mm.pack_rhs): panels of NR·W columns,
+PACKED_SHAPES = [  # (lhs, rhs) with the rhs prepacked (pack_rhs): panels of NR·W columns,
     # several per tile for few rows
     ((1, 70), (70, 100)),
     ((1, 20), (20, 600)),
@@ -227,7 +228,7 @@ def test_packed_rhs(width):
 
 def test_pack_rhs_layout():
     b = np.arange(3 * 40, dtype=np.float32).reshape(3, 40)
-    packed = mm.pack_rhs(b, 8)  # panels of 16 columns: [3, 16], [3, 16], [3, 8]
+    packed = pack_rhs(b, 8)  # panels of 16 columns: [3, 16], [3, 16], [3, 8]
     assert packed.shape == b.shape
     flat = packed.ravel()
     np.testing.assert_array_equal(flat[:48].reshape(3, 16), b[:, :16])
