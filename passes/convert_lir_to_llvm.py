@@ -82,7 +82,7 @@ from rlx_mlir.core.abi import (
     UPDATE_ASSIGN,
 )
 from rlx_mlir.core.errors import RlxError
-from rlx_mlir.core.target import target_of
+from rlx_mlir.core.target import TARGET_ATTR, parse_target, target_of
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_parallelize import is_parallel
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
@@ -475,7 +475,12 @@ class ConvertLirToLlvmPass(ModulePass):
     target: str = ""
     """The CPU to lower for, `cpu` or `cpu:+feat,-feat` (see rlx_mlir/core/target.py);
     "" takes the module's `rlx.target` attribute, else the generic x86-64 (SSE, 4 lanes).
-    The pass never reads the host: the drivers pass RLX_TARGET_CPU or the host's."""
+    The pass never reads the host: the drivers pass RLX_TARGET_CPU or the host's. The
+    output records the target it was lowered for as its `rlx.target`."""
+
+    def __post_init__(self) -> None:
+        if self.target:
+            parse_target(self.target)  # a bad spec fails when the pipeline is built
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
@@ -507,6 +512,7 @@ class ConvertLirToLlvmPass(ModulePass):
             instrument_entries(op)
         add_thread_support(op)
         _check_only_llvm(op)
+        op.attributes[TARGET_ATTR] = StringAttr(target.spec)  # what the kernels were built for
 
 
 def name_symbolic_operands(module: ModuleOp) -> None:

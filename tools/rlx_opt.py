@@ -76,10 +76,13 @@ class RlxOptMain(xDSLOptMain):
             super().setup_pipeline()
         except (ValueError, ArgSpecParseError) as err:
             # ArgSpecParseError (a pipeline syntax error) derives from BaseException.
+            # A bad option value (an OptionError, xDSL's type check) is one line; an
+            # unknown pass or bad syntax lists the passes.
+            names_passes = isinstance(err, ArgSpecParseError) or "Unrecognized passes" in str(err)
             raise PipelineError(
-                f"invalid pass pipeline {written!r}: {err}\n"
-                f"{_did_you_mean(written, self.available_passes)}"
-                f"{_known_passes(self.available_passes)}"
+                f"invalid pass pipeline {written!r}: {err}"
+                + (f"\n{_did_you_mean(written, self.available_passes)}"
+                   f"{_known_passes(self.available_passes)}" if names_passes else "")
             ) from err
 
     def apply_passes(self, prog: ModuleOp):
