@@ -99,7 +99,8 @@ def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int
     symbolic dims compiles once for every size: `max_dims` bounds the symbols (default
     4096, or a KV cache's capacity), a call binds them from its arguments' shapes.
     `exact_dequant` keeps dequant_matmul in f32 (default: activations quantized to q8
-    blocks and int8 dot products where the CPU has VNNI; docs/semantics.md)."""
+    blocks and int8 dot products where the CPU has VNNI; docs/semantics.md). The target
+    is RLX_TARGET_CPU or the host; `model.options` holds it with every other option."""
     if not isinstance(graph, Graph):
         raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
     module = graph.to_module()
