@@ -81,7 +81,8 @@ from rlx_mlir.core.abi import (
     UPDATE_APPEND,
     UPDATE_ASSIGN,
 )
-from rlx_mlir.core.target import host_target
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.target import TARGET_ATTR, parse_target, target_of
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_parallelize import is_parallel
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
@@ -465,20 +466,33 @@ class ConvertLirToLlvmPass(ModulePass):
     name = "convert-lir-to-llvm"
 
     vector_width: int = 0
-    """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
+    """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's."""
     profile: bool = False
     """Time stamps around every kernel call of the entry (see lir_to_llvm/profile.py)."""
     exact_dequant: bool = False
     """dequant_matmul in f32 throughout; false: activations quantized to q8 blocks and
     int8 dot products where the target has VNNI (see lir_to_llvm/quant_dot.py)."""
+    target: str = ""
+    """The CPU to lower for, `cpu` or `cpu:+feat,-feat` (see rlx_mlir/core/target.py);
+    "" takes the module's `rlx.target` attribute, else the generic x86-64 (SSE, 4 lanes).
+    The pass never reads the host: the drivers pass RLX_TARGET_CPU or the host's. The
+    output records the target it was lowered for as its `rlx.target`."""
+
+    def __post_init__(self) -> None:
+        if self.target:
+            parse_target(self.target)  # a bad spec fails when the pipeline is built
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
-        width = self.vector_width or host_target().vector_width
+        try:
+            target = target_of(op, self.target)
+        except RlxError as err:
+            raise PassFailedException(f"{self.name}: {err}") from None
+        width = self.vector_width or target.vector_width
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
         if not self.exact_dequant:
-            mark_int8_dots(op, host_target(), width)
+            mark_int8_dots(op, target, width)
         in_place = in_place_kernels(op)
         name_symbolic_operands(op)
         if self.profile:
@@ -498,6 +512,7 @@ class ConvertLirToLlvmPass(ModulePass):
             instrument_entries(op)
         add_thread_support(op)
         _check_only_llvm(op)
+        op.attributes[TARGET_ATTR] = StringAttr(target.spec)  # what the kernels were built for
 
 
 def name_symbolic_operands(module: ModuleOp) -> None:

@@ -9,6 +9,9 @@
 
 Shared by the `rlx-lower` pass and `rlx_mlir.pipeline.lower` (which adds timings and
 per-stage snapshots): both run the passes of `stage_plan` through xDSL's `PassPipeline`.
+`PipelineOptions` holds every option of those passes; `options.pipeline()` writes them as
+`rlx-lower{...}` and `PipelineOptions.from_pipeline` reads that back, so
+`rlx-opt -p "$(options.pipeline())"` on the hir module reproduces a `jit` build.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes as xdsl_passes
+from xdsl.utils.arg_spec import parse_spec
+from xdsl.utils.exceptions import ArgSpecParseError
 
 from rlx_mlir.core.errors import OptionError
+from rlx_mlir.core.target import parse_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.rlx import ArenaStrategy
 from rlx_mlir.passes import get_all_passes
@@ -66,6 +72,10 @@ class PipelineOptions:
     exact_dequant: bool = False
     """convert-lir-to-llvm: dequant_matmul in f32 throughout (else activations quantized
     to q8 blocks and int8 dot products where the target has VNNI)."""
+    target: str = ""
+    """convert-lir-to-llvm: the target spec (`haswell`, `cpu:+feat,-feat`: see
+    `rlx_mlir.core.target`); "" for the module's `rlx.target`, else the generic x86-64.
+    The drivers (`rlx.jit`, `compile_mlir`, rlx-run) fill in RLX_TARGET_CPU or the host."""
 
     def __post_init__(self) -> None:
         """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
@@ -77,6 +87,42 @@ class PipelineOptions:
                               f"got {self.strategy!r}")
         check_int_option("vector_width", self.vector_width, "0 (the target's), 4, 8 or 16",
                          lambda w: w in VECTOR_WIDTHS)
+        if not isinstance(self.packed_params, tuple) or not all(
+                isinstance(p, str) and p for p in self.packed_params):
+            raise OptionError(f"params: expected a tuple of param names, got {self.packed_params!r}")
+        if not isinstance(self.max_dims, str) or '"' in self.max_dims:
+            raise OptionError(f"max_dims: expected text 'S=2048,T=512', got {self.max_dims!r}")
+        for name in ("profile", "exact_dequant"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.target, str):
+            raise OptionError(f"target: expected a target spec (text), got {self.target!r}")
+        if self.target:
+            parse_target(self.target)
+
+    def pipeline(self) -> str:
+        """These options as the `rlx-lower{...}` pass pipeline that applies them (options
+        at their default left out); `from_pipeline` reads it back exactly."""
+        return str(make_pass("rlx-lower", self).spec())
+
+    @classmethod
+    def from_pipeline(cls, text: str) -> PipelineOptions:
+        """The options of an `rlx-lower{...}` pass pipeline (as `pipeline()` writes it);
+        an OptionError says what is wrong in it."""
+        try:
+            spec = parse_spec(text)
+        except ArgSpecParseError as err:
+            raise OptionError(f"expected 'rlx-lower{{option=value ...}}', got {text!r}: "
+                              f"{err.args[0] if err.args else err}") from None
+        if spec.name != "rlx-lower":
+            raise OptionError(f"expected the rlx-lower pass, got {spec.name!r}")
+        try:
+            lower = available_passes()["rlx-lower"]().from_spec(spec)
+        except OptionError:
+            raise
+        except ValueError as err:  # xDSL: an unknown option or a value of the wrong type
+            raise OptionError(f"rlx-lower: {err}") from None
+        return lower.options
 
 
 DEFAULT_OPTIONS = PipelineOptions()
@@ -86,7 +132,11 @@ PASS_OPTIONS: dict[str, dict[str, str]] = {
     "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
     "lir-pack-weights": {"params": "packed_params"},
     "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile",
-                            "exact_dequant": "exact_dequant"},
+                            "exact_dequant": "exact_dequant", "target": "target"},
+    "rlx-lower": {"alignment": "alignment", "strategy": "strategy",
+                  "vector_width": "vector_width", "params": "packed_params",
+                  "max_dims": "max_dims", "profile": "profile",
+                  "exact_dequant": "exact_dequant", "target": "target"},
 }
 """Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from}."""
 

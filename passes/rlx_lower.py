@@ -9,25 +9,51 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from rlx_mlir.core.abi import name_arguments
-from rlx_mlir.passes.pipeline_stages import PipelineOptions, stage_pipeline
+from rlx_mlir.passes.pipeline_stages import (
+    DEFAULT_OPTIONS,
+    PASS_OPTIONS,
+    PipelineOptions,
+    stage_pipeline,
+)
 
 
 @dataclass(frozen=True)
 class RlxLowerPass(ModulePass):
     """convert-hir-to-mir, canonicalize, cse, mir-fuse, convert-mir-to-lir, lir-plan-arena,
     lir-pack-weights, lir-parallelize, convert-lir-to-llvm — the passes a module at its
-    stage still needs, in order (`rlx_mlir.passes.pipeline_stages`)."""
+    stage still needs, in order (`rlx_mlir.passes.pipeline_stages`), each given the
+    options of the pipeline it takes. With every option of a `jit` build
+    (`model.options.pipeline()`), it gives that build's `model.mlir("llvm")`."""
 
     name = "rlx-lower"
 
-    alignment: int = 64
+    alignment: int = DEFAULT_OPTIONS.alignment
     """lir-plan-arena: byte alignment of every arena slot."""
-    strategy: str = "greedy-by-size"
+    strategy: str = DEFAULT_OPTIONS.strategy
     """lir-plan-arena: greedy-by-size or naive."""
-    vector_width: int = 0
+    vector_width: int = DEFAULT_OPTIONS.vector_width
     """convert-lir-to-llvm: f32 lanes per vector, 0 for the target's."""
+    params: tuple[str, ...] = DEFAULT_OPTIONS.packed_params
+    """lir-pack-weights: the params bound at compile time (packed at bind time)."""
+    max_dims: str = DEFAULT_OPTIONS.max_dims
+    """lir-plan-arena: the symbols' bounds, `S=2048,T=512`."""
+    profile: bool = DEFAULT_OPTIONS.profile
+    """convert-lir-to-llvm: the instrumented build (time stamps around kernel calls)."""
+    exact_dequant: bool = DEFAULT_OPTIONS.exact_dequant
+    """convert-lir-to-llvm: dequant_matmul in f32 throughout."""
+    target: str = DEFAULT_OPTIONS.target
+    """convert-lir-to-llvm: the target spec (`haswell`, `cpu:+feat,-feat`); "" for the
+    module's `rlx.target`, else the generic x86-64."""
+
+    def __post_init__(self) -> None:
+        self.options  # a bad value fails when the pipeline is built, naming the option  # noqa: B018
+
+    @property
+    def options(self) -> PipelineOptions:
+        """This pass's options as the pipeline's (an OptionError for a bad value)."""
+        return PipelineOptions(**{source: getattr(self, field)
+                                  for field, source in PASS_OPTIONS[self.name].items()})
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        options = PipelineOptions(self.alignment, self.strategy, self.vector_width)
         name_arguments(op)  # hand-written modules may leave rlx.name / rlx.role out
-        stage_pipeline(op, "llvm", options).apply(ctx, op)
+        stage_pipeline(op, "llvm", self.options).apply(ctx, op)

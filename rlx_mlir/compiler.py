@@ -16,8 +16,10 @@ import ctypes
 import gc
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import llvmlite.binding as llvm_binding
 import numpy as np
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -56,7 +58,7 @@ from rlx_mlir.core.abi import (
 )
 from rlx_mlir.core.errors import ArgumentError, GraphError, OptionError, RlxError
 from rlx_mlir.core.packing import pack_rhs
-from rlx_mlir.core.target import Target, host_target
+from rlx_mlir.core.target import Target, host_target, parse_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes.lir_to_llvm.profile import profile_sites
@@ -97,7 +99,8 @@ def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int
     symbolic dims compiles once for every size: `max_dims` bounds the symbols (default
     4096, or a KV cache's capacity), a call binds them from its arguments' shapes.
     `exact_dequant` keeps dequant_matmul in f32 (default: activations quantized to q8
-    blocks and int8 dot products where the CPU has VNNI; docs/semantics.md)."""
+    blocks and int8 dot products where the CPU has VNNI; docs/semantics.md). The target
+    is RLX_TARGET_CPU or the host; `model.options` holds it with every other option."""
     if not isinstance(graph, Graph):
         raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
     module = graph.to_module()
@@ -170,9 +173,7 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
     if threads is not None:
         check_int_option("threads", threads, "an int in [1, 64] or None (all cores)",
                          lambda n: 1 <= n <= 64)
-    target = host_target()
-    if options.vector_width:
-        target = Target(target.cpu, target.features, target.triple, options.vector_width)
+    options, target = _resolve_target(options)
     source = _text(module, debuginfo=True)  # re-lowering it keeps the provenance
     key = cache_key(source, target, opt_level, f"{options}")
     timings = Timings() if time_passes else None
@@ -187,6 +188,18 @@ def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
     if timings is not None:
         print(timings.report())
     return CompiledGraph(executable, source, options, opt_level, params, stages, threads, bound)
+
+
+def _resolve_target(options: PipelineOptions) -> tuple[PipelineOptions, Target]:
+    """`options` with the target the passes lower for (RLX_TARGET_CPU or the host's,
+    unless already given, e.g. by the build being re-instrumented), and the backend's
+    target for it (this process's triple; `vector_width` overrides the target's)."""
+    if not options.target:
+        options = replace(options, target=host_target().spec)
+    target = parse_target(options.target, llvm_binding.get_process_triple())
+    if options.vector_width:
+        target = replace(target, vector_width=options.vector_width)
+    return options, target
 
 
 def _lower_all(module: ModuleOp, options: PipelineOptions, timings: Timings | None) -> dict[str, ModuleOp]:
@@ -317,6 +330,12 @@ class CompiledGraph:
         self._stateful = bool(self._state.specs) or self._state.has_position
         self.max_dims: dict[str, int] = dict(meta.get("bounds", {}))
         """The bound of each symbol: the largest size a call may give it."""
+
+    @property
+    def options(self) -> PipelineOptions:
+        """The pipeline options this model was built with, the target included:
+        `rlx-opt -p "$(options.pipeline())"` on `mlir("hir")` gives `mlir("llvm")`."""
+        return self._options
 
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Copies of the bound params, in the layout the compiled code reads: a weight

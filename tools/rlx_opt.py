@@ -5,6 +5,10 @@ unreadable file) is a one-paragraph diagnostic on stderr and exit status 1, neve
 Python traceback. `--help` lists rlx's passes with their options first; an unknown pass
 gets a "did you mean"; pass options may be separated by spaces (xDSL) or by commas
 (MLIR): `-p 'lir-plan-arena{alignment=128,strategy=naive}'`.
+
+The target: `--target-cpu haswell` (a spec, or `host`), else `RLX_TARGET_CPU` if set, is
+recorded on the input module as `rlx.target`, which convert-lir-to-llvm (and rlx-lower)
+read unless given a `target` option; with neither, they lower for the generic x86-64.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import os
 import re
 import sys
 import textwrap
@@ -24,6 +29,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.target import TARGET_ENV, host_target, parse_target, record_target
 from rlx_mlir.dialects import register_all_dialects
 from rlx_mlir.ir import EMPTY_INPUT, is_empty_text
 from rlx_mlir.passes import get_all_passes
@@ -49,6 +55,11 @@ class RlxOptMain(xDSLOptMain):
                 action.help = ("comma-separated pass pipeline, options in braces: "
                                "'convert-hir-to-mir,lir-plan-arena{alignment=128 strategy=naive}' "
                                "(commas between options work too); rlx's passes are listed below")
+        arg_parser.add_argument(
+            "--target-cpu", metavar="SPEC",
+            help="the CPU to lower for, recorded on the module as rlx.target: 'host', a CPU "
+                 "name (haswell) or 'cpu:+feat,-feat' (default: $RLX_TARGET_CPU if set, else "
+                 "the module's rlx.target, else generic x86-64); a pass's target option wins")
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
         arg_parser.description = f"{arg_parser.description}\n\n{_rlx_passes_help(self.available_passes)}"
         arg_parser.epilog = _xdsl_passes_help(self.available_passes)
@@ -65,11 +76,20 @@ class RlxOptMain(xDSLOptMain):
             super().setup_pipeline()
         except (ValueError, ArgSpecParseError) as err:
             # ArgSpecParseError (a pipeline syntax error) derives from BaseException.
+            # A bad option value (an OptionError, xDSL's type check) is one line; an
+            # unknown pass or bad syntax lists the passes.
+            names_passes = isinstance(err, ArgSpecParseError) or "Unrecognized passes" in str(err)
             raise PipelineError(
-                f"invalid pass pipeline {written!r}: {err}\n"
-                f"{_did_you_mean(written, self.available_passes)}"
-                f"{_known_passes(self.available_passes)}"
+                f"invalid pass pipeline {written!r}: {err}"
+                + (f"\n{_did_you_mean(written, self.available_passes)}"
+                   f"{_known_passes(self.available_passes)}" if names_passes else "")
             ) from err
+
+    def apply_passes(self, prog: ModuleOp):
+        spec = _target_spec(self.args.target_cpu)
+        if spec:
+            record_target(prog, spec)
+        super().apply_passes(prog)
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -92,15 +112,29 @@ class RlxOptMain(xDSLOptMain):
             raise
 
 
-_OPTION_COMMA = re.compile(r",(?=\s*[A-Za-z_][\w-]*\s*=)")
-"""A comma that starts a new `name=value` option (a comma before a bare value separates
-the elements of a list option, as in xDSL)."""
+def _target_spec(flag: str | None) -> str:
+    """The target the driver records: `--target-cpu` (`host`: RLX_TARGET_CPU or this
+    machine), else RLX_TARGET_CPU, else none ("")."""
+    if flag == "host":
+        return host_target().spec
+    if flag:
+        return parse_target(flag, source="--target-cpu").spec
+    env = os.environ.get(TARGET_ENV, "").strip()
+    return parse_target(env, source=TARGET_ENV).spec if env else ""
+
+
+_OPTION_COMMA = re.compile(r'"(?:\\.|[^"\\])*"|,(?=\s*[A-Za-z_][\w-]*\s*=)')
+"""A quoted string (kept whole) or a comma that starts a new `name=value` option (a
+comma before a bare value separates the elements of a list option, as in xDSL)."""
 
 
 def mlir_option_commas(pipeline: str) -> str:
     """Rewrite MLIR's comma-separated pass options (`p{a=1,b=2}`) in xDSL's syntax
-    (`p{a=1 b=2}`); commas between passes and inside list values stay."""
-    return re.sub(r"\{[^{}]*\}", lambda m: _OPTION_COMMA.sub(" ", m.group(0)), pipeline)
+    (`p{a=1 b=2}`); commas between passes, inside list values and in quoted strings stay."""
+    def options(braces: re.Match[str]) -> str:
+        return _OPTION_COMMA.sub(lambda m: m.group(0) if m.group(0) != "," else " ", braces.group(0))
+
+    return re.sub(r'\{(?:"(?:\\.|[^"\\])*"|[^{}"])*\}', options, pipeline)
 
 
 def _rlx_pass_names() -> list[str]:

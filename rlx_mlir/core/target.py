@@ -1,21 +1,40 @@
 """The CPU rlx-mlir compiles for: LLVM CPU name, features, triple and SIMD vector width.
 
-The host is used unless `RLX_TARGET_CPU` names another CPU (e.g. `haswell` for AVX2,
-`x86-64` for SSE only), so the AVX2 and SSE code paths can be compiled and tested on an
-AVX-512 machine. `RLX_TARGET_CPU=name:+feat,-feat` also sets the feature string.
+A target is written as a spec string, `cpu` or `cpu:+feat,-feat` (e.g. `haswell` for
+AVX2, `x86-64` for SSE only, `skylake-avx512:-avx512vnni`): the `target` option of
+`convert-lir-to-llvm` and `rlx-lower`, the `rlx.target` module attribute and the
+`RLX_TARGET_CPU` variable all use it (`parse_target`).
+
+Only the drivers read the host (`host_target`: `RLX_TARGET_CPU` if set, else the machine
+this process runs on) and hand the result to the passes as a spec; a pass reads its
+`target` option, else the module's `rlx.target` (`target_of`), else `GENERIC_TARGET`,
+so its output never depends on the machine that runs it.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
-from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.errors import OptionError
 
 TARGET_ENV = "RLX_TARGET_CPU"
+"""The variable a driver reads for the target (else it takes the host's)."""
+
+TARGET_ATTR = "rlx.target"
+"""Module attribute: the target spec the passes lower for when no `target` option is given."""
+
+GENERIC_TARGET = "x86-64"
+"""The target of a pass given neither a `target` option nor an `rlx.target` attribute:
+SSE2 (4 f32 lanes), which every x86-64 CPU runs."""
+
+DEFAULT_TRIPLE = "x86_64-unknown-linux-gnu"
+"""The triple of a target parsed outside a driver (the passes never need the host's)."""
 
 _AVX512_CPUS = (
     "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
@@ -43,6 +62,11 @@ class Target:
     features: str
     triple: str
     vector_width: int
+
+    @property
+    def spec(self) -> str:
+        """The spec string `parse_target` reads back (`cpu`, or `cpu:features`)."""
+        return f"{self.cpu}:{self.features}" if self.features else self.cpu
 
     @property
     def key(self) -> str:
@@ -73,19 +97,51 @@ def vector_width_for(cpu: str, features: str) -> int:
     return 4
 
 
+_CPU_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_FEATURE = re.compile(r"[+-][a-z0-9][a-z0-9._-]*")
+
+
+def parse_target(spec: str, triple: str = DEFAULT_TRIPLE, source: str = "target") -> Target:
+    """The target a spec names: `cpu` (one of KNOWN_CPUS) or `cpu:+feat,-feat` (any CPU
+    name LLVM knows: the features decide the instructions and vector width). Raises an
+    OptionError naming `source` (the option or variable the spec came from)."""
+    cpu, colon, features = spec.strip().partition(":")
+    bad = [f for f in features.split(",") if not _FEATURE.fullmatch(f)] if colon else []
+    if bad or (colon and not _CPU_NAME.fullmatch(cpu)):
+        raise OptionError(f"{source}: expected 'cpu' or 'cpu:+feature,-feature', got {spec!r}")
+    if not colon and cpu not in KNOWN_CPUS:
+        raise OptionError(
+            f"{source}: expected one of {', '.join(KNOWN_CPUS)} (optionally followed by "
+            f"':+feature,-feature'), got {cpu!r}"
+        )
+    return Target(cpu, features, triple, vector_width_for(cpu, features))
+
+
+def target_of(module: ModuleOp, option: str = "") -> Target:
+    """The target a pass lowers `module` for: its `target` option if given, else the
+    module's `rlx.target` attribute, else GENERIC_TARGET (never the host)."""
+    if option:
+        return parse_target(option)
+    recorded = module.attributes.get(TARGET_ATTR)
+    if isinstance(recorded, StringAttr):
+        return parse_target(recorded.data, source=TARGET_ATTR)
+    return parse_target(GENERIC_TARGET)
+
+
+def record_target(module: ModuleOp, spec: str) -> None:
+    """Record a driver's target on `module` (`rlx.target`) for the passes to read."""
+    parse_target(spec)  # a bad spec fails here, naming it, not in a pass
+    module.attributes[TARGET_ATTR] = StringAttr(spec)
+
+
 def host_target() -> Target:
-    """The machine this process runs on, or the CPU named by RLX_TARGET_CPU."""
+    """For drivers only: the CPU named by RLX_TARGET_CPU, else the machine this process
+    runs on (its full feature string), with this process's triple."""
     _initialize()
     triple = llvm.get_process_triple()
     override = os.environ.get(TARGET_ENV, "").strip()
     if override:
-        cpu, _, features = override.partition(":")
-        if cpu not in KNOWN_CPUS:
-            raise RlxError(
-                f"{TARGET_ENV}: expected one of {', '.join(KNOWN_CPUS)} (optionally "
-                f"followed by ':+feature,-feature'), got {cpu!r}"
-            )
-        return Target(cpu, features, triple, vector_width_for(cpu, features))
+        return parse_target(override, triple, TARGET_ENV)
     cpu = llvm.get_host_cpu_name()
     # prefer-256-bit would make LLVM's own vectorizer pick ymm for scalar loops.
     features = llvm.get_host_cpu_features().flatten() + ",-prefer-256-bit"
