@@ -224,8 +224,9 @@ class CompiledGraph:
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         sizes: dict[str, int] = {}
         arrays = self._bind(args, kwargs, sizes)
-        if self._symbolic:
-            outs = tuple(np.empty(o.concrete_shape(sizes), numpy_type(o.dtype)) for o in self.outputs)
+        if self._symbolic:  # an output may have a KV-cache symbol's size (T = P + S)
+            shapes = self._state.bind(sizes) if self._stateful else sizes
+            outs = tuple(np.empty(o.concrete_shape(shapes), numpy_type(o.dtype)) for o in self.outputs)
         else:
             outs = tuple(np.empty(shape, dtype) for shape, dtype in self._out_layouts)
         self._execute(arrays, sizes, outs, fresh=True)
@@ -258,8 +259,9 @@ class CompiledGraph:
             raise ArgumentError(f"out: expected {len(self.outputs)} numpy array(s), got {type(out).__name__}")
         sizes: dict[str, int] = {}
         arrays = self._bind(args, kwargs, sizes)
+        shapes = self._state.bind(sizes) if self._stateful else sizes
         for spec, array in zip(self.outputs, outs, strict=True):
-            _check_out(spec, array, sizes)
+            _check_out(spec, array, shapes)
         self._execute(arrays, sizes, outs)
         return out
 
