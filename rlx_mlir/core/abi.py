@@ -309,8 +309,8 @@ class EntryABI:
                            "the size of the arena to pass is unknown")
         module = entry.parent_op()
         worker = name + WORKER_SUFFIX
-        parallel = module is not None and any(
-            isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in module.walk())
+        parallel = isinstance(module, ModuleOp) and any(
+            isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in module.ops)
         sites = tuple(json.loads(op.attributes[PROFILE_SITE].data) for op in entry.walk()
                       if isinstance(op, llvm.CallOp) and PROFILE_SITE in op.attributes)
         return cls(name, tuple(args), arena, naive, parallel, tuple(cache_dims_of(entry)), sites)
