@@ -5,6 +5,10 @@
 A module may import its own layer and the layers below it at module level; a function may
 import upwards only where that is unavoidable (listed in `LAZY_UPWARD_IMPORTS`, each with
 a comment at the import saying why).
+
+The package's import graph (every import, function-local ones included, `TYPE_CHECKING`
+ones not) has no cycle, and the API layer reaches the passes only through
+`rlx_mlir/pipeline.py`.
 """
 
 from __future__ import annotations
