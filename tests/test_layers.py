@@ -260,3 +260,30 @@ def test_the_api_imports_the_passes_only_through_the_pipeline_module():
                  for name, edges in import_graph().items()
                  if layer_of_module(name) == "api"}
     assert {name for name, passes in importers.items() if passes} == {PIPELINE_MODULE}
+
+
+def private_reads_from_elsewhere(path: Path) -> list[str]:
+    """`obj._name` in `path` where `obj` is not `self`/`cls` and no code of the same file
+    defines `_name` (as `self._name`, a method, or a class): a read of another module's
+    private member; and `from rlx_mlir... import _name`."""
+    tree = ast.parse(path.read_text(), str(path))
+    own = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+           and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")}
+    own |= {n.name for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and node.attr not in own
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os"))):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rlx_mlir"):
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}"
+                      for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+    return found
+
+
+def test_no_module_reads_another_modules_private_members():
+    found = [line for p in source_files() if layer_of_file(p) in ("core", "api")
+             for line in private_reads_from_elsewhere(p)]
+    assert found == []
