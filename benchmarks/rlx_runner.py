@@ -28,12 +28,10 @@ def rlx_env() -> dict[str, str]:
 
 
 def model_info(model: Any) -> dict[str, Any]:
-    executable = getattr(model, "_executable", None)
-    metadata = getattr(executable, "metadata", {}) or {}
     return {
         "arena_bytes": getattr(model, "arena_bytes", None),
         "naive_bytes": getattr(model, "naive_bytes", None),
-        "cache": metadata.get("cache", "compiled"),
+        "cache": "disk" if getattr(model, "from_disk_cache", False) else "compiled",
         "threads_used": getattr(model, "threads", None),
-        "parallel": metadata.get("parallel"),
+        "parallel": getattr(getattr(model, "abi", None), "parallel", None),
     }

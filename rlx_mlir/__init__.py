@@ -9,7 +9,8 @@ print(g.to_mlir())
 ```
 """
 
-from rlx_mlir.compiler import CompiledGraph, compile_mlir, jit
+from rlx_mlir.compiled_graph import CompiledGraph
+from rlx_mlir.compiler import compile_mlir, jit
 from rlx_mlir.core.errors import (
     ArgumentError,
     DTypeError,

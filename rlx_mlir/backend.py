@@ -14,18 +14,18 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
 from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects.builtin import ModuleOp
 
+from rlx_mlir.core.abi import EntryABI
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.target import Target, host_supports
-from rlx_mlir.pipeline import Timings
+from rlx_mlir.pipeline import Timings, source_folders
 
 CACHE_ENV = "RLX_CACHE_DIR"
 VERSION = "0.1.0"
@@ -49,15 +49,10 @@ def cache_key(source: str, target: Target, opt_level: int, extra: str = "") -> s
 @functools.cache
 def code_fingerprint() -> str:
     """A hash of the compiler's own source, so a changed kernel never loads stale code."""
-    import rlx_mlir
-    import rlx_mlir.dialects
-    import rlx_mlir.passes
-
     digest = hashlib.sha256()
-    for package in (rlx_mlir, rlx_mlir.dialects, rlx_mlir.passes):
-        for folder in package.__path__:
-            for path in sorted(Path(folder).rglob("*.py")):
-                digest.update(path.read_bytes())
+    for folder in source_folders():
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -69,7 +64,10 @@ class Executable:
     target: Target
     llvm_ir: str | None = None
     asm: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    abi: EntryABI | None = None
+    """The graph entry's ABI (None for helper modules without one)."""
+    from_disk: bool = False
+    """Whether the code was loaded from the disk cache (not compiled in this process)."""
 
     def address(self, name: str) -> int:
         address = self.engine.get_function_address(name)
@@ -83,7 +81,7 @@ _LOCK = threading.Lock()
 
 
 def compile_module(module: ModuleOp, target: Target, *, key: str, opt_level: int = 3,
-                   metadata: dict[str, Any] | None = None,
+                   abi: EntryABI | None = None,
                    timings: Timings | None = None) -> Executable:
     """Compile an llvm-dialect module to machine code (or take it from a cache)."""
     with _LOCK:
@@ -94,9 +92,9 @@ def compile_module(module: ModuleOp, target: Target, *, key: str, opt_level: int
         start = time.perf_counter()
         obj = machine.emit_object(parsed)
         _time(timings, "llvm: codegen", start)
-        executable = _load(obj, target, metadata or {})
+        executable = _load(obj, target, abi)
         executable.llvm_ir = str(parsed)
-        _store(key, obj, executable.metadata)
+        _store(key, obj, abi)
         _MEMORY[key] = executable
         return executable
 
@@ -126,20 +124,21 @@ def load_cached(key: str, target: Target) -> Executable | None:
         folder = cache_dir()
         if folder is None:
             return None
-        obj_path, meta_path = folder / f"{key}.o", folder / f"{key}.json"
-        if not (obj_path.exists() and meta_path.exists()):
+        obj_path, abi_path = folder / f"{key}.o", folder / f"{key}.json"
+        if not (obj_path.exists() and abi_path.exists()):
             return None
         try:
-            metadata = json.loads(meta_path.read_text())
-            executable = _load(obj_path.read_bytes(), target, metadata)
+            text = abi_path.read_text()
+            abi = None if json.loads(text) is None else EntryABI.from_json(text)
+            executable = _load(obj_path.read_bytes(), target, abi)
         except (OSError, ValueError, RuntimeError):
             return None  # a damaged cache entry is a miss, not an error
-        executable.metadata["cache"] = "disk"
+        executable.from_disk = True
         _MEMORY[key] = executable
         return executable
 
 
-def _load(obj: bytes, target: Target, metadata: dict[str, Any]) -> Executable:
+def _load(obj: bytes, target: Target, abi: EntryABI | None) -> Executable:
     if not host_supports(target):
         raise RlxError(
             f"code compiled for {target.cpu} (vector width {target.vector_width}) cannot run on "
@@ -149,16 +148,18 @@ def _load(obj: bytes, target: Target, metadata: dict[str, Any]) -> Executable:
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
-    return Executable(engine, target, metadata=dict(metadata))
+    return Executable(engine, target, abi=abi)
 
 
-def _store(key: str, obj: bytes, metadata: dict[str, Any]) -> None:
+def _store(key: str, obj: bytes, abi: EntryABI | None) -> None:
+    """The object code and the entry's ABI (JSON, `null` without one), under `key`."""
     folder = cache_dir()
     if folder is None:
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for suffix, data in ((".o", obj), (".json", json.dumps(metadata).encode())):
+        abi_text = abi.to_json() if abi is not None else "null"
+        for suffix, data in ((".o", obj), (".json", abi_text.encode())):
             tmp = folder / f"{key}{suffix}.{os.getpid()}.tmp"
             tmp.write_bytes(data)
             tmp.replace(folder / f"{key}{suffix}")  # atomic: readers never see half a file

@@ -52,6 +52,7 @@ from rlx_mlir.core.abi import (
     ROLE_POSITION,
     ROLE_STATE,
 )
+from rlx_mlir.core.dtypes import canonical_name, numpy_type
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.core.locations import name_loc
 from rlx_mlir.dialects import hir, mir
@@ -72,8 +73,6 @@ from rlx_mlir.dialects.rlx import (
 Scalar = float | int
 Operand = "Value | float | int"
 
-_NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8}
-
 CACHE_SYMBOL = "T"
 """The symbol of the rows a KV cache holds after an append: bound per call to position +
 appended rows (`rlx.cache_dims`)."""
@@ -81,22 +80,11 @@ appended rows (`rlx.cache_dims`)."""
 POSITION_NAME = "position"
 """The name of the graph's position argument (`rlx.role = "position"`)."""
 
-_DTYPE_ALIASES = {"float32": "f32", "int32": "i32", "int64": "i64", "uint8": "ui8"}
-"""numpy's names of the element types, accepted wherever an rlx dtype name is."""
-
-
 def dtype_name(dtype: Any) -> str:
     """The rlx dtype name ("f32", "i32", "i64", "ui8") of `dtype`: an rlx name, a numpy
     name ("float32"), a numpy scalar type (`np.float32`) or a `np.dtype`."""
-    if isinstance(dtype, str):
-        name = _DTYPE_ALIASES.get(dtype, dtype)
-    else:
-        try:
-            numpy_dtype = np.dtype(dtype)
-        except TypeError:
-            numpy_dtype = None
-        name = _DTYPE_ALIASES.get(numpy_dtype.name, "") if numpy_dtype is not None else ""
-    if name not in _NUMPY_DTYPES:
+    name = canonical_name(dtype)
+    if name is None:
         raise DTypeError(
             f"dtype: expected one of f32, i32, i64, ui8 (or numpy's float32, int32, int64, "
             f"uint8, as a name, a scalar type or a np.dtype), got {dtype!r}"
@@ -513,7 +501,7 @@ class Graph:
         dtype = like.dtype if like is not None else "f32"
         if dtype != "f32" and not float(value).is_integer():
             raise DTypeError(f"{name}: a float scalar {value} cannot combine with a {dtype} tensor")
-        return self.constant(np.asarray(value, dtype=_NUMPY_DTYPES[dtype]))
+        return self.constant(np.asarray(value, dtype=numpy_type(dtype)))
 
     def _f32_operands(self, method: str, names: Sequence[str], values: Sequence[Value | None]) -> None:
         for name, v in zip(names, values, strict=True):
@@ -1201,7 +1189,7 @@ class Graph:
 
 def numpy_dtype(dtype: str) -> type[np.generic]:
     """The numpy scalar type of an rlx dtype name."""
-    return _NUMPY_DTYPES[dtype]
+    return numpy_type(dtype)
 
 
 __all__ = ["ARG_NAME", "ARG_ROLE", "Graph", "Value", "dtype_name", "numpy_dtype"]

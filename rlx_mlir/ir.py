@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
+from xdsl.printer import Printer
 
 from rlx_mlir.dialects import register_all_dialects
 
@@ -30,3 +33,10 @@ def parse_module(text: str, name: str = "<string>") -> ModuleOp:
     module = Parser(make_context(), text, name).parse_module()
     module.verify()
     return module
+
+
+def module_text(module: ModuleOp, debuginfo: bool = False) -> str:
+    """The module's text; with `debuginfo`, with the ops' locations (provenance)."""
+    out = io.StringIO()
+    Printer(stream=out, print_debuginfo=debuginfo).print_op(module)
+    return out.getvalue()

@@ -4,6 +4,10 @@ through xDSL's `PassPipeline`, timing every pass and snapshotting every stage re
 The stages (hir, mir, lir, llvm) and the passes that reach each one are defined one
 layer down, in `rlx_mlir.passes.pipeline_stages` (the `rlx-lower` pass runs the same
 list); they are re-exported here.
+
+This is the one module of the API layer that imports the passes (`tests/test_layers.py`):
+what the rest of the API needs of them (the arena plan's sizes, the kernels' origins, the
+ticket functions of the thread team, ...) is re-exported here too.
 """
 
 from __future__ import annotations
@@ -11,13 +15,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.exceptions import PassFailedException
 
+import rlx_mlir.dialects
+import rlx_mlir.passes
 from rlx_mlir.core.abi import name_arguments
+from rlx_mlir.core.errors import GraphError
 from rlx_mlir.ir import make_context
+from rlx_mlir.passes.lir_plan_arena import planned_bytes
+from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
+from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
+from rlx_mlir.passes.lir_to_llvm.parallel import build_ticket_functions
+from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
 from rlx_mlir.passes.pipeline_stages import (
     DEFAULT_OPTIONS,
     STAGE_PASSES,
@@ -30,6 +44,7 @@ from rlx_mlir.passes.pipeline_stages import (
     stage_of,
     stage_passes,
 )
+from rlx_mlir.passes.utils import fn_symbols
 
 
 @dataclass
@@ -98,8 +113,37 @@ def lower(module: ModuleOp, until: str = "llvm", options: PipelineOptions = DEFA
     return module
 
 
+def lower_stages(module: ModuleOp, options: PipelineOptions,
+                 timings: Timings | None = None) -> dict[str, ModuleOp]:
+    """Lower `module` (in place) to llvm; a clone of it at every stage reached. A pass
+    that fails is a GraphError naming the pass and the op (without the IR dump)."""
+    stages: dict[str, ModuleOp] = {}
+    try:
+        lower(module, "llvm", options, ctx=make_context(), timings=timings,
+              snapshot=lambda stage, m: stages.__setitem__(stage, m.clone()))
+    except PassFailedException as err:  # its message names the pass and the op; the IR dump goes
+        raise GraphError(str(err.args[0] if err.args else err).split("\n")[0]) from None
+    return stages
+
+
+def source_folders() -> list[Path]:
+    """The folders of the compiler's own source (the API, the dialects, the passes)."""
+    folders = [Path(__file__).resolve().parent]
+    for package in (rlx_mlir.dialects, rlx_mlir.passes):
+        folders += [Path(folder) for folder in package.__path__]
+    return folders
+
+
 __all__ = [
     "STAGES",
+    "build_ticket_functions",
+    "fn_symbols",
+    "is_dynamic",
+    "kernel_origins",
+    "lower_stages",
+    "planned_bytes",
+    "runtime_dims_kernels",
+    "source_folders",
     "STAGE_PASSES",
     "VECTOR_WIDTHS",
     "PipelineOptions",

@@ -8,8 +8,8 @@ prof.kernel_us, prof.call_us  # thread 0's kernels per call vs the instrumented 
 ```
 
 The profile runs an instrumented build of the same module
-(`convert-lir-to-llvm{profile=true}`, see `rlx_mlir.passes.lir_to_llvm.profile`),
-compiled once per model and cached like any build; the model's own build is never
+(`model.recompile(profile=True)`: `convert-lir-to-llvm{profile=true}`, see
+`rlx_mlir.passes.lir_to_llvm.profile`), compiled once per model and cached like any build; the model's own build is never
 instrumented. Both builds run the same kernels on the same arena plan, so results are
 identical. Time stamps are the CPU's time stamp counter, calibrated against
 `time.perf_counter_ns`.
@@ -27,7 +27,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,8 @@ from rlx_mlir.core.profile_log import (
 )
 
 if TYPE_CHECKING:
-    from rlx_mlir.compiler import CompiledGraph
+    from rlx_mlir.compiled_graph import CompiledGraph
+    from rlx_mlir.models.model import LanguageModel
 
 MATMUL_OPS = frozenset({"matmul", "fused_matmul", "dequant_matmul"})
 """Kernels whose work is counted in flops: 2·(output elements)·K."""
@@ -175,18 +176,17 @@ class ModelProfile:
     __str__ = to_markdown
 
 
-def profile_language_model(lm: Any, ids: Sequence[int], repeat: int) -> ModelProfile:
-    """Profile a prefill of `ids` from an empty cache, then one decode step (the greedy
-    next token) after it; the model's cache holds `ids` afterwards."""
-    tokens = lm._tokens(ids)
+def profile_language_model(lm: LanguageModel, tokens: np.ndarray, repeat: int) -> ModelProfile:
+    """Profile a prefill of `tokens` (checked ids) from an empty cache, then one decode
+    step (the greedy next token) after it; the model's cache holds `tokens` afterwards."""
     lm.reset()
-    start, end = 0, tokens.size
-    prefill = lm.runner.profile(ids=tokens, cos=lm._cos[start:end], sin=lm._sin[start:end],
-                                rows=np.array([end - 1], np.int32), repeat=repeat)
+    end = tokens.size
+    prefill = lm.runner.profile(**lm.runner_inputs(tokens, 0, np.array([end - 1], np.int32)),
+                                repeat=repeat)
     logits = lm.prefill(tokens)
     token = np.array([int(np.argmax(logits))], np.int32)
-    decode = lm.runner.profile(ids=token, cos=lm._cos[end:end + 1], sin=lm._sin[end:end + 1],
-                               rows=np.array([0], np.int32), repeat=repeat)
+    decode = lm.runner.profile(**lm.runner_inputs(token, end, np.array([0], np.int32)),
+                               repeat=repeat)
     return ModelProfile(prefill, decode, int(tokens.size))
 
 
@@ -196,15 +196,15 @@ def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
     warm-up call) from the model's state, leaving the model itself untouched."""
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise RlxError(f"profile: repeat: expected an int >= 1, got {repeat!r}")
-    build = _instrumented(model)
-    sites = build._executable.metadata["profile_sites"]
+    build = model.recompile(profile=True)  # built once, then kept by the model
+    sites = list(build.abi.profile_sites)
     log = _EventLog(build, len(sites) * EVENTS_PER_SITE + 16)
     ticks = _ticks_per_us(build)
     call_ns, per_call = [], []
     origin_tick = None
     events = []
     for index in range(repeat + 1):  # the first call warms up (threads, caches)
-        _copy_state(model, build)
+        build.copy_state_from(model)  # every profiled call starts from the model's state
         log.clear()
         started = time.perf_counter_ns()
         build(*args, **kwargs)
@@ -221,42 +221,13 @@ def profile_model(model: CompiledGraph, repeat: int, args: Sequence[Any],
         per_call.append(recorded)
         events += [(index - 1, thread, site, (t0 - origin_tick) / ticks, (t1 - origin_tick) / ticks)
                    for thread, evs in enumerate(recorded) for site, t0, t1 in evs]
-    sizes = _sizes(model, args, kwargs)
+    sizes = model.call_sizes(*args, **kwargs)
     call_us = float(np.mean(call_ns)) / 1e3
     rows, kernel_us, best_kernel_us = _table(sites, per_call, ticks, sizes, call_us,
                                              barriers=build.threads > 1)
     return Profile(rows, call_us, kernel_us, repeat, build.threads, min(call_ns) / 1e3,
                    best_kernel_us,
                    events, sites, log.dropped)
-
-
-def _instrumented(model: CompiledGraph) -> CompiledGraph:
-    """The model's instrumented twin (compiled on first use, then kept on the model)."""
-    build = getattr(model, "_profiled", None)
-    if build is None:
-        from rlx_mlir.compiler import _compile
-        from rlx_mlir.ir import parse_module
-
-        options = replace(model._options, profile=True)
-        build = _compile(parse_module(model._source), None, model._opt_level, options,
-                         False, model.threads, bound=model._bound)
-        model._profiled = build
-    return build
-
-
-def _copy_state(model: CompiledGraph, build: CompiledGraph) -> None:
-    """Start every profiled call from the model's state and position."""
-    if build._stateful:
-        for name, array in model._state.arrays.items():
-            np.copyto(build._state.arrays[name], array)
-        build._state.position = model._state.position
-
-
-def _sizes(model: CompiledGraph, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, int]:
-    """The symbols' sizes in the profiled call (KV-cache symbols at P + S)."""
-    sizes: dict[str, int] = {}
-    model._bind(tuple(args), dict(kwargs), sizes)
-    return model._state.bind(sizes) if model._stateful else sizes
 
 
 class _EventLog:
@@ -271,9 +242,7 @@ class _EventLog:
         self.stride = -(-stride // LOG_ALIGNMENT) * LOG_ALIGNMENT
         self.offset = log_offset(build.arena_bytes)
         need = self.offset + LOG_HEADER_BYTES + self.threads * self.stride
-        if build._arena.nbytes < need:
-            build._replace_arena(need)
-        self.words = build._arena[self.offset : need].view(np.int64)
+        self.words = build.arena_buffer(need)[self.offset : need].view(np.int64)
         self.words[:] = 0
         self.words[0] = self.stride
         self.dropped = 0
@@ -316,7 +285,7 @@ _TICKS_PER_US: list[float] = []
 def _ticks_per_us(build: CompiledGraph) -> float:
     """Time stamp counter ticks per microsecond, measured over 50 ms."""
     if not _TICKS_PER_US:
-        clock = ctypes.CFUNCTYPE(ctypes.c_int64)(build._executable.address(CLOCK))
+        clock = ctypes.CFUNCTYPE(ctypes.c_int64)(build.address(CLOCK))
         t0, c0 = time.perf_counter_ns(), clock()
         time.sleep(0.05)
         t1, c1 = time.perf_counter_ns(), clock()

@@ -14,8 +14,10 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
+from rlx_mlir.binding import ArgSpec, Signature
 from rlx_mlir.core import reference_kernels as K
-from rlx_mlir.core.abi import ROLE_PARAM
+from rlx_mlir.core.abi import ROLE_PARAM, entry_function
+from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import GraphError
 from rlx_mlir.core.shape_inference import (
     QUANT_BLOCKS,
@@ -25,7 +27,6 @@ from rlx_mlir.core.shape_inference import (
     symbols_of,
 )
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, entry_function
 
 
 def random_arguments(module: ModuleOp, specs: Iterable[ArgSpec], seed: int = 0,
@@ -55,7 +56,6 @@ def _argument_uses(fn: Operation) -> dict[str, list[tuple[Operation, int]]]:
     """How each argument is used; empty for an llvm-stage entry (uses are kernel calls)."""
     from xdsl.dialects import func
 
-    from rlx_mlir.signature import Signature
 
     names = [a.name for a in Signature.of(fn).args] if isinstance(fn, func.FuncOp) else []
     result: dict[str, list[tuple[Operation, int]]] = {}
@@ -79,17 +79,17 @@ def _random(spec: ArgSpec, shape: tuple[int, ...], uses: list[tuple[Operation, i
         if kind in ("gather", "embedding") and index == 1:
             table = shape_of(op.operands[0])
             axis = op.axis.value.data if kind == "gather" else 0
-            return rng.integers(0, table[axis], shape).astype(NUMPY_DTYPES[spec.dtype])
+            return rng.integers(0, table[axis], shape).astype(numpy_type(spec.dtype))
         if kind == "dequant_matmul" and index == 1:
             return random_blocks(op.scheme.data.value, shape, rng)
         if kind == "dequant_gather":  # a quantized table, ids in its rows
             if index == 0:
                 return random_blocks(op.scheme.data.value, shape, rng)
             rows = shape_of(op.operands[0])[0]
-            return rng.integers(0, rows, shape).astype(NUMPY_DTYPES[spec.dtype])
+            return rng.integers(0, rows, shape).astype(numpy_type(spec.dtype))
         if kind == "qwen35_mtp_head" and index in (1, 4):  # input_ids, last_token_idx
             high = shape_of(op.operands[5])[0] if index == 1 else shape_of(op.operands[0])[1]
-            return rng.integers(0, high, shape).astype(NUMPY_DTYPES[spec.dtype])
+            return rng.integers(0, high, shape).astype(numpy_type(spec.dtype))
         if kind == "attention" and op.mask_kind.data.value == "custom" and index == 3:
             return (rng.random(shape) > 0.3).astype(np.float32)
     if spec.dtype == "f32" and spec.role == ROLE_PARAM and len(shape) >= 2:
@@ -99,7 +99,7 @@ def _random(spec: ArgSpec, shape: tuple[int, ...], uses: list[tuple[Operation, i
         return (1.0 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
     if spec.dtype == "f32":
         return (0.5 * rng.standard_normal(shape)).astype(np.float32)
-    return rng.integers(0, 8, shape).astype(NUMPY_DTYPES[spec.dtype])
+    return rng.integers(0, 8, shape).astype(numpy_type(spec.dtype))
 
 
 F16_FIELDS: dict[str, dict[int, float]] = {

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from rlx_mlir.core.abi import ROLE_OUTPUT, ROLE_PARAM, ROLE_POSITION, ROLE_STATE
+from rlx_mlir.binding import Signature, convert, describe_bad_index
+from rlx_mlir.core.abi import ROLE_OUTPUT, ROLE_PARAM, ROLE_POSITION, ROLE_STATE, entry_function
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph
 from rlx_mlir.interpreters import make_interpreter
 from rlx_mlir.interpreters.common import bound_symbols, deferred_assigns
 from rlx_mlir.interpreters.lir import new_buffer
 from rlx_mlir.ir import parse_module
-from rlx_mlir.signature import Signature, convert, describe_bad_index, entry_function
 from rlx_mlir.state import StateStore
 
 
@@ -67,7 +67,8 @@ def run_module(module: ModuleOp, arrays: Mapping[str, Any],
 
 
 class ReferenceModel:
-    """A graph run by the reference executor, called like a compiled model."""
+    """A graph run by the reference executor, called like a compiled model (both are
+    `rlx_mlir.runnable.Runnable`s)."""
 
     def __init__(self, module: ModuleOp, params: Mapping[str, Any] | None = None):
         self.module = module
@@ -106,7 +107,7 @@ class ReferenceModel:
             results = run_module(self.module, arrays, self.states)
         except ArgumentError:
             # The kernels know no argument names: name the first bad index as a compiled
-            # model does (rlx_mlir.compiler), when it is an argument's.
+            # model does (rlx_mlir.compiled_graph), when it is an argument's.
             detail = describe_bad_index(self.module, arrays)
             if detail is None:
                 raise

@@ -127,7 +127,7 @@ def _ticket_functions() -> tuple[Callable[..., int], Callable[..., int]]:
     from rlx_mlir.backend import cache_key, compile_module
     from rlx_mlir.core.abi import TICKET_BUMP, TICKET_WAIT
     from rlx_mlir.core.target import host_target
-    from rlx_mlir.passes.lir_to_llvm.parallel import build_ticket_functions
+    from rlx_mlir.pipeline import build_ticket_functions
 
     module = ModuleOp(build_ticket_functions())
     target = host_target()

@@ -30,25 +30,22 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr
 from xdsl.ir import BlockArgument, SSAValue
 
+from rlx_mlir.binding import ArgSpec, Signature
 from rlx_mlir.core import shape_inference as rules
-from rlx_mlir.core.abi import CACHE_DIMS, ROLE_POSITION, ROLE_STATE
-from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
+from rlx_mlir.core.abi import (
+    ROLE_POSITION,
+    ROLE_STATE,
+    UPDATE_APPEND,
+    UPDATE_ASSIGN,
+    CacheDim,
+    EntryABI,
+    cache_dims_of,
+)
+from rlx_mlir.core.dtypes import numpy_type
+from rlx_mlir.core.errors import ArgumentError, GraphError
 from rlx_mlir.dialects import hir, lir, mir
-from rlx_mlir.dialects.common import dims_from_attr
-from rlx_mlir.signature import NUMPY_DTYPES, ArgSpec, Signature
-
-
-@dataclass(frozen=True)
-class CacheDim:
-    """A symbol a cache append defines: `symbol` = P + `appended` <= `capacity`."""
-
-    symbol: str
-    appended: rules.Dim
-    """The rows each call appends: an int, or the symbol of the rows' first dim."""
-    capacity: int
 
 
 @dataclass(frozen=True)
@@ -79,7 +76,7 @@ class StateStore:
         self.has_position = has_position
         """Whether the function takes the position argument."""
         self.arrays: dict[str, np.ndarray] = {
-            s.name: np.zeros(s.shape, dtype=NUMPY_DTYPES[s.dtype]) for s in specs
+            s.name: np.zeros(s.shape, dtype=numpy_type(s.dtype)) for s in specs
         }
         """The state buffers, updated in place by each call."""
         self.position = 0
@@ -102,6 +99,25 @@ class StateStore:
             frozenset(names[i] for i in assigned - caches if i in names),
             any(a.role == ROLE_POSITION for a in signature.args),
         )
+
+    @classmethod
+    def of_abi(cls, abi: EntryABI) -> StateStore:
+        """The store of a compiled entry (its states, KV-cache symbols and position)."""
+        return cls(
+            [ArgSpec(a.name, a.role, a.shape, a.dtype) for a in abi.with_role(ROLE_STATE)],
+            list(abi.cache_dims), abi.updated(UPDATE_APPEND), abi.updated(UPDATE_ASSIGN),
+            bool(abi.with_role(ROLE_POSITION)))
+
+    @property
+    def stateful(self) -> bool:
+        """Whether a call reads or changes anything here (a state or the position)."""
+        return bool(self.specs) or self.has_position
+
+    def copy_from(self, other: StateStore) -> None:
+        """Take `other`'s state buffers (copied) and position: a store of the same states."""
+        for name, array in other.arrays.items():
+            np.copyto(self.arrays[name], array)
+        self.position = other.position
 
     # ------------------------------------------------------------------ the user's view
 
@@ -201,27 +217,6 @@ class StateStore:
 
 
 # ----------------------------------------------------------------------------- reading the IR
-
-
-def cache_dims_of(fn: Any) -> list[CacheDim]:
-    """The symbols of the function's `rlx.cache_dims` attribute (GraphError if malformed)."""
-    attrs = getattr(fn, "attributes", {})
-    attr = attrs.get(CACHE_DIMS)
-    if attr is None:
-        return []
-    if not isinstance(attr, DictionaryAttr):
-        raise GraphError(f"{CACHE_DIMS}: expected a dictionary, got {attr}")
-    dims = []
-    for symbol, entry in attr.data.items():
-        try:
-            shape = dims_from_attr(entry, f"{CACHE_DIMS}[{symbol!r}]")
-        except RlxError as err:
-            raise GraphError(str(err)) from None
-        if len(shape) != 2 or not isinstance(shape[1], int):
-            raise GraphError(f"{CACHE_DIMS}[{symbol!r}]: expected [appended, capacity] with a "
-                             f"static capacity, got {rules.fmt(shape)}")
-        dims.append(CacheDim(symbol, shape[0], shape[1]))
-    return dims
 
 
 def state_updates(fn: func.FuncOp) -> tuple[set[int], set[int]]:

@@ -102,10 +102,10 @@ def test_dynamic_model_draws_slots_at_their_bounds():
 
 
 def test_arena_slots_match_lir():
-    module = rlx.compile_mlir((EXAMPLES / "mlp.mlir").read_text())._stage_module("lir")
-    from rlx_mlir.inspect import arena_slots
+    module = rlx.compile_mlir((EXAMPLES / "mlp.mlir").read_text()).stage_module("lir")
+    from rlx_mlir.core.abi import entry_function
+    from rlx_mlir.introspection import arena_slots
     from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
-    from rlx_mlir.signature import entry_function
 
     fn = entry_function(module)
     arena = next(op for op in fn.walk() if isinstance(op, lir.ArenaOp))
@@ -122,7 +122,7 @@ def test_summary_lists_stages_kernels_arena_and_target(llama_block):
     assert "fused regions: 1 mir.fused_matmul" in text
     assert f"arena: {llama_block.arena_bytes} B planned, {llama_block.naive_bytes} B naive" in text
     assert "lower bound" in text and "threads:" in text
-    assert f"vector width {llama_block._executable.target.vector_width}" in text
+    assert f"vector width {llama_block.target.vector_width}" in text
 
 
 def test_summary_of_a_dynamic_model_names_row_driven_kernels():

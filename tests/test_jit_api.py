@@ -171,7 +171,7 @@ t = g.param("t", (8, 3)); i = g.input("i", (2,), dtype="i64")
 g.output(g.gather(t, i))
 start = time.perf_counter()
 m = rlx.jit(g)
-print(m._executable.metadata.get("cache", "compiled"), time.perf_counter() - start)
+print("disk" if m.from_disk_cache else "compiled", time.perf_counter() - start)
 print(m(np.array([7, 0]), np.arange(24, dtype=np.float32).reshape(8, 3)).sum())
 """
 
@@ -198,7 +198,7 @@ def test_same_graph_twice_in_a_process_compiles_once():
     first = rlx.jit(gather_graph("twice"))
     cold = time.perf_counter() - start
     second = rlx.jit(gather_graph("twice"))
-    assert second._executable is first._executable
+    assert second.address("twice") == first.address("twice")  # the same machine code
     assert cold > 0
 
 
@@ -206,3 +206,86 @@ def test_unknown_target_cpu_is_an_error(monkeypatch):
     monkeypatch.setenv("RLX_TARGET_CPU", "pentium-9000")
     with pytest.raises(rlx.RlxError, match="RLX_TARGET_CPU: expected one of"):
         rlx.jit(gather_graph())
+
+
+# ----------------------------------------------------------------------------- the entry ABI
+
+
+def kv_graph() -> rlx.Graph:
+    """A symbolic length S, a KV cache (append), an assigned state and a packable weight."""
+    g = rlx.Graph("kv")
+    x = g.input("x", ("S", 16))
+    w = g.param("w", (16, 32))
+    k = g.state("k", (64, 32))
+    h = g.state("h", (1, 32))
+    rows = g.cache_append(k, x @ w)
+    new = g.tanh(h) + 0.5
+    g.assign(h, new)
+    g.output(rows, new)
+    return g
+
+
+def test_entry_abi_is_read_from_the_llvm_entry_and_round_trips_through_json():
+    from rlx_mlir.core.abi import EntryABI
+
+    w = rand(16, 32)
+    model = rlx.jit(kv_graph(), params={"w": w}, max_dims={"S": 8})
+    abi = model.abi
+    assert abi == EntryABI.from_llvm(model.stage_module("llvm"))
+    assert EntryABI.from_json(abi.to_json()) == abi
+    roles = {a.name: (a.role, a.shape, a.dtype) for a in abi.args}
+    assert roles["x"] == ("input", ("S", 16), "f32")
+    assert roles["k"] == ("state", (64, 32), "f32") and roles["position"][0] == "position"
+    assert abi.bounds == {"S": 8, "T": 64} and abi.updated("append") == {"k"}
+    assert abi.updated("assign") == {"h"} and [d.symbol for d in abi.cache_dims] == ["T"]
+    assert abi.layouts == {"w": "packed_rhs"}
+    assert abi.arena_bytes == model.arena_bytes and not abi.profile_sites
+    assert model.recompile(profile=True).abi.profile_sites  # an instrumented build has sites
+    with pytest.raises(ValueError, match="not an entry ABI"):
+        EntryABI.from_json('{"name": "kv"}')
+
+
+KV_SCRIPT = """
+import sys, numpy as np, rlx_mlir as rlx
+sys.path.insert(0, {tests!r})
+from test_jit_api import kv_graph
+rng = np.random.default_rng(0)
+w, x = rng.standard_normal((16, 32), np.float32), rng.standard_normal((3, 16), np.float32)
+m = rlx.jit(kv_graph(), params={{"w": w}}, max_dims={{"S": 8}})
+m(x); out = m(x[:2])[0]
+ref = rlx.reference(kv_graph(), params={{"w": w}})
+ref(x); want = ref(x[:2])[0]
+print("disk" if m.from_disk_cache else "compiled", m.position, float(np.abs(out - want).max()))
+"""
+
+
+def test_a_stateful_symbolic_build_from_the_disk_cache_runs(tmp_path):
+    """The second process loads the machine code and its EntryABI from disk, lowering
+    nothing, and runs it with its states, position and packed weight."""
+    env = {**os.environ, "RLX_CACHE_DIR": str(tmp_path / "disk")}
+    script = KV_SCRIPT.format(tests=str(Path(__file__).parent))
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env=env, check=True).stdout.split() for _ in range(2)]
+    assert [r[:2] for r in runs] == [["compiled", "5"], ["disk", "5"]]
+    assert all(float(r[2]) < 1e-4 for r in runs)
+
+
+def test_recompile_changes_options_and_shares_the_bound_params():
+    table = rand(10, 6)
+    ids = np.array([1, 2, 3, 9], np.int32)
+    model = rlx.jit(gather_graph("re"), params={"table": table})
+    assert model.options.alignment == 64 and model.recompile() is model
+    again = model.recompile(alignment=128)
+    assert again.options.alignment == 128 and again is model.recompile(alignment=128)
+    for got, want in zip(again(ids=ids), model(ids=ids), strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(rlx.RlxError, match="recompile"):
+        model.recompile(no_such_option=1)
+
+
+def test_compiled_and_reference_models_are_runnables():
+    from rlx_mlir.runnable import Runnable
+
+    assert isinstance(rlx.jit(gather_graph()), Runnable)
+    assert isinstance(rlx.reference(gather_graph()), Runnable)
+    assert not isinstance(gather_graph(), Runnable)

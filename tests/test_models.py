@@ -20,6 +20,7 @@ import rlx_mlir as rlx
 from rlx_mlir.core.errors import ArgumentError, RlxError
 from rlx_mlir.models import LanguageModel, load_gguf
 from rlx_mlir.models import architectures as architectures_module
+from rlx_mlir.runnable import Runnable
 
 ENGINES = ["jit", "reference"]
 MAX_SEQ = 32
@@ -86,6 +87,15 @@ def test_logits_match_numpy(load, model_files, variant, engine):
     assert got.shape == (len(IDS), N_VOCAB) and got.dtype == np.float32
     assert_logits_close(got, numpy_logits(model_files[variant], IDS))
     assert lm.position == len(IDS)  # logits leaves the ids in the cache
+    assert isinstance(lm.runner, Runnable)  # a compiled model or the reference executor
+
+
+def test_profile_of_a_prefill_and_a_decode_step(load, model_files):
+    lm = load("llama-mixed", "jit")
+    prof = lm.profile(IDS[:4], repeat=1)
+    assert prof.prompt_tokens == 4 and lm.position == 4  # the cache holds the ids after
+    assert prof.prefill.rows and prof.decode.rows and "| scope |" in prof.to_markdown()
+    assert_logits_close(lm.step(IDS[4]), numpy_logits(model_files["llama-mixed"], IDS[:5])[-1])
 
 
 def test_default_build_with_quantized_activations(model_files):

@@ -53,8 +53,8 @@ def test_bound_params_match_unbound_and_reference(width: int) -> None:
     got = packed(x)
     _check(got, want)
     _check(got, plain(x, *(params[n] for n in ("w", "b", "u", "v"))))
-    assert packed._executable.metadata["layouts"] == {"w": "packed_rhs", "v": "packed_rhs"}
-    assert plain._executable.metadata["layouts"] == {}
+    assert packed.abi.layouts == {"w": "packed_rhs", "v": "packed_rhs"}
+    assert plain.abi.layouts == {}
 
 
 def test_lir_stage_shows_the_packed_rhs() -> None:
@@ -79,7 +79,7 @@ def test_the_reference_runs_a_packed_module_on_row_major_params() -> None:
 def test_only_bound_params_are_packed() -> None:
     g, params, x = _graph()
     model = rlx.jit(g, params={"v": params["v"]}, threads=1)
-    assert model._executable.metadata["layouts"] == {"v": "packed_rhs"}
+    assert model.abi.layouts == {"v": "packed_rhs"}
     _check(model(x, params["w"], params["b"], params["u"]), rlx.reference(g, params=params)(x))
 
 
@@ -104,7 +104,7 @@ def test_a_param_used_twice_as_rhs_only() -> None:
     params = {"w": _rand(40, 40) * 0.3}
     model = rlx.jit(g, params=params, threads=1)
     x_ = _rand(3, 40)
-    assert model._executable.metadata["layouts"] == {"w": "packed_rhs"}
+    assert model.abi.layouts == {"w": "packed_rhs"}
     _check((model(x_),), (rlx.reference(g, params=params)(x_),))
 
 
@@ -114,7 +114,7 @@ def test_x_at_w_where_w_is_also_an_lhs_stays_unpacked() -> None:
     g.output(g.matmul(w, w))
     params = {"w": _rand(32, 32)}
     model = rlx.jit(g, params=params, threads=1)
-    assert model._executable.metadata["layouts"] == {}
+    assert model.abi.layouts == {}
     _check((model(),), (params["w"] @ params["w"],))
 
 

@@ -16,7 +16,6 @@ import pytest
 
 import rlx_mlir as rlx
 from rlx_mlir import RlxError
-from rlx_mlir.profiling import _copy_state
 from rlx_mlir.tools.rlx_run import run as rlx_run
 
 RNG = np.random.default_rng(13)
@@ -46,7 +45,7 @@ def test_profile_table_and_identical_results(parallel_mlp):
     x = _normal(64, 256)
     before = parallel_mlp(x=x)
     prof = parallel_mlp.profile(x=x, repeat=5)
-    assert np.array_equal(parallel_mlp._profiled(x=x), before)
+    assert np.array_equal(parallel_mlp.recompile(profile=True)(x=x), before)
     assert np.array_equal(parallel_mlp(x=x), before)
     ops = [row.op for row in prof.rows]
     assert ops.count("fused_matmul") == 1 and ops.count("matmul") == 1
@@ -69,8 +68,8 @@ def test_normal_build_is_not_instrumented(parallel_mlp):
     parallel_mlp.profile(x=_normal(64, 256), repeat=1)
     assert "rlx_profile_record" not in parallel_mlp.mlir("llvm")
     assert "rlx.profile_site" not in parallel_mlp.mlir("llvm")
-    assert "rlx_profile_record" in parallel_mlp._profiled.mlir("llvm")
-    assert parallel_mlp._profiled.arena_bytes == parallel_mlp.arena_bytes
+    assert "rlx_profile_record" in parallel_mlp.recompile(profile=True).mlir("llvm")
+    assert parallel_mlp.recompile(profile=True).arena_bytes == parallel_mlp.arena_bytes
 
 
 def test_trace_has_one_track_per_thread_and_barriers(parallel_mlp, tmp_path):
@@ -95,7 +94,7 @@ def test_dynamic_model_profiles_at_the_call_sizes():
         prof = model.profile(x=x, repeat=2)
         matmul = next(r for r in prof.rows if r.op == "matmul")
         assert matmul.rate.endswith("GFLOP/s")
-        np.testing.assert_array_equal(model._profiled(x=x), model(x=x))
+        np.testing.assert_array_equal(model.recompile(profile=True)(x=x), model(x=x))
 
 
 def test_stateful_model_keeps_its_state():
@@ -112,8 +111,8 @@ def test_stateful_model_keeps_its_state():
     assert model.position == position
     np.testing.assert_array_equal(model.state["k"], state)
     assert any(r.op == "insert_rows" for r in prof.rows)
-    _copy_state(model, model._profiled)  # from the same state, the same numbers
-    np.testing.assert_array_equal(model._profiled(x=x), model(x=x))
+    model.recompile(profile=True).copy_state_from(model)  # the same state, the same numbers
+    np.testing.assert_array_equal(model.recompile(profile=True)(x=x), model(x=x))
 
 
 def test_repeat_must_be_positive(parallel_mlp):
@@ -169,4 +168,4 @@ def test_scan_body_kernels_count_every_iteration():
     prof = model.profile(repeat=2, **args)
     assert prof.dropped == 0  # the log grew after the warm-up call
     assert {row.calls for row in prof.rows} == {50}
-    np.testing.assert_array_equal(model._profiled(**args), model(**args))
+    np.testing.assert_array_equal(model.recompile(profile=True)(**args), model(**args))

@@ -19,9 +19,10 @@ import numpy as np
 import pytest
 
 import rlx_mlir as rlx
+from rlx_mlir.binding import Signature
+from rlx_mlir.core.abi import entry_function
 from rlx_mlir.ir import parse_module
 from rlx_mlir.random_inputs import random_arguments
-from rlx_mlir.signature import Signature, entry_function
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MLP = EXAMPLES / "mlp.mlir"

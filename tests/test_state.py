@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Block
 
 import rlx_mlir as rlx
+from rlx_mlir.binding import Signature
 from rlx_mlir.core.abi import CACHE_DIMS, ROLE_POSITION, ROLE_STATE
 from rlx_mlir.core.errors import ArgumentError, DTypeError, GraphError, ShapeError
 from rlx_mlir.dialects import lir
@@ -28,7 +29,6 @@ from rlx_mlir.ir import parse_module
 from rlx_mlir.passes.lir_to_llvm import dynamic
 from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_insert_rows
 from rlx_mlir.pipeline import lower
-from rlx_mlir.signature import Signature
 from rlx_mlir.state import StateStore
 
 STAGES = ("hir", "mir", "lir")

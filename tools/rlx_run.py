@@ -117,10 +117,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Run rlx-run on `argv`; return the exit status."""
     args = _parser().parse_args(argv)
     import rlx_mlir as rlx
+    from rlx_mlir.binding import Signature
     from rlx_mlir.core.abi import entry_function, name_arguments
+    from rlx_mlir.ir import module_text
     from rlx_mlir.pipeline import stage_of
     from rlx_mlir.random_inputs import random_arguments
-    from rlx_mlir.signature import Signature
 
     module = _read_module(args.file)
     name_arguments(module)  # as compile_mlir does: defaults, or a diagnostic before compiling
@@ -138,7 +139,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     params = {name: value for name, value in given.items() if name in param_names}
     call_args = {name: value for name, value in given.items() if name not in param_names}
     start = time.perf_counter()
-    model = rlx.compile_mlir(_text(module), params, threads=args.threads,
+    model = rlx.compile_mlir(module_text(module), params, threads=args.threads,
                              time_passes=args.time_passes)
     print(f"compiled {model.signature.name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
           f"(arena {model.arena_bytes} B, naive {model.naive_bytes} B)")
@@ -196,16 +197,6 @@ def _read_module(path: str):
         return parse_module(text, path)
     except Exception as err:  # xDSL's ParseError / VerifyException carry the location
         raise RlxError(f"the module does not parse or verify:\n{err}") from err
-
-
-def _text(module) -> str:
-    import io
-
-    from xdsl.printer import Printer
-
-    out = io.StringIO()
-    Printer(stream=out).print_op(module)
-    return out.getvalue()
 
 
 def _check(specs, outputs, expected, tolerance: float) -> int:

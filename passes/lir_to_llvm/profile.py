@@ -37,6 +37,7 @@ from rlx_mlir.core.profile_log import (
     CLOCK,
     EVENT_BYTES,
     LOG_HEADER_BYTES,
+    PROFILE_SITE,
     RECORD,
     log_offset,
 )
@@ -47,8 +48,6 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import memref_operands, operand_shapes
 
 ORIGIN = "rlx.origin"
 """Discardable attribute of a kernel op: the user's block it came from."""
-PROFILE_SITE = "rlx.profile_site"
-"""Discardable attribute of an instrumented llvm.call: what it calls (JSON)."""
 _RDTSC = "rdtsc\n\tshlq $$32, %rdx\n\torq %rdx, %rax"
 
 

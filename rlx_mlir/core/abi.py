@@ -19,17 +19,25 @@ thread waits in; every thread of a call shares the `SYNC_BYTES` of barrier state
 
 `entry_function` finds a module's graph function; `name_arguments` gives hand-written
 arguments their default names and roles (the pipeline and `rlx-lower` start with it).
+
+`EntryABI.from_llvm` reads all of it back from the llvm entry into one typed value (what a
+compiled model needs to call its machine code), which the disk cache stores as JSON.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
 
-from rlx_mlir.core.errors import GraphError
+from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.dtypes import element_name
+from rlx_mlir.core.errors import GraphError, RlxError
+from rlx_mlir.core.profile_log import PROFILE_SITE
 
 # ----------------------------------------------------------------------------- attribute names
 
@@ -97,6 +105,11 @@ GRAPH_ROLES = (ROLE_INPUT, ROLE_PARAM, ROLE_OUTPUT, ROLE_STATE)
 """Roles of a graph's own arguments."""
 ENTRY_EXTRA_ROLES = (ROLE_ARENA, ROLE_PART, ROLE_PARTS, ROLE_SYNC)
 """The llvm entry's arguments after the graph's own, in order."""
+SCALAR_ROLES = (ROLE_POSITION, ROLE_DIM)
+"""Roles of the llvm entry's i64 arguments the caller passes (not buffers)."""
+
+INDEX_DTYPE = "index"
+"""The dtype of a scalar argument (the position, a symbol's size) in the ABI."""
 
 # ----------------------------------------------------------------------------- layouts
 
@@ -218,3 +231,180 @@ def _check_llvm_entry_names(fn: llvm.FuncOp) -> None:
 def _string(attrs: Mapping[str, Any] | DictionaryAttr, key: str) -> str | None:
     value = attrs.get(key)
     return value.data if isinstance(value, StringAttr) else None
+
+
+# ----------------------------------------------------------------------------- the entry ABI
+
+Dims = tuple[int | str, ...]
+
+
+@dataclass(frozen=True)
+class EntryArg:
+    """One argument of an llvm entry the caller passes: a buffer (input, param, output or
+    state; `shape` with the symbol names of its `rlx.dims`), the position, or a symbol's
+    size (role `dim`, dtype `INDEX_DTYPE`)."""
+
+    name: str
+    role: str
+    shape: Dims = ()
+    dtype: str = INDEX_DTYPE
+    layout: str | None = None
+    """`rlx.layout`: a non-default layout of a bound weight (`LAYOUT_*`)."""
+    bound: int | None = None
+    """`rlx.bound` of a symbol's size: the largest size the arena was planned for."""
+    update: str | None = None
+    """`rlx.update` of a state: `UPDATE_APPEND` or `UPDATE_ASSIGN`."""
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.role not in SCALAR_ROLES
+
+
+@dataclass(frozen=True)
+class CacheDim:
+    """A symbol a cache append defines: `symbol` = P + `appended` <= `capacity`."""
+
+    symbol: str
+    appended: rules.Dim
+    """The rows each call appends: an int, or the symbol of the rows' first dim."""
+    capacity: int
+
+
+@dataclass(frozen=True)
+class EntryABI:
+    """Everything about a compiled entry its caller needs, read from the llvm entry alone
+    (`from_llvm`): its arguments in call order (then the arena, the thread id and count,
+    the barrier state: `ENTRY_EXTRA_ROLES`), the arena's size, whether it has a worker
+    loop, the KV-cache symbols, and in an instrumented build its profiled call sites."""
+
+    name: str
+    args: tuple[EntryArg, ...]
+    arena_bytes: int
+    naive_bytes: int
+    parallel: bool = False
+    """Whether the module has `@<name>__worker` (some kernel splits its work)."""
+    cache_dims: tuple[CacheDim, ...] = ()
+    profile_sites: tuple[dict[str, Any], ...] = ()
+    """The `rlx.profile_site` of each timed call site, in site order (instrumented builds)."""
+
+    @classmethod
+    def from_llvm(cls, module_or_entry: ModuleOp | llvm.FuncOp) -> EntryABI:
+        """The ABI of an llvm-stage module's entry (or of the entry itself)."""
+        entry = module_or_entry if isinstance(module_or_entry, llvm.FuncOp) \
+            else entry_function(module_or_entry)
+        if not isinstance(entry, llvm.FuncOp):
+            raise RlxError(f"@{entry.sym_name.data}: expected an llvm entry (a module lowered "
+                           f"to the llvm stage), got a {entry.name}")
+        name = entry.sym_name.data
+        args, arena, naive = [], -1, -1
+        for attrs in (entry.arg_attrs.data if entry.arg_attrs is not None else ()):
+            data = attrs.data
+            if ARENA_BYTES in data:
+                arena, naive = _int(data[ARENA_BYTES]), _int(data[NAIVE_BYTES])
+            arg = _entry_arg(name, data)
+            if arg is not None:
+                args.append(arg)
+        if arena < 0:
+            raise RlxError(f"@{name}: the arena argument has no {ARENA_BYTES} attribute, so "
+                           "the size of the arena to pass is unknown")
+        module = entry.parent_op()
+        worker = name + WORKER_SUFFIX
+        parallel = isinstance(module, ModuleOp) and any(
+            isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in module.ops)
+        sites = tuple(json.loads(op.attributes[PROFILE_SITE].data) for op in entry.walk()
+                      if isinstance(op, llvm.CallOp) and PROFILE_SITE in op.attributes)
+        return cls(name, tuple(args), arena, naive, parallel, tuple(cache_dims_of(entry)), sites)
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def buffers(self) -> tuple[EntryArg, ...]:
+        """The pointer arguments (inputs, params, outputs, states), in call order."""
+        return tuple(a for a in self.args if a.is_buffer)
+
+    def with_role(self, role: str) -> tuple[EntryArg, ...]:
+        return tuple(a for a in self.args if a.role == role)
+
+    @property
+    def layouts(self) -> dict[str, str]:
+        """Argument name -> its non-default layout (weights packed at bind time)."""
+        return {a.name: a.layout for a in self.args if a.layout is not None}
+
+    @property
+    def bounds(self) -> dict[str, int]:
+        """Symbol -> the largest size a call may give it."""
+        return {a.name: a.bound for a in self.args if a.bound is not None}
+
+    def updated(self, update: str) -> frozenset[str]:
+        """The states a call changes by `update` (`UPDATE_APPEND`, `UPDATE_ASSIGN`)."""
+        return frozenset(a.name for a in self.args if a.update == update)
+
+    # ------------------------------------------------------------------ the disk cache
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "name": self.name, "arena_bytes": self.arena_bytes, "naive_bytes": self.naive_bytes,
+            "parallel": self.parallel, "profile_sites": list(self.profile_sites),
+            "cache_dims": [[d.symbol, d.appended, d.capacity] for d in self.cache_dims],
+            "args": [{"name": a.name, "role": a.role, "shape": list(a.shape), "dtype": a.dtype,
+                      "layout": a.layout, "bound": a.bound, "update": a.update}
+                     for a in self.args]})
+
+    @classmethod
+    def from_json(cls, text: str) -> EntryABI:
+        """The ABI `to_json` wrote (ValueError if `text` is not one)."""
+        try:
+            data = json.loads(text)
+            return cls(data["name"],
+                       tuple(EntryArg(**{**a, "shape": tuple(a["shape"])}) for a in data["args"]),
+                       data["arena_bytes"], data["naive_bytes"], data["parallel"],
+                       tuple(CacheDim(*d) for d in data["cache_dims"]),
+                       tuple(data["profile_sites"]))
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"not an entry ABI: {err}") from err
+
+
+def _entry_arg(entry: str, data: Mapping[str, Any]) -> EntryArg | None:
+    """The argument an llvm entry argument's attributes describe; None for the arena, the
+    thread id and count and the barrier state."""
+    role = _string(data, ARG_ROLE) or ""
+    name = _string(data, ARG_NAME) or ""
+    if role in SCALAR_ROLES:
+        bound = data.get(ARG_BOUND)
+        return EntryArg(name, role, bound=_int(bound) if bound is not None else None)
+    ty = data.get(ARG_TYPE)
+    if ty is None:
+        return None
+    shape = (_dims(data[ARG_DIMS], f"@{entry}: argument {name!r}: {ARG_DIMS}")
+             if ARG_DIMS in data else tuple(rules.UNKNOWN if d < 0 else d for d in ty.get_shape()))
+    return EntryArg(name, role, shape, element_name(ty.get_element_type()),
+                    _string(data, ARG_LAYOUT), None, _string(data, ARG_UPDATE))
+
+
+def cache_dims_of(fn: Any) -> list[CacheDim]:
+    """The symbols of the function's `rlx.cache_dims` attribute (GraphError if malformed)."""
+    attr = getattr(fn, "attributes", {}).get(CACHE_DIMS)
+    if attr is None:
+        return []
+    if not isinstance(attr, DictionaryAttr):
+        raise GraphError(f"{CACHE_DIMS}: expected a dictionary, got {attr}")
+    dims = []
+    for symbol, entry in attr.data.items():
+        shape = _dims(entry, f"{CACHE_DIMS}[{symbol!r}]")
+        if len(shape) != 2 or not isinstance(shape[1], int):
+            raise GraphError(f"{CACHE_DIMS}[{symbol!r}]: expected [appended, capacity] with a "
+                             f"static capacity, got {rules.fmt(shape)}")
+        dims.append(CacheDim(symbol, shape[0], shape[1]))
+    return dims
+
+
+def _dims(attr: Any, what: str) -> Dims:
+    """The shape an `rlx.dims` array spells: sizes and symbol names (GraphError if not)."""
+    entries = attr.data if isinstance(attr, ArrayAttr) else None
+    if entries is None or not all(isinstance(e, StringAttr | IntegerAttr) for e in entries):
+        raise GraphError(f"{what}: expected an array of sizes and symbol names, got {attr}")
+    return tuple(e.data if isinstance(e, StringAttr) else _int(e) for e in entries)
+
+
+def _int(attr: Any) -> int:
+    return attr.value.data

@@ -18,6 +18,9 @@ RECORD = "rlx_profile_record"
 """`void rlx_profile_record(ptr log, i64 part, i64 site, i64 t0, i64 t1)`."""
 CLOCK = "rlx_profile_clock"
 """`i64 rlx_profile_clock()`: the time stamp counter."""
+PROFILE_SITE = "rlx.profile_site"
+"""Discardable attribute of an instrumented llvm.call: what it calls (JSON: `kernel`, `op`,
+`origin`, the operands' symbolic `shapes` and `element_bytes`, `serial`)."""
 LOG_HEADER_BYTES = 64
 """Bytes before the first thread's log, and before the first event of each log."""
 EVENT_WORDS = 4

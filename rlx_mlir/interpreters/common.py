@@ -23,10 +23,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation
 
 from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.dialects.common import dtype_of, shape_of
 from rlx_mlir.dialects.registry import RegistryError
-from rlx_mlir.signature import NUMPY_DTYPES
 
 OpImpl = Callable[[Operation, list[Any], dict[str, Any]], Any]
 """An implementation: (op, operands by definition order, python properties) -> result
@@ -52,7 +52,7 @@ def python_value(attr: Attribute) -> Any:
 
 def dense_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     ty = attr.get_type()
-    values = np.asarray(attr.get_values(), dtype=NUMPY_DTYPES[dtype_of(ty)])
+    values = np.asarray(attr.get_values(), dtype=numpy_type(dtype_of(ty)))
     return values.reshape(tuple(ty.get_shape()))
 
 

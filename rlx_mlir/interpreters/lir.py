@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Operation
 
+from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
@@ -39,7 +40,6 @@ from rlx_mlir.interpreters.common import (
     reshaped_shape,
 )
 from rlx_mlir.interpreters.mir import MIR_IMPLEMENTATIONS
-from rlx_mlir.signature import NUMPY_DTYPES
 
 POISON_BYTE = 0xFF
 """What unwritten buffer bytes hold: all-ones is a NaN as f32 and -1 as an integer."""
@@ -47,8 +47,8 @@ POISON_BYTE = 0xFF
 
 def new_buffer(shape: tuple[int, ...], dtype: str) -> np.ndarray:
     """A buffer of poison bytes (NaN / -1), as lir.alloc and output arguments start."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(NUMPY_DTYPES[dtype]).itemsize
-    return np.full(nbytes, POISON_BYTE, dtype=np.uint8).view(NUMPY_DTYPES[dtype]).reshape(shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(numpy_type(dtype)).itemsize
+    return np.full(nbytes, POISON_BYTE, dtype=np.uint8).view(numpy_type(dtype)).reshape(shape)
 
 
 def _alloc(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
@@ -65,7 +65,7 @@ def _arena(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
 
 def _slot(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
     result = op.results[0]
-    dtype = np.dtype(NUMPY_DTYPES[dtype_of(result)])
+    dtype = np.dtype(numpy_type(dtype_of(result)))
     shape = shape_of(result)
     if "dims" in op.properties:  # a dynamic slot: its start, sized by the call's symbols
         shape = allocated_shape(dims_from_attr(op.properties["dims"], "dims"), op.name)

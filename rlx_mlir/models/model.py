@@ -33,6 +33,7 @@ from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
 from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, read_gguf
 from rlx_mlir.models.sampling import Sampler
 from rlx_mlir.models.tokenizer import Tokenizer
+from rlx_mlir.runnable import Runnable
 
 ENGINES = ("jit", "reference")
 """How the graph runs: compiled to native code, or by the numpy reference executor."""
@@ -139,7 +140,7 @@ def _check_file(file: GGUFFile) -> tuple[ModelConfig, int, float, np.ndarray | N
 
 
 def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: str,
-             threads: int | None, exact_dequant: bool = False) -> Any:
+             threads: int | None, exact_dequant: bool = False) -> Runnable:
     if engine == "reference":
         from rlx_mlir.reference import reference
 
@@ -192,7 +193,7 @@ class LanguageModel:
     """A compiled GGUF language model with its tokenizer (see `load_gguf`)."""
 
     def __init__(self, config: ModelConfig, tokenizer: Tokenizer, decoder: DecoderGraph,
-                 runner: Any, rope: tuple[np.ndarray, np.ndarray], path: Path):
+                 runner: Runnable, rope: tuple[np.ndarray, np.ndarray], path: Path):
         self.config = config
         self.tokenizer = tokenizer
         self.path = path
@@ -259,8 +260,14 @@ class LanguageModel:
             raise ArgumentError(f"cache full: {tokens.size} tokens at position {start} need "
                                 f"{end} rows but max_seq is {self.max_seq} (load_gguf(..., "
                                 f"max_seq=...) or reset())")
-        return self.runner(ids=tokens, cos=self._cos[start:end], sin=self._sin[start:end],
-                           rows=rows)
+        return self.runner(**self.runner_inputs(tokens, start, rows))
+
+    def runner_inputs(self, tokens: np.ndarray, start: int, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The runner's arguments for `tokens` (checked int32 ids) placed at position
+        `start`, returning the logits of `rows` (indices into `tokens`)."""
+        end = start + tokens.size
+        return {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
+                "rows": rows}
 
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
         """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
@@ -268,7 +275,7 @@ class LanguageModel:
         see `rlx_mlir.profiling`). The cache holds `ids` afterwards."""
         from rlx_mlir.profiling import profile_language_model
 
-        return profile_language_model(self, ids, repeat)
+        return profile_language_model(self, self._tokens(ids), repeat)
 
     # --- generation ----------------------------------------------------------------------
 

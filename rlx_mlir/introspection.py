@@ -22,17 +22,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from rlx_mlir.core import shape_inference as si
-from rlx_mlir.core.abi import BARRIER, SERIAL_SUFFIX
+from rlx_mlir.core.abi import BARRIER, SERIAL_SUFFIX, entry_function
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir
-from rlx_mlir.passes.lir_plan_arena import planned_bytes
-from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
-from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
-from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
-from rlx_mlir.signature import entry_function
+from rlx_mlir.pipeline import is_dynamic, kernel_origins, planned_bytes, runtime_dims_kernels
 
 if TYPE_CHECKING:
-    from rlx_mlir.compiler import CompiledGraph
+    from rlx_mlir.compiled_graph import CompiledGraph
 
 # ---------------------------------------------------------------------------- arena SVG
 
@@ -186,8 +182,7 @@ SUMMARY_OP_KINDS = 8
 
 def summary(model: CompiledGraph) -> str:
     """A text report of a compiled model (see the module docstring)."""
-    stages = {stage: model._stage_module(stage) for stage in ("hir", "mir", "lir", "llvm")
-              if _has_stage(model, stage)}
+    stages = {stage: model.stage_module(stage) for stage in model.stages}
     lines = [f"model @{model.signature.name}"]
     for stage, module in stages.items():
         counts = Counter(op.name for op in module.walk() if _counted(op))
@@ -208,18 +203,10 @@ def summary(model: CompiledGraph) -> str:
                      f"{peak} B (most bytes live at once)")
     if model.max_dims:
         lines.append("  symbols: " + ", ".join(f"{k} <= {v}" for k, v in sorted(model.max_dims.items())))
-    target = model._executable.target
+    target = model.target
     lines.append(f"  threads: {model.threads}; target: {target.cpu}, vector width "
                  f"{target.vector_width} x f32")
     return "\n".join(lines)
-
-
-def _has_stage(model: CompiledGraph, stage: str) -> bool:
-    try:
-        model._stage_module(stage)
-    except RlxError:
-        return False  # compiled from a later stage
-    return True
 
 
 def _counted(op: Operation) -> bool:
@@ -242,7 +229,6 @@ def _kernel_lines(lir_module: ModuleOp, llvm_module: ModuleOp | None) -> list[st
         lines.append(f"  llvm: {functions} functions; {len(callees) - serial - barriers} "
                      f"parallel kernel calls, {serial} serial (thread 0), {barriers} barriers")
     return lines
-
 
 
 __all__ = ["SlotBox", "arena_slots", "arena_svg", "summary"]

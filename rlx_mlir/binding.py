@@ -1,6 +1,7 @@
 """A graph function's calling convention: which arguments it takes and how calls bind them.
 
-Shared by the reference executor and compiled models, so both accept exactly the same
+`Signature.of` reads it from a graph function (the reference executor), `Signature.of_abi`
+from a compiled entry's `EntryABI` (compiled models): one `Signature` for both, so both accept exactly the same
 calls and refuse bad ones with the same `ArgumentError`s (docs/semantics.md "Calling a model").
 """
 
@@ -20,24 +21,19 @@ from rlx_mlir.core.abi import (
     ARG_DIMS,
     ARG_NAME,
     ARG_ROLE,
-    ARG_TYPE,
+    INDEX_DTYPE,
     ROLE_INPUT,
     ROLE_OUTPUT,
     ROLE_PARAM,
+    EntryABI,
     default_name,
     entry_function,
 )
+from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
 from rlx_mlir.core.shape_inference import Dim, Shape, fmt
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
 from rlx_mlir.dialects.signature import symbolic_shapes
-
-NUMPY_DTYPES: dict[str, type[np.generic]] = {
-    "f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8,
-}
-
-INDEX_DTYPE = "index"
-"""The dtype of an `index` argument (the position) in an `ArgSpec`."""
 
 
 @dataclass(frozen=True)
@@ -96,10 +92,10 @@ class Signature:
     @staticmethod
     def of(fn: func.FuncOp | llvm.FuncOp) -> Signature:
         """Read names and roles from the argument attributes of `fn` (a graph function,
-        or an llvm-stage entry, whose pointer arguments record their memref `rlx.type`)."""
-        arg_attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+        or an llvm-stage entry: see `of_abi`)."""
         if isinstance(fn, llvm.FuncOp):
-            return Signature._of_llvm_entry(fn.sym_name.data, arg_attrs)
+            return Signature.of_abi(EntryABI.from_llvm(fn))
+        arg_attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
         args = []
         for i, arg in enumerate(fn.body.block.args):
             attrs = arg_attrs[i].data if i < len(arg_attrs) else {}
@@ -115,17 +111,22 @@ class Signature:
             attrs = res_attrs[i].data if i < len(res_attrs) else {}
             name = _string(attrs, ARG_NAME) or f"out{i}"
             results.append(ArgSpec(name, ROLE_OUTPUT, _symbolic_shape(t, attrs, name), dtype_of(t)))
-        outputs = tuple(a for a in args if a.role == ROLE_OUTPUT)
-        return Signature(fn.sym_name.data, tuple(args), tuple(results) or outputs)
+        return Signature.from_specs(fn.sym_name.data, args, results)
 
     @staticmethod
-    def _of_llvm_entry(name: str, arg_attrs: Sequence[DictionaryAttr]) -> Signature:
-        args = tuple(
-            ArgSpec(_string(a.data, ARG_NAME) or f"arg{i}", _string(a.data, ARG_ROLE) or ROLE_INPUT,
-                    shape_of(a.data[ARG_TYPE]), dtype_of(a.data[ARG_TYPE]))
-            for i, a in enumerate(arg_attrs) if ARG_TYPE in a.data
-        )
-        return Signature(name, args, tuple(a for a in args if a.role == ROLE_OUTPUT))
+    def of_abi(abi: EntryABI) -> Signature:
+        """The signature of a compiled entry: its buffer arguments (the position and the
+        symbols' sizes are the model's to pass, not the caller's)."""
+        return Signature.from_specs(
+            abi.name, [ArgSpec(a.name, a.role, a.shape, a.dtype) for a in abi.buffers])
+
+    @staticmethod
+    def from_specs(name: str, args: Sequence[ArgSpec],
+                   results: Sequence[ArgSpec] = ()) -> Signature:
+        """A signature of `args` in order; its results are `results` (a tensor-level
+        function's), else its output arguments (lir and llvm, where outputs are arguments)."""
+        outputs = tuple(a for a in args if a.role == ROLE_OUTPUT)
+        return Signature(name, tuple(args), tuple(results) or outputs)
 
     @property
     def symbols(self) -> tuple[str, ...]:
@@ -300,7 +301,7 @@ def convert(spec: ArgSpec, value: Any, sizes: dict[str, int] | None = None,
     """`value` as a C-contiguous array of `spec`'s dtype and shape, under numpy's same_kind
     rule. A symbolic dim takes the array's size, which must be >= 1 and equal the size
     `sizes` already binds that symbol to (the symbol is bound there otherwise)."""
-    want = np.dtype(NUMPY_DTYPES[spec.dtype])
+    want = np.dtype(numpy_type(spec.dtype))
     try:
         arr = np.asarray(value)
     except Exception as err:  # numpy raises many types for ragged or odd input
