@@ -125,8 +125,7 @@ class ScalarBody:
         """`cls(*args)`, an f32-only op (a DTypeError on integer operands)."""
         if any(_is_int(a) for a in args):
             types = ", ".join(str(a.type) for a in args)
-            raise DTypeError(f"'{cls.name}' (an elementwise function) takes f32 operands, "
-                             f"got {types}")
+            raise DTypeError(f"'{cls.name}' takes f32 operands, got {types}")
         return self.emit(cls(*args))
 
 
@@ -180,8 +179,9 @@ def softplus(b: ScalarBody, x: SSAValue) -> SSAValue:
     t = b.float_op(mathd.ExpOp, b.neg(b.abs(x)))
     u = b.add(t, b.const(1.0))
     d = b.sub(u, b.const(1.0))
+    rounds_to_one = b.emit(arith.CmpfOp(d, b.const(0.0), "oeq"))
     ratio = b.float_op(arith.DivfOp, b.mul(b.float_op(mathd.LogOp, u), t), d)
-    log1p = b.select(b.emit(arith.CmpfOp(d, b.const(0.0), "oeq")), t, ratio)
+    log1p = b.select(rounds_to_one, t, ratio)
     return b.add(b.max(x, b.const(0.0)), log1p)
 
 
@@ -219,4 +219,8 @@ def scalar_block(fn: ElementwiseFn, arg_types: Sequence[Attribute]) -> tuple[Blo
     (no terminator); returns it and the result. A DTypeError where `fn` has no form for the
     types (e.g. exp on i32)."""
     block = Block(arg_types=arg_types)
-    return block, BODIES[fn](ScalarBody(block), *block.args)
+    try:
+        return block, BODIES[fn](ScalarBody(block), *block.args)
+    except DTypeError as err:
+        types = ", ".join(str(ty) for ty in arg_types)
+        raise DTypeError(f"elementwise fn '{fn}' has no form for ({types}): {err}") from err
