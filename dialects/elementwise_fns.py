@@ -8,11 +8,11 @@ code paths are built from it:
 - the `lir.elementwise` kernel builds the body of its fn (`scalar_block`) and translates it
   to vector code exactly as a `lir.fused_elementwise` body is translated (arith ops to llvm
   ops, math.exp/log/tanh/erf/pow to the polynomials of `lir_to_llvm/vmath.py`). Only where
-  a dedicated vector primitive is more accurate than its composition (silu, gelu,
-  gelu_tanh) does the kernel call that primitive instead (`elementwise.DEDICATED`).
+  a dedicated vector primitive is more accurate than its composition (sigmoid, silu,
+  gelu, gelu_tanh: in their tails) does the kernel call that primitive instead
+  (`elementwise.DEDICATED`).
 
-The bodies follow docs/semantics.md and are written for accuracy in f32: sigmoid as
-e/(1 + e) with e = e^-|x| for negative x, softplus with a log1p that keeps its tail. The
+The bodies follow docs/semantics.md (softplus with a log1p that keeps its tail). The
 arithmetic helpers pick the integer op on integer operands (add sub mul max min neg abs
 relu have an i32/i64 form, wrapping like numpy's fixed-width integers); the other
 functions raise `DTypeError` on integers.
@@ -133,12 +133,9 @@ class ScalarBody:
 
 
 def sigmoid(b: ScalarBody, x: SSAValue) -> SSAValue:
-    """1 / (1 + e^-x), as e/(1 + e) with e = e^-|x| for x < 0 so that tiny results keep
-    their relative precision (down into the denormals)."""
-    e = b.float_op(mathd.ExpOp, b.neg(b.abs(x)))
-    s = b.float_op(arith.DivfOp, b.const(1.0), b.add(e, b.const(1.0)))
-    non_negative = b.emit(arith.CmpfOp(x, b.const(0.0), "oge"))
-    return b.select(non_negative, s, b.mul(e, s))
+    """1 / (1 + exp(-x))."""
+    e = b.float_op(mathd.ExpOp, b.neg(x))
+    return b.float_op(arith.DivfOp, b.const(1.0), b.add(b.const(1.0), e))
 
 
 def silu(b: ScalarBody, x: SSAValue) -> SSAValue:

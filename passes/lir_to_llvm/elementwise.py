@@ -28,10 +28,10 @@ code with constant bounds.
 
 Element functions are scalar bodies of arith/math ops, translated op by op (`translate_ops`)
 once for the vector body and once for the scalar tail: `fused_elementwise` its region,
-`elementwise` the body of its fn, defined once in `rlx_mlir.dialects.elementwise_fns` (or,
-for silu/gelu/gelu_tanh on f32, a more accurate dedicated primitive, `DEDICATED`). math ops
-become the polynomials of `rlx_mlir.passes.lir_to_llvm.vmath` (exp/log/tanh/erf/...), so no
-loop calls libm.
+`elementwise` the body of its fn, defined once in `rlx_mlir.dialects.elementwise_fns`
+(or, for sigmoid/silu/gelu/gelu_tanh on f32, a more accurate dedicated primitive,
+`DEDICATED`). math ops become the polynomials of `rlx_mlir.passes.lir_to_llvm.vmath`
+(exp/log/tanh/erf/...), so no loop calls libm.
 """
 
 from __future__ import annotations
@@ -349,14 +349,17 @@ def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list
 # ----------------------------------------------------------------------------- element functions
 
 DEDICATED: dict[ElementwiseFn, Callable[[KernelBuilder, SSAValue], SSAValue]] = {
+    ElementwiseFn.SIGMOID: vmath.sigmoid,
     ElementwiseFn.SILU: vmath.silu,
     ElementwiseFn.GELU: vmath.gelu,
     ElementwiseFn.GELU_TANH: vmath.gelu_tanh,
 }
 """The f32 functions whose `lir.elementwise` kernel calls a vector-math primitive instead
 of translating the scalar body of `elementwise_fns.BODIES`: the same function, computed
-more accurately than its composition (x folded into e^x before its last scaling; erfc's
-tail and tanh's argument carried in double-f32; see vmath.py's docstrings)."""
+more accurately than its composition, in its tails (sigmoid's and silu's negative tail
+through e^-|x|, x folded into e^x before its last scaling; gelu's erfc tail and
+gelu_tanh's argument carried in double-f32; see vmath.py's docstrings). A fused body
+keeps the plain composition: cheaper, and as accurate outside those tails."""
 
 
 def element_function(kb: KernelBuilder, fn: ElementwiseFn,
