@@ -28,12 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import (
-    DenseIntOrFPElementsAttr,
-    Float32Type,
-    ModuleOp,
-    TensorType,
-)
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, Float32Type, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
