@@ -1,5 +1,8 @@
 """The `rlx` dialect: enum attributes shared by hir, mir and lir.
 
+`ElementwiseFn` (the fn of `lir.elementwise`) is defined with the scalar body of each
+function in `elementwise_fns.py`, and is importable from here too.
+
 Each enum prints as a bare keyword in the custom syntax of the ops that carry it
 (`hir.linear %x, %w activation silu`) and as `#rlx<activation silu>` in generic form.
 """
@@ -10,6 +13,8 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Dialect, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.utils.str_enum import StrEnum
+
+from rlx_mlir.dialects.elementwise_fns import ElementwiseFn
 
 
 class Activation(StrEnum):
@@ -58,31 +63,6 @@ class QuantScheme(StrEnum):
 class ArenaStrategy(StrEnum):
     GREEDY_BY_SIZE = "greedy-by-size"
     NAIVE = "naive"
-
-
-class ElementwiseFn(StrEnum):
-    """The scalar function of an `lir.elementwise` kernel (one per mir elementwise op)."""
-
-    ADD = "add"
-    SUB = "sub"
-    MUL = "mul"
-    DIV = "div"
-    MAX = "max"
-    MIN = "min"
-    POW = "pow"
-    NEG = "neg"
-    EXP = "exp"
-    LOG = "log"
-    SQRT = "sqrt"
-    RSQRT = "rsqrt"
-    TANH = "tanh"
-    SIGMOID = "sigmoid"
-    SILU = "silu"
-    GELU = "gelu"
-    GELU_TANH = "gelu_tanh"
-    RELU = "relu"
-    ABS = "abs"
-    SOFTPLUS = "softplus"
 
 
 @irdl_attr_definition

@@ -9,11 +9,13 @@ an elementwise chain first:
    - `act(matmul | fused_matmul)` with `act` one of relu gelu gelu_tanh silu sigmoid tanh
      and the product used only by it (a fused_matmul without an activation yet) ->
      `mir.fused_matmul ... activation act`.
-2. elementwise trees: a maximal tree of f32 elementwise ops (the 7 binary and 12 unary mir
-   ops, and earlier `mir.fused_elementwise` ops) whose inner values have one use, all of
+2. elementwise trees: a maximal tree of f32 elementwise ops (the binary and unary mir ops
+   of `registry.ELEMENTWISE_FNS`, and earlier `mir.fused_elementwise` ops) whose inner values have one use, all of
    the root's shape, becomes ONE `mir.fused_elementwise` whose body computes the tree on
    scalars with `arith`/`math` ops. Its inputs are the tree's leaves, each once; they
-   broadcast to the root's shape. Splat f32 constants among the leaves (rank-0 scalars
+   broadcast to the root's shape. Each op's scalar body is its `ElementwiseFn`'s
+   (`rlx_mlir.dialects.elementwise_fns.BODIES`, the definition the `lir.elementwise` kernel
+   is generated from too). Splat f32 constants among the leaves (rank-0 scalars
    included) become `arith.constant`s in the body instead of inputs. By default inner
    values of a smaller (broadcast) shape stay outside the tree, so no value is computed
    more than once per element; option `fuse-broadcast=true` takes them in too. A tree of
@@ -22,21 +24,11 @@ an elementwise chain first:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith
-from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import (
-    DenseIntOrFPElementsAttr,
-    Float32Type,
-    FloatAttr,
-    ModuleOp,
-    TensorType,
-    f32,
-)
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, Float32Type, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -47,8 +39,9 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from rlx_mlir.dialects import mir
+from rlx_mlir.dialects import mir, registry
 from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.elementwise_fns import BODIES, ScalarBody
 from rlx_mlir.dialects.mir_canonicalization import to_numpy
 from rlx_mlir.dialects.rlx import Activation
 from rlx_mlir.passes.provenance import Derive, with_provenance
@@ -129,100 +122,9 @@ class FuseMatmulActivation(RewritePattern):
 # ----------------------------------------------------------------------------- scalar bodies
 
 
-class ScalarBody:
-    """Appends scalar f32 `arith`/`math` ops to a block; constants are made once each."""
-
-    def __init__(self, block: Block):
-        self.block = block
-        self._constants: dict[float, SSAValue] = {}
-
-    def emit(self, op: Operation) -> SSAValue:
-        self.block.add_op(op)
-        return op.results[0]
-
-    def const(self, value: float) -> SSAValue:
-        if value not in self._constants:
-            self._constants[value] = self.emit(arith.ConstantOp(FloatAttr(value, f32)))
-        return self._constants[value]
-
-    # composite functions, as docs/semantics.md defines them
-
-    def sigmoid(self, x: SSAValue) -> SSAValue:
-        """1 / (1 + exp(-x))."""
-        e = self.emit(mathd.ExpOp(self.emit(arith.NegfOp(x))))
-        return self.emit(arith.DivfOp(self.const(1.0), self.emit(arith.AddfOp(self.const(1.0), e))))
-
-    def silu(self, x: SSAValue) -> SSAValue:
-        """x * sigmoid(x)."""
-        return self.emit(arith.MulfOp(x, self.sigmoid(x)))
-
-    def gelu(self, x: SSAValue) -> SSAValue:
-        """0.5 * x * (1 + erf(x / sqrt(2)))."""
-        erf = self.emit(mathd.ErfOp(self.emit(arith.MulfOp(x, self.const(math.sqrt(0.5))))))
-        return self._half_x_one_plus(x, erf)
-
-    def gelu_tanh(self, x: SSAValue) -> SSAValue:
-        """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
-        x3 = self.emit(arith.MulfOp(self.emit(arith.MulfOp(x, x)), x))
-        inner = self.emit(arith.AddfOp(x, self.emit(arith.MulfOp(self.const(0.044715), x3))))
-        u = self.emit(arith.MulfOp(self.const(math.sqrt(2.0 / math.pi)), inner))
-        return self._half_x_one_plus(x, self.emit(mathd.TanhOp(u)))
-
-    def _half_x_one_plus(self, x: SSAValue, t: SSAValue) -> SSAValue:
-        """0.5 * x * (1 + t)."""
-        one_plus = self.emit(arith.AddfOp(self.const(1.0), t))
-        return self.emit(arith.MulfOp(self.emit(arith.MulfOp(self.const(0.5), x)), one_plus))
-
-    def softplus(self, x: SSAValue) -> SSAValue:
-        """max(x, 0) + log1p(e^-|x|), log1p(t) = log(u)·t/(u - 1) with u = 1 + t (t where u
-        rounds to 1): as the `lir.elementwise softplus` kernel computes it."""
-        t = self.emit(mathd.ExpOp(self.emit(arith.NegfOp(self.emit(mathd.AbsFOp(x))))))
-        u = self.emit(arith.AddfOp(self.const(1.0), t))
-        d = self.emit(arith.SubfOp(u, self.const(1.0)))
-        ratio = self.emit(arith.DivfOp(self.emit(arith.MulfOp(self.emit(mathd.LogOp(u)), t)), d))
-        rounds_to_one = self.emit(arith.CmpfOp(d, self.const(0.0), "oeq"))
-        log1p = self.emit(arith.SelectOp(rounds_to_one, t, ratio))
-        return self.emit(arith.AddfOp(self.emit(arith.MaximumfOp(x, self.const(0.0))), log1p))
-
-    def relu(self, x: SSAValue) -> SSAValue:
-        """maximumf(x, 0)."""
-        return self.emit(arith.MaximumfOp(x, self.const(0.0)))
-
-
-ScalarFn = Callable[[ScalarBody, Sequence[SSAValue]], SSAValue]
-
-
-def _op1(cls: Callable[[SSAValue], Operation]) -> ScalarFn:
-    return lambda body, args: body.emit(cls(args[0]))
-
-
-def _op2(cls: Callable[[SSAValue, SSAValue], Operation]) -> ScalarFn:
-    return lambda body, args: body.emit(cls(args[0], args[1]))
-
-
-SCALAR_BODIES: dict[type[Operation], ScalarFn] = {
-    mir.AddOp: _op2(arith.AddfOp),
-    mir.SubOp: _op2(arith.SubfOp),
-    mir.MulOp: _op2(arith.MulfOp),
-    mir.DivOp: _op2(arith.DivfOp),
-    mir.MaxOp: _op2(arith.MaximumfOp),
-    mir.MinOp: _op2(arith.MinimumfOp),
-    mir.PowOp: _op2(mathd.PowFOp),
-    mir.NegOp: _op1(arith.NegfOp),
-    mir.ExpOp: _op1(mathd.ExpOp),
-    mir.LogOp: _op1(mathd.LogOp),
-    mir.SqrtOp: _op1(mathd.SqrtOp),
-    mir.RsqrtOp: _op1(mathd.RsqrtOp),
-    mir.TanhOp: _op1(mathd.TanhOp),
-    mir.AbsOp: _op1(mathd.AbsFOp),
-    mir.SigmoidOp: lambda body, args: body.sigmoid(args[0]),
-    mir.SiluOp: lambda body, args: body.silu(args[0]),
-    mir.GeluOp: lambda body, args: body.gelu(args[0]),
-    mir.GeluTanhOp: lambda body, args: body.gelu_tanh(args[0]),
-    mir.ReluOp: lambda body, args: body.relu(args[0]),
-    mir.SoftplusOp: lambda body, args: body.softplus(args[0]),
-}
-"""The scalar computation of each elementwise mir op, on f32 scalars."""
+def _scalar(node: Operation, body: ScalarBody, args: Sequence[SSAValue]) -> SSAValue:
+    """The scalar computation of elementwise mir op `node` (its `ElementwiseFn`'s body)."""
+    return BODIES[registry.ELEMENTWISE_FNS[type(node)]](body, *args)
 
 
 def _inline_fused(op: mir.FusedElementwiseOp, body: ScalarBody, args: Sequence[SSAValue]):
@@ -248,7 +150,7 @@ def _fusable(op: Operation) -> bool:
     """An f32 elementwise op (or fused_elementwise) that a tree may contain."""
     if isinstance(op, mir.FusedElementwiseOp):
         return _is_f32(op.result)
-    return type(op) in SCALAR_BODIES and all(_is_f32(v) for v in (*op.operands, *op.results))
+    return type(op) in registry.ELEMENTWISE_FNS and all(_is_f32(v) for v in (*op.operands, *op.results))
 
 
 def _absorbable_into(op: Operation, user: Operation, fuse_broadcast: bool) -> bool:
@@ -326,7 +228,7 @@ def build_fused_elementwise(
         if isinstance(node, mir.FusedElementwiseOp):
             scalars[node.results[0]] = _inline_fused(node, body, args)
         else:
-            scalars[node.results[0]] = SCALAR_BODIES[type(node)](body, args)
+            scalars[node.results[0]] = _scalar(node, body, args)
     block.add_op(mir.YieldOp(scalars[nodes[-1].results[0]]))
     absorbed = [leaf.owner for leaf in constants if isinstance(leaf.owner, Operation)]
     return mir.FusedElementwiseOp(inputs, result_type, Region(block)), absorbed

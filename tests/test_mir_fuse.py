@@ -42,6 +42,7 @@ UNARY = (
     "gelu_tanh",
     "relu",
     "abs",
+    "softplus",
 )
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
@@ -205,8 +206,10 @@ def test_all_unary_ops_in_one_chain():
     (op,) = body_ops(fused)
     assert isinstance(op, mir.FusedElementwiseOp)
     kinds = Counter(type(o) for o in op.body.block.ops)
-    assert kinds[mathd.ErfOp] == 1 and kinds[mathd.TanhOp] == 2 and kinds[mathd.ExpOp] == 3
-    assert kinds[arith.MaximumfOp] == 1
+    # exp: exp, sigmoid, silu's sigmoid, softplus; tanh: tanh, gelu_tanh; erf: gelu
+    assert kinds[mathd.ErfOp] == 1 and kinds[mathd.TanhOp] == 2 and kinds[mathd.ExpOp] == 4
+    # select: relu (x < 0 ? 0 : x) and softplus's log1p; max: softplus
+    assert kinds[arith.SelectOp] == 2 and kinds[arith.MaximumfOp] == 1
     assert_same_numerics(g, fused, positive=True)
 
 

@@ -266,9 +266,10 @@ func.func @every_unary_op(%x: tensor<8xf32>) -> tensor<8xf32> {
 // CHECK-NEXT:      %[[RSQRT:.*]] = math.rsqrt %[[SQRT]] : f32
 // CHECK-NEXT:      %[[TANH:.*]] = math.tanh %[[RSQRT]] : f32
 // CHECK-NEXT:      %[[ABS:.*]] = math.absf %[[TANH]] : f32
-// relu = maximumf(x, 0)
+// relu = x < 0 ? 0 : x
 // CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:      %[[RELU:.*]] = arith.maximumf %[[ABS]], %[[ZERO]] : f32
+// CHECK-NEXT:      %[[NEGATIVE:.*]] = arith.cmpf olt, %[[ABS]], %[[ZERO]] : f32
+// CHECK-NEXT:      %[[RELU:.*]] = arith.select %[[NEGATIVE]], %[[ZERO]], %[[ABS]] : f32
 // sigmoid = 1 / (1 + exp(-x))
 // CHECK-NEXT:      %[[N1:.*]] = arith.negf %[[RELU]] : f32
 // CHECK-NEXT:      %[[E1:.*]] = math.exp %[[N1]] : f32

@@ -26,16 +26,19 @@ balanced, disjoint and stay vector-aligned within each row; a tiled (transpose) 
 splits into (outer index, TILE-row block) items instead. The serial kernel is the same
 code with constant bounds.
 
-Element functions come from `rlx_mlir.passes.lir_to_llvm.vmath` (polynomial exp/log/tanh/erf/...),
-so no loop calls libm. `fused_elementwise` translates its scalar region of arith/math ops
-op by op, once for the vector body and once for the scalar tail.
+Element functions are scalar bodies of arith/math ops, translated op by op (`translate_ops`)
+once for the vector body and once for the scalar tail: `fused_elementwise` its region,
+`elementwise` the body of its fn, defined once in `rlx_mlir.dialects.elementwise_fns`
+(or, for sigmoid/silu/gelu/gelu_tanh on f32, a more accurate dedicated primitive,
+`DEDICATED`). math ops become the polynomials of `rlx_mlir.passes.lir_to_llvm.vmath`
+(exp/log/tanh/erf/...), so no loop calls libm.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,7 +52,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
-    VectorType,
     f32,
     i1,
     i8,
@@ -57,10 +59,11 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.traits import IsTerminator
 
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.dialects.elementwise_fns import ElementwiseFn, scalar_block
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
 from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
@@ -76,10 +79,6 @@ def llvm_element(memref: Attribute) -> Attribute:
         return {8: i8, 32: i32, 64: i64}[element.width.data]
     assert element == f32, f"unsupported element type {element}"
     return f32
-
-
-def _is_float(ty: Attribute) -> bool:
-    return (ty.element_type if isinstance(ty, VectorType) else ty) == f32
 
 
 def row_major_strides(shape: Sequence[int]) -> list[int]:
@@ -349,75 +348,32 @@ def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list
 
 # ----------------------------------------------------------------------------- element functions
 
-
-def _imax(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
-    return vmath.select(kb, vmath.icmp(kb, "sgt", a, b), a, b)
-
-
-def _imin(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
-    return vmath.select(kb, vmath.icmp(kb, "slt", a, b), a, b)
-
-
-def _ineg(kb: KernelBuilder, a: SSAValue) -> SSAValue:
-    return kb.sub(vmath.const(kb, 0, a.type), a)
-
-
-def _iabs(kb: KernelBuilder, a: SSAValue) -> SSAValue:
-    return vmath.select(kb, vmath.icmp(kb, "slt", a, 0), _ineg(kb, a), a)
-
-
-def _irelu(kb: KernelBuilder, a: SSAValue) -> SSAValue:
-    return vmath.select(kb, vmath.icmp(kb, "slt", a, 0), vmath.const(kb, 0, a.type), a)
-
-
-def softplus(kb: KernelBuilder, x: SSAValue) -> SSAValue:
-    """log(1 + e^x) = max(x, 0) + log1p(e^-|x|), with log1p(t) = log(u)·t/(u - 1) for
-    u = 1 + t (Goldberg: the rounding of u cancels; t itself where u rounds to 1), so
-    neither large x (e^x overflows) nor very negative x (1 + e^x rounds to 1) loses
-    accuracy. NaN stays NaN, softplus(-inf) = 0, softplus(+inf) = +inf."""
-    t = vmath.exp(kb, kb.fneg(kb.fabs(x)))
-    u = kb.fadd(t, 1.0)
-    d = kb.fsub(u, 1.0)
-    log1p = vmath.select(kb, vmath.fcmp(kb, "oeq", d, 0.0), t,
-                         kb.fdiv(kb.fmul(vmath.log(kb, u), t), d))
-    return kb.fadd(kb.fmax(x, 0.0), log1p)
-
-
-FLOAT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
-    ElementwiseFn.ADD: lambda kb, a, b: kb.fadd(a, b),
-    ElementwiseFn.SUB: lambda kb, a, b: kb.fsub(a, b),
-    ElementwiseFn.MUL: lambda kb, a, b: kb.fmul(a, b),
-    ElementwiseFn.DIV: lambda kb, a, b: kb.fdiv(a, b),
-    ElementwiseFn.MAX: lambda kb, a, b: kb.fmax(a, b),
-    ElementwiseFn.MIN: lambda kb, a, b: kb.fmin(a, b),
-    ElementwiseFn.POW: vmath.pow,
-    ElementwiseFn.NEG: lambda kb, a: kb.fneg(a),
-    ElementwiseFn.EXP: vmath.exp,
-    ElementwiseFn.LOG: vmath.log,
-    ElementwiseFn.SQRT: vmath.sqrt,
-    ElementwiseFn.RSQRT: vmath.rsqrt,
-    ElementwiseFn.TANH: vmath.tanh,
+DEDICATED: dict[ElementwiseFn, Callable[[KernelBuilder, SSAValue], SSAValue]] = {
     ElementwiseFn.SIGMOID: vmath.sigmoid,
     ElementwiseFn.SILU: vmath.silu,
     ElementwiseFn.GELU: vmath.gelu,
     ElementwiseFn.GELU_TANH: vmath.gelu_tanh,
-    ElementwiseFn.RELU: vmath.relu,
-    ElementwiseFn.ABS: lambda kb, a: kb.fabs(a),
-    ElementwiseFn.SOFTPLUS: softplus,
 }
-"""The f32 function of every `lir.elementwise` fn (IEEE max/min propagate NaN, as numpy)."""
+"""The f32 functions whose `lir.elementwise` kernel calls a vector-math primitive instead
+of translating the scalar body of `elementwise_fns.BODIES`: the same function, computed
+more accurately than its composition, in its tails (sigmoid's and silu's negative tail
+through e^-|x|, x folded into e^x before its last scaling; gelu's erfc tail and
+gelu_tanh's argument carried in double-f32; see vmath.py's docstrings). A fused body
+keeps the plain composition: cheaper, and as accurate outside those tails."""
 
-INT_FNS: dict[ElementwiseFn, Callable[..., SSAValue]] = {
-    ElementwiseFn.ADD: lambda kb, a, b: kb.add(a, b),
-    ElementwiseFn.SUB: lambda kb, a, b: kb.sub(a, b),
-    ElementwiseFn.MUL: lambda kb, a, b: kb.mul(a, b),
-    ElementwiseFn.MAX: _imax,
-    ElementwiseFn.MIN: _imin,
-    ElementwiseFn.NEG: _ineg,
-    ElementwiseFn.RELU: _irelu,
-    ElementwiseFn.ABS: _iabs,
-}
-"""The i32/i64 functions (wrapping like numpy's fixed-width integers)."""
+
+def element_function(kb: KernelBuilder, fn: ElementwiseFn,
+                     arg_types: Sequence[Attribute]) -> ElementFn:
+    """The code of `fn` on operands of `arg_types` (llvm scalar types) for `strided_map`:
+    its dedicated primitive on f32 where it has one, else its scalar body (elementwise_fns)
+    translated as a fused body is. A DTypeError where `fn` has no form for the types."""
+    block, result = scalar_block(fn, arg_types)
+    dedicated = DEDICATED.get(fn) if all(ty == f32 for ty in arg_types) else None
+    if dedicated is not None:
+        return lambda values, _: dedicated(kb, *values)
+    return lambda values, vector: translate_ops(kb, block.ops, result,
+                                                dict(zip(block.args, values, strict=True)),
+                                                vector)
 
 
 # ----------------------------------------------------------------------------- builders
@@ -446,17 +402,12 @@ def build_elementwise(op: Operation, name: str, vector_width: int,
                       partitioned: bool = False) -> llvm.FuncOp:
     """out = fn(inputs...) with the inputs broadcast numpy-style to out's shape."""
     assert isinstance(op, lir.ElementwiseOp)
-    fn = ElementwiseFn(op.fn.data)
     kb, args, share = _kernel(op, name, vector_width, partitioned)
-    element = llvm_element(op.out.type)
-    table = FLOAT_FNS if element == f32 else INT_FNS
-    if fn not in table:
-        raise NotImplementedError(f"lir.elementwise {fn} on {element}")
-    scalar_fn = table[fn]
+    fn = element_function(kb, ElementwiseFn(op.fn.data),
+                          [llvm_element(v.type) for v in op.inputs])
     out_shape = shape_of(op.out)
     inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
-    strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs,
-                lambda values, _: scalar_fn(kb, *values), share)
+    strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs, fn, share)
     kb.ret()
     return kb.finish()
 
@@ -650,28 +601,37 @@ def _cmpi(kb: KernelBuilder, op: arith.CmpiOp, a: SSAValue, b: SSAValue) -> SSAV
     return vmath.icmp(kb, arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data], a, b)
 
 
-def _float_or_int(float_fn: Callable[..., SSAValue], int_fn: Callable[..., SSAValue]):
-    def apply(kb: KernelBuilder, *args: SSAValue) -> SSAValue:
-        return (float_fn if _is_float(args[0].type) else int_fn)(kb, *args)
+def _int_neg(kb: KernelBuilder, a: SSAValue) -> SSAValue:
+    return kb.sub(vmath.const(kb, 0, a.type), a)
 
-    return apply
+
+def _int_max(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "sgt", a, b), a, b)
+
+
+def _int_min(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "slt", a, b), a, b)
+
+
+def _int_abs(kb: KernelBuilder, a: SSAValue) -> SSAValue:
+    return vmath.select(kb, vmath.icmp(kb, "slt", a, 0), _int_neg(kb, a), a)
 
 
 BODY_OPS: dict[type[Operation], Callable[..., SSAValue]] = {
-    arith.AddfOp: FLOAT_FNS[ElementwiseFn.ADD],
-    arith.SubfOp: FLOAT_FNS[ElementwiseFn.SUB],
-    arith.MulfOp: FLOAT_FNS[ElementwiseFn.MUL],
-    arith.DivfOp: FLOAT_FNS[ElementwiseFn.DIV],
-    arith.NegfOp: FLOAT_FNS[ElementwiseFn.NEG],
-    arith.MaximumfOp: FLOAT_FNS[ElementwiseFn.MAX],
-    arith.MinimumfOp: FLOAT_FNS[ElementwiseFn.MIN],
+    arith.AddfOp: KernelBuilder.fadd,
+    arith.SubfOp: KernelBuilder.fsub,
+    arith.MulfOp: KernelBuilder.fmul,
+    arith.DivfOp: KernelBuilder.fdiv,
+    arith.NegfOp: KernelBuilder.fneg,
+    arith.MaximumfOp: KernelBuilder.fmax,
+    arith.MinimumfOp: KernelBuilder.fmin,
     arith.MaxnumfOp: lambda kb, a, b: kb.intrinsic("llvm.maxnum", [a, b], a.type),
     arith.MinnumfOp: lambda kb, a, b: kb.intrinsic("llvm.minnum", [a, b], a.type),
-    arith.AddiOp: INT_FNS[ElementwiseFn.ADD],
-    arith.SubiOp: INT_FNS[ElementwiseFn.SUB],
-    arith.MuliOp: INT_FNS[ElementwiseFn.MUL],
-    arith.MaxSIOp: _imax,
-    arith.MinSIOp: _imin,
+    arith.AddiOp: KernelBuilder.add,
+    arith.SubiOp: KernelBuilder.sub,
+    arith.MuliOp: KernelBuilder.mul,
+    arith.MaxSIOp: _int_max,
+    arith.MinSIOp: _int_min,
     arith.SelectOp: vmath.select,
     xmath.ExpOp: vmath.exp,
     xmath.LogOp: vmath.log,
@@ -680,11 +640,12 @@ BODY_OPS: dict[type[Operation], Callable[..., SSAValue]] = {
     xmath.TanhOp: vmath.tanh,
     xmath.ErfOp: vmath.erf,
     xmath.PowFOp: vmath.pow,
-    xmath.AbsFOp: FLOAT_FNS[ElementwiseFn.ABS],
-    xmath.AbsIOp: _iabs,
+    xmath.AbsFOp: KernelBuilder.fabs,
+    xmath.AbsIOp: _int_abs,
     xmath.FmaOp: vmath.muladd,
 }
-"""How each scalar arith/math op of a fused body is emitted (on scalars or vectors)."""
+"""How each scalar arith/math op of a body is emitted (on scalars or vectors; IEEE
+max/min propagate NaN as numpy's, integers wrap like numpy's fixed-width ones)."""
 
 BODY_OPS_WITH_OP: dict[type[Operation], Callable[..., SSAValue]] = {
     arith.CmpfOp: _cmpf,
@@ -693,15 +654,15 @@ BODY_OPS_WITH_OP: dict[type[Operation], Callable[..., SSAValue]] = {
 """Ops whose emission also needs the op itself (the comparison predicate)."""
 
 
-def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
-                   vector: bool) -> SSAValue:
-    """Emit the scalar body `block` (arith/math ops, ending in a yield) on `values`, the
-    block arguments' values: scalars, or vectors of W lanes when `vector` (then every op
-    works on vectors and constants become splats). Returns the yielded value."""
-    env: dict[SSAValue, SSAValue] = dict(zip(block.args, values, strict=True))
-    for body_op in block.ops:
-        if body_op is block.last_op:
-            return env[body_op.operands[0]]
+def translate_ops(kb: KernelBuilder, ops: Iterable[Operation], result: SSAValue,
+                  env: dict[SSAValue, SSAValue], vector: bool) -> SSAValue:
+    """Emit the scalar arith/math `ops` with their operands looked up in `env` (the
+    values of the body's arguments: scalars, or vectors of W lanes when `vector`, then
+    every op works on vectors and constants become splats); returns `result`'s value.
+    A terminator among `ops` ends the translation."""
+    for body_op in ops:
+        if body_op.has_trait(IsTerminator):
+            break
         args = [env[v] for v in body_op.operands]
         if isinstance(body_op, arith.ConstantOp):
             attr = body_op.value
@@ -710,16 +671,23 @@ def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
             value = attr.value.data
             if isinstance(attr, IntegerAttr) and body_op.result.type == i1:
                 value = int(bool(value))
-            result = vmath.const(kb, value, ty)
+            env[body_op.results[0]] = vmath.const(kb, value, ty)
         elif type(body_op) in BODY_OPS:
-            result = BODY_OPS[type(body_op)](kb, *args)
+            env[body_op.results[0]] = BODY_OPS[type(body_op)](kb, *args)
         elif type(body_op) in BODY_OPS_WITH_OP:
-            result = BODY_OPS_WITH_OP[type(body_op)](kb, body_op, *args)
+            env[body_op.results[0]] = BODY_OPS_WITH_OP[type(body_op)](kb, body_op, *args)
         else:
-            raise NotImplementedError(
-                f"lir.fused_elementwise: no code generation for '{body_op.name}'")
-        env[body_op.results[0]] = result
-    raise AssertionError("a verified fused_elementwise body ends in lir.yield")
+            raise NotImplementedError(f"no vector code generation for '{body_op.name}'")
+    return env[result]
+
+
+def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
+                   vector: bool) -> SSAValue:
+    """Emit the scalar body `block` (arith/math ops, ending in a yield) on `values`, the
+    block arguments' values (see `translate_ops`). Returns the yielded value."""
+    assert block.last_op is not None, "a verified fused_elementwise body ends in lir.yield"
+    return translate_ops(kb, block.ops, block.last_op.operands[0],
+                         dict(zip(block.args, values, strict=True)), vector)
 
 
 def build_fused_elementwise(op: Operation, name: str, vector_width: int,
