@@ -38,7 +38,7 @@ from xdsl.utils.str_enum import StrEnum
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.shape_inference import Shape
-from rlx_mlir.dialects.rlx import MaskKind, MaskKindAttr, RopeStyle, RopeStyleAttr
+from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
 
@@ -173,36 +173,20 @@ def enum_attr(attr_type: type[EnumAttrT], value: str | StrEnum | EnumAttrT) -> E
     return attr_type(attr_type.enum_type(value))
 
 
-def attention_properties(
-    num_heads: int,
-    head_dim: int,
-    num_kv_heads: int | None = None,
-    mask_kind: str | MaskKind | MaskKindAttr = MaskKind.NONE,
-    scale: float | FloatAttr | None = None,
-) -> dict[str, Attribute]:
-    """The properties of an attention op at any level: `num_kv_heads` defaults to
-    `num_heads` (no grouping), `scale` to 1/sqrt(head_dim)."""
-    return {
-        "num_heads": i64_attr(num_heads),
-        "head_dim": i64_attr(head_dim),
-        "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
-        "mask_kind": enum_attr(MaskKindAttr, mask_kind),
-        "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
-    }
+ATTENTION_DEFAULTS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+    "num_kv_heads": lambda p: p["num_heads"],
+    "mask_kind": lambda p: MaskKind.NONE,
+    "scale": lambda p: 1 / math.sqrt(p["head_dim"]),
+})
+"""The properties an attention op (hir, mir, lir) computes when left out: `num_kv_heads`
+is `num_heads` (no grouping), `scale` 1/sqrt(head_dim), no mask."""
 
-
-def rope_properties(
-    head_dim: int | IntegerAttr,
-    n_rot: int | IntegerAttr | None = None,
-    style: str | RopeStyle | RopeStyleAttr = RopeStyle.HALF,
-) -> dict[str, Attribute]:
-    """The properties of a rope op at any level: `n_rot` defaults to `head_dim` (rotate
-    every dim of a head)."""
-    return {
-        "head_dim": i64_attr(head_dim),
-        "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
-        "style": enum_attr(RopeStyleAttr, style),
-    }
+ROPE_DEFAULTS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+    "n_rot": lambda p: p["head_dim"],
+    "style": lambda p: RopeStyle.HALF,
+})
+"""The properties a rope op (hir, mir, lir) computes when left out: rotate every dim of a
+head (`n_rot` = `head_dim`), in halves."""
 
 
 def tensor_type(shape: Shape, dtype: str = "f32") -> TensorType:
@@ -250,26 +234,6 @@ def verify_same_dtype(op: Operation, names: list[str], values: list[SSAValue]) -
             raise VerifyException(
                 f"'{op.name}': {name}: expected element type {dtypes[0]} (as {names[0]}), got {dt}"
             )
-
-
-# ----------------------------------------------------------------------------- rules shared by hir, mir and lir
-# The three levels name the operands and properties of these ops alike (`q`, `k`, `v`,
-# `mask`, `num_heads`, ...), so one adapter per rule serves all of them.
-
-
-def attention_shape(op: Operation) -> Shape:
-    """The attention rule applied to an hir, mir or lir attention op."""
-    return rules.attention(
-        shape_of(op.q), shape_of(op.k), shape_of(op.v), opt_shape(op.mask),
-        num_heads=op.num_heads.value.data, head_dim=op.head_dim.value.data,
-        num_kv_heads=op.num_kv_heads.value.data, mask_kind=op.mask_kind.data.value,
-    )
-
-
-def rope_shape(op: Operation) -> Shape:
-    """The rope rule applied to an hir, mir or lir rope op."""
-    return rules.rope(shape_of(op.x), shape_of(op.cos), shape_of(op.sin),
-                      op.head_dim.value.data, op.n_rot.value.data)
 
 
 def verify_eps(op: Operation, eps: FloatAttr) -> None:

@@ -65,7 +65,7 @@ from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
-from rlx_mlir.dialects.signature import symbolic_shapes
+from rlx_mlir.dialects.verifier import symbolic_shapes
 from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import require_lowered
 
