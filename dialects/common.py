@@ -17,16 +17,12 @@ from typing import Any, TypeVar
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
-    Float32Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
     MemRefType,
-    Signedness,
     StringAttr,
     TensorType,
     f32,
-    i32,
     i64,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -36,30 +32,15 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.dtypes import DTYPES, element_name
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
 
-ui8 = IntegerType(8, Signedness.UNSIGNED)
-
-ELEMENT_TYPES: dict[str, Attribute] = {"f32": f32, "i32": i32, "i64": i64, "ui8": ui8}
-"""The element types rlx accepts, by their Python API name."""
-
-T = TypeVar("T")
-
-
-def dtype_name(element_type: Attribute) -> str:
-    """The API name ("f32", "i32", ...) of an element type, or its MLIR spelling if foreign."""
-    if isinstance(element_type, Float32Type):
-        return "f32"
-    for name, ty in ELEMENT_TYPES.items():
-        if element_type == ty:
-            return name
-    return str(element_type)
-
 
 def element_type(dtype: str) -> Attribute:
-    return ELEMENT_TYPES[dtype]
+    """The MLIR element type of the rlx dtype `dtype` (`core.dtypes`)."""
+    return DTYPES[dtype].mlir
 
 
 _NAMED_SHAPES: ContextVar[Mapping[SSAValue, Shape]] = ContextVar(
@@ -97,7 +78,7 @@ def ir_dims(shape: Sequence[int | str]) -> list[int]:
 def dtype_of(value: SSAValue | Attribute) -> str:
     ty = value.type if isinstance(value, SSAValue) else value
     assert isinstance(ty, TensorType | MemRefType), ty
-    return dtype_name(ty.get_element_type())
+    return element_name(ty.get_element_type())
 
 
 def dims_attr(shape: Shape) -> ArrayAttr[Attribute]:

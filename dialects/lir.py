@@ -63,13 +63,13 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_DIMS
+from rlx_mlir.core.dtypes import dtype_of_element, element_bytes, element_name
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
     defined_ops,
     dims_attr,
     dims_from_attr,
-    dtype_name,
     dtype_of,
     i64_attr,
     rule_errors,
@@ -97,8 +97,6 @@ from rlx_mlir.dialects.verifier import (
 RLX_DTYPES = si.DTYPES
 """Element types an lir buffer may hold."""
 
-ELEMENT_BYTES = {"f32": 4, "i32": 4, "i64": 8, "ui8": 1, "i8": 1}
-"""Bytes per element of each element type lir buffers (and the arena) use."""
 
 
 def byte_size(memref: MemRefType, dims: Shape | None = None,
@@ -106,13 +104,13 @@ def byte_size(memref: MemRefType, dims: Shape | None = None,
     """Bytes of a memref: number of elements times element bytes. A memref with `?` dims
     takes its symbolic shape `dims` with each symbol at its bound (`bounds`, else
     `si.DEFAULT_SYMBOL_BOUND`): the most bytes any binding can need."""
-    name = dtype_name(memref.get_element_type())
-    if name not in ELEMENT_BYTES:
-        raise ValueError(f"no byte size for element type {name}")
+    element = memref.get_element_type()
+    if dtype_of_element(element) is None and element != i8:
+        raise ValueError(f"no byte size for element type {element}")
     shape = memref.get_shape()
     if dims is not None and not si.is_static_shape(shape):
         shape = si.bounded_shape(dims, bounds or {})
-    return si.numel(shape) * ELEMENT_BYTES[name]
+    return si.numel(shape) * element_bytes(element)
 
 
 def buffer_dims(value: SSAValue) -> Shape:
@@ -555,8 +553,6 @@ class KernelOp(VerifiesSignature, ABC):
     """
 
     RESULT: ClassVar[str] = "out"
-    LEADING: ClassVar[tuple[str, ...]] = ()
-    """Properties printed before `ins(...)`, which its constructor takes first too."""
 
     def verify_value(self, label: str, value: SSAValue) -> None:
         check_buffer(self, label, value)
@@ -578,8 +574,6 @@ def kernel_twin(
     with every other property as `name value` (an optional one only when present).
     """
     cls = twin(mir_op, KernelOp, dialect="lir", value_type=MemRefType, destination=True)
-    cls.LEADING = leading
-    cls.__annotations__["LEADING"] = ClassVar[tuple[str, ...]]
     for name, prop in (extra_properties or {}).items():
         setattr(cls, name, prop)
     op_def = mir_op.get_irdl_definition()
@@ -955,7 +949,7 @@ class ConstantOp(KernelOp):
         IRDLOperation.__init__(self, operands=[out], properties={"value": value})
 
     def verify_element_types(self, named: list[Operand]) -> None:
-        want = dtype_name(self.value.get_element_type())
+        want = element_name(self.value.get_element_type())
         got = dtype_of(self.out)
         _require(
             self,

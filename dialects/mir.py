@@ -7,8 +7,9 @@ every rlx element type (f32, i32, i64, ui8); `add sub mul max min neg abs relu` 
 i32 and i64. Shapes follow the rules of `rlx_mlir.core.shape_inference`, which the verifiers
 call, so the Graph builder and the verifiers agree. A dimension is never 0.
 
-Each op declares its signature (`ELEMENT_TYPES`, `infer_shape`, optional
-`verify_attributes`) and `verifier.VerifiesSignature` verifies it; the lir kernels and
+Each op declares its signature once (its fields, `RULE`, `ELEMENT_TYPES`, optional
+`DERIVED` and `verify_attributes`); `verifier.VerifiesSignature` verifies it and builds
+the op from it (a keyword constructor that infers the result type); the lir kernels and
 the hir blocks that are a mir op at another level are generated from these definitions
 (`verifier.twin`).
 

@@ -121,8 +121,15 @@ class LirKernelRecord:
 # ----------------------------------------------------------------------------- constructors
 
 
-def _elementwise(op: type[Operation], fn: ElementwiseFn, reference: Reference) -> MirOpRecord:
-    return MirOpRecord(op, reference, Lowering.ELEMENTWISE, lir.ElementwiseOp, fn)
+def _elementwise(op: type[Operation]) -> MirOpRecord:
+    """The record of an elementwise op, derived from its name: `mir.<fn>` is the
+    `lir.elementwise` fn `<fn>` with the reference kernel `ELEMENTWISE[<fn>]`."""
+    fn = op.name.removeprefix("mir.")
+    if fn not in K.ELEMENTWISE or fn not in set(ElementwiseFn):
+        raise RegistryError(f"registry record of '{op.name}': an elementwise op needs the "
+                            f"reference ELEMENTWISE[{fn!r}] and ElementwiseFn {fn!r}")
+    return MirOpRecord(op, K.ELEMENTWISE[fn], Lowering.ELEMENTWISE, lir.ElementwiseOp,
+                       ElementwiseFn(fn))
 
 
 def _kernel(op: type[Operation], kernel: type[lir.KernelOp], reference: Reference | None
@@ -149,27 +156,8 @@ HIR_RECORDS: tuple[HirOpRecord, ...] = (
 """One record per hir op."""
 
 MIR_RECORDS: tuple[MirOpRecord, ...] = (
-    # elementwise: one `lir.elementwise` kernel, its `fn` says which
-    _elementwise(mir.AddOp, ElementwiseFn.ADD, K.add),
-    _elementwise(mir.SubOp, ElementwiseFn.SUB, K.sub),
-    _elementwise(mir.MulOp, ElementwiseFn.MUL, K.mul),
-    _elementwise(mir.DivOp, ElementwiseFn.DIV, K.div),
-    _elementwise(mir.MaxOp, ElementwiseFn.MAX, K.maximum),
-    _elementwise(mir.MinOp, ElementwiseFn.MIN, K.minimum),
-    _elementwise(mir.PowOp, ElementwiseFn.POW, K.power),
-    _elementwise(mir.NegOp, ElementwiseFn.NEG, K.neg),
-    _elementwise(mir.ExpOp, ElementwiseFn.EXP, K.exp),
-    _elementwise(mir.LogOp, ElementwiseFn.LOG, K.log),
-    _elementwise(mir.SqrtOp, ElementwiseFn.SQRT, K.sqrt),
-    _elementwise(mir.RsqrtOp, ElementwiseFn.RSQRT, K.rsqrt),
-    _elementwise(mir.TanhOp, ElementwiseFn.TANH, K.tanh),
-    _elementwise(mir.SigmoidOp, ElementwiseFn.SIGMOID, K.sigmoid),
-    _elementwise(mir.SiluOp, ElementwiseFn.SILU, K.silu),
-    _elementwise(mir.GeluOp, ElementwiseFn.GELU, K.gelu),
-    _elementwise(mir.GeluTanhOp, ElementwiseFn.GELU_TANH, K.gelu_tanh),
-    _elementwise(mir.ReluOp, ElementwiseFn.RELU, K.relu),
-    _elementwise(mir.AbsOp, ElementwiseFn.ABS, K.absolute),
-    _elementwise(mir.SoftplusOp, ElementwiseFn.SOFTPLUS, K.softplus),
+    # elementwise: one `lir.elementwise` kernel each, its `fn` and reference by the op's name
+    *(_elementwise(op) for op in (*mir.BINARY_ELEMENTWISE_OPS, *mir.UNARY_ELEMENTWISE_OPS)),
     # linear algebra
     _kernel(mir.MatmulOp, lir.MatmulOp, K.matmul),
     _kernel(mir.FusedMatmulOp, lir.FusedMatmulOp, K.fused_matmul),

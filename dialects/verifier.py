@@ -242,19 +242,18 @@ _PARAMETERS: dict[type, tuple[str, ...]] = {}
 
 
 def constructor_parameters(op: type[IRDLOperation]) -> tuple[str, ...]:
-    """The parameters of `op`'s keyword constructor, in positional order: its `LEADING`
-    properties (an lir kernel's printed before `ins`), required operands (variadic ones
-    included) and optional operands in definition order, the other properties in
-    definition order, then `result_type` (one result) or `result_types` (several)."""
+    """The parameters of `op`'s keyword constructor, in positional order: required operands
+    (variadic ones included; an lir kernel's `out` last of them) and optional operands in
+    definition order, the properties in definition order, then `result_type` (one result)
+    or `result_types` (several)."""
     if (cached := _PARAMETERS.get(op)) is not None:
         return cached
     op_def = op.get_irdl_definition()
-    leading = tuple(getattr(op, "LEADING", ()))
     required = [n for n, d in op_def.operands if not isinstance(d, OptOperandDef)]
     optional = [n for n, d in op_def.operands if isinstance(d, OptOperandDef)]
-    props = [n for n in op_def.properties if n not in leading and n != SEGMENTS]
+    props = [n for n in op_def.properties if n != SEGMENTS]
     results = {0: [], 1: ["result_type"]}.get(len(op_def.results), ["result_types"])
-    params = (*leading, *required, *optional, *props, *results)
+    params = (*required, *optional, *props, *results)
     _PARAMETERS[op] = params
     return params
 
@@ -534,7 +533,8 @@ def twin(
     defaults: Mapping[str, Attribute | None] | None = None,
 ) -> type[VerifiesSignature]:
     """The base class of `source`'s twin op in `dialect`, to subclass with the twin's
-    docstring, syntax and constructor (and decorate with `irdl_op_definition`).
+    docstring and syntax (and decorate with `irdl_op_definition`); its keyword
+    constructor is `VerifiesSignature`'s.
 
     The twin is `source` at another level: its operands (same names and kinds: single,
     optional, variadic) and results hold `value_type` values, and it takes from `source`

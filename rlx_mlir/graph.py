@@ -496,12 +496,14 @@ class Graph:
         )
         return self._append(op, shape, dtype)
 
-    def _op(self, method: str, op_cls: type[VerifiesSignature], **arguments: Any) -> Value:
+    def _op(self, method: str, op_cls: type[VerifiesSignature], result_shape: rules.Shape | None = None,
+            **arguments: Any) -> Value:
         """Build `op_cls` from `arguments` by its operand and property names: operands as
         Values (or SSA values; None when absent, a list for a variadic one), properties
         as Python values or attributes. The op's shape rule on the Values' symbolic
-        shapes gives the result's shape (its errors prefixed with `method`), its
-        `ELEMENT_TYPES` the result's dtype; the op is built by its keyword constructor."""
+        shapes gives the result's shape (its errors prefixed with `method`; an op
+        without a rule takes `result_shape`), its `ELEMENT_TYPES` the result's dtype;
+        the op is built by its keyword constructor."""
         operand_names = {name for name, _ in op_cls.get_irdl_definition().operands}
         shapes: dict[str, Any] = {}
         dtypes: dict[str, str | None] = {}
@@ -517,7 +519,7 @@ class Graph:
             ssa = [v.ssa if isinstance(v, Value) else v for v in items]
             values[name] = ssa if isinstance(argument, list) else ssa[0]
         with _context(method):
-            shape = op_cls.rule_shape(shapes, properties)
+            shape = op_cls.rule_shape(shapes, properties) if result_shape is None else result_shape
             (dtype,) = op_cls.result_dtypes(dtypes)
         op = op_cls(**values, **properties, result_type=tensor_type(shape, dtype))
         return self._append(op, shape, dtype)
@@ -788,7 +790,7 @@ class Graph:
             if isinstance(shape, int | np.integer):
                 raise ShapeError(f"shape: expected a tuple or list of ints, got {shape!r}")
             new = rules.reshape(x.shape, _dims("shape", shape, infer=True, symbols=self.symbols))
-        return self._emit(mir.ReshapeOp, [x], new, x.dtype)
+        return self._op("reshape", mir.ReshapeOp, new, input=x)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
         """Permute the axes (entries may be negative)."""
@@ -829,7 +831,7 @@ class Graph:
         with _context("broadcast_to"):
             target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols),
                                         keep_symbols=True)
-        return self._emit(mir.BroadcastToOp, [x], target, x.dtype)
+        return self._op("broadcast_to", mir.BroadcastToOp, target, input=x)
 
     def gather(self, x: Value, indices: Value, axis: int = 0) -> Value:
         """np.take(x, indices, axis); out-of-range indices are a call-time error."""

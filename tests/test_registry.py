@@ -210,8 +210,7 @@ def test_the_constructor_takes_the_definition():
     assert mir.ReduceOp(x, "sum", 1).result.type == TensorType(f32, [4])
     attention = hir.AttentionOp(x, x, x, num_heads=2, head_dim=4)
     assert attention.num_kv_heads.value.data == 2 and attention.mask_kind.data == "none"
-    assert registry_constructor_parameters(lir.ReduceOp) == (
-        "kind", "input", "out", "axes", "keepdim")
+    assert registry_constructor_parameters(lir.RmsNormOp) == ("x", "gamma", "out", "beta", "eps")
     with pytest.raises(ShapeError, match="gamma: expected shape"):
         mir.RmsNormOp(x, x)
     with pytest.raises(OpBuildError, match="'mir.matmul': argument 'bias'"):
