@@ -122,10 +122,6 @@ def verify_dims(op: Operation, what: str, attr: Attribute, ty: Attribute) -> Sha
     return dims
 
 
-def opt_shape(value: SSAValue | None) -> Shape | None:
-    return None if value is None else shape_of(value)
-
-
 def i64_attr(value: int | IntegerAttr) -> IntegerAttr:
     """An i64 IntegerAttr property (kept as is if already an attribute)."""
     return value if isinstance(value, IntegerAttr) else IntegerAttr(int(value), i64)

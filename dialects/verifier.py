@@ -287,6 +287,13 @@ def rule_arguments(rule: Rule, op_name: str, shapes: Mapping[str, Any],
     return kwargs
 
 
+def grouped_operands(op: IRDLOperation) -> list[SSAValue | Sequence[SSAValue] | None]:
+    """The operands of `op` grouped by their definitions (None for an absent optional
+    operand, a tuple for a variadic one), as `build` takes them: to build an op's twin
+    at another level."""
+    return [getattr(op, name) for name, _ in type(op).get_irdl_definition().operands]
+
+
 def _value_shape(value: SSAValue | None) -> Shape | None:
     """A shaped value's shape, None for an absent operand or an `index`."""
     return None if value is None or isinstance(value.type, IndexType) else shape_of(value)
