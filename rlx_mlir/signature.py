@@ -30,7 +30,7 @@ from rlx_mlir.core.abi import (
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
 from rlx_mlir.core.shape_inference import Dim, Shape, fmt
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
-from rlx_mlir.dialects.signature import symbolic_shapes
+from rlx_mlir.dialects.verifier import symbolic_shapes
 
 NUMPY_DTYPES: dict[str, type[np.generic]] = {
     "f32": np.float32, "i32": np.int32, "i64": np.int64, "ui8": np.uint8,
