@@ -17,16 +17,12 @@ from typing import Any, TypeVar
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
-    Float32Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
     MemRefType,
-    Signedness,
     StringAttr,
     TensorType,
     f32,
-    i32,
     i64,
 )
 from xdsl.dialects.utils import EnumAttribute
@@ -36,30 +32,15 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from rlx_mlir.core import shape_inference as rules
+from rlx_mlir.core.dtypes import DTYPES, element_name
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.shape_inference import Shape
-from rlx_mlir.dialects.rlx import MaskKind, MaskKindAttr, RopeStyle, RopeStyleAttr
-
-ui8 = IntegerType(8, Signedness.UNSIGNED)
-
-ELEMENT_TYPES: dict[str, Attribute] = {"f32": f32, "i32": i32, "i64": i64, "ui8": ui8}
-"""The element types rlx accepts, by their Python API name."""
-
-T = TypeVar("T")
-
-
-def dtype_name(element_type: Attribute) -> str:
-    """The API name ("f32", "i32", ...) of an element type, or its MLIR spelling if foreign."""
-    if isinstance(element_type, Float32Type):
-        return "f32"
-    for name, ty in ELEMENT_TYPES.items():
-        if element_type == ty:
-            return name
-    return str(element_type)
+from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
 
 
 def element_type(dtype: str) -> Attribute:
-    return ELEMENT_TYPES[dtype]
+    """The MLIR element type of the rlx dtype `dtype` (`core.dtypes`)."""
+    return DTYPES[dtype].mlir
 
 
 _NAMED_SHAPES: ContextVar[Mapping[SSAValue, Shape]] = ContextVar(
@@ -97,7 +78,7 @@ def ir_dims(shape: Sequence[int | str]) -> list[int]:
 def dtype_of(value: SSAValue | Attribute) -> str:
     ty = value.type if isinstance(value, SSAValue) else value
     assert isinstance(ty, TensorType | MemRefType), ty
-    return dtype_name(ty.get_element_type())
+    return element_name(ty.get_element_type())
 
 
 def dims_attr(shape: Shape) -> ArrayAttr[Attribute]:
@@ -141,10 +122,6 @@ def verify_dims(op: Operation, what: str, attr: Attribute, ty: Attribute) -> Sha
     return dims
 
 
-def opt_shape(value: SSAValue | None) -> Shape | None:
-    return None if value is None else shape_of(value)
-
-
 def i64_attr(value: int | IntegerAttr) -> IntegerAttr:
     """An i64 IntegerAttr property (kept as is if already an attribute)."""
     return value if isinstance(value, IntegerAttr) else IntegerAttr(int(value), i64)
@@ -173,36 +150,20 @@ def enum_attr(attr_type: type[EnumAttrT], value: str | StrEnum | EnumAttrT) -> E
     return attr_type(attr_type.enum_type(value))
 
 
-def attention_properties(
-    num_heads: int,
-    head_dim: int,
-    num_kv_heads: int | None = None,
-    mask_kind: str | MaskKind | MaskKindAttr = MaskKind.NONE,
-    scale: float | FloatAttr | None = None,
-) -> dict[str, Attribute]:
-    """The properties of an attention op at any level: `num_kv_heads` defaults to
-    `num_heads` (no grouping), `scale` to 1/sqrt(head_dim)."""
-    return {
-        "num_heads": i64_attr(num_heads),
-        "head_dim": i64_attr(head_dim),
-        "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
-        "mask_kind": enum_attr(MaskKindAttr, mask_kind),
-        "scale": f32_attr(1 / math.sqrt(head_dim) if scale is None else scale),
-    }
+ATTENTION_DEFAULTS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+    "num_kv_heads": lambda p: p["num_heads"],
+    "mask_kind": lambda p: MaskKind.NONE,
+    "scale": lambda p: 1 / math.sqrt(p["head_dim"]),
+})
+"""The properties an attention op (hir, mir, lir) computes when left out: `num_kv_heads`
+is `num_heads` (no grouping), `scale` 1/sqrt(head_dim), no mask."""
 
-
-def rope_properties(
-    head_dim: int | IntegerAttr,
-    n_rot: int | IntegerAttr | None = None,
-    style: str | RopeStyle | RopeStyleAttr = RopeStyle.HALF,
-) -> dict[str, Attribute]:
-    """The properties of a rope op at any level: `n_rot` defaults to `head_dim` (rotate
-    every dim of a head)."""
-    return {
-        "head_dim": i64_attr(head_dim),
-        "n_rot": i64_attr(head_dim if n_rot is None else n_rot),
-        "style": enum_attr(RopeStyleAttr, style),
-    }
+ROPE_DEFAULTS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = MappingProxyType({
+    "n_rot": lambda p: p["head_dim"],
+    "style": lambda p: RopeStyle.HALF,
+})
+"""The properties a rope op (hir, mir, lir) computes when left out: rotate every dim of a
+head (`n_rot` = `head_dim`), in halves."""
 
 
 def tensor_type(shape: Shape, dtype: str = "f32") -> TensorType:
@@ -250,26 +211,6 @@ def verify_same_dtype(op: Operation, names: list[str], values: list[SSAValue]) -
             raise VerifyException(
                 f"'{op.name}': {name}: expected element type {dtypes[0]} (as {names[0]}), got {dt}"
             )
-
-
-# ----------------------------------------------------------------------------- rules shared by hir, mir and lir
-# The three levels name the operands and properties of these ops alike (`q`, `k`, `v`,
-# `mask`, `num_heads`, ...), so one adapter per rule serves all of them.
-
-
-def attention_shape(op: Operation) -> Shape:
-    """The attention rule applied to an hir, mir or lir attention op."""
-    return rules.attention(
-        shape_of(op.q), shape_of(op.k), shape_of(op.v), opt_shape(op.mask),
-        num_heads=op.num_heads.value.data, head_dim=op.head_dim.value.data,
-        num_kv_heads=op.num_kv_heads.value.data, mask_kind=op.mask_kind.data.value,
-    )
-
-
-def rope_shape(op: Operation) -> Shape:
-    """The rope rule applied to an hir, mir or lir rope op."""
-    return rules.rope(shape_of(op.x), shape_of(op.cos), shape_of(op.sin),
-                      op.head_dim.value.data, op.n_rot.value.data)
 
 
 def verify_eps(op: Operation, eps: FloatAttr) -> None:

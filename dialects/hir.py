@@ -19,7 +19,6 @@ the shared `rlx` attributes and print as bare keywords:
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Sequence
 from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
@@ -52,35 +51,20 @@ from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
-    attention_properties,
     defined_ops,
-    enum_attr,
-    f32_attr,
-    i64_attr,
-    opt_shape,
-    rope_properties,
     shape_of,
 )
 from rlx_mlir.dialects.rlx import (
-    Activation,
     ActivationAttr,
     MaskKind,
     MaskKindAttr,
-    QuantScheme,
-    QuantSchemeAttr,
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.dialects.signature import INDEX, ElementTypes, Operand, VerifiesSignature, twin
+from rlx_mlir.dialects.verifier import INDEX, ElementTypes, Operand, VerifiesSignature, twin
 
 DEFAULT_EPS = 1e-5
 """The eps of the norms when none is given (docs/semantics.md)."""
-
-
-def _eps_attr(eps: float | FloatAttr | None) -> FloatAttr | None:
-    """None keeps the property's default (1e-5)."""
-    return None if eps is None else f32_attr(eps)
-
 
 
 # ----------------------------------------------------------------------------- base
@@ -99,7 +83,7 @@ class HirOp(VerifiesSignature, ABC):
 
 
 def mir_twin(mir_op: type[VerifiesSignature], **defaults: Attribute) -> type[HirOp]:
-    """The base of the hir op that is `mir_op` at the block level (`signature.twin`), with
+    """The base of the hir op that is `mir_op` at the block level (`verifier.twin`), with
     `defaults` for properties the hir syntax may leave out."""
     cls = twin(mir_op, HirOp, dialect="hir", value_type=TensorType, defaults=defaults)
     return cast(type[HirOp], cls)
@@ -114,6 +98,7 @@ class LinearOp(HirOp):
     the optional `bias`; no activation means identity."""
 
     name = "hir.linear"
+    RULE = rules.linear
 
     x = operand_def(TensorType)
     w = operand_def(TensorType)
@@ -126,33 +111,13 @@ class LinearOp(HirOp):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue,
-        w: SSAValue,
-        bias: SSAValue | None = None,
-        activation: Activation | str | None = None,
-        *,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[x, w, bias],
-            result_types=[result_type],
-            properties={
-                "activation": None if activation is None else enum_attr(ActivationAttr, activation)
-            },
-        )
-
-    def infer_shape(self) -> Shape:
-        return rules.linear(shape_of(self.x), shape_of(self.w), opt_shape(self.bias))
-
-
 @irdl_op_definition
 class SwigluFfnOp(HirOp):
     """The SwiGLU feed-forward block `(silu(x @ gate) * (x @ up)) @ down` of operands
     `x` [..., D], `up` and `gate` [D, F], `down` [F, E]."""
 
     name = "hir.swiglu_ffn"
+    RULE = rules.swiglu_ffn
 
     x = operand_def(TensorType)
     up = operand_def(TensorType)
@@ -165,17 +130,6 @@ class SwigluFfnOp(HirOp):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self, x: SSAValue, up: SSAValue, gate: SSAValue, down: SSAValue, *, result_type: Attribute
-    ):
-        super().__init__(operands=[x, up, gate, down], result_types=[result_type])
-
-    def infer_shape(self) -> Shape:
-        return rules.swiglu_ffn(
-            shape_of(self.x), shape_of(self.up), shape_of(self.gate), shape_of(self.down)
-        )
-
-
 @irdl_op_definition
 class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
     """`x[..., K] @ dequant(w)^T` where `w` holds a GGUF tensor's raw blocks (ui8
@@ -183,27 +137,13 @@ class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
 
     assembly_format = "$scheme $x `,` $w attr-dict `:` functional-type(operands, results)"
 
-    def __init__(
-        self,
-        x: SSAValue,
-        w: SSAValue,
-        scheme: QuantScheme | str | QuantSchemeAttr,
-        *,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[x, w],
-            result_types=[result_type],
-            properties={"scheme": enum_attr(QuantSchemeAttr, scheme)},
-        )
-
-
 @irdl_op_definition
 class EmbeddingOp(HirOp):
     """Row lookup `table[ids]` of operands `table` (f32 [V, D]) and `ids` (i32 or i64,
     any shape); result [*ids.shape, D]."""
 
     name = "hir.embedding"
+    RULE = rules.embedding
 
     table = operand_def(TensorType)
     ids = operand_def(TensorType)
@@ -213,13 +153,6 @@ class EmbeddingOp(HirOp):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"ids": INDEX})
 
-    def __init__(self, table: SSAValue, ids: SSAValue, *, result_type: Attribute):
-        super().__init__(operands=[table, ids], result_types=[result_type])
-
-    def infer_shape(self) -> Shape:
-        return rules.embedding(shape_of(self.table), shape_of(self.ids))
-
-
 @irdl_op_definition
 class DepthwiseConv1dCausalOp(HirOp):
     """Causal depthwise convolution over time of `x` [B, S, C] with kernel `w` [K, C],
@@ -227,6 +160,7 @@ class DepthwiseConv1dCausalOp(HirOp):
     absent); result [B, S, C]."""
 
     name = "hir.depthwise_conv1d_causal"
+    RULE = rules.depthwise_conv1d_causal
 
     x = operand_def(TensorType)
     w = operand_def(TensorType)
@@ -236,22 +170,6 @@ class DepthwiseConv1dCausalOp(HirOp):
     assembly_format = (
         "$x `,` $w (`left_pad` $left_pad^)? attr-dict `:` functional-type(operands, results)"
     )
-
-    def __init__(
-        self,
-        x: SSAValue,
-        w: SSAValue,
-        left_pad: SSAValue | None = None,
-        *,
-        result_type: Attribute,
-    ):
-        super().__init__(operands=[x, w, left_pad], result_types=[result_type])
-
-    def infer_shape(self) -> Shape:
-        return rules.depthwise_conv1d_causal(
-            shape_of(self.x), shape_of(self.w), opt_shape(self.left_pad)
-        )
-
 
 # ----------------------------------------------------------------------------- norms
 
@@ -266,28 +184,13 @@ class RmsNormOp(mir_twin(mir.RmsNormOp)):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue,
-        gamma: SSAValue,
-        beta: SSAValue | None = None,
-        eps: float | FloatAttr | None = None,
-        *,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[x, gamma, beta],
-            result_types=[result_type],
-            properties={"eps": _eps_attr(eps)},
-        )
-
-
 @irdl_op_definition
 class ResidualRmsNormOp(HirOp):
     """`rms_norm(x + residual, gamma, beta, eps)` of operands `x`, `residual` (same
     shape), `gamma` [N] and the optional `beta` [N]; returns the normalized value only."""
 
     name = "hir.residual_rms_norm"
+    RULE = rules.residual_norm
 
     x = operand_def(TensorType)
     residual = operand_def(TensorType)
@@ -301,28 +204,6 @@ class ResidualRmsNormOp(HirOp):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue,
-        residual: SSAValue,
-        gamma: SSAValue,
-        beta: SSAValue | None = None,
-        eps: float | FloatAttr | None = None,
-        *,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[x, residual, gamma, beta],
-            result_types=[result_type],
-            properties={"eps": _eps_attr(eps)},
-        )
-
-    def infer_shape(self) -> Shape:
-        return rules.residual_norm(
-            shape_of(self.x), shape_of(self.residual), shape_of(self.gamma), opt_shape(self.beta)
-        )
-
-
 @irdl_op_definition
 class LayerNormOp(mir_twin(mir.LayerNormOp)):
     """Layer normalization over the last axis (population variance),
@@ -332,22 +213,6 @@ class LayerNormOp(mir_twin(mir.LayerNormOp)):
     assembly_format = (
         "$x `,` $gamma `,` $beta (`eps` $eps^)? attr-dict `:` functional-type(operands, results)"
     )
-
-    def __init__(
-        self,
-        x: SSAValue,
-        gamma: SSAValue,
-        beta: SSAValue,
-        eps: float | FloatAttr | None = None,
-        *,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[x, gamma, beta],
-            result_types=[result_type],
-            properties={"eps": _eps_attr(eps)},
-        )
-
 
 # ----------------------------------------------------------------------------- attention
 
@@ -364,27 +229,6 @@ class AttentionOp(mir_twin(mir.AttentionOp, mask_kind=MaskKindAttr(MaskKind.NONE
         " `scale` $scale attr-dict `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        q: SSAValue,
-        k: SSAValue,
-        v: SSAValue,
-        mask: SSAValue | None = None,
-        *,
-        num_heads: int,
-        head_dim: int,
-        num_kv_heads: int | None = None,
-        mask_kind: MaskKind | str = MaskKind.NONE,
-        scale: float | None = None,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[q, k, v, mask],
-            result_types=[result_type],
-            properties=attention_properties(num_heads, head_dim, num_kv_heads, mask_kind, scale),
-        )
-
-
 @irdl_op_definition
 class RopeOp(mir_twin(mir.RopeOp, style=RopeStyleAttr(RopeStyle.HALF))):
     """Rotary position embedding of `x` [S, H*D] or [B, S, H*D] by the tables `cos` and
@@ -396,42 +240,7 @@ class RopeOp(mir_twin(mir.RopeOp, style=RopeStyleAttr(RopeStyle.HALF))):
         " attr-dict `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue,
-        cos: SSAValue,
-        sin: SSAValue,
-        *,
-        head_dim: int,
-        n_rot: int | None = None,
-        style: RopeStyle | str = RopeStyle.HALF,
-        result_type: Attribute,
-    ):
-        super().__init__(
-            operands=[x, cos, sin],
-            result_types=[result_type],
-            properties=rope_properties(head_dim, n_rot, style),
-        )
-
-
 # ----------------------------------------------------------------------------- decoder block
-
-LLAMA_WEIGHTS = (
-    "ln1_g",
-    "ln1_b",
-    "q_w",
-    "k_w",
-    "v_w",
-    "o_w",
-    "ln2_g",
-    "ln2_b",
-    "gate_w",
-    "up_w",
-    "down_w",
-    "cos",
-    "sin",
-)
-"""The operands of `hir.llama_decoder_block` between `x` and `mask`, in order."""
 
 LLAMA_KV_CACHE = ("k_cache", "v_cache", "position")
 """The optional operands of a decoding `hir.llama_decoder_block`, printed last as
@@ -474,6 +283,8 @@ class LlamaDecoderBlockOp(HirOp):
     """
 
     name = "hir.llama_decoder_block"
+    RULE = rules.llama_decoder_block
+    DERIVED: ClassVar = {"num_kv_heads": lambda p: p["num_heads"]}
 
     x = operand_def(TensorType)
     ln1_g = operand_def(TensorType)
@@ -504,66 +315,6 @@ class LlamaDecoderBlockOp(HirOp):
     rope_style = prop_def(RopeStyleAttr, default_value=RopeStyleAttr(RopeStyle.HALF))
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    def __init__(
-        self,
-        x: SSAValue,
-        ln1_g: SSAValue,
-        ln1_b: SSAValue | None,
-        q_w: SSAValue,
-        k_w: SSAValue,
-        v_w: SSAValue,
-        o_w: SSAValue,
-        ln2_g: SSAValue,
-        ln2_b: SSAValue | None,
-        gate_w: SSAValue,
-        up_w: SSAValue,
-        down_w: SSAValue,
-        cos: SSAValue,
-        sin: SSAValue,
-        mask: SSAValue | None = None,
-        *,
-        num_heads: int,
-        head_dim: int,
-        num_kv_heads: int | None = None,
-        eps: float | None = None,
-        mask_kind: MaskKind | str = MaskKind.CAUSAL,
-        rope_style: RopeStyle | str = RopeStyle.HALF,
-        result_type: Attribute,
-        kv_cache: tuple[SSAValue, SSAValue, SSAValue] | None = None,
-    ):
-        k_cache, v_cache, position = kv_cache if kv_cache is not None else (None, None, None)
-        super().__init__(
-            operands=[
-                x,
-                ln1_g,
-                ln1_b,
-                q_w,
-                k_w,
-                v_w,
-                o_w,
-                ln2_g,
-                ln2_b,
-                gate_w,
-                up_w,
-                down_w,
-                cos,
-                sin,
-                mask,
-                k_cache,
-                v_cache,
-                position,
-            ],
-            result_types=[result_type],
-            properties={
-                "num_heads": i64_attr(num_heads),
-                "head_dim": i64_attr(head_dim),
-                "num_kv_heads": i64_attr(num_heads if num_kv_heads is None else num_kv_heads),
-                "eps": _eps_attr(eps),
-                "mask_kind": enum_attr(MaskKindAttr, mask_kind),
-                "rope_style": enum_attr(RopeStyleAttr, rope_style),
-            },
-        )
 
     @classmethod
     def parse(cls, parser: Parser) -> LlamaDecoderBlockOp:
@@ -615,7 +366,7 @@ class LlamaDecoderBlockOp(HirOp):
         operands = parser.resolve_operands(unresolved, fn_type.inputs, pos)
         values = dict(zip(names, operands, strict=True))
         op = cls.build(
-            operands=[values.get(name) for name in ("x", *LLAMA_WEIGHTS, "mask", *LLAMA_KV_CACHE)],
+            operands=[values.get(name) for name, _ in cls.get_irdl_definition().operands],
             result_types=[fn_type.outputs.data[0]],
             properties=props,
             attributes=attributes,
@@ -652,20 +403,8 @@ class LlamaDecoderBlockOp(HirOp):
         printer.print_string(" : ")
         printer.print_function_type(self.operand_types, self.result_types)
 
-    def weight_shapes(self) -> dict[str, Shape | None]:
-        """The shapes of the weight operands by name, as in docs/semantics.md "Blocks" (None for an absent beta)."""
-        return {name: opt_shape(getattr(self, name)) for name in LLAMA_WEIGHTS}
-
     def infer_shape(self) -> Shape:
-        shape = rules.llama_decoder_block(
-            shape_of(self.x),
-            self.weight_shapes(),
-            num_heads=self.num_heads.value.data,
-            head_dim=self.head_dim.value.data,
-            num_kv_heads=self.num_kv_heads.value.data,
-            mask=opt_shape(self.mask),
-            mask_kind=str(self.mask_kind.data),
-        )
+        shape = super().infer_shape()
         if self.k_cache is not None and self.v_cache is not None:
             rules.llama_kv_cache(
                 shape_of(self.x), shape_of(self.k_cache), shape_of(self.v_cache),
@@ -735,6 +474,7 @@ class Qwen35MtpHeadOp(HirOp):
     """
 
     name = "hir.qwen35_mtp_head"
+    RULE = rules.qwen35_mtp_head
 
     h_pre_norm = operand_def(TensorType)
     input_ids = operand_def(TensorType)
@@ -778,17 +518,6 @@ class Qwen35MtpHeadOp(HirOp):
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"input_ids": INDEX, "last_token_idx": INDEX})
 
-    def __init__(self, operands: Sequence[SSAValue | None], *, num_heads: int,
-                 num_kv_heads: int, head_dim: int, n_rot: int, eps: float,
-                 result_type: Attribute):
-        """`operands` in the order of `rules.MTP_HEAD_OPERANDS` (None for an absent beta)."""
-        super().__init__(
-            operands=list(operands), result_types=[result_type],
-            properties={"num_heads": i64_attr(num_heads), "num_kv_heads": i64_attr(num_kv_heads),
-                        "head_dim": i64_attr(head_dim), "n_rot": i64_attr(n_rot),
-                        "eps": f32_attr(eps)},
-        )
-
     @classmethod
     def parse(cls, parser: Parser) -> Qwen35MtpHeadOp:
         names = list(MTP_LEADING)
@@ -825,7 +554,7 @@ class Qwen35MtpHeadOp(HirOp):
         values = dict(zip(names, parser.resolve_operands(unresolved, fn_type.inputs, pos),
                           strict=True))
         return cls.build(
-            operands=[values.get(name) for name in rules.MTP_HEAD_OPERANDS],
+            operands=[values.get(name) for name, _ in cls.get_irdl_definition().operands],
             result_types=[fn_type.outputs.data[0]], properties=props, attributes=attributes,
         )
 
@@ -847,14 +576,6 @@ class Qwen35MtpHeadOp(HirOp):
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_function_type(self.operand_types, self.result_types)
-
-    def infer_shape(self) -> Shape:
-        shapes = {name: None if (value := getattr(self, name)) is None else shape_of(value)
-                  for name in rules.MTP_HEAD_OPERANDS}
-        return rules.qwen35_mtp_head(
-            shapes, num_heads=self.num_heads.value.data, num_kv_heads=self.num_kv_heads.value.data,
-            head_dim=self.head_dim.value.data, n_rot=self.n_rot.value.data)
-
 
 HIR_OPS: tuple[type[HirOp], ...] = defined_ops(globals(), "hir.", HirOp)
 

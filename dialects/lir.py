@@ -65,20 +65,15 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_DIMS
+from rlx_mlir.core.dtypes import dtype_of_element, element_bytes, element_name
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
-    attention_properties,
     defined_ops,
     dims_attr,
     dims_from_attr,
-    dtype_name,
     dtype_of,
-    enum_attr,
-    f32_attr,
-    i64_array_attr,
     i64_attr,
-    rope_properties,
     rule_errors,
     shape_of,
     verify_dims,
@@ -86,20 +81,12 @@ from rlx_mlir.dialects.common import (
     verify_same_dtype,
 )
 from rlx_mlir.dialects.rlx import (
-    Activation,
-    ActivationAttr,
     ArenaStrategy,
     ArenaStrategyAttr,
     ElementwiseFn,
     ElementwiseFnAttr,
-    MaskKind,
-    QuantScheme,
-    QuantSchemeAttr,
-    ReduceKind,
-    ReduceKindAttr,
-    RopeStyle,
 )
-from rlx_mlir.dialects.signature import (
+from rlx_mlir.dialects.verifier import (
     BODY_DIALECTS,
     ElementTypes,
     Operand,
@@ -112,8 +99,6 @@ from rlx_mlir.dialects.signature import (
 RLX_DTYPES = si.DTYPES
 """Element types an lir buffer may hold."""
 
-ELEMENT_BYTES = {"f32": 4, "i32": 4, "i64": 8, "ui8": 1, "i8": 1}
-"""Bytes per element of each element type lir buffers (and the arena) use."""
 
 
 def byte_size(memref: MemRefType, dims: Shape | None = None,
@@ -121,13 +106,13 @@ def byte_size(memref: MemRefType, dims: Shape | None = None,
     """Bytes of a memref: number of elements times element bytes. A memref with `?` dims
     takes its symbolic shape `dims` with each symbol at its bound (`bounds`, else
     `si.DEFAULT_SYMBOL_BOUND`): the most bytes any binding can need."""
-    name = dtype_name(memref.get_element_type())
-    if name not in ELEMENT_BYTES:
-        raise ValueError(f"no byte size for element type {name}")
+    element = memref.get_element_type()
+    if dtype_of_element(element) is None and element != i8:
+        raise ValueError(f"no byte size for element type {element}")
     shape = memref.get_shape()
     if dims is not None and not si.is_static_shape(shape):
         shape = si.bounded_shape(dims, bounds or {})
-    return si.numel(shape) * ELEMENT_BYTES[name]
+    return si.numel(shape) * element_bytes(element)
 
 
 def buffer_dims(value: SSAValue) -> Shape:
@@ -594,10 +579,10 @@ def kernel_twin(
     extra_properties: Mapping[str, Any] | None = None,
     outs: tuple[str, ...] = ("out",),
 ) -> type[KernelOp]:
-    """The base of the destination-passing twin of `mir_op` (see `signature.twin`): the mir
+    """The base of the destination-passing twin of `mir_op` (see `verifier.twin`): the mir
     op's operands as memrefs, then one buffer per result, named `outs` (`out`, then the
     optional ones of a mir op with several results); its properties, element types, shape
-    rule and attribute checks. `extra_properties` are lir-only property definitions
+    rule, attribute checks and keyword constructor. `extra_properties` are lir-only property definitions
     (after the mir ones). The custom syntax states every property:
 
         lir.<name> <leading properties> ins(<operands> : <types>) outs(<outs> : <types>) <properties>
@@ -670,7 +655,7 @@ class ElementwiseOp(KernelOp):
         inputs: Sequence[SSAValue | Operation],
         out: SSAValue | Operation,
     ):
-        super().__init__(
+        IRDLOperation.__init__(self,
             operands=[inputs, out], properties={"fn": ElementwiseFnAttr(ElementwiseFn(fn))}
         )
 
@@ -739,7 +724,7 @@ class FusedElementwiseOp(kernel_twin(mir.FusedElementwiseOp)):
         out: SSAValue | Operation,
         body: Region,
     ):
-        super().__init__(operands=[inputs, out], regions=[body])
+        IRDLOperation.__init__(self, operands=[inputs, out], regions=[body])
 
 
 class RegionOp(VerifiesSignature, ABC):
@@ -795,7 +780,7 @@ class ScanOp(
         properties: dict[str, Attribute] = {"length": IntegerAttr(length, i64)}
         if trajectory:
             properties["trajectory"] = UnitAttr()
-        super().__init__(operands=[init, xs, consts, out], properties=properties,
+        IRDLOperation.__init__(self, operands=[init, xs, consts, out], properties=properties,
                          regions=[body])
 
 
@@ -831,16 +816,6 @@ class MatmulOp(kernel_twin(mir.MatmulOp, extra_properties=PACKED_RHS)):
     ```
     """
 
-    def __init__(
-        self,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-        out: SSAValue | Operation,
-        packed_rhs: bool = False,
-    ):
-        properties: dict[str, Attribute] = {"packed_rhs": UnitAttr()} if packed_rhs else {}
-        super().__init__(operands=[lhs, rhs, out], properties=properties)
-
     def verify_attributes(self) -> None:
         _verify_packed_rhs(self)
 
@@ -854,22 +829,6 @@ class FusedMatmulOp(kernel_twin(mir.FusedMatmulOp, extra_properties=PACKED_RHS))
     lir.fused_matmul ins(%a, %b, %c : memref<4x8xf32>, memref<8x16xf32>, memref<16xf32>) outs(%o : memref<4x16xf32>) activation gelu
     ```
     """
-
-    def __init__(
-        self,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-        out: SSAValue | Operation,
-        bias: SSAValue | Operation | None = None,
-        activation: Activation | str | None = None,
-        packed_rhs: bool = False,
-    ):
-        properties: dict[str, Attribute] = {}
-        if activation is not None:
-            properties["activation"] = enum_attr(ActivationAttr, activation)
-        if packed_rhs:
-            properties["packed_rhs"] = UnitAttr()
-        super().__init__(operands=[lhs, rhs, bias, out], properties=properties)
 
     def verify_attributes(self) -> None:
         _verify_packed_rhs(self)
@@ -885,23 +844,6 @@ class ReduceOp(kernel_twin(mir.ReduceOp, leading=("kind",))):
     ```
     """
 
-    def __init__(
-        self,
-        kind: ReduceKind | str,
-        input: SSAValue | Operation,
-        out: SSAValue | Operation,
-        axes: Sequence[int],
-        keepdim: bool = False,
-    ):
-        properties: dict[str, Attribute] = {
-            "kind": enum_attr(ReduceKindAttr, kind),
-            "axes": i64_array_attr(axes),
-        }
-        if keepdim:
-            properties["keepdim"] = UnitAttr()
-        super().__init__(operands=[input, out], properties=properties)
-
-
 @irdl_op_definition
 class SoftmaxOp(kernel_twin(mir.SoftmaxOp)):
     """out = softmax of `input` along `axis` (max-subtracted, numerically stable).
@@ -911,10 +853,6 @@ class SoftmaxOp(kernel_twin(mir.SoftmaxOp)):
     ```
     """
 
-    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, axis: int = -1):
-        super().__init__(operands=[input, out], properties={"axis": i64_attr(axis)})
-
-
 @irdl_op_definition
 class RmsNormOp(kernel_twin(mir.RmsNormOp)):
     """out = x / sqrt(mean(x², -1) + eps) * gamma (+ beta).
@@ -923,17 +861,6 @@ class RmsNormOp(kernel_twin(mir.RmsNormOp)):
     lir.rms_norm ins(%x, %g : memref<4x8xf32>, memref<8xf32>) outs(%o : memref<4x8xf32>) eps 1.000000e-05
     ```
     """
-
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        gamma: SSAValue | Operation,
-        out: SSAValue | Operation,
-        beta: SSAValue | Operation | None = None,
-        eps: float = 1e-5,
-    ):
-        super().__init__(operands=[x, gamma, beta, out], properties={"eps": f32_attr(eps)})
-
 
 @irdl_op_definition
 class LayerNormOp(kernel_twin(mir.LayerNormOp)):
@@ -945,17 +872,6 @@ class LayerNormOp(kernel_twin(mir.LayerNormOp)):
     ```
     """
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        gamma: SSAValue | Operation,
-        beta: SSAValue | Operation,
-        out: SSAValue | Operation,
-        eps: float = 1e-5,
-    ):
-        super().__init__(operands=[x, gamma, beta, out], properties={"eps": f32_attr(eps)})
-
-
 @irdl_op_definition
 class RopeOp(kernel_twin(mir.RopeOp)):
     """out = `x` ([S, H·D] or [B, S, H·D]) with the first `n_rot` dims of every head
@@ -965,22 +881,6 @@ class RopeOp(kernel_twin(mir.RopeOp)):
     lir.rope ins(%x, %c, %s : memref<4x16xf32>, memref<4x4xf32>, memref<4x4xf32>) outs(%o : memref<4x16xf32>) head_dim 8 n_rot 8 style half
     ```
     """
-
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        cos: SSAValue | Operation,
-        sin: SSAValue | Operation,
-        out: SSAValue | Operation,
-        head_dim: int,
-        n_rot: int | None = None,
-        style: RopeStyle | str = RopeStyle.HALF,
-    ):
-        super().__init__(
-            operands=[x, cos, sin, out],
-            properties=rope_properties(head_dim, n_rot, style),
-        )
-
 
 @irdl_op_definition
 class AttentionOp(kernel_twin(mir.AttentionOp)):
@@ -992,26 +892,6 @@ class AttentionOp(kernel_twin(mir.AttentionOp)):
     ```
     """
 
-    def __init__(
-        self,
-        q: SSAValue | Operation,
-        k: SSAValue | Operation,
-        v: SSAValue | Operation,
-        out: SSAValue | Operation,
-        *,
-        num_heads: int,
-        head_dim: int,
-        num_kv_heads: int | None = None,
-        mask: SSAValue | Operation | None = None,
-        mask_kind: MaskKind | str = MaskKind.NONE,
-        scale: float | None = None,
-    ):
-        super().__init__(
-            operands=[q, k, v, mask, out],
-            properties=attention_properties(num_heads, head_dim, num_kv_heads, mask_kind, scale),
-        )
-
-
 @irdl_op_definition
 class TransposeOp(kernel_twin(mir.TransposeOp)):
     """out = `input` with its dimensions permuted by `perm` (out dim i = input dim perm[i]).
@@ -1020,10 +900,6 @@ class TransposeOp(kernel_twin(mir.TransposeOp)):
     lir.transpose ins(%x : memref<4x8xf32>) outs(%o : memref<8x4xf32>) perm [1, 0]
     ```
     """
-
-    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation, perm: Sequence[int]):
-        super().__init__(operands=[input, out], properties={"perm": i64_array_attr(perm)})
-
 
 @irdl_op_definition
 class NarrowOp(kernel_twin(mir.NarrowOp)):
@@ -1035,20 +911,6 @@ class NarrowOp(kernel_twin(mir.NarrowOp)):
     ```
     """
 
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        out: SSAValue | Operation,
-        axis: int,
-        start: int,
-        length: int,
-    ):
-        super().__init__(
-            operands=[input, out],
-            properties={"axis": i64_attr(axis), "start": i64_attr(start), "length": i64_attr(length)},
-        )
-
-
 @irdl_op_definition
 class ConcatOp(kernel_twin(mir.ConcatOp)):
     """out = `inputs` joined along `axis`.
@@ -1057,12 +919,6 @@ class ConcatOp(kernel_twin(mir.ConcatOp)):
     lir.concat ins(%a, %b : memref<4x8xf32>, memref<2x8xf32>) outs(%o : memref<6x8xf32>) axis 0
     ```
     """
-
-    def __init__(
-        self, inputs: Sequence[SSAValue | Operation], out: SSAValue | Operation, axis: int
-    ):
-        super().__init__(operands=[inputs, out], properties={"axis": i64_attr(axis)})
-
 
 @irdl_op_definition
 class BroadcastToOp(kernel_twin(mir.BroadcastToOp)):
@@ -1073,10 +929,6 @@ class BroadcastToOp(kernel_twin(mir.BroadcastToOp)):
     ```
     """
 
-    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
-        super().__init__(operands=[input, out])
-
-
 @irdl_op_definition
 class GatherOp(kernel_twin(mir.GatherOp)):
     """out = np.take(`input`, `indices`, `axis`) with i32 or i64 `indices`.
@@ -1085,16 +937,6 @@ class GatherOp(kernel_twin(mir.GatherOp)):
     lir.gather ins(%t, %ids : memref<100x8xf32>, memref<4xi32>) outs(%o : memref<4x8xf32>) axis 0
     ```
     """
-
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        indices: SSAValue | Operation,
-        out: SSAValue | Operation,
-        axis: int = 0,
-    ):
-        super().__init__(operands=[input, indices, out], properties={"axis": i64_attr(axis)})
-
 
 @irdl_op_definition
 class DequantGatherOp(kernel_twin(mir.DequantGatherOp, leading=("scheme",))):
@@ -1105,18 +947,6 @@ class DequantGatherOp(kernel_twin(mir.DequantGatherOp, leading=("scheme",))):
     lir.dequant_gather q8_0 ins(%t, %ids : memref<100x34xui8>, memref<4xi32>) outs(%o : memref<4x32xf32>)
     ```
     """
-
-    def __init__(
-        self,
-        table: SSAValue | Operation,
-        ids: SSAValue | Operation,
-        out: SSAValue | Operation,
-        scheme: QuantScheme | str,
-    ):
-        super().__init__(
-            operands=[table, ids, out], properties={"scheme": enum_attr(QuantSchemeAttr, scheme)}
-        )
-
 
 @irdl_op_definition
 class ConstantOp(KernelOp):
@@ -1138,10 +968,10 @@ class ConstantOp(KernelOp):
     MIR_OP: ClassVar[type] = mir.ConstantOp
 
     def __init__(self, value: DenseIntOrFPElementsAttr, out: SSAValue | Operation):
-        super().__init__(operands=[out], properties={"value": value})
+        IRDLOperation.__init__(self, operands=[out], properties={"value": value})
 
     def verify_element_types(self, named: list[Operand]) -> None:
-        want = dtype_name(self.value.get_element_type())
+        want = element_name(self.value.get_element_type())
         got = dtype_of(self.out)
         _require(
             self,
@@ -1173,11 +1003,6 @@ class InsertRowsOp(KernelOp):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"rows": RLX_DTYPES}, same=("rows", "out"))
 
-    def __init__(
-        self, rows: SSAValue | Operation, position: SSAValue | Operation, out: SSAValue | Operation
-    ):
-        super().__init__(operands=[rows, position, out])
-
     def verify_value(self, label: str, value: SSAValue) -> None:
         if not isinstance(value.type, IndexType):
             check_buffer(self, label, value)
@@ -1207,9 +1032,6 @@ class CopyOp(KernelOp):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = mir.DATA_MOVEMENT.renamed("result", "out")
 
-    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
-        super().__init__(operands=[input, out])
-
     def infer_shape(self) -> Shape:
         return shape_of(self.input)
 
@@ -1224,18 +1046,6 @@ class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
     ```
     """
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        w: SSAValue | Operation,
-        out: SSAValue | Operation,
-        scheme: QuantScheme | str,
-    ):
-        super().__init__(
-            operands=[x, w, out], properties={"scheme": enum_attr(QuantSchemeAttr, scheme)}
-        )
-
-
 @irdl_op_definition
 class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
     """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c]: a valid depthwise convolution
@@ -1246,10 +1056,10 @@ class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
     ```
     """
 
-    def __init__(
-        self, input: SSAValue | Operation, weight: SSAValue | Operation, out: SSAValue | Operation
-    ):
-        super().__init__(operands=[input, weight, out])
+def _given_state_out(arguments: Mapping[str, Any]) -> bool:
+    """A sequence kernel's `return_state` when left out: whether a `state_out` is given
+    (its constructor's arguments by name)."""
+    return arguments.get("state_out") is not None
 
 
 @irdl_op_definition
@@ -1263,21 +1073,7 @@ class SelectiveScanOp(kernel_twin(mir.SelectiveScanOp, outs=("out", "state_out")
     ```
     """
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        delta: SSAValue | Operation,
-        a: SSAValue | Operation,
-        b: SSAValue | Operation,
-        c: SSAValue | Operation,
-        out: SSAValue | Operation,
-        initial_state: SSAValue | Operation | None = None,
-        state_out: SSAValue | Operation | None = None,
-    ):
-        super().__init__(
-            operands=[x, delta, a, b, c, initial_state, out, state_out],
-            properties={"return_state": UnitAttr()} if state_out is not None else {},
-        )
+    DERIVED: ClassVar = {"return_state": _given_state_out}
 
 
 @irdl_op_definition
@@ -1290,21 +1086,7 @@ class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp, outs=("out", "state_out")
     ```
     """
 
-    def __init__(
-        self,
-        q: SSAValue | Operation,
-        k: SSAValue | Operation,
-        v: SSAValue | Operation,
-        g: SSAValue | Operation,
-        beta: SSAValue | Operation,
-        out: SSAValue | Operation,
-        initial_state: SSAValue | Operation | None = None,
-        state_out: SSAValue | Operation | None = None,
-    ):
-        super().__init__(
-            operands=[q, k, v, g, beta, initial_state, out, state_out],
-            properties={"return_state": UnitAttr()} if state_out is not None else {},
-        )
+    DERIVED: ClassVar = {"return_state": _given_state_out}
 
 
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)

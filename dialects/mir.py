@@ -7,10 +7,11 @@ every rlx element type (f32, i32, i64, ui8); `add sub mul max min neg abs relu` 
 i32 and i64. Shapes follow the rules of `rlx_mlir.core.shape_inference`, which the verifiers
 call, so the Graph builder and the verifiers agree. A dimension is never 0.
 
-Each op declares its signature (`ELEMENT_TYPES`, `infer_shape`, optional
-`verify_attributes`) and `signature.VerifiesSignature` verifies it; the lir kernels and
+Each op declares its signature once (its fields, `RULE`, `ELEMENT_TYPES`, optional
+`DERIVED` and `verify_attributes`); `verifier.VerifiesSignature` verifies it and builds
+the op from it (a keyword constructor that infers the result type); the lir kernels and
 the hir blocks that are a mir op at another level are generated from these definitions
-(`signature.twin`).
+(`verifier.twin`).
 
 The ops mirror MLIR's `tosa`/`linalg` named ops loosely; unlike them, binary elementwise
 ops broadcast implicitly (numpy rules), and `fused_elementwise` is a `linalg.generic`
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 from abc import ABC
 from collections.abc import Sequence
-from types import SimpleNamespace
 from typing import ClassVar
 
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
@@ -75,32 +75,19 @@ from xdsl.utils.exceptions import VerifyException
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_ROLE, ROLE_STATE
 from rlx_mlir.dialects.common import (
-    attention_properties,
-    attention_shape,
+    ATTENTION_DEFAULTS,
+    ROPE_DEFAULTS,
     defined_ops,
-    enum_attr,
-    f32_attr,
-    i64_array_attr,
-    i64_attr,
-    ir_dims,
-    opt_shape,
-    rope_properties,
-    rope_shape,
     shape_of,
 )
 from rlx_mlir.dialects.rlx import (
-    Activation,
     ActivationAttr,
-    MaskKind,
     MaskKindAttr,
-    QuantScheme,
     QuantSchemeAttr,
-    ReduceKind,
     ReduceKindAttr,
-    RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.dialects.signature import (
+from rlx_mlir.dialects.verifier import (
     ANY_DTYPE,
     FLOAT,
     INDEX,
@@ -114,23 +101,6 @@ from rlx_mlir.dialects.signature import (
 )
 
 # ----------------------------------------------------------------------------- helpers
-
-def _infer(
-    op: type[VerifiesSignature], result_type: Attribute | None, like: SSAValue, **fields: object
-) -> Attribute:
-    """`result_type`, or a tensor of `like`'s element type and the shape `op`'s rule
-    infers from `fields`, the op's operands and properties by name (all a rule reads, so
-    the constructor applies the verifier's rule before the op exists).
-
-    The rule's `ShapeError` propagates when the operands do not fit.
-    """
-    if result_type is not None:
-        return result_type
-    ty = like.type
-    assert isinstance(ty, TensorType)
-    shape = op.infer_shape(SimpleNamespace(**fields))  # pyright: ignore[reportArgumentType]
-    return TensorType(ty.get_element_type(), ir_dims(shape))
-
 
 def _values(*values: SSAValue | Operation) -> list[SSAValue]:
     return [SSAValue.get(v) for v in values]
@@ -204,26 +174,13 @@ class BinaryElementwiseOp(VerifiesSignature, ABC):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
+    RULE = si.broadcast
 
     traits = traits_def(Pure(), MirFolder())
 
     assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = FLOAT_BINARY
-
-    def __init__(
-        self,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-        result_type: Attribute | None = None,
-    ):
-        lhs, rhs = _values(lhs, rhs)
-        result_type = _infer(type(self), result_type, lhs, lhs=lhs, rhs=rhs)
-        super().__init__(operands=[lhs, rhs], result_types=[result_type])
-
-    def infer_shape(self) -> si.Shape:
-        return si.broadcast(shape_of(self.lhs), shape_of(self.rhs))
-
 
 @irdl_op_definition
 class AddOp(BinaryElementwiseOp):
@@ -286,20 +243,13 @@ class UnaryElementwiseOp(VerifiesSignature, ABC):
 
     input = operand_def(T)
     result = result_def(T)
+    RULE = si.same_shape
 
     traits = traits_def(Pure(), MirFolder())
 
     assembly_format = "$input attr-dict `:` type($result)"
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = FLOAT_UNARY
-
-    def __init__(self, input: SSAValue | Operation):
-        input = SSAValue.get(input)
-        super().__init__(operands=[input], result_types=[input.type])
-
-    def infer_shape(self) -> si.Shape:
-        return shape_of(self.input)
-
 
 @irdl_op_definition
 class NegOp(UnaryElementwiseOp):
@@ -403,6 +353,7 @@ class MatmulOp(VerifiesSignature):
     """`np.matmul(lhs, rhs)`: 1-D operands promoted, batch dimensions broadcast (f32)."""
 
     name = "mir.matmul"
+    RULE = si.matmul
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -412,26 +363,13 @@ class MatmulOp(VerifiesSignature):
 
     assembly_format = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)"
 
-    def __init__(
-        self,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-        result_type: Attribute | None = None,
-    ):
-        lhs, rhs = _values(lhs, rhs)
-        result_type = _infer(type(self), result_type, lhs, lhs=lhs, rhs=rhs)
-        super().__init__(operands=[lhs, rhs], result_types=[result_type])
-
-    def infer_shape(self) -> si.Shape:
-        return si.matmul(shape_of(self.lhs), shape_of(self.rhs))
-
-
 @irdl_op_definition
 class FusedMatmulOp(VerifiesSignature):
     """`activation(lhs @ rhs + bias)`: a matmul (as `mir.matmul`) with an optional bias
     [N] (N = last dim of rhs) and an optional activation fused into its epilogue (f32)."""
 
     name = "mir.fused_matmul"
+    RULE = si.fused_matmul
 
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
@@ -447,40 +385,13 @@ class FusedMatmulOp(VerifiesSignature):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        lhs: SSAValue | Operation,
-        rhs: SSAValue | Operation,
-        bias: SSAValue | Operation | None = None,
-        activation: str | Activation | ActivationAttr | None = None,
-        result_type: Attribute | None = None,
-    ):
-        lhs, rhs = _values(lhs, rhs)
-        bias = None if bias is None else SSAValue.get(bias)
-        activation = None if activation is None else enum_attr(ActivationAttr, activation)
-        result_type = _infer(type(self), result_type, lhs, lhs=lhs, rhs=rhs, bias=bias)
-        super().__init__(
-            operands=[lhs, rhs, bias],
-            result_types=[result_type],
-            properties={"activation": activation},
-        )
-
-    def infer_shape(self) -> si.Shape:
-        lhs, rhs = shape_of(self.lhs), shape_of(self.rhs)
-        out = si.matmul(lhs, rhs)
-        bias = opt_shape(self.bias)
-        if bias is not None:
-            si.check_rank("rhs", rhs, range(2, 9))
-            si.check_exact("bias", bias, rhs[-1:], "N = last dim of rhs")
-        return out
-
-
 @irdl_op_definition
 class DequantMatmulOp(VerifiesSignature):
     """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a q8_0 or
     q4_0 tensor, ui8 [N, K/32 * bytes_per_block]; x and the result are f32."""
 
     name = "mir.dequant_matmul"
+    RULE = si.dequant_matmul
 
     x = operand_def(TensorType)
     w = operand_def(TensorType)
@@ -494,28 +405,13 @@ class DequantMatmulOp(VerifiesSignature):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        w: SSAValue | Operation,
-        scheme: str | QuantScheme | QuantSchemeAttr,
-        result_type: Attribute | None = None,
-    ):
-        x, w = _values(x, w)
-        scheme = enum_attr(QuantSchemeAttr, scheme)
-        result_type = _infer(type(self), result_type, x, x=x, w=w, scheme=scheme)
-        super().__init__(operands=[x, w], result_types=[result_type], properties={"scheme": scheme})
-
-    def infer_shape(self) -> si.Shape:
-        return si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value)
-
-
 @irdl_op_definition
 class DepthwiseConv1dOp(VerifiesSignature):
     """Valid depthwise convolution over time: `input` [B, S+K-1, C] (pre-padded), `weight`
     [K, C] -> [B, S, C], `y[b, t, c] = sum_k weight[k, c] * input[b, t+k, c]` (f32)."""
 
     name = "mir.depthwise_conv1d"
+    RULE = si.depthwise_conv1d
 
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
@@ -524,21 +420,6 @@ class DepthwiseConv1dOp(VerifiesSignature):
     traits = traits_def(Pure())
 
     assembly_format = "$input `,` $weight attr-dict `:` functional-type(operands, results)"
-
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        weight: SSAValue | Operation,
-        result_type: Attribute | None = None,
-    ):
-        input, weight = _values(input, weight)
-        result_type = _infer(type(self), result_type, input, input=input, weight=weight)
-        super().__init__(operands=[input, weight], result_types=[result_type])
-
-    def infer_shape(self) -> si.Shape:
-        # The rule names the operands `x` (input) and `w` (weight).
-        return si.depthwise_conv1d(shape_of(self.input), shape_of(self.weight))
-
 
 # ----------------------------------------------------------------------------- sequence ops
 
@@ -556,25 +437,6 @@ class SequenceScanOp(VerifiesSignature, ABC):
 
     EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("final_state",)
 
-    def _initial_state_shape(self) -> si.Shape | None:
-        return None if self.initial_state is None else shape_of(self.initial_state)
-
-
-def sequence_shapes(op: VerifiesSignature, state: si.Shape) -> dict[str, si.Shape]:
-    """The result shapes of a sequence op (or its lir twin's outs): the output by its rule,
-    and with `return_state` the final state `state`."""
-    shapes = {op.RESULT: op.infer_shape()}
-    if op.properties.get("return_state") is not None:
-        shapes[op.EXTRA_RESULTS[0]] = state
-    return shapes
-
-
-def _sequence_types(output: Attribute, state: si.Shape, return_state: bool
-                    ) -> list[Attribute | None]:
-    """The result types of a sequence op by definition: the output, then the f32 final
-    state if asked (None: no final state)."""
-    return [output, TensorType(f32, ir_dims(state)) if return_state else None]
-
 
 @irdl_op_definition
 class SelectiveScanOp(SequenceScanOp):
@@ -584,6 +446,7 @@ class SelectiveScanOp(SequenceScanOp):
     `return_state`, also the final state [b, h, n]."""
 
     name = "mir.selective_scan"
+    RULE = si.selective_scan
 
     x = operand_def(TensorType)
     delta = operand_def(TensorType)
@@ -597,36 +460,6 @@ class SelectiveScanOp(SequenceScanOp):
         " (`return_state` $return_state^)? attr-dict `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        delta: SSAValue | Operation,
-        a: SSAValue | Operation,
-        b: SSAValue | Operation,
-        c: SSAValue | Operation,
-        initial_state: SSAValue | Operation | None = None,
-        return_state: bool = False,
-        result_type: Attribute | None = None,
-    ):
-        x, delta, a, b, c = _values(x, delta, a, b, c)
-        state = None if initial_state is None else SSAValue.get(initial_state)
-        flag = UnitAttr() if return_state else None
-        result_type = _infer(type(self), result_type, x, x=x, delta=delta, a=a, b=b, c=c,
-                             initial_state=state, return_state=flag)
-        state_shape = si.selective_scan_state(shape_of(x), shape_of(a))
-        super().__init__(operands=[x, delta, a, b, c, state],
-                         result_types=_sequence_types(result_type, state_shape, return_state),
-                         properties={"return_state": flag} if flag else {})
-
-    def infer_shape(self) -> si.Shape:
-        return si.selective_scan(
-            shape_of(self.x), shape_of(self.delta), shape_of(self.a), shape_of(self.b),
-            shape_of(self.c), SequenceScanOp._initial_state_shape(self),
-        )
-
-    def infer_shapes(self) -> dict[str, si.Shape]:
-        return sequence_shapes(self, si.selective_scan_state(shape_of(self.x), shape_of(self.a)))
-
 
 @irdl_op_definition
 class GatedDeltaNetOp(SequenceScanOp):
@@ -637,6 +470,7 @@ class GatedDeltaNetOp(SequenceScanOp):
     also the final state [b, H, n, m]."""
 
     name = "mir.gated_delta_net"
+    RULE = si.gated_delta_net
 
     q = operand_def(TensorType)
     k = operand_def(TensorType)
@@ -650,36 +484,6 @@ class GatedDeltaNetOp(SequenceScanOp):
         " (`return_state` $return_state^)? attr-dict `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        q: SSAValue | Operation,
-        k: SSAValue | Operation,
-        v: SSAValue | Operation,
-        g: SSAValue | Operation,
-        beta: SSAValue | Operation,
-        initial_state: SSAValue | Operation | None = None,
-        return_state: bool = False,
-        result_type: Attribute | None = None,
-    ):
-        q, k, v, g, beta = _values(q, k, v, g, beta)
-        state = None if initial_state is None else SSAValue.get(initial_state)
-        flag = UnitAttr() if return_state else None
-        result_type = _infer(type(self), result_type, q, q=q, k=k, v=v, g=g, beta=beta,
-                             initial_state=state, return_state=flag)
-        state_shape = si.gated_delta_net_state(shape_of(q), shape_of(v))
-        super().__init__(operands=[q, k, v, g, beta, state],
-                         result_types=_sequence_types(result_type, state_shape, return_state),
-                         properties={"return_state": flag} if flag else {})
-
-    def infer_shape(self) -> si.Shape:
-        return si.gated_delta_net(
-            shape_of(self.q), shape_of(self.k), shape_of(self.v), shape_of(self.g),
-            shape_of(self.beta), SequenceScanOp._initial_state_shape(self),
-        )
-
-    def infer_shapes(self) -> dict[str, si.Shape]:
-        return sequence_shapes(self, si.gated_delta_net_state(shape_of(self.q), shape_of(self.v)))
-
 
 # ----------------------------------------------------------------------------- reductions, norms
 
@@ -690,6 +494,7 @@ class ReduceOp(VerifiesSignature):
     negative, no repeats); `keepdim` keeps the reduced axes as size 1 (f32)."""
 
     name = "mir.reduce"
+    RULE = si.reduce
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -705,34 +510,17 @@ class ReduceOp(VerifiesSignature):
         " `:` type($input) `->` type($result)"
     )
 
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        kind: str | ReduceKind | ReduceKindAttr,
-        axes: int | Sequence[int] | DenseArrayBase,
-        keepdim: bool = False,
-        result_type: Attribute | None = None,
-    ):
-        input = SSAValue.get(input)
-        kind = enum_attr(ReduceKindAttr, kind)
-        axes = i64_array_attr([axes] if isinstance(axes, int) else axes)
-        properties = {"kind": kind, "axes": axes, "keepdim": UnitAttr() if keepdim else None}
-        result_type = _infer(type(self), result_type, input, input=input, **properties)
-        super().__init__(operands=[input], result_types=[result_type], properties=properties)
-
     def verify_attributes(self) -> None:
         if not self.axes.get_values():
             raise VerifyException(f"'{self.name}': axes: expected at least one axis, got none")
-
-    def infer_shape(self) -> si.Shape:
-        return si.reduce(shape_of(self.input), self.axes.get_values(), self.keepdim is not None)
-
 
 @irdl_op_definition
 class SoftmaxOp(VerifiesSignature):
     """Numerically stable softmax of `input` along `axis` (may be negative) (f32)."""
 
     name = "mir.softmax"
+    RULE = si.softmax
+    DERIVED: ClassVar = {"axis": lambda _: -1}
 
     T: ClassVar = VarConstraint("T", base(TensorType))
 
@@ -745,25 +533,11 @@ class SoftmaxOp(VerifiesSignature):
 
     assembly_format = "$input `axis` $axis attr-dict `:` type($result)"
 
-    def __init__(self, input: SSAValue | Operation, axis: int | IntegerAttr = -1):
-        input = SSAValue.get(input)
-        super().__init__(
-            operands=[input], result_types=[input.type], properties={"axis": i64_attr(axis)}
-        )
-
-    def infer_shape(self) -> si.Shape:
-        return si.softmax(shape_of(self.input), self.axis.value.data)
-
-
 class NormOp(VerifiesSignature, ABC):
     """Base of the norms over the last axis of `x`: gamma and beta are exactly [N]."""
 
     traits = traits_def(Pure())
-
-    def infer_shape(self) -> si.Shape:
-        # The subclasses define the operands x, gamma and beta.
-        return si.norm(shape_of(self.x), shape_of(self.gamma), opt_shape(self.beta))
-
+    RULE = si.norm
 
 @irdl_op_definition
 class RmsNormOp(NormOp):
@@ -783,20 +557,6 @@ class RmsNormOp(NormOp):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        gamma: SSAValue | Operation,
-        beta: SSAValue | Operation | None = None,
-        eps: float | FloatAttr = 1e-5,
-    ):
-        x, gamma = _values(x, gamma)
-        beta = None if beta is None else SSAValue.get(beta)
-        super().__init__(
-            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": f32_attr(eps)}
-        )
-
-
 @irdl_op_definition
 class LayerNormOp(NormOp):
     """`(x - mean) / sqrt(var + eps) * gamma + beta` over the last axis, population
@@ -815,19 +575,6 @@ class LayerNormOp(NormOp):
         "$x `,` $gamma `,` $beta (`eps` $eps^)? attr-dict `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        gamma: SSAValue | Operation,
-        beta: SSAValue | Operation,
-        eps: float | FloatAttr = 1e-5,
-    ):
-        x, gamma, beta = _values(x, gamma, beta)
-        super().__init__(
-            operands=[x, gamma, beta], result_types=[x.type], properties={"eps": f32_attr(eps)}
-        )
-
-
 # ----------------------------------------------------------------------------- transformer
 
 
@@ -837,6 +584,8 @@ class RopeOp(VerifiesSignature):
     head of `head_dim` the first `n_rot` dims rotate in `style` pairs, the rest pass (f32)."""
 
     name = "mir.rope"
+    RULE = si.rope
+    DERIVED: ClassVar = ROPE_DEFAULTS
 
     x = operand_def(TensorType)
     cos = operand_def(TensorType)
@@ -854,26 +603,6 @@ class RopeOp(VerifiesSignature):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        x: SSAValue | Operation,
-        cos: SSAValue | Operation,
-        sin: SSAValue | Operation,
-        head_dim: int | IntegerAttr,
-        n_rot: int | IntegerAttr | None = None,
-        style: str | RopeStyle | RopeStyleAttr = RopeStyle.HALF,
-    ):
-        x, cos, sin = _values(x, cos, sin)
-        super().__init__(
-            operands=[x, cos, sin],
-            result_types=[x.type],
-            properties=rope_properties(head_dim, n_rot, style),
-        )
-
-    def infer_shape(self) -> si.Shape:
-        return rope_shape(self)
-
-
 @irdl_op_definition
 class AttentionOp(VerifiesSignature):
     """Grouped-query scaled dot-product attention, heads packed in the last axis: `q`
@@ -881,6 +610,8 @@ class AttentionOp(VerifiesSignature):
     the result has q's shape (f32)."""
 
     name = "mir.attention"
+    RULE = si.attention
+    DERIVED: ClassVar = ATTENTION_DEFAULTS
 
     q = operand_def(TensorType)
     k = operand_def(TensorType)
@@ -902,31 +633,6 @@ class AttentionOp(VerifiesSignature):
         " `:` functional-type(operands, results)"
     )
 
-    def __init__(
-        self,
-        q: SSAValue | Operation,
-        k: SSAValue | Operation,
-        v: SSAValue | Operation,
-        mask: SSAValue | Operation | None = None,
-        *,
-        num_heads: int,
-        head_dim: int,
-        num_kv_heads: int | None = None,
-        mask_kind: str | MaskKind | MaskKindAttr = MaskKind.NONE,
-        scale: float | FloatAttr | None = None,
-    ):
-        q, k, v = _values(q, k, v)
-        mask = None if mask is None else SSAValue.get(mask)
-        super().__init__(
-            operands=[q, k, v, mask],
-            result_types=[q.type],
-            properties=attention_properties(num_heads, head_dim, num_kv_heads, mask_kind, scale),
-        )
-
-    def infer_shape(self) -> si.Shape:
-        return attention_shape(self)
-
-
 # ----------------------------------------------------------------------------- data movement
 
 
@@ -945,9 +651,6 @@ class ReshapeOp(VerifiesSignature):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
-    def __init__(self, input: SSAValue | Operation, result_type: Attribute):
-        super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
-
     def infer_shape(self) -> si.Shape:
         return si.reshape(shape_of(self.input), self.declared_shape())
 
@@ -958,6 +661,7 @@ class TransposeOp(VerifiesSignature):
     may be negative)."""
 
     name = "mir.transpose"
+    RULE = si.transpose
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -970,26 +674,12 @@ class TransposeOp(VerifiesSignature):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        perm: Sequence[int] | DenseArrayBase,
-        result_type: Attribute | None = None,
-    ):
-        input = SSAValue.get(input)
-        perm = i64_array_attr(perm)
-        result_type = _infer(type(self), result_type, input, input=input, perm=perm)
-        super().__init__(operands=[input], result_types=[result_type], properties={"perm": perm})
-
-    def infer_shape(self) -> si.Shape:
-        return si.transpose(shape_of(self.input), self.perm.get_values())
-
-
 @irdl_op_definition
 class NarrowOp(VerifiesSignature):
     """The slice `[start, start + length)` of `input` along `axis` (may be negative)."""
 
     name = "mir.narrow"
+    RULE = si.narrow
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -1007,31 +697,12 @@ class NarrowOp(VerifiesSignature):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        axis: int | IntegerAttr,
-        start: int | IntegerAttr,
-        length: int | IntegerAttr,
-        result_type: Attribute | None = None,
-    ):
-        input = SSAValue.get(input)
-        axis, start, length = i64_attr(axis), i64_attr(start), i64_attr(length)
-        properties = {"axis": axis, "start": start, "length": length}
-        result_type = _infer(type(self), result_type, input, input=input, **properties)
-        super().__init__(operands=[input], result_types=[result_type], properties=properties)
-
-    def infer_shape(self) -> si.Shape:
-        return si.narrow(
-            shape_of(self.input), self.axis.value.data, self.start.value.data, self.length.value.data
-        )
-
-
 @irdl_op_definition
 class ConcatOp(VerifiesSignature):
     """Concatenate `inputs` (at least one, same element type) along `axis`."""
 
     name = "mir.concat"
+    RULE = si.concat
 
     inputs = var_operand_def(TensorType)
     result = result_def(TensorType)
@@ -1045,21 +716,6 @@ class ConcatOp(VerifiesSignature):
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"inputs": ANY_DTYPE}, same=("inputs", "result")
     )
-
-    def __init__(
-        self,
-        inputs: Sequence[SSAValue | Operation],
-        axis: int | IntegerAttr,
-        result_type: Attribute | None = None,
-    ):
-        values = _values(*inputs)
-        axis = i64_attr(axis)
-        result_type = _infer(type(self), result_type, values[0], inputs=values, axis=axis)
-        super().__init__(operands=[values], result_types=[result_type], properties={"axis": axis})
-
-    def infer_shape(self) -> si.Shape:
-        return si.concat([shape_of(v) for v in self.inputs], self.axis.value.data)
-
 
 @irdl_op_definition
 class BroadcastToOp(VerifiesSignature):
@@ -1076,9 +732,6 @@ class BroadcastToOp(VerifiesSignature):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = DATA_MOVEMENT
 
-    def __init__(self, input: SSAValue | Operation, result_type: Attribute):
-        super().__init__(operands=[SSAValue.get(input)], result_types=[result_type])
-
     def infer_shape(self) -> si.Shape:
         return si.broadcast_to(shape_of(self.input), self.declared_shape(), keep_symbols=True)
 
@@ -1089,6 +742,8 @@ class GatherOp(VerifiesSignature):
     `input.shape[:axis] + indices.shape + input.shape[axis+1:]`; indices are i32 or i64."""
 
     name = "mir.gather"
+    RULE = si.gather
+    DERIVED: ClassVar = {"axis": lambda _: 0}
 
     input = operand_def(TensorType)
     indices = operand_def(TensorType)
@@ -1106,26 +761,6 @@ class GatherOp(VerifiesSignature):
         {"input": ANY_DTYPE, "indices": INDEX}, same=("input", "result")
     )
 
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        indices: SSAValue | Operation,
-        axis: int | IntegerAttr = 0,
-        result_type: Attribute | None = None,
-    ):
-        input, indices = _values(input, indices)
-        axis = i64_attr(axis)
-        result_type = _infer(
-            type(self), result_type, input, input=input, indices=indices, axis=axis
-        )
-        super().__init__(
-            operands=[input, indices], result_types=[result_type], properties={"axis": axis}
-        )
-
-    def infer_shape(self) -> si.Shape:
-        return si.gather(shape_of(self.input), shape_of(self.indices), self.axis.value.data)
-
-
 @irdl_op_definition
 class DequantGatherOp(VerifiesSignature):
     """Rows `ids` of a GGUF-quantized table, dequantized (an embedding lookup that decodes
@@ -1133,6 +768,7 @@ class DequantGatherOp(VerifiesSignature):
     `scheme` (like dequant_matmul's `w`), `ids` i32/i64 [...] -> f32 [..., K]."""
 
     name = "mir.dequant_gather"
+    RULE = si.dequant_gather
 
     table = operand_def(TensorType)
     ids = operand_def(TensorType)
@@ -1145,25 +781,6 @@ class DequantGatherOp(VerifiesSignature):
     assembly_format = "$table `,` $ids `scheme` $scheme attr-dict `:` functional-type(operands, results)"
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"table": UI8, "ids": INDEX})
-
-    def __init__(
-        self,
-        table: SSAValue | Operation,
-        ids: SSAValue | Operation,
-        scheme: str | QuantScheme | QuantSchemeAttr,
-        result_type: Attribute | None = None,
-    ):
-        table, ids = _values(table, ids)
-        scheme = enum_attr(QuantSchemeAttr, scheme)
-        if result_type is None:  # f32, unlike the operands (`_infer` keeps their type)
-            shape = si.dequant_gather(shape_of(table), shape_of(ids), scheme.data.value)
-            result_type = TensorType(f32, ir_dims(shape))
-        super().__init__(operands=[table, ids], result_types=[result_type],
-                         properties={"scheme": scheme})
-
-    def infer_shape(self) -> si.Shape:
-        return si.dequant_gather(shape_of(self.table), shape_of(self.ids), self.scheme.data.value)
-
 
 @irdl_op_definition
 class ConstantOp(VerifiesSignature):
@@ -1184,7 +801,7 @@ class ConstantOp(VerifiesSignature):
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"result": ANY_DTYPE})
 
     def __init__(self, value: DenseIntOrFPElementsAttr):
-        super().__init__(result_types=[value.get_type()], properties={"value": value})
+        IRDLOperation.__init__(self, result_types=[value.get_type()], properties={"value": value})
 
     def infer_shape(self) -> si.Shape:
         return tuple(self.value.get_shape())
@@ -1242,6 +859,7 @@ class InsertRowsOp(IndexOperandsMixin):
     """
 
     name = "mir.insert_rows"
+    RULE = si.insert_rows
 
     T: ClassVar = VarConstraint("T", base(TensorType))
 
@@ -1260,16 +878,6 @@ class InsertRowsOp(IndexOperandsMixin):
         {"rows": ANY_DTYPE}, same=("rows", "cache", "result")
     )
 
-    def __init__(
-        self, rows: SSAValue | Operation, cache: SSAValue | Operation, position: SSAValue | Operation
-    ):
-        rows, cache, position = _values(rows, cache, position)
-        super().__init__(operands=[rows, cache, position], result_types=[cache.type])
-
-    def infer_shape(self) -> si.Shape:
-        return si.insert_rows(shape_of(self.cache), shape_of(self.rows))
-
-
 @irdl_op_definition
 class ExtractRowsOp(VerifiesSignature):
     """The first `size` rows of `cache` [capacity, *tail] -> [size, *tail]
@@ -1283,6 +891,7 @@ class ExtractRowsOp(VerifiesSignature):
     """
 
     name = "mir.extract_rows"
+    RULE = si.extract_rows
 
     cache = operand_def(TensorType)
     result = result_def(TensorType)
@@ -1296,15 +905,6 @@ class ExtractRowsOp(VerifiesSignature):
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"cache": ANY_DTYPE}, same=("cache", "result")
     )
-
-    def __init__(self, cache: SSAValue | Operation, size: str | StringAttr):
-        cache = SSAValue.get(cache)
-        size = size if isinstance(size, StringAttr) else StringAttr(size)
-        result_type = _infer(type(self), None, cache, cache=cache, size=size)
-        super().__init__(operands=[cache], result_types=[result_type], properties={"size": size})
-
-    def infer_shape(self) -> si.Shape:
-        return si.extract_rows(shape_of(self.cache), self.size.data)
 
     def verify_attributes(self) -> None:
         result = shape_of(self.result)
@@ -1373,7 +973,7 @@ class FusedElementwiseOp(VerifiesSignature):
         result_type: Attribute,
         body: Region,
     ):
-        super().__init__(operands=[_values(*inputs)], result_types=[result_type], regions=[body])
+        IRDLOperation.__init__(self, operands=[_values(*inputs)], result_types=[result_type], regions=[body])
 
     def infer_shape(self) -> si.Shape:
         """Every input broadcasts to the result's shape."""
@@ -1434,6 +1034,7 @@ class ScanOp(VerifiesSignature):
     every carry, [length, *carry]."""
 
     name = "mir.scan"
+    RULE = si.scan
 
     init = operand_def(TensorType)
     xs = var_operand_def(TensorType)
@@ -1474,13 +1075,9 @@ class ScanOp(VerifiesSignature):
         properties: dict[str, Attribute] = {"length": IntegerAttr(length, i64)}
         if trajectory:
             properties["trajectory"] = UnitAttr()
-        super().__init__(operands=[init, _values(*xs), _values(*consts)],
+        IRDLOperation.__init__(self, operands=[init, _values(*xs), _values(*consts)],
                          result_types=[TensorType(ty.get_element_type(), shape)],
                          properties=properties, regions=[body])
-
-    def infer_shape(self) -> si.Shape:
-        return si.scan(shape_of(self.init), [shape_of(x) for x in self.xs],
-                       self.length.value.data, self.trajectory is not None)
 
     def verify_regions(self) -> None:
         verify_scan_region(self, self.init.type, f"{self.dialect_name()}.yield")

@@ -27,8 +27,6 @@ from xdsl.dialects.builtin import (
     BytesAttr,
     DenseIntOrFPElementsAttr,
     Float32Type,
-    IntegerType,
-    Signedness,
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -37,6 +35,7 @@ from xdsl.traits import ConstantLike
 
 from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.dtypes import numpy_of_element
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import shape_of
 
@@ -61,18 +60,9 @@ _INT_ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
 # ----------------------------------------------------------------------------- dense <-> numpy
 
 
-def _numpy_dtype(element_type: Attribute) -> np.dtype | None:
-    if isinstance(element_type, Float32Type):
-        return np.dtype("<f4")
-    if isinstance(element_type, IntegerType) and element_type.width.data in (8, 16, 32, 64):
-        unsigned = element_type.signedness.data == Signedness.UNSIGNED
-        return np.dtype(f"<{'u' if unsigned else 'i'}{element_type.width.data // 8}")
-    return None
-
-
 def to_numpy(value: DenseIntOrFPElementsAttr) -> np.ndarray | None:
     """The dense value as a (read-only) numpy array of its shape, None for other types."""
-    dtype = _numpy_dtype(value.get_element_type())
+    dtype = numpy_of_element(value.get_element_type())
     if dtype is None:
         return None
     return np.frombuffer(value.data.data, dtype=dtype).reshape(value.get_shape())
@@ -80,7 +70,7 @@ def to_numpy(value: DenseIntOrFPElementsAttr) -> np.ndarray | None:
 
 def from_numpy(array: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr | None:
     """`array` as a dense value of `type` (None when `type` has no numpy dtype)."""
-    dtype = _numpy_dtype(type.get_element_type())
+    dtype = numpy_of_element(type.get_element_type())
     if dtype is None:
         return None
     data = np.ascontiguousarray(np.broadcast_to(array, type.get_shape()), dtype=dtype)

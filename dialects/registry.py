@@ -3,9 +3,9 @@
 A record names, for one op, what every layer above the dialects needs to know about it:
 
 - `op`: the hir or mir op class;
-- `shape_rule`: its shape rule in `rlx_mlir.core.shape_inference` (what the Graph builder
-  and the verifier apply), or None when the result type states the shape (reshape,
-  broadcast_to, constant, fused_elementwise);
+- `shape_rule`: its shape rule in `rlx_mlir.core.shape_inference`, the op's own `RULE`
+  (what the Graph builder, the constructor and the verifier apply), or None when the
+  result type states the shape (reshape, broadcast_to, constant, fused_elementwise);
 - `reference`: its numpy reference kernel in `rlx_mlir.core.reference_kernels`, called as
   `reference(*operands, **properties)` by the interpreters; None for the few ops the
   interpreters implement themselves (`rlx_mlir.interpreters` then must have a special
@@ -70,8 +70,12 @@ class HirOpRecord:
     its convert-hir-to-mir pattern (checked at that pass's import)."""
 
     op: type[hir.HirOp]
-    shape_rule: ShapeRule
     reference: Reference
+
+    @property
+    def shape_rule(self) -> ShapeRule | None:
+        """The op's shape rule (`RULE`)."""
+        return self.op.RULE
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,17 @@ class MirOpRecord:
     """A mir primitive and the lir kernel it lowers to."""
 
     op: type[Operation]
-    shape_rule: ShapeRule | None
     reference: Reference | None
     lowering: Lowering
     kernel: type[lir.KernelOp] | None
     """The lir kernel op (key of `kernel_builders()`); None only for a pure view."""
     fn: ElementwiseFn | None = None
     """The `lir.elementwise` function, for `Lowering.ELEMENTWISE`."""
+
+    @property
+    def shape_rule(self) -> ShapeRule | None:
+        """The op's shape rule (`RULE`; None for an op that is not `VerifiesSignature`)."""
+        return getattr(self.op, "RULE", None)
 
     def __post_init__(self) -> None:
         elementwise = self.lowering is Lowering.ELEMENTWISE
@@ -113,99 +121,75 @@ class LirKernelRecord:
 # ----------------------------------------------------------------------------- constructors
 
 
-def same_shape(x: si.Shape) -> si.Shape:
-    """The shape rule of a unary elementwise op: the input's shape."""
-    return x
+def _elementwise(op: type[Operation]) -> MirOpRecord:
+    """The record of an elementwise op, derived from its name: `mir.<fn>` is the
+    `lir.elementwise` fn `<fn>` with the reference kernel `ELEMENTWISE[<fn>]`."""
+    fn = op.name.removeprefix("mir.")
+    if fn not in K.ELEMENTWISE or fn not in set(ElementwiseFn):
+        raise RegistryError(f"registry record of '{op.name}': an elementwise op needs the "
+                            f"reference ELEMENTWISE[{fn!r}] and ElementwiseFn {fn!r}")
+    return MirOpRecord(op, K.ELEMENTWISE[fn], Lowering.ELEMENTWISE, lir.ElementwiseOp,
+                       ElementwiseFn(fn))
 
 
-def _binary(op: type[Operation], fn: ElementwiseFn, reference: Reference) -> MirOpRecord:
-    return MirOpRecord(op, si.broadcast, reference, Lowering.ELEMENTWISE, lir.ElementwiseOp, fn)
-
-
-def _unary(op: type[Operation], fn: ElementwiseFn, reference: Reference) -> MirOpRecord:
-    return MirOpRecord(op, same_shape, reference, Lowering.ELEMENTWISE, lir.ElementwiseOp, fn)
-
-
-def _kernel(
-    op: type[Operation], kernel: type[lir.KernelOp], shape_rule: ShapeRule, reference: Reference
-) -> MirOpRecord:
-    return MirOpRecord(op, shape_rule, reference, Lowering.KERNEL, kernel)
+def _kernel(op: type[Operation], kernel: type[lir.KernelOp], reference: Reference | None
+            ) -> MirOpRecord:
+    return MirOpRecord(op, reference, Lowering.KERNEL, kernel)
 
 
 # ----------------------------------------------------------------------------- the records
 
 HIR_RECORDS: tuple[HirOpRecord, ...] = (
-    HirOpRecord(hir.LinearOp, si.linear, K.linear),
-    HirOpRecord(hir.SwigluFfnOp, si.swiglu_ffn, K.swiglu_ffn),
-    HirOpRecord(hir.RmsNormOp, si.norm, K.rms_norm),
-    HirOpRecord(hir.ResidualRmsNormOp, si.residual_norm, K.residual_rms_norm),
-    HirOpRecord(hir.LayerNormOp, si.norm, K.layer_norm),
-    HirOpRecord(hir.AttentionOp, si.attention, K.attention),
-    HirOpRecord(hir.RopeOp, si.rope, K.rope),
-    HirOpRecord(hir.LlamaDecoderBlockOp, si.llama_decoder_block, K.llama_decoder_block),
-    HirOpRecord(hir.DequantMatmulOp, si.dequant_matmul, K.dequant_matmul),
-    HirOpRecord(hir.EmbeddingOp, si.embedding, K.embedding),
-    HirOpRecord(hir.DepthwiseConv1dCausalOp, si.depthwise_conv1d_causal,
-                K.depthwise_conv1d_causal),
-    HirOpRecord(hir.Qwen35MtpHeadOp, si.qwen35_mtp_head, K.qwen35_mtp_head),
+    HirOpRecord(hir.LinearOp, K.linear),
+    HirOpRecord(hir.SwigluFfnOp, K.swiglu_ffn),
+    HirOpRecord(hir.RmsNormOp, K.rms_norm),
+    HirOpRecord(hir.ResidualRmsNormOp, K.residual_rms_norm),
+    HirOpRecord(hir.LayerNormOp, K.layer_norm),
+    HirOpRecord(hir.AttentionOp, K.attention),
+    HirOpRecord(hir.RopeOp, K.rope),
+    HirOpRecord(hir.LlamaDecoderBlockOp, K.llama_decoder_block),
+    HirOpRecord(hir.DequantMatmulOp, K.dequant_matmul),
+    HirOpRecord(hir.EmbeddingOp, K.embedding),
+    HirOpRecord(hir.DepthwiseConv1dCausalOp, K.depthwise_conv1d_causal),
+    HirOpRecord(hir.Qwen35MtpHeadOp, K.qwen35_mtp_head),
 )
 """One record per hir op."""
 
 MIR_RECORDS: tuple[MirOpRecord, ...] = (
-    # elementwise: one `lir.elementwise` kernel, its `fn` says which
-    _binary(mir.AddOp, ElementwiseFn.ADD, K.add),
-    _binary(mir.SubOp, ElementwiseFn.SUB, K.sub),
-    _binary(mir.MulOp, ElementwiseFn.MUL, K.mul),
-    _binary(mir.DivOp, ElementwiseFn.DIV, K.div),
-    _binary(mir.MaxOp, ElementwiseFn.MAX, K.maximum),
-    _binary(mir.MinOp, ElementwiseFn.MIN, K.minimum),
-    _binary(mir.PowOp, ElementwiseFn.POW, K.power),
-    _unary(mir.NegOp, ElementwiseFn.NEG, K.neg),
-    _unary(mir.ExpOp, ElementwiseFn.EXP, K.exp),
-    _unary(mir.LogOp, ElementwiseFn.LOG, K.log),
-    _unary(mir.SqrtOp, ElementwiseFn.SQRT, K.sqrt),
-    _unary(mir.RsqrtOp, ElementwiseFn.RSQRT, K.rsqrt),
-    _unary(mir.TanhOp, ElementwiseFn.TANH, K.tanh),
-    _unary(mir.SigmoidOp, ElementwiseFn.SIGMOID, K.sigmoid),
-    _unary(mir.SiluOp, ElementwiseFn.SILU, K.silu),
-    _unary(mir.GeluOp, ElementwiseFn.GELU, K.gelu),
-    _unary(mir.GeluTanhOp, ElementwiseFn.GELU_TANH, K.gelu_tanh),
-    _unary(mir.ReluOp, ElementwiseFn.RELU, K.relu),
-    _unary(mir.AbsOp, ElementwiseFn.ABS, K.absolute),
-    _unary(mir.SoftplusOp, ElementwiseFn.SOFTPLUS, K.softplus),
+    # elementwise: one `lir.elementwise` kernel each, its `fn` and reference by the op's name
+    *(_elementwise(op) for op in (*mir.BINARY_ELEMENTWISE_OPS, *mir.UNARY_ELEMENTWISE_OPS)),
     # linear algebra
-    _kernel(mir.MatmulOp, lir.MatmulOp, si.matmul, K.matmul),
-    _kernel(mir.FusedMatmulOp, lir.FusedMatmulOp, si.linear, K.fused_matmul),
-    _kernel(mir.DequantMatmulOp, lir.DequantMatmulOp, si.dequant_matmul, K.dequant_matmul),
-    _kernel(mir.DepthwiseConv1dOp, lir.DepthwiseConv1dOp, si.depthwise_conv1d,
-            K.depthwise_conv1d),
+    _kernel(mir.MatmulOp, lir.MatmulOp, K.matmul),
+    _kernel(mir.FusedMatmulOp, lir.FusedMatmulOp, K.fused_matmul),
+    _kernel(mir.DequantMatmulOp, lir.DequantMatmulOp, K.dequant_matmul),
+    _kernel(mir.DepthwiseConv1dOp, lir.DepthwiseConv1dOp, K.depthwise_conv1d),
     # sequence ops
-    _kernel(mir.SelectiveScanOp, lir.SelectiveScanOp, si.selective_scan, K.selective_scan),
-    _kernel(mir.GatedDeltaNetOp, lir.GatedDeltaNetOp, si.gated_delta_net, K.gated_delta_net),
+    _kernel(mir.SelectiveScanOp, lir.SelectiveScanOp, K.selective_scan),
+    _kernel(mir.GatedDeltaNetOp, lir.GatedDeltaNetOp, K.gated_delta_net),
     # reductions and norms
-    _kernel(mir.ReduceOp, lir.ReduceOp, si.reduce, K.reduce),
-    _kernel(mir.SoftmaxOp, lir.SoftmaxOp, si.softmax, K.softmax),
-    _kernel(mir.RmsNormOp, lir.RmsNormOp, si.norm, K.rms_norm),
-    _kernel(mir.LayerNormOp, lir.LayerNormOp, si.norm, K.layer_norm),
+    _kernel(mir.ReduceOp, lir.ReduceOp, K.reduce),
+    _kernel(mir.SoftmaxOp, lir.SoftmaxOp, K.softmax),
+    _kernel(mir.RmsNormOp, lir.RmsNormOp, K.rms_norm),
+    _kernel(mir.LayerNormOp, lir.LayerNormOp, K.layer_norm),
     # transformer
-    _kernel(mir.RopeOp, lir.RopeOp, si.rope, K.rope),
-    _kernel(mir.AttentionOp, lir.AttentionOp, si.attention, K.attention),
+    _kernel(mir.RopeOp, lir.RopeOp, K.rope),
+    _kernel(mir.AttentionOp, lir.AttentionOp, K.attention),
     # data movement
-    _kernel(mir.TransposeOp, lir.TransposeOp, si.transpose, K.transpose),
-    _kernel(mir.ConcatOp, lir.ConcatOp, si.concat, K.concat),
-    _kernel(mir.BroadcastToOp, lir.BroadcastToOp, si.broadcast_to, None),
-    _kernel(mir.GatherOp, lir.GatherOp, si.gather, K.gather),
-    _kernel(mir.DequantGatherOp, lir.DequantGatherOp, si.dequant_gather, K.dequant_gather),
-    MirOpRecord(mir.ReshapeOp, None, None, Lowering.PATTERN, None),  # always an lir.view
-    MirOpRecord(mir.NarrowOp, si.narrow, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
-    MirOpRecord(mir.ConstantOp, None, None, Lowering.PATTERN, lir.ConstantOp),
-    MirOpRecord(mir.FusedElementwiseOp, None, None, Lowering.PATTERN, lir.FusedElementwiseOp),
+    _kernel(mir.TransposeOp, lir.TransposeOp, K.transpose),
+    _kernel(mir.ConcatOp, lir.ConcatOp, K.concat),
+    _kernel(mir.BroadcastToOp, lir.BroadcastToOp, None),
+    _kernel(mir.GatherOp, lir.GatherOp, K.gather),
+    _kernel(mir.DequantGatherOp, lir.DequantGatherOp, K.dequant_gather),
+    MirOpRecord(mir.ReshapeOp, None, Lowering.PATTERN, None),  # always an lir.view
+    MirOpRecord(mir.NarrowOp, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
+    MirOpRecord(mir.ConstantOp, None, Lowering.PATTERN, lir.ConstantOp),
+    MirOpRecord(mir.FusedElementwiseOp, None, Lowering.PATTERN, lir.FusedElementwiseOp),
     # a region op: lir.scan around the kernels of its body (not a kernel itself)
-    MirOpRecord(mir.ScanOp, None, None, Lowering.PATTERN, None),
+    MirOpRecord(mir.ScanOp, None, Lowering.PATTERN, None),
     # state: the cache append is written in place, its rows are a view, assign a copy
-    MirOpRecord(mir.InsertRowsOp, None, K.insert_rows, Lowering.PATTERN, lir.InsertRowsOp),
-    MirOpRecord(mir.ExtractRowsOp, None, None, Lowering.PATTERN, None),  # always an lir.view
-    MirOpRecord(mir.AssignOp, None, None, Lowering.PATTERN, lir.CopyOp),
+    MirOpRecord(mir.InsertRowsOp, K.insert_rows, Lowering.PATTERN, lir.InsertRowsOp),
+    MirOpRecord(mir.ExtractRowsOp, None, Lowering.PATTERN, None),  # always an lir.view
+    MirOpRecord(mir.AssignOp, None, Lowering.PATTERN, lir.CopyOp),
 )
 """One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
 
@@ -315,5 +299,4 @@ __all__ = [
     "MirOpRecord",
     "RegistryError",
     "check_complete",
-    "same_shape",
 ]

@@ -38,6 +38,7 @@ from rlx_mlir.core.abi import CACHE_DIMS
 from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import Activation, MaskKind, MaskKindAttr, RopeStyleAttr
+from rlx_mlir.dialects.verifier import grouped_operands
 from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import ACTIVATION_OPS, OpSequence, splat_constant
 
@@ -152,6 +153,20 @@ def _replace(rewriter: PatternRewriter, op: hir.HirOp, seq: OpSequence) -> None:
 # ----------------------------------------------------------------------------- patterns
 
 
+class TwinLowering(RewritePattern):
+    """An hir op that is a mir op at the block level (`hir.mir_twin`: rms_norm, layer_norm,
+    attention, rope, dequant_matmul) -> that mir op, with the same operands, properties
+    and result type."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        mir_op = getattr(type(op), "MIR_OP", None)
+        if not isinstance(op, hir.HirOp) or mir_op is None:
+            return
+        rewriter.replace(op, mir_op.build(operands=grouped_operands(op),
+                                          result_types=[op.result.type],
+                                          properties=dict(op.properties)))
+
+
 class LinearLowering(RewritePattern):
     """`hir.linear` -> `mir.matmul` (+ `mir.add` bias) (+ activation)."""
 
@@ -173,16 +188,6 @@ class SwigluFfnLowering(RewritePattern):
         _replace(rewriter, op, seq)
 
 
-class RmsNormLowering(RewritePattern):
-    """`hir.rms_norm` -> `mir.rms_norm` (beta as its optional operand)."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: hir.RmsNormOp, rewriter: PatternRewriter, /) -> None:
-        seq = OpSequence()
-        emit_rms_norm(seq, op.x, op.gamma, op.beta, op.eps)
-        _replace(rewriter, op, seq)
-
-
 class ResidualRmsNormLowering(RewritePattern):
     """`hir.residual_rms_norm` -> `mir.add` + `mir.rms_norm`."""
 
@@ -191,48 +196,6 @@ class ResidualRmsNormLowering(RewritePattern):
         seq = OpSequence()
         h = seq.emit(mir.AddOp(op.x, op.residual, op.result.type))
         emit_rms_norm(seq, h, op.gamma, op.beta, op.eps)
-        _replace(rewriter, op, seq)
-
-
-class LayerNormLowering(RewritePattern):
-    """`hir.layer_norm` -> `mir.layer_norm`."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: hir.LayerNormOp, rewriter: PatternRewriter, /) -> None:
-        seq = OpSequence()
-        seq.emit(mir.LayerNormOp(op.x, op.gamma, op.beta, op.eps))
-        _replace(rewriter, op, seq)
-
-
-class AttentionLowering(RewritePattern):
-    """`hir.attention` -> `mir.attention` with the same properties."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: hir.AttentionOp, rewriter: PatternRewriter, /) -> None:
-        seq = OpSequence()
-        seq.emit(
-            mir.AttentionOp(
-                op.q,
-                op.k,
-                op.v,
-                op.mask,
-                num_heads=op.num_heads.value.data,
-                head_dim=op.head_dim.value.data,
-                num_kv_heads=op.num_kv_heads.value.data,
-                mask_kind=op.mask_kind,
-                scale=op.scale,
-            )
-        )
-        _replace(rewriter, op, seq)
-
-
-class RopeLowering(RewritePattern):
-    """`hir.rope` -> `mir.rope` with the same properties."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: hir.RopeOp, rewriter: PatternRewriter, /) -> None:
-        seq = OpSequence()
-        seq.emit(mir.RopeOp(op.x, op.cos, op.sin, op.head_dim, op.n_rot, op.style))
         _replace(rewriter, op, seq)
 
 
@@ -253,16 +216,6 @@ class EmbeddingLowering(RewritePattern):
     def match_and_rewrite(self, op: hir.EmbeddingOp, rewriter: PatternRewriter, /) -> None:
         seq = OpSequence()
         seq.emit(mir.GatherOp(op.table, op.ids, 0, op.result.type))
-        _replace(rewriter, op, seq)
-
-
-class DequantMatmulLowering(RewritePattern):
-    """`hir.dequant_matmul` -> `mir.dequant_matmul`."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: hir.DequantMatmulOp, rewriter: PatternRewriter, /) -> None:
-        seq = OpSequence()
-        seq.emit(mir.DequantMatmulOp(op.x, op.w, op.scheme, op.result.type))
         _replace(rewriter, op, seq)
 
 
@@ -350,14 +303,14 @@ class DepthwiseConv1dCausalLowering(RewritePattern):
 HIR_TO_MIR: dict[type[hir.HirOp], type[RewritePattern]] = {
     hir.LinearOp: LinearLowering,
     hir.SwigluFfnOp: SwigluFfnLowering,
-    hir.RmsNormOp: RmsNormLowering,
+    hir.RmsNormOp: TwinLowering,
     hir.ResidualRmsNormOp: ResidualRmsNormLowering,
-    hir.LayerNormOp: LayerNormLowering,
-    hir.AttentionOp: AttentionLowering,
-    hir.RopeOp: RopeLowering,
+    hir.LayerNormOp: TwinLowering,
+    hir.AttentionOp: TwinLowering,
+    hir.RopeOp: TwinLowering,
     hir.LlamaDecoderBlockOp: LlamaDecoderBlockLowering,
     hir.EmbeddingOp: EmbeddingLowering,
-    hir.DequantMatmulOp: DequantMatmulLowering,
+    hir.DequantMatmulOp: TwinLowering,
     hir.DepthwiseConv1dCausalOp: DepthwiseConv1dCausalLowering,
     hir.Qwen35MtpHeadOp: Qwen35MtpHeadLowering,
 }
@@ -365,8 +318,8 @@ HIR_TO_MIR: dict[type[hir.HirOp], type[RewritePattern]] = {
 
 registry.check_complete("convert-hir-to-mir: hir ops with a pattern", registry.HIR_OPS, HIR_TO_MIR)
 
-HIR_TO_MIR_PATTERNS: tuple[type[RewritePattern], ...] = tuple(HIR_TO_MIR.values())
-"""One pattern per hir op."""
+HIR_TO_MIR_PATTERNS: tuple[type[RewritePattern], ...] = tuple(dict.fromkeys(HIR_TO_MIR.values()))
+"""The patterns of the hir ops (one serves every twin)."""
 
 
 @dataclass(frozen=True)

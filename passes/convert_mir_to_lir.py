@@ -65,7 +65,7 @@ from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
-from rlx_mlir.dialects.signature import symbolic_shapes
+from rlx_mlir.dialects.verifier import grouped_operands, symbolic_shapes
 from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import require_lowered
 
@@ -194,12 +194,6 @@ def replace_with_view(
 def _base(value: SSAValue) -> SSAValue:
     owner = value.owner
     return owner.source if isinstance(owner, lir.ViewOp) else value
-
-
-def grouped_operands(op: IRDLOperation) -> list[SSAValue | Sequence[SSAValue] | None]:
-    """The operands of `op` grouped by their definitions (None for an absent optional
-    operand, a tuple for a variadic one), as `build` takes them."""
-    return [getattr(op, name) for name, _ in type(op).get_irdl_definition().operands]
 
 
 def narrow_is_contiguous(shape: si.Shape, axis: int, length: int) -> bool:

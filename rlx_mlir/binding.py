@@ -33,7 +33,7 @@ from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
 from rlx_mlir.core.shape_inference import Dim, Shape, fmt
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
-from rlx_mlir.dialects.signature import symbolic_shapes
+from rlx_mlir.dialects.verifier import symbolic_shapes
 
 
 @dataclass(frozen=True)

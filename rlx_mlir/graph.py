@@ -19,7 +19,7 @@ IR is built directly, never by printing and re-parsing text.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,10 +35,9 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     NameLoc,
     StringAttr,
-    UnitAttr,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.irdl import IRDLOperation
+from xdsl.irdl import IRDLOperation, OptOperandDef
 from xdsl.printer import Printer
 
 from rlx_mlir.core import shape_inference as rules
@@ -56,19 +55,17 @@ from rlx_mlir.core.dtypes import canonical_name, numpy_type
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.core.locations import name_loc
 from rlx_mlir.dialects import hir, mir
-from rlx_mlir.dialects.common import dims_attr, f32_attr, i64_array_attr, i64_attr, tensor_type
+from rlx_mlir.dialects.common import dims_attr, f32_attr, shape_of, tensor_type
 from rlx_mlir.dialects.rlx import (
     Activation,
     ActivationAttr,
-    MaskKind,
-    MaskKindAttr,
     QuantScheme,
     QuantSchemeAttr,
     ReduceKind,
-    ReduceKindAttr,
     RopeStyle,
     RopeStyleAttr,
 )
+from rlx_mlir.dialects.verifier import VerifiesSignature
 
 Scalar = float | int
 Operand = "Value | float | int"
@@ -246,6 +243,33 @@ def _enum(enum_cls: type, attr_cls: type, value: str, what: str) -> Attribute:
 
 def _check_dtype(name: str, value: Value, allowed: Sequence[str]) -> None:
     rules.check_dtype(name, value.dtype, allowed)
+
+
+def _shape(value: Value | SSAValue | None) -> rules.Shape | None:
+    """A Value's symbolic shape, an SSA value's (the position: none), None when absent."""
+    if value is None or (isinstance(value, SSAValue) and isinstance(value.type, IndexType)):
+        return None
+    return value.shape if isinstance(value, Value) else shape_of(value)
+
+
+def _bind_operands(method: str, op_cls: type[IRDLOperation], args: Sequence[Any],
+                   named: Mapping[str, Any]) -> dict[str, Any]:
+    """The operands of `op_cls` by name from a method's positional `args` (in the op's
+    definition order) and `named` ones; a required operand missing is a GraphError."""
+    definition = op_cls.get_irdl_definition().operands
+    names = [name for name, _ in definition]
+    if len(args) > len(names):
+        raise GraphError(f"{method}: expected at most {len(names)} operands, got {len(args)}")
+    values = dict(zip(names, args, strict=False))
+    for name, value in named.items():
+        if name not in names or name in values:
+            why = "given twice" if name in values else f"expected one of {', '.join(names)}"
+            raise GraphError(f"{method}: operand {name!r}: {why}")
+        values[name] = value
+    for name, operand in definition:
+        if values.get(name) is None and not isinstance(operand, OptOperandDef):
+            raise GraphError(f"{method}: {name}: expected a Value, got none")
+    return values
 
 
 class Graph:
@@ -459,6 +483,54 @@ class Graph:
         )
         return self._append(op, shape, dtype)
 
+    def _op(self, method: str, op_cls: type[VerifiesSignature], result_shape: rules.Shape | None = None,
+            **arguments: Any) -> Value:
+        """The one result of `op_cls` built from `arguments` (`_op_results`)."""
+        (value,) = self._op_results(method, op_cls, result_shape, **arguments)
+        return value
+
+    def _op_results(self, method: str, op_cls: type[VerifiesSignature],
+                    result_shape: rules.Shape | None = None, **arguments: Any) -> tuple[Value, ...]:
+        """Build `op_cls` from `arguments` by its operand and property names: operands as
+        Values (or SSA values; None when absent, a list for a variadic one), properties
+        as Python values or attributes. The op's shape rule on the Values' symbolic
+        shapes gives the results' shapes (its errors prefixed with `method`; an op
+        without a rule takes `result_shape`), its `ELEMENT_TYPES` their dtypes; the op is
+        built by its keyword constructor. Returns a Value per result present (an optional
+        one the rule gives no shape, such as a sequence op's final state without
+        `return_state`, is absent)."""
+        operand_names = {name for name, _ in op_cls.get_irdl_definition().operands}
+        shapes: dict[str, Any] = {}
+        dtypes: dict[str, str | None] = {}
+        values: dict[str, Any] = {}
+        properties: dict[str, Any] = {}
+        for name, argument in arguments.items():
+            if name not in operand_names:
+                properties[name] = argument
+                continue
+            items = argument if isinstance(argument, list) else [argument]
+            shapes[name] = [_shape(v) for v in items] if isinstance(argument, list) else _shape(argument)
+            dtypes[name] = next((v.dtype for v in items if isinstance(v, Value)), None)
+            ssa = [v.ssa if isinstance(v, Value) else v for v in items]
+            values[name] = ssa if isinstance(argument, list) else ssa[0]
+        with _context(method):
+            if result_shape is None:
+                result_shapes = op_cls.rule_shapes(shapes, properties)
+            else:
+                result_shapes = [result_shape]
+            result_dtypes = op_cls.result_dtypes(dtypes)
+        results = [(shape, dtype) for shape, dtype in zip(result_shapes, result_dtypes, strict=True)
+                   if shape is not None]
+        types = [None if shape is None else tensor_type(shape, dtype)
+                 for shape, dtype in zip(result_shapes, result_dtypes, strict=True)]
+        if len(types) == 1:
+            op = op_cls(**values, **properties, result_type=types[0])
+        else:
+            op = op_cls(**values, **properties, result_types=types)
+        self._add_located(op)
+        return tuple(Value(self, ssa, tuple(shape), dtype)
+                     for ssa, (shape, dtype) in zip(op.results, results, strict=True))
+
     def _append(self, op: Operation, shape: rules.Shape, dtype: str) -> Value:
         self._add_located(op)
         return Value(self, op.results[0], tuple(shape), dtype)
@@ -547,8 +619,7 @@ class Graph:
         with _context(method):
             _check_dtype("lhs", lhs, ("f32",))
             _check_dtype("rhs", rhs, ("f32",))
-            shape = rules.broadcast(lhs.shape, rhs.shape)
-        return self._emit(op_cls, [lhs, rhs], shape, lhs.dtype)
+        return self._op(method, op_cls, lhs=lhs, rhs=rhs)
 
     def add(self, a: Value | Scalar, b: Value | Scalar) -> Value:
         """a + b with numpy broadcasting."""
@@ -580,7 +651,7 @@ class Graph:
 
     def _unary(self, method: str, op_cls: type[IRDLOperation], x: Value) -> Value:
         self._f32_operands(method, ["x"], [x])
-        return self._emit(op_cls, [x], x.shape)
+        return self._op(method, op_cls, input=x)
 
     def neg(self, x: Value) -> Value:
         return self._unary("neg", mir.NegOp, x)
@@ -630,26 +701,21 @@ class Graph:
     def matmul(self, a: Value, b: Value) -> Value:
         """np.matmul: 1-D operands promoted, batch dimensions broadcast."""
         self._f32_operands("matmul", ["lhs", "rhs"], [a, b])
-        with _context("matmul"):
-            shape = rules.matmul(a.shape, b.shape)
-        return self._emit(mir.MatmulOp, [a, b], shape)
+        return self._op("matmul", mir.MatmulOp, lhs=a, rhs=b)
 
     def linear(self, x: Value, w: Value, b: Value | None = None,
                activation: str | None = None) -> Value:
         """x[..., K] @ w[K, N] (+ b[N]), then the activation (relu gelu gelu_tanh silu sigmoid tanh)."""
         self._f32_operands("linear", ["x", "w", "b"], [x, w, b])
         with _context("linear"):
-            shape = rules.linear(x.shape, w.shape, None if b is None else b.shape)
             act = None if activation is None else _enum(Activation, ActivationAttr, activation, "activation")
-        return self._emit(hir.LinearOp, [x, w, b], shape, properties={"activation": act})
+        return self._op("linear", hir.LinearOp, x=x, w=w, bias=b, activation=act)
 
     def swiglu_ffn(self, x: Value, up: Value, gate: Value, down: Value) -> Value:
         """(silu(x @ gate) * (x @ up)) @ down. Note the order `up, gate, down`, unlike
         `llama_decoder_block(..., gate_w, up_w, down_w)` (docs/semantics.md "Blocks")."""
         self._f32_operands("swiglu_ffn", ["x", "up", "gate", "down"], [x, up, gate, down])
-        with _context("swiglu_ffn"):
-            shape = rules.swiglu_ffn(x.shape, up.shape, gate.shape, down.shape)
-        return self._emit(hir.SwigluFfnOp, [x, up, gate, down], shape)
+        return self._op("swiglu_ffn", hir.SwigluFfnOp, x=x, up=up, gate=gate, down=down)
 
     def dequant_matmul(self, x: Value, w: Value, scheme: str) -> Value:
         """x[..., K] @ dequant(w)^T for raw GGUF data w: ui8[N, K/values · bytes] of one of the
@@ -661,8 +727,7 @@ class Graph:
             _check_dtype("x", x, ("f32",))
             _check_dtype("w", w, ("ui8",))
             attr = _enum(QuantScheme, QuantSchemeAttr, scheme, "scheme")
-            shape = rules.dequant_matmul(x.shape, w.shape, scheme)
-        return self._emit(hir.DequantMatmulOp, [x, w], shape, properties={"scheme": attr})
+        return self._op("dequant_matmul", hir.DequantMatmulOp, x=x, w=w, scheme=attr)
 
     # ------------------------------------------------------------------ reductions, norms
 
@@ -673,13 +738,7 @@ class Graph:
             if not isinstance(axes, int) and not all(isinstance(a, int) for a in axes):
                 raise RlxError(f"axes: expected an int or a tuple of ints, got {axes!r}")
             norm = rules.normalize_axes("axes", axes, x.rank)
-            shape = rules.reduce(x.shape, norm, keepdim)
-        props = {
-            "kind": ReduceKindAttr(kind),
-            "axes": i64_array_attr(norm),
-            "keepdim": UnitAttr() if keepdim else None,
-        }
-        return self._emit(mir.ReduceOp, [x], shape, properties=props)
+        return self._op(method, mir.ReduceOp, input=x, kind=kind, axes=norm, keepdim=keepdim)
 
     def reduce_sum(self, x: Value, axes: int | Sequence[int], keepdim: bool = False) -> Value:
         return self._reduce("reduce_sum", ReduceKind.SUM, x, axes, keepdim)
@@ -698,7 +757,7 @@ class Graph:
         self._f32_operands("softmax", ["x"], [x])
         with _context("softmax"):
             ax = rules.normalize_axis("axis", axis, x.rank)
-        return self._emit(mir.SoftmaxOp, [x], x.shape, properties={"axis": i64_attr(ax)})
+        return self._op("softmax", mir.SoftmaxOp, input=x, axis=ax)
 
     def _eps(self, eps: float) -> FloatAttr:
         return f32_attr(_finite("eps", eps, positive=True))
@@ -707,9 +766,8 @@ class Graph:
         """x / sqrt(mean(x^2, -1) + eps) * gamma (+ beta)."""
         self._f32_operands("rms_norm", ["x", "gamma", "beta"], [x, gamma, beta])
         with _context("rms_norm"):
-            shape = rules.norm(x.shape, gamma.shape, None if beta is None else beta.shape)
-            props = {"eps": self._eps(eps)}
-        return self._emit(hir.RmsNormOp, [x, gamma, beta], shape, properties=props)
+            eps_attr = self._eps(eps)
+        return self._op("rms_norm", hir.RmsNormOp, x=x, gamma=gamma, beta=beta, eps=eps_attr)
 
     def residual_rms_norm(self, x: Value, residual: Value, gamma: Value,
                           beta: Value | None = None, eps: float = 1e-5) -> Value:
@@ -717,10 +775,9 @@ class Graph:
         names = ["x", "residual", "gamma", "beta"]
         self._f32_operands("residual_rms_norm", names, [x, residual, gamma, beta])
         with _context("residual_rms_norm"):
-            shape = rules.residual_norm(x.shape, residual.shape, gamma.shape,
-                                        None if beta is None else beta.shape)
-            props = {"eps": self._eps(eps)}
-        return self._emit(hir.ResidualRmsNormOp, [x, residual, gamma, beta], shape, properties=props)
+            eps_attr = self._eps(eps)
+        return self._op("residual_rms_norm", hir.ResidualRmsNormOp, x=x, residual=residual,
+                        gamma=gamma, beta=beta, eps=eps_attr)
 
     def layer_norm(self, x: Value, gamma: Value, beta: Value, eps: float = 1e-5) -> Value:
         """Layer normalization over the last axis (population variance)."""
@@ -728,9 +785,8 @@ class Graph:
         with _context("layer_norm"):
             if beta is None:
                 raise RlxError("beta: layer_norm needs a beta Value, got None")
-            shape = rules.norm(x.shape, gamma.shape, beta.shape)
-            props = {"eps": self._eps(eps)}
-        return self._emit(hir.LayerNormOp, [x, gamma, beta], shape, properties=props)
+            eps_attr = self._eps(eps)
+        return self._op("layer_norm", hir.LayerNormOp, x=x, gamma=gamma, beta=beta, eps=eps_attr)
 
     # ------------------------------------------------------------------ data movement
 
@@ -741,24 +797,22 @@ class Graph:
             if isinstance(shape, int | np.integer):
                 raise ShapeError(f"shape: expected a tuple or list of ints, got {shape!r}")
             new = rules.reshape(x.shape, _dims("shape", shape, infer=True, symbols=self.symbols))
-        return self._emit(mir.ReshapeOp, [x], new, x.dtype)
+        return self._op("reshape", mir.ReshapeOp, new, input=x)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
         """Permute the axes (entries may be negative)."""
         self._own("x", x)
         with _context("transpose"):
-            shape = rules.transpose(x.shape, perm)
+            rules.transpose(x.shape, perm)  # the user's perm in its messages
             norm = [rules.normalize_axis("perm", p, x.rank) for p in perm]
-        return self._emit(mir.TransposeOp, [x], shape, x.dtype, {"perm": i64_array_attr(norm)})
+        return self._op("transpose", mir.TransposeOp, input=x, perm=norm)
 
     def narrow(self, x: Value, axis: int, start: int, length: int) -> Value:
         """The slice [start, start + length) along `axis`."""
         self._own("x", x)
         with _context("narrow"):
-            shape = rules.narrow(x.shape, axis, start, length)
             ax = rules.normalize_axis("axis", axis, x.rank)
-        props = {"axis": i64_attr(ax), "start": i64_attr(start), "length": i64_attr(length)}
-        return self._emit(mir.NarrowOp, [x], shape, x.dtype, props)
+        return self._op("narrow", mir.NarrowOp, input=x, axis=ax, start=start, length=length)
 
     def concat(self, values: Sequence[Value], axis: int) -> Value:
         """Join tensors of the same dtype along `axis`."""
@@ -766,7 +820,7 @@ class Graph:
         for i, v in enumerate(values):
             self._own(f"values[{i}]", v)
         with _context("concat"):
-            shape = rules.concat([v.shape for v in values], axis)
+            rules.concat([v.shape for v in values], axis)  # its errors before the checks below
             ax = rules.normalize_axis("axis", axis, values[0].rank)
             for i, v in enumerate(values):
                 if not rules.is_static(v.shape[ax]):
@@ -776,12 +830,7 @@ class Graph:
                     )
             for i, v in enumerate(values):
                 rules.check_dtype(f"values[{i}]", v.dtype, (values[0].dtype,))
-        op = mir.ConcatOp.build(
-            operands=[[v.ssa for v in values]],
-            result_types=[tensor_type(shape, values[0].dtype)],
-            properties={"axis": i64_attr(ax)},
-        )
-        return self._append(op, shape, values[0].dtype)
+        return self._op("concat", mir.ConcatOp, inputs=values, axis=ax)
 
     def broadcast_to(self, x: Value, shape: Sequence[int]) -> Value:
         """numpy.broadcast_to."""
@@ -789,7 +838,7 @@ class Graph:
         with _context("broadcast_to"):
             target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols),
                                         keep_symbols=True)
-        return self._emit(mir.BroadcastToOp, [x], target, x.dtype)
+        return self._op("broadcast_to", mir.BroadcastToOp, target, input=x)
 
     def gather(self, x: Value, indices: Value, axis: int = 0) -> Value:
         """np.take(x, indices, axis); out-of-range indices are a call-time error."""
@@ -797,9 +846,8 @@ class Graph:
         self._own("indices", indices)
         with _context("gather"):
             _check_dtype("indices", indices, rules.INDEX_DTYPES)
-            shape = rules.gather(x.shape, indices.shape, axis)
             ax = rules.normalize_axis("axis", axis, x.rank)
-        return self._emit(mir.GatherOp, [x, indices], shape, x.dtype, {"axis": i64_attr(ax)})
+        return self._op("gather", mir.GatherOp, input=x, indices=indices, axis=ax)
 
     def embedding(self, table: Value, ids: Value, scheme: str | None = None) -> Value:
         """table[V, D] looked up at ids (i32/i64) -> [..., D]. With `scheme` (a
@@ -813,12 +861,11 @@ class Graph:
             if scheme is not None:
                 _check_dtype("table", table, ("ui8",))
                 attr = _enum(QuantScheme, QuantSchemeAttr, scheme, "scheme")
-                shape = rules.dequant_gather(table.shape, ids.shape, scheme)
-                return self._emit(mir.DequantGatherOp, [table, ids], shape,
-                                  properties={"scheme": attr})
-            _check_dtype("table", table, ("f32",))
-            shape = rules.embedding(table.shape, ids.shape)
-        return self._emit(hir.EmbeddingOp, [table, ids], shape)
+            else:
+                _check_dtype("table", table, ("f32",))
+        if scheme is not None:
+            return self._op("embedding", mir.DequantGatherOp, table=table, ids=ids, scheme=attr)
+        return self._op("embedding", hir.EmbeddingOp, table=table, ids=ids)
 
     # ------------------------------------------------------------------ transformer blocks
 
@@ -828,12 +875,10 @@ class Graph:
         are [S, n_rot/2], row s for position s; styles "half" (HF) and "interleaved"
         (GGML), see docs/semantics.md "Rotary embedding"."""
         self._f32_operands("rope", ["x", "cos", "sin"], [x, cos, sin])
-        n_rot = head_dim if n_rot is None else n_rot
         with _context("rope"):
-            shape = rules.rope(x.shape, cos.shape, sin.shape, head_dim, n_rot)
-            props = {"head_dim": i64_attr(head_dim), "n_rot": i64_attr(n_rot),
-                     "style": _enum(RopeStyle, RopeStyleAttr, style, "style")}
-        return self._emit(hir.RopeOp, [x, cos, sin], shape, properties=props)
+            style_attr = _enum(RopeStyle, RopeStyleAttr, style, "style")
+        return self._op("rope", hir.RopeOp, x=x, cos=cos, sin=sin, head_dim=head_dim,
+                        n_rot=n_rot, style=style_attr)
 
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None, *,
                   num_heads: int, head_dim: int, num_kv_heads: int | None = None,
@@ -842,35 +887,18 @@ class Graph:
         head h // (num_heads / num_kv_heads); masks, causal offset and scale as in
         docs/semantics.md ("Grouped-query attention")."""
         self._f32_operands("attention", ["q", "k", "v", "mask"], [q, k, v, mask])
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        # The rule checks mask_kind (a string) before the constructor makes it an attribute.
         with _context("attention"):
-            shape = rules.attention(
-                q.shape, k.shape, v.shape, None if mask is None else mask.shape,
-                num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
-                mask_kind=mask_kind,
-            )
-            props = self._attention_props(num_heads, head_dim, num_kv_heads, mask_kind, scale)
-        return self._emit(hir.AttentionOp, [q, k, v, mask], shape, properties=props)
-
-    @staticmethod
-    def _attention_props(num_heads: int, head_dim: int, num_kv_heads: int, mask_kind: str,
-                         scale: float | None) -> dict[str, Attribute]:
-        scale = 1.0 / math.sqrt(head_dim) if scale is None else _finite("scale", scale)
-        return {
-            "num_heads": i64_attr(num_heads),
-            "head_dim": i64_attr(head_dim),
-            "num_kv_heads": i64_attr(num_kv_heads),
-            "mask_kind": _enum(MaskKind, MaskKindAttr, mask_kind, "mask_kind"),
-            "scale": f32_attr(scale),
-        }
+            scale = None if scale is None else _finite("scale", scale)
+        return self._op("attention", hir.AttentionOp, q=q, k=k, v=v, mask=mask,
+                        num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+                        mask_kind=mask_kind, scale=scale)
 
     def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None) -> Value:
         """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C]."""
         self._f32_operands("depthwise_conv1d_causal", ["x", "w", "left_pad"], [x, w, left_pad])
-        with _context("depthwise_conv1d_causal"):
-            shape = rules.depthwise_conv1d_causal(
-                x.shape, w.shape, None if left_pad is None else left_pad.shape)
-        return self._emit(hir.DepthwiseConv1dCausalOp, [x, w, left_pad], shape)
+        return self._op("depthwise_conv1d_causal", hir.DepthwiseConv1dCausalOp, x=x, w=w,
+                        left_pad=left_pad)
 
     # ------------------------------------------------------------------ sequence ops
 
@@ -880,15 +908,15 @@ class Graph:
         """Mamba's selective scan (docs/semantics.md): x, delta [b, s, h], A [h, n],
         B, C [b, s, n] -> y [b, s, h]; the state [b, h, n] starts at `initial_state`
         (zeros when absent). With `return_state`, returns (y, final_state)."""
-        names = ["x", "delta", "A", "B", "C", "initial_state"]
-        operands = [x, delta, A, B, C, initial_state]
-        self._f32_operands("selective_scan", names, operands)
-        with _context("selective_scan"):
-            shapes = [None if v is None else v.shape for v in operands]
-            shape = rules.selective_scan(*shapes)
-            state_shape = rules.selective_scan_state(x.shape, A.shape)
-        return self._sequence_result(mir.SelectiveScanOp, operands, shape, state_shape,
-                                     return_state)
+        self._f32_operands("selective_scan", ["x", "delta", "A", "B", "C", "initial_state"],
+                           [x, delta, A, B, C, initial_state])
+        results = self._op_results("selective_scan", mir.SelectiveScanOp, x=x, delta=delta, a=A,
+                                   b=B, c=C, initial_state=initial_state,
+                                   return_state=return_state)
+        if not return_state:
+            return results[0]
+        out, final_state = results
+        return out, final_state
 
     def gated_delta_net(self, q: Value, k: Value, v: Value, g: Value, beta: Value,
                         initial_state: Value | None = None,
@@ -898,15 +926,15 @@ class Graph:
         [b, H, n, m] starts at `initial_state` (zeros when absent). q and k are used as
         given (Qwen3.5 l2-normalizes both and scales q by 1/sqrt(n) before). With
         `return_state`, returns (out, final_state)."""
-        names = ["q", "k", "v", "g", "beta", "initial_state"]
-        operands = [q, k, v, g, beta, initial_state]
-        self._f32_operands("gated_delta_net", names, operands)
-        with _context("gated_delta_net"):
-            shapes = [None if value is None else value.shape for value in operands]
-            shape = rules.gated_delta_net(*shapes)
-            state_shape = rules.gated_delta_net_state(q.shape, v.shape)
-        return self._sequence_result(mir.GatedDeltaNetOp, operands, shape, state_shape,
-                                     return_state)
+        self._f32_operands("gated_delta_net", ["q", "k", "v", "g", "beta", "initial_state"],
+                           [q, k, v, g, beta, initial_state])
+        results = self._op_results("gated_delta_net", mir.GatedDeltaNetOp, q=q, k=k, v=v, g=g,
+                                   beta=beta, initial_state=initial_state,
+                                   return_state=return_state)
+        if not return_state:
+            return results[0]
+        out, final_state = results
+        return out, final_state
 
     def scan(self, init: Value, body: Graph, length: int, xs: Sequence[Value] = (),
              consts: Sequence[Value] = (), trajectory: bool = False) -> Value | tuple[Value, Value]:
@@ -964,58 +992,28 @@ class Graph:
         ret.erase()
         return fn.body.clone()
 
-    def qwen35_mtp_head(
-        self, h_pre_norm: Value, input_ids: Value, cos: Value, sin: Value,
-        last_token_idx: Value, embed_w: Value, hnorm_w: Value, hnorm_b: Value | None,
-        enorm_w: Value, enorm_b: Value | None, eh_w: Value, attn_norm_w: Value,
-        attn_norm_b: Value | None, q_gate_w: Value, k_w: Value, v_w: Value, q_norm_w: Value,
-        q_norm_b: Value | None, k_norm_w: Value, k_norm_b: Value | None, o_w: Value,
-        post_norm_w: Value, post_norm_b: Value | None, gate_w: Value, up_w: Value,
-        down_w: Value, head_norm_w: Value, head_norm_b: Value | None, lm_head_w: Value, *,
-        num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int, eps: float = 1e-6,
-    ) -> Value:
+    def qwen35_mtp_head(self, *operands: Value | None, num_heads: int, num_kv_heads: int,
+                        head_dim: int, n_rot: int, eps: float = 1e-6,
+                        **named: Value | None) -> Value:
         """The Qwen3.5 multi-token-prediction head (docs/semantics.md): logits [B, V] of
-        the token after `last_token_idx[b]`. Weights are [in, out]; the norms multiply by
-        their gamma as given (Qwen3.5 stores 1 + gamma: pass 1 + w); betas may be None."""
-        values = [h_pre_norm, input_ids, cos, sin, last_token_idx, embed_w, hnorm_w, hnorm_b,
-                  enorm_w, enorm_b, eh_w, attn_norm_w, attn_norm_b, q_gate_w, k_w, v_w,
-                  q_norm_w, q_norm_b, k_norm_w, k_norm_b, o_w, post_norm_w, post_norm_b,
-                  gate_w, up_w, down_w, head_norm_w, head_norm_b, lm_head_w]
-        names = list(rules.MTP_HEAD_OPERANDS)
-        index_names = ("input_ids", "last_token_idx")
-        self._f32_operands("qwen35_mtp_head", [n for n in names if n not in index_names],
-                           [v for n, v in zip(names, values, strict=True) if n not in index_names])
-        for name in index_names:
-            value = values[names.index(name)]
-            self._own(name, value)
-            with _context("qwen35_mtp_head"):
-                _check_dtype(name, value, rules.INDEX_DTYPES)
+        the token after `last_token_idx[b]`. The operands, positionally or by name, are
+        those of `hir.qwen35_mtp_head` in its order: h_pre_norm, input_ids, cos, sin,
+        last_token_idx, embed_w, hnorm_w, hnorm_b, enorm_w, enorm_b, eh_w, attn_norm_w,
+        attn_norm_b, q_gate_w, k_w, v_w, q_norm_w, q_norm_b, k_norm_w, k_norm_b, o_w,
+        post_norm_w, post_norm_b, gate_w, up_w, down_w, head_norm_w, head_norm_b,
+        lm_head_w. Weights are [in, out]; the norms multiply by their gamma as given
+        (Qwen3.5 stores 1 + gamma: pass 1 + w); the betas `*_b` may be None."""
+        op_cls = hir.Qwen35MtpHeadOp
+        values = _bind_operands("qwen35_mtp_head", op_cls, operands, named)
+        for name, value in values.items():
+            if value is not None:
+                self._own(name, value)
+                with _context("qwen35_mtp_head"):
+                    _check_dtype(name, value, op_cls.ELEMENT_TYPES.allowed_for(name))
         with _context("qwen35_mtp_head"):
-            shape = rules.qwen35_mtp_head(
-                {n: None if v is None else v.shape for n, v in zip(names, values, strict=True)},
-                num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, n_rot=n_rot)
             eps_attr = self._eps(eps)
-        op = hir.Qwen35MtpHeadOp([None if v is None else v.ssa for v in values],
-                                 num_heads=num_heads, num_kv_heads=num_kv_heads,
-                                 head_dim=head_dim, n_rot=n_rot, eps=eps_attr.value.data,
-                                 result_type=tensor_type(shape, "f32"))
-        return self._append(op, shape, "f32")
-
-    def _sequence_result(self, op_cls: type[IRDLOperation], operands: list[Value | None],
-                         shape: rules.Shape, state_shape: rules.Shape, return_state: bool
-                         ) -> Value | tuple[Value, Value]:
-        """Emit a sequence op: its output, and with `return_state` its second result, the
-        final state, as another Value."""
-        types = [tensor_type(shape, "f32"), tensor_type(state_shape, "f32") if return_state else None]
-        op = op_cls.build(
-            operands=[None if v is None else v.ssa for v in operands],
-            result_types=types,
-            properties={"return_state": UnitAttr()} if return_state else {},
-        )
-        out = self._append(op, shape, "f32")
-        if not return_state:
-            return out
-        return out, Value(self, op.results[1], tuple(state_shape), "f32")
+        return self._op("qwen35_mtp_head", op_cls, **values, num_heads=num_heads,
+                        num_kv_heads=num_kv_heads, head_dim=head_dim, n_rot=n_rot, eps=eps_attr)
 
     def llama_decoder_block(
         self, x: Value, ln1_g: Value, ln1_b: Value | None, q_w: Value, k_w: Value, v_w: Value,
@@ -1040,29 +1038,26 @@ class Graph:
                         cos=cos, sin=sin, mask=mask)
         self._f32_operands("llama_decoder_block", list(operands), list(operands.values()))
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        with _context("llama_decoder_block"):
-            shape = rules.llama_decoder_block(
-                x.shape,
+        method = "llama_decoder_block"
+        with _context(method):
+            # the block's rule first (as the op's constructor would), then the caches
+            hir.LlamaDecoderBlockOp.rule_shape(
                 {k: None if v is None else v.shape for k, v in operands.items()},
-                num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
-                mask=None if mask is None else mask.shape, mask_kind=mask_kind,
-            )
-            props = self._attention_props(num_heads, head_dim, num_kv_heads, mask_kind, None)
-            del props["scale"]
-            props["eps"] = self._eps(eps)
-            props["rope_style"] = _enum(RopeStyle, RopeStyleAttr, rope_style, "rope_style")
+                {"num_heads": num_heads, "head_dim": head_dim, "num_kv_heads": num_kv_heads,
+                 "mask_kind": mask_kind})
+            eps_attr = self._eps(eps)
+            style = _enum(RopeStyle, RopeStyleAttr, rope_style, "rope_style")
             caches = None if kv_cache is None else self._kv_cache(x, kv_cache, num_kv_heads,
                                                                   head_dim, mask_kind)
-        values = [v.ssa if v is not None else None for v in operands.values()]
-        op = hir.LlamaDecoderBlockOp.build(
-            operands=[*values, *(caches or (None, None, None))],
-            result_types=[tensor_type(shape, "f32")],
-            properties={k: v for k, v in props.items() if v is not None},
-        )
+        k_cache, v_cache, position = caches or (None, None, None)
+        result = self._op(method, hir.LlamaDecoderBlockOp, **operands, k_cache=k_cache,
+                          v_cache=v_cache, position=position, num_heads=num_heads,
+                          head_dim=head_dim, num_kv_heads=num_kv_heads, eps=eps_attr,
+                          mask_kind=mask_kind, rope_style=style)
         if kv_cache is not None:
             for state in kv_cache:
                 self._updated[state.ssa] = "cache_append"
-        return self._append(op, shape, "f32")
+        return result
 
     def _kv_cache(self, x: Value, kv_cache: Any, num_kv_heads: int, head_dim: int,
                   mask_kind: str) -> tuple[SSAValue, SSAValue, SSAValue]:

@@ -21,8 +21,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 import rlx_mlir as rlx
 from rlx_mlir.core import reference_kernels as rk
+from rlx_mlir.core.dtypes import element_name
 from rlx_mlir.dialects import lir, mir
-from rlx_mlir.dialects.common import dtype_name
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes import get_all_passes
@@ -390,7 +390,7 @@ def test_numerics_before_and_after(name: str) -> None:
     case = CASES[name]()
     module = case.module()
     declared = [
-        (tuple(t.get_shape()), NUMPY[dtype_name(t.get_element_type())])
+        (tuple(t.get_shape()), NUMPY[element_name(t.get_element_type())])
         for t in the_function(module).function_type.outputs.data
     ]
     before = run(module, case.inputs)

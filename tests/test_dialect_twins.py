@@ -1,5 +1,5 @@
 """The lir kernels and the hir blocks that are a mir op at another level are generated
-from the mir op (`signature.twin`): same operands, properties, element types and shape
+from the mir op (`verifier.twin`): same operands, properties, element types and shape
 rule, so the levels cannot drift."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.dialects import hir, lir, mir
 from rlx_mlir.dialects.rlx import ElementwiseFn
-from rlx_mlir.dialects.signature import VerifiesSignature
+from rlx_mlir.dialects.verifier import VerifiesSignature
 
 HAND_WRITTEN = (lir.ElementwiseOp, lir.CopyOp, lir.ConstantOp, lir.InsertRowsOp)
 """Kernels whose form differs from their mir op by design (they reuse its rules; the
@@ -83,10 +83,29 @@ def _values(*types):
 def test_mir_and_lir_report_a_shape_error_alike():
     x, gamma = _values(TensorType(f32, [4, 8]), TensorType(f32, [4]))
     with pytest.raises(VerifyException) as mir_err:
-        mir.RmsNormOp(x, gamma).verify()
+        mir.RmsNormOp(x, gamma, result_type=x.type).verify()  # a type the rule rejects
     xb, gb, out = _values(MemRefType(f32, [4, 8]), MemRefType(f32, [4]), MemRefType(f32, [4, 8]))
     with pytest.raises(VerifyException) as lir_err:
         lir.RmsNormOp(xb, gb, out).verify()
     message = "gamma: expected shape [8] (N = last dim of x), got [4]"
     assert f"'mir.rms_norm': {message}" in str(mir_err.value)
     assert f"'lir.rms_norm': {message}" in str(lir_err.value)
+
+
+def test_twins_build_alike():
+    """The keyword constructor of every level reads the one definition: the same defaults
+    and derived properties, the lir kernel's `out` after the required operands."""
+    x, gamma = _values(TensorType(f32, [4, 8]), TensorType(f32, [8]))
+    xb, gb, out = _values(MemRefType(f32, [4, 8]), MemRefType(f32, [8]), MemRefType(f32, [4, 8]))
+    norms = [mir.RmsNormOp(x, gamma), hir.RmsNormOp(x, gamma), lir.RmsNormOp(xb, gb, out)]
+    assert [op.eps.value.data for op in norms] == [pytest.approx(1e-5)] * 3
+    for op in norms:
+        op.verify()
+    attention = [mir.AttentionOp(x, x, x, num_heads=2, head_dim=4),
+                 hir.AttentionOp(x, x, x, num_heads=2, head_dim=4),
+                 lir.AttentionOp(xb, xb, xb, out, num_heads=2, head_dim=4)]
+    for op in attention:
+        op.verify()
+        assert (op.num_kv_heads.value.data, op.mask_kind.data, op.scale.value.data) == (
+            2, "none", pytest.approx(0.5))
+    assert hir.RmsNormOp(x, gamma).result.type == x.type  # inferred by the rule

@@ -15,9 +15,9 @@ from xdsl.dialects.builtin import f32
 import rlx_mlir as rlx
 from rlx_mlir.core import quants
 from rlx_mlir.core import reference_kernels as ref
+from rlx_mlir.core.dtypes import ui8
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.dialects import lir
-from rlx_mlir.dialects.common import ui8
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.random_inputs import F16_FIELDS, random_blocks
 

@@ -18,9 +18,9 @@ from xdsl.dialects.builtin import MemRefType, f32, i16
 from xdsl.ir import Block, Operation
 
 from rlx_mlir.core import reference_kernels as ref
+from rlx_mlir.core.dtypes import ui8
 from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.dialects import lir
-from rlx_mlir.dialects.common import ui8
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 

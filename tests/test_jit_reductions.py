@@ -119,7 +119,7 @@ def reduce_cases(width: int) -> Cases:
                 out_shape = rules.reduce(shape, axes, keepdim)
                 xin, out = buffers(shape, out_shape)
                 cases.add(f"{kind} {shape} axes={axes} keepdim={keepdim}",
-                          lir.ReduceOp(kind, xin, out, axes, keepdim), [x],
+                          lir.ReduceOp(xin, out, kind, axes, keepdim), [x],
                           ref.reduce(x, kind, axes, keepdim))
             index += 1
     return cases
@@ -139,7 +139,7 @@ def nan_reduce_cases(width: int) -> Cases:
             out_shape = rules.reduce(shape, axes, False)
             xin, out = buffers(shape, out_shape)
             cases.add(f"{kind} {shape} axes={axes} with nan/inf",
-                      lir.ReduceOp(kind, xin, out, axes), [x], ref.reduce(x, kind, axes))
+                      lir.ReduceOp(xin, out, kind, axes), [x], ref.reduce(x, kind, axes))
     return cases
 
 
@@ -250,7 +250,7 @@ def partitioned_cases(width: int) -> Cases:
                               ((3, 5, 4, 33), (0, 2), "mean")]:
         x = data(shape, offset=0.5)
         xin, out = buffers(shape, rules.reduce(shape, axes, False))
-        cases.add(f"{kind} {shape} axes={axes}", lir.ReduceOp(kind, xin, out, axes), [x],
+        cases.add(f"{kind} {shape} axes={axes}", lir.ReduceOp(xin, out, kind, axes), [x],
                   ref.reduce(x, kind, axes))
     for shape, axis in [((1,), -1), ((2, 7), -1), ((9, 100), -1), ((3, 2, 1100), 1),
                         ((16, 2, 70), 1), ((3, 17), 0), ((2, 33, 5), 1)]:
@@ -304,7 +304,7 @@ def test_partitioned(width):
 def test_partitioned_registry():
     assert set(reductions.PARTITIONED) == set(reductions.BUILDERS)
     x, out = buffers((3, 5), (3,))
-    fn = reductions.PARTITIONED[lir.ReduceOp](lir.ReduceOp("sum", x, out, [1]), "k", 8)
+    fn = reductions.PARTITIONED[lir.ReduceOp](lir.ReduceOp(x, out, "sum", [1]), "k", 8)
     assert [str(t) for t in fn.function_type.inputs.data] == ["!llvm.ptr"] * 2 + ["i64"] * 2
 
 
@@ -322,7 +322,7 @@ def asm_of(op: Operation, width: int = 16) -> str:
 @pytest.mark.skipif(not has_avx512(), reason="needs AVX-512")
 def test_row_sum_asm_uses_zmm_and_a_tree():
     x, out = buffers((8, 1024), (8,))
-    asm = asm_of(lir.ReduceOp("sum", x, out, [1]))
+    asm = asm_of(lir.ReduceOp(x, out, "sum", [1]))
     assert re.search(r"vaddps\s+.*zmm", asm), asm
     assert asm.count("vaddss") < 4, asm  # a shuffle tree, not 16 serial scalar adds
     assert "call" not in asm
@@ -332,7 +332,7 @@ def test_row_sum_asm_uses_zmm_and_a_tree():
 def test_max_asm_is_plain_maxps():
     """max keeps a NaN mask beside plain `vmaxps` (not llvm.maximum's blend sequence)."""
     x, out = buffers((8, 1024), (8,))
-    asm = asm_of(lir.ReduceOp("max", x, out, [1]))
+    asm = asm_of(lir.ReduceOp(x, out, "max", [1]))
     assert re.search(r"vmaxps\s+.*zmm", asm) and "vcmpunordps" in asm, asm
     assert "vpmovd2m" not in asm.split("vextract")[0], asm  # no signed-zero blends in the loop
 
@@ -340,7 +340,7 @@ def test_max_asm_is_plain_maxps():
 @pytest.mark.skipif(not has_avx512(), reason="needs AVX-512")
 def test_outer_sum_asm_vectorized():
     x, out = buffers((64, 1024), (1024,))
-    asm = asm_of(lir.ReduceOp("sum", x, out, [0]))
+    asm = asm_of(lir.ReduceOp(x, out, "sum", [0]))
     assert re.search(r"vaddps\s+.*zmm", asm), asm
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import rlx_mlir as rlx
 from rlx_mlir.core.errors import DTypeError, ShapeError
-from rlx_mlir.core.shape_inference import MTP_HEAD_OPERANDS
+from rlx_mlir.dialects import hir
 
 EPS = 1e-6
 
@@ -94,7 +94,7 @@ def operands(rng, B, S, dm, heads, kv_heads, d, n_rot, vocab, ffn, betas):
         "gate_w": w(dm, ffn), "up_w": w(dm, ffn), "down_w": w(ffn, dm),
         "head_norm_w": norm(dm), "head_norm_b": beta(dm), "lm_head_w": w(dm, vocab),
     }
-    assert list(o) == list(MTP_HEAD_OPERANDS)
+    assert list(o) == [name for name, _ in hir.Qwen35MtpHeadOp.get_irdl_definition().operands]
     return o
 
 

@@ -10,24 +10,27 @@ of a higher layer, the hir patterns' behaviour, the shape rules on real ops).
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 import numpy as np
 import pytest
 from test_graph import every_method_graph
-from xdsl.dialects.builtin import ModuleOp, TensorType, f32, i32
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects import test
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, f32, i32
+from xdsl.ir import Block, Operation
 from xdsl.pattern_rewriter import PatternRewriteWalker
 from xdsl.utils.exceptions import VerifyException
 
 import rlx_mlir as rlx
 from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.errors import ShapeError
 from rlx_mlir.dialects import elementwise_fns, hir, lir, mir, registry
 from rlx_mlir.dialects.common import memref_type, shape_of
 from rlx_mlir.dialects.registry import Lowering, MirOpRecord, RegistryError
 from rlx_mlir.dialects.rlx import ElementwiseFn
-from rlx_mlir.interpreters.common import implementations_of, python_value
+from rlx_mlir.dialects.verifier import OpBuildError
+from rlx_mlir.dialects.verifier import constructor_parameters as registry_constructor_parameters
+from rlx_mlir.interpreters.common import implementations_of
 from rlx_mlir.interpreters.hir import HIR_IMPLEMENTATIONS, HirFunctions
 from rlx_mlir.interpreters.lir import LIR_IMPLEMENTATIONS, LirFunctions
 from rlx_mlir.interpreters.mir import MIR_IMPLEMENTATIONS, MirFunctions
@@ -57,7 +60,7 @@ def _has_impl(functions: type, op: type[Operation]) -> bool:
 @pytest.mark.parametrize("op", list(hir.HIR.operations), ids=_ids(list(hir.HIR.operations)))
 def test_every_hir_op_has_a_record_an_interpreter_and_a_pattern(op):
     record = registry.HIR[op]
-    assert record.reference is not None and record.shape_rule is not None
+    assert record.reference is not None and record.shape_rule is op.RULE is not None
     assert op in HIR_IMPLEMENTATIONS and _has_impl(HirFunctions, op)
     assert op in HIR_TO_MIR
 
@@ -158,31 +161,6 @@ def test_every_lir_op_has_an_interpreter(op):
 # ----------------------------------------------------------------------------- shape rules
 
 
-def _rule_arguments(op: Operation, rule: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The operand shapes (definition order; None for an absent optional operand, a list
-    for a variadic one) and the properties `rule` takes, by name."""
-    shapes: list[Any] = []
-    for name, _ in type(op).get_irdl_definition().operands:
-        value = getattr(op, name)
-        if value is None:
-            shapes.append(None)
-        elif isinstance(value, SSAValue):
-            shapes.append(shape_of(value))
-        else:
-            shapes.append([shape_of(v) for v in value])
-    params = inspect.signature(rule).parameters
-    names = list(params)
-    kwargs: dict[str, Any] = {}
-    for name in names[len(shapes):]:
-        if name in op.properties:
-            kwargs[name] = python_value(op.properties[name])
-        elif name == "target":
-            kwargs[name] = shape_of(op.results[0])
-        elif params[name].default is inspect.Parameter.empty:
-            kwargs[name] = None  # an absent optional property (keepdim)
-    return shapes[: len(names)], kwargs
-
-
 def _stages() -> list[ModuleOp]:
     from xdsl.context import Context
 
@@ -196,21 +174,78 @@ def _stages() -> list[ModuleOp]:
 
 def test_shape_rules_give_the_result_shapes():
     """Applied to the ops of the every-method graph (hir, mir and fused mir), the shape rule
-    each record names gives the op's result shape."""
+    each op declares (`RULE`, which its record names) gives the op's result shape."""
     checked: set[str] = set()
     for module in _stages():
         for op in module.walk():
             record = registry.HIR.get(type(op)) or registry.MIR.get(type(op))
             if record is None or record.shape_rule is None:
                 continue
-            if isinstance(op, hir.LlamaDecoderBlockOp | hir.Qwen35MtpHeadOp):
-                continue  # their rules take the weights as a dict: applied by the hir verifier
-            args, kwargs = _rule_arguments(op, record.shape_rule)
-            assert tuple(record.shape_rule(*args, **kwargs)) == shape_of(op.results[0]), op.name
+            assert record.shape_rule is type(op).RULE, op.name
+            assert tuple(op.infer_shape()) == shape_of(op.results[0]), op.name
             checked.add(op.name)
     with_rules = {r.op.name for r in registry.MIR_RECORDS + registry.HIR_RECORDS  # type: ignore
-                  if r.shape_rule is not None} - {"hir.llama_decoder_block", "hir.qwen35_mtp_head"}
+                  if r.shape_rule is not None}
+    with_rules -= {"mir.insert_rows", "mir.extract_rows"}  # a stateful graph's: test_state.py
     assert with_rules <= checked, f"ops not in the every-method graph: {with_rules - checked}"
+
+
+RULE_OPS = [op for op in [*hir.HIR.operations, *MIR_OPS, *LIR_OPS] if getattr(op, "RULE", None)]
+NOT_IN_RULES = {"position", "consts", "out", "state_out"}
+"""Operands no shape rule reads: a cache position (an index), a scan's consts, an lir out
+(a sequence kernel's state_out too)."""
+
+
+@pytest.mark.parametrize("op", RULE_OPS, ids=_ids(RULE_OPS))
+def test_rule_parameters_are_the_operands_and_properties(op):
+    """Each parameter of an op's shape rule is named as one of its operands or properties
+    (or has a default); each operand is a parameter, or goes to the rule's `**operands`."""
+    op_def = op.get_irdl_definition()
+    operands = {name for name, _ in op_def.operands}
+    params = inspect.signature(op.RULE).parameters.values()
+    rest = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    named = {p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    for p in params:
+        if p.kind is not inspect.Parameter.VAR_KEYWORD and p.default is inspect.Parameter.empty:
+            assert p.name in operands or p.name in op_def.properties, (op.name, p.name)
+    assert rest or operands - NOT_IN_RULES <= named, (op.name, operands - named)
+
+
+def test_the_constructor_takes_the_definition():
+    """Positional or keyword, Python values or attributes; the result type inferred."""
+    x, g = _values(TensorType(f32, [4, 8]), TensorType(f32, [8]))
+    assert mir.RmsNormOp(x, g, None, 1e-6).eps == mir.RmsNormOp(x, gamma=g, eps=1e-6).eps
+    assert mir.ReduceOp(x, "sum", 1).result.type == TensorType(f32, [4])
+    attention = hir.AttentionOp(x, x, x, num_heads=2, head_dim=4)
+    assert attention.num_kv_heads.value.data == 2 and attention.mask_kind.data == "none"
+    assert registry_constructor_parameters(lir.RmsNormOp) == ("x", "gamma", "out", "beta", "eps")
+    with pytest.raises(ShapeError, match="gamma: expected shape"):
+        mir.RmsNormOp(x, x)
+    with pytest.raises(OpBuildError, match="'mir.matmul': argument 'bias'"):
+        mir.MatmulOp(x, x, bias=g)
+    with pytest.raises(OpBuildError, match="missing the property 'axes'"):
+        mir.ReduceOp(x, "sum")
+    with pytest.raises(OpBuildError, match="'mir.reshape': has no shape rule; give its result_type"):
+        mir.ReshapeOp(x)
+
+
+def test_the_constructor_builds_several_results():
+    """A sequence op's rule gives the final state's type with `return_state` only; its lir
+    twin asks for the state when given a `state_out`."""
+    x, a, b = _values(TensorType(f32, [1, 4, 8]), TensorType(f32, [8, 3]), TensorType(f32, [1, 4, 3]))
+    scan = mir.SelectiveScanOp(x, x, a, b, b, return_state=True)
+    assert [r.type for r in scan.results] == [TensorType(f32, [1, 4, 8]), TensorType(f32, [1, 8, 3])]
+    assert len(mir.SelectiveScanOp(x, x, a, b, b).results) == 1
+    mx, ma, mb, ms = _values(MemRefType(f32, [1, 4, 8]), MemRefType(f32, [8, 3]),
+                             MemRefType(f32, [1, 4, 3]), MemRefType(f32, [1, 8, 3]))
+    kernel = lir.SelectiveScanOp(mx, mx, ma, mb, mb, mx, state_out=ms)
+    kernel.verify()
+    assert kernel.return_state is not None and kernel.outs == (mx, ms)
+    assert lir.SelectiveScanOp(mx, mx, ma, mb, mb, mx).return_state is None
+
+
+def _values(*types):
+    return test.TestOp(result_types=list(types)).results
 
 
 # ----------------------------------------------------------------------------- Graph
@@ -248,10 +283,10 @@ def test_a_missing_op_is_named():
 
 
 def test_a_record_without_an_implementation_is_an_error():
-    record = MirOpRecord(mir.ReshapeOp, None, None, Lowering.PATTERN, None)
+    record = MirOpRecord(mir.ReshapeOp, None, Lowering.PATTERN, None)
     with pytest.raises(RegistryError, match="'mir.reshape'.*got neither"):
         implementations_of([record], {}, "mir")
-    with_reference = MirOpRecord(mir.ExpOp, registry.same_shape, K.exp, Lowering.ELEMENTWISE,
+    with_reference = MirOpRecord(mir.ExpOp, K.exp, Lowering.ELEMENTWISE,
                                  lir.ElementwiseOp, ElementwiseFn.EXP)
     with pytest.raises(RegistryError, match="'mir.exp'.*got both"):
         implementations_of([with_reference], {mir.ExpOp: lambda op, args, props: None}, "mir")
@@ -259,9 +294,9 @@ def test_a_record_without_an_implementation_is_an_error():
 
 def test_a_malformed_record_is_an_error():
     with pytest.raises(RegistryError, match="'mir.exp': an elementwise lowering needs `fn`"):
-        MirOpRecord(mir.ExpOp, registry.same_shape, K.exp, Lowering.ELEMENTWISE, lir.ElementwiseOp)
+        MirOpRecord(mir.ExpOp, K.exp, Lowering.ELEMENTWISE, lir.ElementwiseOp)
     with pytest.raises(RegistryError, match="'mir.matmul': Lowering.KERNEL needs a kernel"):
-        MirOpRecord(mir.MatmulOp, None, K.matmul, Lowering.KERNEL, None)
+        MirOpRecord(mir.MatmulOp, K.matmul, Lowering.KERNEL, None)
 
 
 def test_records_are_unique():

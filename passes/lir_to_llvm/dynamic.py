@@ -30,10 +30,11 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, i8, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 
+from rlx_mlir.core import dtypes
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.errors import RlxError
-from rlx_mlir.dialects.common import dims_attr, dims_from_attr, dtype_name
-from rlx_mlir.dialects.lir import ELEMENT_BYTES, KernelOp
+from rlx_mlir.dialects.common import dims_attr, dims_from_attr
+from rlx_mlir.dialects.lir import KernelOp
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 OPERAND_DIMS = "rlx.operand_dims"
@@ -246,4 +247,4 @@ def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: ll
 
 def element_bytes(memref: MemRefType) -> int:
     """Bytes of one element of a memref."""
-    return ELEMENT_BYTES[dtype_name(memref.get_element_type())]
+    return dtypes.element_bytes(memref.get_element_type())

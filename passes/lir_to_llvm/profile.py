@@ -32,6 +32,7 @@ from rlx_mlir.core.abi import (
     ROLE_PART,
     SERIAL_SUFFIX,
 )
+from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.locations import origin
 from rlx_mlir.core.profile_log import (
     CLOCK,
@@ -42,7 +43,6 @@ from rlx_mlir.core.profile_log import (
     log_offset,
 )
 from rlx_mlir.dialects import lir
-from rlx_mlir.dialects.common import dtype_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import memref_operands, operand_shapes
 
@@ -83,7 +83,7 @@ def mark_site(call: llvm.CallOp, op: Operation) -> None:
         "op": op.name.split(".", 1)[1],
         "origin": origin.data if isinstance(origin, StringAttr) else op.name.split(".", 1)[1],
         "shapes": [list(shape) for shape in operand_shapes(op)],
-        "element_bytes": [lir.ELEMENT_BYTES.get(dtype_of(v), 4) for v in memref_operands(op)],
+        "element_bytes": [element_bytes(v.type.get_element_type()) for v in memref_operands(op)],
         "serial": call.callee.string_value().endswith(SERIAL_SUFFIX),
     }
     call.attributes[PROFILE_SITE] = StringAttr(json.dumps(info))

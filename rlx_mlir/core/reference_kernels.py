@@ -568,9 +568,9 @@ def llama_decoder_block(
     x = _f64(x)
     m = None if mask is None else _f64(mask)
     rules.llama_decoder_block(
-        _shape(x), {n: None if a is None else _shape(a) for n, a in w64.items()},
-        num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
+        _shape(x), num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
         mask=None if m is None else _shape(m), mask_kind=mask_kind,
+        **{n: None if a is None else _shape(a) for n, a in w64.items()},
     )
     a = _rms_norm64(x, w64["ln1_g"], w64["ln1_b"], eps)
     q = _rope64(a @ w64["q_w"], w64["cos"], w64["sin"], head_dim, head_dim, rope_style)
@@ -907,17 +907,17 @@ def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta
 
 
 @_quiet
-def qwen35_mtp_head(*operands: ArrayLike, num_heads: int, num_kv_heads: int, head_dim: int,
-                    n_rot: int, eps: float = 1e-6) -> np.ndarray:
-    """The Qwen3.5 multi-token-prediction head (docs/semantics.md), operands in the order of
-    `shape_inference.MTP_HEAD_OPERANDS` -> logits [B, V]: h = rms_norm(h_pre_norm, hnorm),
+def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int,
+                    eps: float = 1e-6, **operands: ArrayLike | None) -> np.ndarray:
+    """The Qwen3.5 multi-token-prediction head (docs/semantics.md), operands by name (those
+    of `hir.qwen35_mtp_head`) -> logits [B, V]: h = rms_norm(h_pre_norm, hnorm),
     e = rms_norm(embed_w[input_ids], enorm), cur = concat(e, h) @ eh_w, a gated causal
     attention block with per-head q/k norms and partial half rope, a SwiGLU FFN, then the
     row last_token_idx[b] of each batch, rms_norm(head_norm) @ lm_head_w."""
-    o = dict(zip(rules.MTP_HEAD_OPERANDS, operands, strict=True))
-    rules.qwen35_mtp_head({k: None if v is None else _shape(np.asarray(v)) for k, v in o.items()},
-                          num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          n_rot=n_rot)
+    o = operands
+    rules.qwen35_mtp_head(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                          n_rot=n_rot,
+                          **{k: None if v is None else _shape(np.asarray(v)) for k, v in o.items()})
     batch, steps, _ = np.shape(o["h_pre_norm"])
     idx = np.asarray(o["last_token_idx"])
     if np.any((idx < 0) | (idx >= steps)):

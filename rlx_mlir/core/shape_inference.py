@@ -216,8 +216,9 @@ def normalize_axes(name: str, axes: int | Sequence[int], rank: int) -> tuple[int
 # ----------------------------------------------------------------------------- elementwise
 
 
-def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Shape:
-    """numpy broadcasting of two shapes."""
+def broadcast(lhs: Shape, rhs: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Shape:
+    """numpy broadcasting of two shapes (the binary elementwise ops)."""
+    a, b = lhs, rhs
     rank = max(len(a), len(b))
     pa = (1,) * (rank - len(a)) + tuple(a)
     pb = (1,) * (rank - len(b)) + tuple(b)
@@ -237,6 +238,11 @@ def broadcast(a: Shape, b: Shape, names: tuple[str, str] = ("lhs", "rhs")) -> Sh
                 f"{names[0]} {fmt(a)} and {names[1]} {fmt(b)} are not broadcast-compatible{why}"
             )
     return tuple(out)
+
+
+def same_shape(input: Shape) -> Shape:
+    """The unary elementwise ops: the input's shape."""
+    return input
 
 
 def broadcast_to(x: Shape, target: Shape, *, keep_symbols: bool = False) -> Shape:
@@ -264,8 +270,9 @@ def broadcast_to(x: Shape, target: Shape, *, keep_symbols: bool = False) -> Shap
 # ----------------------------------------------------------------------------- linear algebra
 
 
-def matmul(a: Shape, b: Shape) -> Shape:
+def matmul(lhs: Shape, rhs: Shape) -> Shape:
     """np.matmul: 1-D operands promoted, batch dimensions broadcast."""
+    a, b = lhs, rhs
     if not a or not b:
         raise ShapeError(f"matmul operands must have rank >= 1, got {fmt(a)} and {fmt(b)}")
     pa = (1,) + a if len(a) == 1 else a
@@ -281,6 +288,15 @@ def matmul(a: Shape, b: Shape) -> Shape:
         out = out[:-2] + out[-1:]
     if len(b) == 1:
         out = out[:-1]
+    return out
+
+
+def fused_matmul(lhs: Shape, rhs: Shape, bias: Shape | None = None) -> Shape:
+    """`matmul` with an optional bias [N] (N = last dim of rhs, a 2-D weight)."""
+    out = matmul(lhs, rhs)
+    if bias is not None:
+        check_rank("rhs", rhs, range(2, 9))
+        check_exact("bias", bias, rhs[-1:], "N = last dim of rhs")
     return out
 
 
@@ -325,16 +341,17 @@ def dequant_matmul(x: Shape, w: Shape, scheme: str) -> Shape:
 # ----------------------------------------------------------------------------- reductions, norms
 
 
-def reduce(x: Shape, axes: int | Sequence[int], keepdim: bool) -> Shape:
+def reduce(input: Shape, axes: int | Sequence[int], keepdim: bool | None = False) -> Shape:
+    x = input
     norm = normalize_axes("axes", axes, len(x))
     if keepdim:
         return tuple(1 if i in norm else d for i, d in enumerate(x))
     return tuple(d for i, d in enumerate(x) if i not in norm)
 
 
-def softmax(x: Shape, axis: int) -> Shape:
-    normalize_axis("axis", axis, len(x))
-    return x
+def softmax(input: Shape, axis: int) -> Shape:
+    normalize_axis("axis", axis, len(input))
+    return input
 
 
 def norm(x: Shape, gamma: Shape, beta: Shape | None = None) -> Shape:
@@ -435,15 +452,16 @@ def _check_mask(mask: Shape, batch: Shape, heads: int, seq_q: Dim, seq_k: Dim) -
 
 def llama_decoder_block(
     x: Shape,
-    weights: dict[str, Shape | None],
     *,
     num_heads: int,
     head_dim: int,
     num_kv_heads: int,
-    mask: Shape | None,
+    mask: Shape | None = None,
     mask_kind: str,
+    **weights: Shape | None,
 ) -> Shape:
-    """The pre-norm Llama block; `weights` maps operand names (docs/semantics.md) to shapes.
+    """The pre-norm Llama block; `weights` are the other operands' shapes by name
+    (docs/semantics.md; the KV-cache operands are checked by `llama_kv_cache`).
 
     Errors of the inner rules are renamed to the block's operand names (`ln2_g`, not `gamma`).
     """
@@ -472,7 +490,7 @@ def llama_decoder_block(
         return swiglu_ffn(x, w["up_w"], w["gate_w"], w["down_w"])
 
 
-def _check_projections(d: Dim, w: dict[str, Shape | None], num_heads: int, head_dim: int,
+def _check_projections(d: Dim, w: Mapping[str, Shape | None], num_heads: int, head_dim: int,
                        num_kv_heads: int) -> None:
     """q_w, k_w and v_w against their own expected shapes (not the projected q, k, v's);
     bad head counts are left to `attention`, which names them."""
@@ -530,8 +548,10 @@ def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape
     return x
 
 
-def depthwise_conv1d(x: Shape, w: Shape) -> Shape:
-    """Valid depthwise convolution over time: x[B, S+K-1, C], w[K, C] -> [B, S, C]."""
+def depthwise_conv1d(input: Shape, weight: Shape) -> Shape:
+    """Valid depthwise convolution over time: input[B, S+K-1, C], weight[K, C] -> [B, S, C]
+    (the messages name them x and w)."""
+    x, w = input, weight
     check_rank("x", x, (3,))
     check_rank("w", w, (2,))
     check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
@@ -604,7 +624,8 @@ def _symbolic_reshape(x: Shape, target: Shape) -> Shape:
     return check_shape("reshape target", out)
 
 
-def transpose(x: Shape, perm: Sequence[int]) -> Shape:
+def transpose(input: Shape, perm: Sequence[int]) -> Shape:
+    x = input
     rank = len(x)
     if len(perm) != rank:
         raise ShapeError(f"perm: expected {rank} entries for rank {rank}, got {tuple(perm)}")
@@ -614,7 +635,8 @@ def transpose(x: Shape, perm: Sequence[int]) -> Shape:
     return tuple(x[p] for p in norm_perm)
 
 
-def narrow(x: Shape, axis: int, start: int, length: int) -> Shape:
+def narrow(input: Shape, axis: int, start: int, length: int) -> Shape:
+    x = input
     ax = normalize_axis("axis", axis, len(x))
     if not is_static(x[ax]):
         raise ShapeError(
@@ -628,7 +650,8 @@ def narrow(x: Shape, axis: int, start: int, length: int) -> Shape:
     return x[:ax] + (length,) + x[ax + 1 :]
 
 
-def concat(shapes: Sequence[Shape], axis: int) -> Shape:
+def concat(inputs: Sequence[Shape], axis: int) -> Shape:
+    shapes = inputs
     if not shapes:
         raise ShapeError("concat: expected at least one input, got none")
     first = shapes[0]
@@ -659,8 +682,9 @@ def _concat_length(along: list[Dim]) -> Dim:
     return UNKNOWN
 
 
-def gather(x: Shape, indices: Shape, axis: int) -> Shape:
-    """np.take: x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
+def gather(input: Shape, indices: Shape, axis: int) -> Shape:
+    """np.take: input.shape[:axis] + indices.shape + input.shape[axis+1:]."""
+    x = input
     ax = normalize_axis("axis", axis, len(x))
     return x[:ax] + tuple(indices) + x[ax + 1 :]
 
@@ -722,7 +746,8 @@ def extract_rows(cache: Shape, size: str) -> Shape:
 
 # ----------------------------------------------------------------------------- sequence ops
 # With `return_state`, the ops `selective_scan` and `gated_delta_net` have a second result,
-# the final state, whose shape `selective_scan_state` / `gated_delta_net_state` give.
+# the final state, whose shape `selective_scan_state` / `gated_delta_net_state` give: their
+# rules return both shapes (the state's None without `return_state`).
 
 
 def selective_scan_state(x: Shape, a: Shape) -> Shape:
@@ -731,9 +756,11 @@ def selective_scan_state(x: Shape, a: Shape) -> Shape:
 
 
 def selective_scan(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape,
-                   initial_state: Shape | None = None) -> Shape:
+                   initial_state: Shape | None = None, return_state: bool | None = False
+                   ) -> tuple[Shape, Shape | None]:
     """Mamba's selective scan: x, delta [b, s, h], A [h, n], B, C [b, s, n],
-    initial_state [b, h, n] -> y [b, s, h] (the final state: `selective_scan_state`)."""
+    initial_state [b, h, n] -> y [b, s, h], and with `return_state` the final state
+    [b, h, n] (`selective_scan_state`; None without)."""
     check_rank("x", x, (3,))
     check_exact("delta", delta, x, "the shape of x [b, s, h]")
     check_rank("A", a, (2,))
@@ -743,7 +770,7 @@ def selective_scan(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape,
     check_exact("C", c, b, "the shape of B [b, s, n]")
     if initial_state is not None:
         check_exact("initial_state", initial_state, selective_scan_state(x, a), "[b, h, n]")
-    return x
+    return x, selective_scan_state(x, a) if return_state else None
 
 
 def gated_delta_net_state(q: Shape, v: Shape) -> Shape:
@@ -752,10 +779,11 @@ def gated_delta_net_state(q: Shape, v: Shape) -> Shape:
 
 
 def gated_delta_net(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape,
-                    initial_state: Shape | None = None) -> Shape:
+                    initial_state: Shape | None = None, return_state: bool | None = False
+                    ) -> tuple[Shape, Shape | None]:
     """The gated delta rule: q, k [b, s, H, n], v [b, s, H, m] (m = n in the SPEC; any m
-    works), g, beta [b, s, H], initial_state [b, H, n, m] -> out [b, s, H, m] (the final
-    state: `gated_delta_net_state`)."""
+    works), g, beta [b, s, H], initial_state [b, H, n, m] -> out [b, s, H, m], and with
+    `return_state` the final state [b, H, n, m] (`gated_delta_net_state`; None without)."""
     check_rank("q", q, (4,))
     check_exact("k", k, q, "the shape of q [b, s, H, n]")
     check_rank("v", v, (4,))
@@ -764,7 +792,7 @@ def gated_delta_net(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape,
     check_exact("beta", beta, q[:3], "[b, s, H]")
     if initial_state is not None:
         check_exact("initial_state", initial_state, gated_delta_net_state(q, v), "[b, H, n, m]")
-    return v
+    return v, gated_delta_net_state(q, v) if return_state else None
 
 
 def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False) -> Shape:
@@ -779,20 +807,13 @@ def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False
     return (length, *init) if trajectory else tuple(init)
 
 
-MTP_HEAD_OPERANDS = (
-    "h_pre_norm", "input_ids", "cos", "sin", "last_token_idx", "embed_w", "hnorm_w", "hnorm_b",
-    "enorm_w", "enorm_b", "eh_w", "attn_norm_w", "attn_norm_b", "q_gate_w", "k_w", "v_w",
-    "q_norm_w", "q_norm_b", "k_norm_w", "k_norm_b", "o_w", "post_norm_w", "post_norm_b",
-    "gate_w", "up_w", "down_w", "head_norm_w", "head_norm_b", "lm_head_w",
-)
-"""The operands of qwen35_mtp_head, in order (the betas `*_b` may be absent)."""
-
-
-def qwen35_mtp_head(shapes: Mapping[str, Shape | None], *, num_heads: int, num_kv_heads: int,
-                    head_dim: int, n_rot: int) -> Shape:
-    """The Qwen3.5 multi-token-prediction head (docs/semantics.md): h_pre_norm [B, S, d],
-    input_ids [B, S], cos/sin [S, n_rot/2], last_token_idx [B], ... -> logits [B, V]."""
-    s = dict(shapes)
+def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int,
+                    **operands: Shape | None) -> Shape:
+    """The Qwen3.5 multi-token-prediction head (docs/semantics.md), its operands' shapes
+    by name (the op `hir.qwen35_mtp_head` lists them; a beta `*_b` may be None):
+    h_pre_norm [B, S, d], input_ids [B, S], cos/sin [S, n_rot/2], last_token_idx [B], ...
+    -> logits [B, V]."""
+    s = operands
     h = s["h_pre_norm"]
     check_rank("h_pre_norm", h, (3,))
     batch, steps, d = h

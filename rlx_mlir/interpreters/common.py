@@ -158,10 +158,15 @@ def operands_by_definition(op: IRDLOperation, args: Sequence[Any]) -> list[Any]:
     return result
 
 
-def call_kernel(kernel: Callable[..., Any], operands: Sequence[Any], props: dict[str, Any]) -> Any:
-    """`kernel(*operands, **props)`, passing only the properties the kernel takes."""
+def call_kernel(kernel: Callable[..., Any], operands: Sequence[Any], props: dict[str, Any],
+                names: Sequence[str] = ()) -> Any:
+    """`kernel(*operands, **props)`, passing only the properties the kernel takes; a
+    kernel that takes its operands as `**operands` gets them by their `names`."""
     params = inspect.signature(kernel).parameters
-    return kernel(*operands, **{k: v for k, v in props.items() if k in params})
+    kwargs = {k: v for k, v in props.items() if k in params}
+    if names and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kernel(**dict(zip(names, operands, strict=True)), **kwargs)
+    return kernel(*operands, **kwargs)
 
 
 def functions_for(name: str, implementations: Mapping[type[Operation], OpImpl]
@@ -178,7 +183,8 @@ def functions_for(name: str, implementations: Mapping[type[Operation], OpImpl]
 def reference_impl(kernel: Callable[..., Any]) -> OpImpl:
     """The implementation that calls a reference kernel with the op's operands (in
     definition order) and the properties the kernel takes."""
-    return lambda op, args, props: call_kernel(kernel, args, props)
+    return lambda op, args, props: call_kernel(
+        kernel, args, props, [name for name, _ in type(op).get_irdl_definition().operands])
 
 
 def implementations_of(
