@@ -3,7 +3,9 @@
 The mir ops attach them with traits (`MirFolder`, `<Op>HasCanonicalizationPatterns` in
 `mir.py`) that import this module lazily, as xDSL's dialects do with
 `xdsl/transforms/canonicalization_patterns/`; xDSL's own `canonicalize` pass applies them
-(and `cse` merges the equal Pure ops and constants that result).
+(and `cse` merges the equal Pure ops and constants that result). This module does not
+import `mir.py` back (no import cycle): it matches ops by name and builds a replacement
+with the matched op's own class.
 
 Folders (`fold`):
 - identities forward their input: a reshape or broadcast_to to the input's own type, a
@@ -20,7 +22,9 @@ broadcast_to is one broadcast_to.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -30,14 +34,16 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.traits import ConstantLike
 
 from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.dtypes import numpy_of_element
-from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import shape_of
+
+if TYPE_CHECKING:
+    from rlx_mlir.dialects import mir
 
 MAX_FOLD_ELEMENTS = 1024
 """Largest result (in elements) that constant folding creates."""
@@ -164,61 +170,71 @@ def fold_broadcast_to(op: mir.BroadcastToOp) -> FoldResult:
     return _fold_constant(op, lambda x: np.broadcast_to(x, shape_of(op.result)))
 
 
+FOLDERS: dict[str, Callable[..., FoldResult]] = {
+    "mir.constant": lambda op: (op.value,),
+    "mir.reshape": fold_reshape,
+    "mir.transpose": fold_transpose,
+    "mir.narrow": fold_narrow,
+    "mir.broadcast_to": fold_broadcast_to,
+}
+"""The folders of the non-elementwise mir ops, by op name."""
+
+
 def fold(op: Operation) -> FoldResult:
     """Fold a mir op: the replacement of each result (an existing value or a dense
     attribute to materialize), or None when it does not fold."""
-    match op:
-        case mir.ConstantOp():
-            return (op.value,)
-        case mir.BinaryElementwiseOp() | mir.UnaryElementwiseOp():
-            return fold_elementwise(op)
-        case mir.ReshapeOp():
-            return fold_reshape(op)
-        case mir.TransposeOp():
-            return fold_transpose(op)
-        case mir.NarrowOp():
-            return fold_narrow(op)
-        case mir.BroadcastToOp():
-            return fold_broadcast_to(op)
-        case _:
-            return None
+    if _op_kind(op) in ref.ELEMENTWISE:  # `mir.<fn>` is the elementwise fn <fn>
+        return fold_elementwise(op)
+    folder = FOLDERS.get(op.name)
+    return None if folder is None else folder(op)
 
 
 # ----------------------------------------------------------------------------- patterns
 
 
-class ReshapeOfReshape(RewritePattern):
+class _OfSameOp(RewritePattern, ABC):
+    """A pattern on `OP(OP(x))`: an op whose first operand an op of its own kind makes."""
+
+    OP_NAME: ClassVar[str]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
+        if op.name == self.OP_NAME and isinstance(inner := op.operands[0].owner, type(op)):
+            self.rewrite(op, inner, rewriter)
+
+    @abstractmethod
+    def rewrite(self, op: Operation, inner: Operation, rewriter: PatternRewriter) -> None: ...
+
+
+class ReshapeOfReshape(_OfSameOp):
     """reshape(reshape(x)) -> reshape(x) (the identity case then folds away)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: mir.ReshapeOp, rewriter: PatternRewriter, /):
-        if not isinstance(inner := op.input.owner, mir.ReshapeOp):
-            return
-        rewriter.replace(op, mir.ReshapeOp(inner.input, op.result.type))
+    OP_NAME = "mir.reshape"
+
+    def rewrite(self, op: mir.ReshapeOp, inner: mir.ReshapeOp, rewriter: PatternRewriter):
+        rewriter.replace(op, type(op)(inner.input, op.result.type))
 
 
-class TransposeOfTranspose(RewritePattern):
+class TransposeOfTranspose(_OfSameOp):
     """transpose(transpose(x, p1), p2) -> transpose(x, p1[p2]), or x when p1[p2] is the
     identity."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: mir.TransposeOp, rewriter: PatternRewriter, /):
-        if not isinstance(inner := op.input.owner, mir.TransposeOp):
-            return
+    OP_NAME = "mir.transpose"
+
+    def rewrite(self, op: mir.TransposeOp, inner: mir.TransposeOp, rewriter: PatternRewriter):
         first = _normalized_perm(inner.perm.get_values())
         second = _normalized_perm(op.perm.get_values())
         composed = [first[p] for p in second]
         if composed == list(range(len(composed))):
             rewriter.replace(op, [], [inner.input])
             return
-        rewriter.replace(op, mir.TransposeOp(inner.input, composed, op.result.type))
+        rewriter.replace(op, type(op)(inner.input, composed, op.result.type))
 
 
-class BroadcastToOfBroadcastTo(RewritePattern):
+class BroadcastToOfBroadcastTo(_OfSameOp):
     """broadcast_to(broadcast_to(x)) -> broadcast_to(x) (broadcasting is transitive)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: mir.BroadcastToOp, rewriter: PatternRewriter, /):
-        if not isinstance(inner := op.input.owner, mir.BroadcastToOp):
-            return
-        rewriter.replace(op, mir.BroadcastToOp(inner.input, op.result.type))
+    OP_NAME = "mir.broadcast_to"
+
+    def rewrite(self, op: mir.BroadcastToOp, inner: mir.BroadcastToOp,
+                rewriter: PatternRewriter):
+        rewriter.replace(op, type(op)(inner.input, op.result.type))

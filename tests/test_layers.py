@@ -237,9 +237,6 @@ CYCLES_BEING_REMOVED = {
     # kernels helper of issue 18 (item 3: matmul.py split by job; quant_dot.py no longer
     # imports matmul.py's private helpers while matmul.py imports it back)
     frozenset({"rlx_mlir.passes.lir_to_llvm.matmul", "rlx_mlir.passes.lir_to_llvm.quant_dot"}),
-    # the dialect's canonicalization patterns (imported lazily by mir.py's traits, as
-    # xDSL's dialects do) import mir.py back
-    frozenset({"rlx_mlir.dialects.mir", "rlx_mlir.dialects.mir_canonicalization"}),
 }
 """Import cycles other parts of issue 18 remove (the merge empties this set)."""
 
