@@ -66,6 +66,7 @@ from rlx_mlir.dialects.rlx import (
     ActivationAttr,
     MaskKind,
     MaskKindAttr,
+    QuantActivations,
     QuantScheme,
     QuantSchemeAttr,
     RopeStyle,
@@ -179,9 +180,13 @@ class SwigluFfnOp(HirOp):
 @irdl_op_definition
 class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
     """`x[..., K] @ dequant(w)^T` where `w` holds a GGUF tensor's raw blocks (ui8
-    [N, K/32 * bytes_per_block]) quantized with `scheme` (q8_0 or q4_0); result [..., N]."""
+    [N, K/values * bytes]) quantized with `scheme`; result [..., N]. `activations q8`
+    quantizes x as ggml does (absent: f32)."""
 
-    assembly_format = "$scheme $x `,` $w attr-dict `:` functional-type(operands, results)"
+    assembly_format = (
+        "$scheme $x `,` $w (`activations` $activations^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
 
     def __init__(
         self,
@@ -190,11 +195,12 @@ class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
         scheme: QuantScheme | str | QuantSchemeAttr,
         *,
         result_type: Attribute,
+        activations: QuantActivations | str | None = None,
     ):
         super().__init__(
             operands=[x, w],
             result_types=[result_type],
-            properties={"scheme": enum_attr(QuantSchemeAttr, scheme)},
+            properties=mir.dequant_matmul_properties(scheme, activations),
         )
 
 

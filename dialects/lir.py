@@ -91,6 +91,7 @@ from rlx_mlir.dialects.rlx import (
     ElementwiseFn,
     ElementwiseFnAttr,
     MaskKind,
+    QuantActivations,
     QuantScheme,
     QuantSchemeAttr,
     ReduceKind,
@@ -1194,11 +1195,12 @@ class CopyOp(KernelOp):
 
 @irdl_op_definition
 class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
-    """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/32·bytes]
-    of `scheme`.
+    """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/values·bytes]
+    of `scheme`; `activations q8`: x quantized as ggml does (absent: f32).
 
     ```mlir
     lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>)
+    lir.dequant_matmul q4_1 ins(%x, %w : memref<4x64xf32>, memref<16x40xui8>) outs(%o : memref<4x16xf32>) activations q8
     ```
     """
 
@@ -1208,9 +1210,10 @@ class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
         w: SSAValue | Operation,
         out: SSAValue | Operation,
         scheme: QuantScheme | str,
+        activations: QuantActivations | str | None = None,
     ):
         super().__init__(
-            operands=[x, w, out], properties={"scheme": enum_attr(QuantSchemeAttr, scheme)}
+            operands=[x, w, out], properties=mir.dequant_matmul_properties(scheme, activations)
         )
 
 

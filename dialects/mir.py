@@ -73,6 +73,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_ROLE, ROLE_STATE
+from rlx_mlir.core.quants import VEC_DOT_TYPES
 from rlx_mlir.dialects.common import (
     attention_properties,
     attention_shape,
@@ -92,6 +93,8 @@ from rlx_mlir.dialects.rlx import (
     ActivationAttr,
     MaskKind,
     MaskKindAttr,
+    QuantActivations,
+    QuantActivationsAttr,
     QuantScheme,
     QuantSchemeAttr,
     ReduceKind,
@@ -476,8 +479,10 @@ class FusedMatmulOp(VerifiesSignature):
 
 @irdl_op_definition
 class DequantMatmulOp(VerifiesSignature):
-    """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a q8_0 or
-    q4_0 tensor, ui8 [N, K/32 * bytes_per_block]; x and the result are f32."""
+    """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a tensor of
+    `scheme`, ui8 [N, K/values * bytes]; x and the result are f32. `activations` q8
+    quantizes x first as ggml does (the scheme's `vec_dot_type`; absent: f32, x as given;
+    docs/semantics.md)."""
 
     name = "mir.dequant_matmul"
 
@@ -486,10 +491,14 @@ class DequantMatmulOp(VerifiesSignature):
     result = result_def(TensorType)
 
     scheme = prop_def(QuantSchemeAttr)
+    activations = opt_prop_def(QuantActivationsAttr)
 
     traits = traits_def(Pure())
 
-    assembly_format = "$x `,` $w `scheme` $scheme attr-dict `:` functional-type(operands, results)"
+    assembly_format = (
+        "$x `,` $w `scheme` $scheme (`activations` $activations^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
 
@@ -499,14 +508,41 @@ class DequantMatmulOp(VerifiesSignature):
         w: SSAValue | Operation,
         scheme: str | QuantScheme | QuantSchemeAttr,
         result_type: Attribute | None = None,
+        activations: str | QuantActivations | QuantActivationsAttr | None = None,
     ):
         x, w = _values(x, w)
-        scheme = enum_attr(QuantSchemeAttr, scheme)
-        result_type = _infer(type(self), result_type, x, x=x, w=w, scheme=scheme)
-        super().__init__(operands=[x, w], result_types=[result_type], properties={"scheme": scheme})
+        properties = dequant_matmul_properties(scheme, activations)
+        result_type = _infer(type(self), result_type, x, x=x, w=w, **properties)
+        super().__init__(operands=[x, w], result_types=[result_type], properties=properties)
+
+    def verify_attributes(self) -> None:
+        form = activations_of(self)
+        if form == QuantActivations.Q8 and self.scheme.data.value not in VEC_DOT_TYPES:
+            raise VerifyException(
+                f"'{self.name}': activations q8 needs a block-quantized scheme "
+                f"({', '.join(VEC_DOT_TYPES)}), got {self.scheme.data.value}"
+            )
 
     def infer_shape(self) -> si.Shape:
         return si.dequant_matmul(shape_of(self.x), shape_of(self.w), self.scheme.data.value)
+
+
+def dequant_matmul_properties(
+    scheme: str | QuantScheme | QuantSchemeAttr,
+    activations: str | QuantActivations | QuantActivationsAttr | None = None,
+) -> dict[str, Attribute | None]:
+    """The properties of a dequant_matmul at any level: f32 activations are the absent
+    property (the IR states `activations q8` only)."""
+    form = None if activations is None else enum_attr(QuantActivationsAttr, activations)
+    if form is not None and form.data == QuantActivations.F32:
+        form = None
+    return {"scheme": enum_attr(QuantSchemeAttr, scheme), "activations": form}
+
+
+def activations_of(op: IRDLOperation) -> QuantActivations:
+    """The activation form of a dequant_matmul at any level (f32 when absent)."""
+    form = op.properties.get("activations")
+    return QuantActivations.F32 if form is None else QuantActivations(form.data)
 
 
 @irdl_op_definition

@@ -262,7 +262,7 @@ class DequantMatmulLowering(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: hir.DequantMatmulOp, rewriter: PatternRewriter, /) -> None:
         seq = OpSequence()
-        seq.emit(mir.DequantMatmulOp(op.x, op.w, op.scheme, op.result.type))
+        seq.emit(mir.DequantMatmulOp(op.x, op.w, op.scheme, op.result.type, op.activations))
         _replace(rewriter, op, seq)
 
 
