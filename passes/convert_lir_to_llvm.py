@@ -468,17 +468,13 @@ class ConvertLirToLlvmPass(ModulePass):
     """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's (RLX_TARGET_CPU or host)."""
     profile: bool = False
     """Time stamps around every kernel call of the entry (see lir_to_llvm/profile.py)."""
-    exact_dequant: bool = False
-    """dequant_matmul in f32 throughout; false: activations quantized to q8 blocks and
-    int8 dot products where the target has VNNI (see lir_to_llvm/quant_dot.py)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         width = self.vector_width or host_target().vector_width
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
-        if not self.exact_dequant:
-            mark_int8_dots(op, host_target(), width)
+        mark_int8_dots(op, host_target(), width)  # the `activations q8` ops VNNI can run
         in_place = in_place_kernels(op)
         name_symbolic_operands(op)
         if self.profile:

@@ -63,9 +63,6 @@ class PipelineOptions:
     """lir-plan-arena: the symbols' bounds, `S=2048,T=2048` (others: 4096 or a cache's capacity)."""
     profile: bool = False
     """convert-lir-to-llvm: the instrumented build (time stamps around every kernel call)."""
-    exact_dequant: bool = False
-    """convert-lir-to-llvm: dequant_matmul in f32 throughout (else activations quantized
-    to q8 blocks and int8 dot products where the target has VNNI)."""
 
     def __post_init__(self) -> None:
         """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
@@ -85,8 +82,7 @@ DEFAULT_OPTIONS = PipelineOptions()
 PASS_OPTIONS: dict[str, dict[str, str]] = {
     "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
     "lir-pack-weights": {"params": "packed_params"},
-    "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile",
-                            "exact_dequant": "exact_dequant"},
+    "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile"},
 }
 """Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from}."""
 
