@@ -55,7 +55,7 @@ def load(model_files):
     def get(variant: str, engine: str) -> LanguageModel:
         key = (variant, engine)
         if key not in _LOADED:
-            # exact_dequant: the numpy forward is f32 (the int8 path: test_jit_quant_dot.py)
+            # exact_dequant: the numpy forward is f32 (the q8 form: test_jit_quant_dot.py)
             _LOADED[key] = load_gguf(model_files[variant], max_seq=MAX_SEQ, engine=engine,
                                      exact_dequant=True)
         model = _LOADED[key]
@@ -72,10 +72,10 @@ def assert_logits_close(got: np.ndarray, want: np.ndarray, tolerance: float = 2e
 
 
 QUANTIZED_ACTIVATIONS = 0.03
-"""Tolerance (of the largest logit) of the default compiled model against the f64 numpy
-forward: it quantizes a dequant_matmul's activations to 8-bit blocks for integer dot
-products where the CPU has them (as llama.cpp does), about 1% here. A wrong rope, mask or
-weight layout is off by the size of the logits themselves."""
+"""Tolerance (of the largest logit) of the default model against the f64 numpy forward:
+its dequant_matmuls quantize their activations to 8-bit blocks (`activations="q8"`, as
+llama.cpp does), about 1% here. A wrong rope, mask or weight layout is off by the size of
+the logits themselves."""
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -89,11 +89,15 @@ def test_logits_match_numpy(load, model_files, variant, engine):
 
 
 def test_default_build_with_quantized_activations(model_files):
-    """load_gguf's default build (int8 dot products where the CPU has them) is close to the
-    exact forward, and its cached decoding equals its own full forward."""
+    """load_gguf's default build (q8 activations, as llama.cpp) computes the reference
+    executor's numbers within f32 rounding (whatever the CPU), is close to the exact
+    forward, and its cached decoding equals its own full forward."""
     # the graph test_generate.py compiles (same types and max_seq): one compilation for both
     lm = load_gguf(model_files["llama-mixed"], max_seq=64)
+    assert "activations q8" in str(lm.graph.to_module())
     full = lm.logits(IDS)
+    reference = load_gguf(model_files["llama-mixed"], max_seq=64, engine="reference")
+    assert_logits_close(full, reference.logits(IDS))
     want = numpy_logits(model_files["llama-mixed"], IDS)
     assert_logits_close(full, want, QUANTIZED_ACTIVATIONS)
     assert np.abs(full - want).mean() <= QUANTIZED_ACTIVATIONS / 5 * np.abs(want).max()

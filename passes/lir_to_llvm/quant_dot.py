@@ -662,10 +662,11 @@ def _chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
 # the 32 values (the mins of q4_k, q5_k). A scratch row is K quants, then K/32 t values,
 # then one d per x block.
 
-EMULATED_SINGLE = (1, 4)
-"""Rows of x × weight rows per tile of the emulation for one row of x."""
-EMULATED_MULTI = (4, 2)
-"""... and for more rows."""
+EMULATED_TILES: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {
+    16: ((1, 4), (4, 2)), 8: ((1, 4), (4, 2)), 4: ((1, 2), (2, 2)),
+}
+"""Rows of x × weight rows per tile of the emulation, for one row of x and for more, per
+vector width (W = 4: a 256-value K-quant block is 64 vectors, unrolled)."""
 
 
 @dataclass(frozen=True)
@@ -832,6 +833,6 @@ def build_q8_emulated(op: lir.DequantMatmulOp, name: str, vector_width: int,
                 kb.store(kb.fadd(kb.hsum(results[at]), results[rows * cols + at]), base, r * n + c)
 
     _chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
-                                  EMULATED_SINGLE, EMULATED_MULTI), quantize, tile)
+                                  *EMULATED_TILES[width]), quantize, tile)
     kb.ret()
     return kb.finish()
