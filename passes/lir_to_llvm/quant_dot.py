@@ -1,16 +1,25 @@
-"""The int8 path of `lir.dequant_matmul`: activations quantized to 8-bit blocks, integer
-dot products with VNNI `vpdpbusd` (llama.cpp's scheme for its q4_0/q4_1/q5_*/q8_0 dots).
+"""The q8 form of `lir.dequant_matmul` (`activations q8`): x quantized as ggml does
+(the scheme's `vec_dot_type`, docs/semantics.md), then block dot products. Two kernels
+give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
+
+- **VNNI** (`build_int8_dequant`) for q4_0/q4_1/q5_0/q5_1/q8_0 where convert-lir-to-llvm
+  marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
+  W = 8): integer dot products with `vpdpbusd`;
+- **the emulation** (`build_q8_emulated`) for every other case (the K-quants, targets
+  without VNNI, W = 4): x quantized into a scratch of f32 integers, exact f32 integer
+  dots per weight group.
 
 The f32 path (matmul.py `_build_dequant`) widens every weight to f32 and issues one f32
 FMA per weight and row: 6-9 GB/s per core for 4-bit weights, far below the memory
-bandwidth a decode GEMV could stream at. Here:
+bandwidth a decode GEMV could stream at. The VNNI kernel:
 
-1. **Activations.** Each row of x is quantized once per call, per block of 32 values:
-   d_x = max|x|/127, x_q = round_half_even(x·(127/max|x|)) in [-127, 127] (all zeros
-   for an all-zero block), and the block sum Σx_q (exact, an integer). They go to a
-   stack scratch of `chunk` rows: the bytes x_q, and per block 8 f32 lanes of d_x and 8
-   lanes of the correction (below), so that the kernel reads one vector of each per
-   step. More rows than the scratch holds are processed chunk by chunk.
+1. **Activations.** Each row of x is quantized once per call, per block of 32 values, as
+   quantize_row_q8_0_ref: d = max|x|/127, x_q = roundf(x·(1/d)) in [-127, 127] (all
+   zeros for an all-zero block), and the block sum Σx_q (exact, an integer). They go to a
+   stack scratch of `chunk` rows: the bytes x_q, and per block 8 f32 lanes of d_x (d
+   rounded to f16, as the q8 block stores it) and 8 lanes of the correction (below), so
+   that the kernel reads one vector of each per step. More rows than the scratch holds
+   are processed chunk by chunk.
 2. **Weights.** A block's quants are read as *unsigned* bytes u: q4 nibbles (0..15),
    q5 nibbles plus the 5th bit (0..31), q8_0 bytes with the sign bit flipped (q + 128).
    A weight is w = d·(u − o) (o = 8, 16, 128 for q4_0, q5_0, q8_0) or w = d·u + m
@@ -22,19 +31,11 @@ bandwidth a decode GEMV could stream at. Here:
 
        acc += f32(Σ u·x_q − o·Σx_q) · (d_w·d_x)      (offset schemes: −o·Σx_q is the
                                                        initial value of lane 0)
-       acc += m_w · (d_x·Σx_q)                        (q4_1 / q5_1: lane 0 only)
+       acc += m_w · s_x                               (q4_1 / q5_1, lane 0 only: q8_1's
+                                                       s = f16(Σx_q·d), d in f32)
 
    and the lanes are summed at the end. The integer parts are exact (|Σ| < 2^24, so
-   their f32 conversion too); the only rounding besides f32 accumulation is x's.
-
-**Numerics.** The result differs from the f32 path by the quantization of x: each
-x_q·d_x is within d_x/2 = max|x_block|/254 of x, so |out − exact| ≤ Σ_blocks
-(max|x_b|/254)·Σ|w_b| (about 0.2-0.4% of Σ|x·w| for Gaussian data; llama.cpp's CPU
-backend does exactly this for these weight types, with d_x rounded to f16 where we keep
-f32). It is used when convert-lir-to-llvm marks the op with `INT8_DOT` (its option
-`exact_dequant=false`, the default, on a target with VNNI: AVX512-VNNI for W = 16,
-AVX-VNNI or AVX512-VNNI+VL for W = 8); otherwise, and for the K-quants and float
-schemes, the f32 path runs.
+   their f32 conversion too).
 
 **Tiles.** R rows of x × C weight rows in R·C f32 accumulators; one row (decode)
 streams C = SINGLE_ROW_COLS weight rows at once; more rows use the R × C tiles of
