@@ -131,7 +131,7 @@ def test_dynamic_rows_every_scheme(target):
         pytest.skip(f"no VNNI at W={width}")
     cases, functions = [], []
     for scheme in SCHEMES:
-        for k in ks(scheme)[:1] if width == 4 else ks(scheme):
+        for k in ks(scheme)[:1]:  # the other K: test_static_rows, test_jit_forms_on_every_target
             w = np.ascontiguousarray(blocks(scheme, N, k))
             op = dequant_op(scheme, ("S", k), w, vnni)
             i = len(cases)
@@ -161,7 +161,7 @@ def test_static_rows(scheme, target):
     width, cpu, vnni = TARGETS[target]
     if vnni and not HAS_VNNI[width]:
         pytest.skip(f"no VNNI at W={width}")
-    k = ks(scheme)[0]
+    k = ks(scheme)[1]
     shapes = [(1, k), (17, k), (2, 3, k)]
     w = np.ascontiguousarray(blocks(scheme, 7, k))
     functions = [mm.build_dequant_matmul(dequant_op(scheme, s, w, vnni), f"k{i}", width)

@@ -153,7 +153,8 @@ INT8_SCHEMES: dict[str, Int8Scheme] = {
     "q5_1": Int8Scheme(24, 8, 5, min_at=2, high_at=4),
     "q8_0": Int8Scheme(34, 2, 8, offset=128),
 }
-"""The weight schemes of the int8 path (the K-quants and float types keep the f32 path)."""
+"""The weight schemes of the VNNI kernel (the K-quants take the emulation; the float types
+have no q8 form)."""
 
 _VNNI_CPUS = {
     16: ("cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
