@@ -89,17 +89,22 @@ def test_logits_match_numpy(load, model_files, variant, engine):
 
 
 def test_default_build_with_quantized_activations(model_files):
-    """load_gguf's default build (q8 activations, as llama.cpp) computes the reference
-    executor's numbers within f32 rounding (whatever the CPU), is close to the exact
-    forward, and its cached decoding equals its own full forward."""
+    """load_gguf's default build (q8 activations, as llama.cpp) is close to the exact
+    forward and closer to the reference executor's q8 model, and its cached decoding
+    equals its own full forward.
+
+    Each q8 dequant_matmul equals the reference's within f32 rounding for the same x
+    (test_jit_quant_dot.py), but through a model the f32-level differences of the other
+    ops move an x·(1/d) across a rounding boundary now and then (one quant step), so the
+    whole models agree statistically, not at f32 tolerance."""
     # the graph test_generate.py compiles (same types and max_seq): one compilation for both
     lm = load_gguf(model_files["llama-mixed"], max_seq=64)
     assert "activations q8" in str(lm.graph.to_module())
     full = lm.logits(IDS)
-    reference = load_gguf(model_files["llama-mixed"], max_seq=64, engine="reference")
-    assert_logits_close(full, reference.logits(IDS))
     want = numpy_logits(model_files["llama-mixed"], IDS)
     assert_logits_close(full, want, QUANTIZED_ACTIVATIONS)
+    reference = load_gguf(model_files["llama-mixed"], max_seq=64, engine="reference")
+    assert np.abs(full - reference.logits(IDS)).mean() < 0.6 * np.abs(full - want).mean()
     assert np.abs(full - want).mean() <= QUANTIZED_ACTIVATIONS / 5 * np.abs(want).max()
     lm.reset()
     assert_logits_close(lm.prefill(IDS[:5]), full[4])
