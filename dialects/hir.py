@@ -133,9 +133,13 @@ class SwigluFfnOp(HirOp):
 @irdl_op_definition
 class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
     """`x[..., K] @ dequant(w)^T` where `w` holds a GGUF tensor's raw blocks (ui8
-    [N, K/32 * bytes_per_block]) quantized with `scheme` (q8_0 or q4_0); result [..., N]."""
+    [N, K/values * bytes]) quantized with `scheme`; result [..., N]. `activations q8`
+    quantizes x as ggml does (absent: f32)."""
 
-    assembly_format = "$scheme $x `,` $w attr-dict `:` functional-type(operands, results)"
+    assembly_format = (
+        "$scheme $x `,` $w (`activations` $activations^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
 
 @irdl_op_definition
 class EmbeddingOp(HirOp):

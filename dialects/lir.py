@@ -1038,11 +1038,12 @@ class CopyOp(KernelOp):
 
 @irdl_op_definition
 class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
-    """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/32·bytes]
-    of `scheme`.
+    """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/values·bytes]
+    of `scheme`; `activations q8`: x quantized as ggml does (absent: f32).
 
     ```mlir
     lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>)
+    lir.dequant_matmul q4_1 ins(%x, %w : memref<4x64xf32>, memref<16x40xui8>) outs(%o : memref<4x16xf32>) activations q8
     ```
     """
 

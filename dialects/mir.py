@@ -21,8 +21,8 @@ restricted to elementwise maps with a scalar `arith`/`math` body.
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects import func
@@ -74,6 +74,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_ROLE, ROLE_STATE
+from rlx_mlir.core.quants import VEC_DOT_TYPES
 from rlx_mlir.dialects.common import (
     ATTENTION_DEFAULTS,
     ROPE_DEFAULTS,
@@ -83,6 +84,8 @@ from rlx_mlir.dialects.common import (
 from rlx_mlir.dialects.rlx import (
     ActivationAttr,
     MaskKindAttr,
+    QuantActivations,
+    QuantActivationsAttr,
     QuantSchemeAttr,
     ReduceKindAttr,
     RopeStyleAttr,
@@ -387,8 +390,10 @@ class FusedMatmulOp(VerifiesSignature):
 
 @irdl_op_definition
 class DequantMatmulOp(VerifiesSignature):
-    """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a q8_0 or
-    q4_0 tensor, ui8 [N, K/32 * bytes_per_block]; x and the result are f32."""
+    """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a tensor of
+    `scheme`, ui8 [N, K/values * bytes]; x and the result are f32. `activations` q8
+    quantizes x first as ggml does (the scheme's `vec_dot_type`; absent: f32, x as given;
+    docs/semantics.md)."""
 
     name = "mir.dequant_matmul"
     RULE = si.dequant_matmul
@@ -398,12 +403,32 @@ class DequantMatmulOp(VerifiesSignature):
     result = result_def(TensorType)
 
     scheme = prop_def(QuantSchemeAttr)
+    activations = opt_prop_def(QuantActivationsAttr)
 
     traits = traits_def(Pure())
 
-    assembly_format = "$x `,` $w `scheme` $scheme attr-dict `:` functional-type(operands, results)"
+    assembly_format = (
+        "$x `,` $w `scheme` $scheme (`activations` $activations^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
+    ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+
+    def verify_attributes(self) -> None:
+        form = activations_of(self)
+        if form == QuantActivations.Q8 and self.scheme.data.value not in VEC_DOT_TYPES:
+            raise VerifyException(
+                f"'{self.name}': activations q8 needs a block-quantized scheme "
+                f"({', '.join(VEC_DOT_TYPES)}), got {self.scheme.data.value}"
+            )
+
+
+def activations_of(op: IRDLOperation) -> QuantActivations:
+    """The activation form of a dequant_matmul at any level (f32 when absent)."""
+    form = op.properties.get("activations")
+    return QuantActivations.F32 if form is None else QuantActivations(form.data)
+
 
 @irdl_op_definition
 class DepthwiseConv1dOp(VerifiesSignature):

@@ -60,6 +60,14 @@ class QuantScheme(StrEnum):
     Q6_K = "q6_k"
 
 
+class QuantActivations(StrEnum):
+    """How `dequant_matmul` treats its activations: `f32` as given, or `q8` quantized to
+    8-bit blocks first (ggml's `vec_dot_type` of the scheme, docs/semantics.md)."""
+
+    F32 = "f32"
+    Q8 = "q8"
+
+
 class ArenaStrategy(StrEnum):
     GREEDY_BY_SIZE = "greedy-by-size"
     NAIVE = "naive"
@@ -101,6 +109,13 @@ class QuantSchemeAttr(EnumAttribute[QuantScheme], SpacedOpaqueSyntaxAttribute):
 
 
 @irdl_attr_definition
+class QuantActivationsAttr(EnumAttribute[QuantActivations], SpacedOpaqueSyntaxAttribute):
+    """The activation form of a `dequant_matmul` (absent: f32)."""
+
+    name = "rlx.quant_activations"
+
+
+@irdl_attr_definition
 class ArenaStrategyAttr(EnumAttribute[ArenaStrategy], SpacedOpaqueSyntaxAttribute):
     """How lir-plan-arena assigned offsets: greedy-by-size reuse or naive (no reuse)."""
 
@@ -123,6 +138,7 @@ RLX = Dialect(
         RopeStyleAttr,
         ReduceKindAttr,
         QuantSchemeAttr,
+        QuantActivationsAttr,
         ArenaStrategyAttr,
         ElementwiseFnAttr,
     ],

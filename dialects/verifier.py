@@ -333,6 +333,9 @@ class VerifiesSignature(IRDLOperation, ABC):
     EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ()
     """Further optional results (outs), present when `infer_shapes` names them (a sequence
     op's final state with `return_state`)."""
+    ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {}
+    """Optional properties whose given value is this one are left absent (the value
+    they mean when absent: dequant_matmul's `activations` f32)."""
     EMPTY_VARIADICS: ClassVar[tuple[str, ...]] = ()
     """Variadic operands that may have no value (a scan's xs and consts)."""
 
@@ -384,6 +387,9 @@ class VerifiesSignature(IRDLOperation, ABC):
             if name == SEGMENTS:
                 continue  # xDSL's builder sets it from the operands
             attr = to_property(op_def.name, name, definition, given.get(name))
+            if name in cls.ABSENT_VALUES and attr == to_property(
+                    op_def.name, name, definition, cls.ABSENT_VALUES[name]):
+                attr = None  # the IR states only the other values of this property
             if attr is not None:
                 props[name] = attr
             else:
@@ -613,7 +619,8 @@ def twin(
 
     The twin is `source` at another level: its operands (same names and kinds: single,
     optional, variadic) and results hold `value_type` values, and it takes from `source`
-    the property and region definitions, `RULE`, `DERIVED`, `ELEMENT_TYPES`, `infer_shape`,
+    the property and region definitions, `RULE`, `DERIVED`, `ABSENT_VALUES`, `ELEMENT_TYPES`,
+    `infer_shape`,
     `infer_shapes`, `verify_attributes` and `verify_regions`, so the two cannot drift.
     With `destination` the results become trailing operands named `outs`
     (destination-passing style, as `lir` kernels: one `out` per result, optional where
@@ -655,11 +662,13 @@ def twin(
     namespace: dict[str, Any] = {
         "__annotations__": {"MIR_OP": ClassVar[type], "ELEMENT_TYPES": ClassVar[ElementTypes],
                             "RULE": ClassVar[Any], "DERIVED": ClassVar[Any],
+                            "ABSENT_VALUES": ClassVar[Any],
                             "RESULT": ClassVar[str], "EXTRA_RESULTS": ClassVar[tuple[str, ...]]},
         "name": f"{dialect}.{op_def.name.split('.', 1)[1]}",
         "MIR_OP": source,
         "RULE": source.RULE,
         "DERIVED": derived,
+        "ABSENT_VALUES": source.ABSENT_VALUES,
         "ELEMENT_TYPES": element_types,
         "RESULT": names[0],
         "EXTRA_RESULTS": tuple(names[1:]),

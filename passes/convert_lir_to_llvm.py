@@ -469,9 +469,6 @@ class ConvertLirToLlvmPass(ModulePass):
     """Lanes of f32 per vector (16, 8 or 4); 0 takes the target's."""
     profile: bool = False
     """Time stamps around every kernel call of the entry (see lir_to_llvm/profile.py)."""
-    exact_dequant: bool = False
-    """dequant_matmul in f32 throughout; false: activations quantized to q8 blocks and
-    int8 dot products where the target has VNNI (see lir_to_llvm/quant_dot.py)."""
     target: str = ""
     """The CPU to lower for, `cpu` or `cpu:+feat,-feat` (see rlx_mlir/core/target.py);
     "" takes the module's `rlx.target` attribute, else the generic x86-64 (SSE, 4 lanes).
@@ -491,8 +488,7 @@ class ConvertLirToLlvmPass(ModulePass):
         width = self.vector_width or target.vector_width
         if width not in (4, 8, 16):
             raise PassFailedException(f"convert-lir-to-llvm: vector-width must be 4, 8 or 16, got {width}")
-        if not self.exact_dequant:
-            mark_int8_dots(op, target, width)
+        mark_int8_dots(op, target, width)  # the `activations q8` ops VNNI can run
         in_place = in_place_kernels(op)
         name_symbolic_operands(op)
         if self.profile:

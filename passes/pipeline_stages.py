@@ -69,9 +69,6 @@ class PipelineOptions:
     """lir-plan-arena: the symbols' bounds, `S=2048,T=2048` (others: 4096 or a cache's capacity)."""
     profile: bool = False
     """convert-lir-to-llvm: the instrumented build (time stamps around every kernel call)."""
-    exact_dequant: bool = False
-    """convert-lir-to-llvm: dequant_matmul in f32 throughout (else activations quantized
-    to q8 blocks and int8 dot products where the target has VNNI)."""
     target: str = ""
     """convert-lir-to-llvm: the target spec (`haswell`, `cpu:+feat,-feat`: see
     `rlx_mlir.core.target`); "" for the module's `rlx.target`, else the generic x86-64.
@@ -92,9 +89,8 @@ class PipelineOptions:
             raise OptionError(f"params: expected a tuple of param names, got {self.packed_params!r}")
         if not isinstance(self.max_dims, str) or '"' in self.max_dims:
             raise OptionError(f"max_dims: expected text 'S=2048,T=512', got {self.max_dims!r}")
-        for name in ("profile", "exact_dequant"):
-            if not isinstance(getattr(self, name), bool):
-                raise OptionError(f"{name}: expected true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.profile, bool):
+            raise OptionError(f"profile: expected true or false, got {self.profile!r}")
         if not isinstance(self.target, str):
             raise OptionError(f"target: expected a target spec (text), got {self.target!r}")
         if self.target:
@@ -131,12 +127,10 @@ DEFAULT_OPTIONS = PipelineOptions()
 PASS_OPTIONS: dict[str, dict[str, str]] = {
     "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
     "lir-pack-weights": {"params": "packed_params"},
-    "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile",
-                            "exact_dequant": "exact_dequant", "target": "target"},
+    "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile", "target": "target"},
     "rlx-lower": {"alignment": "alignment", "strategy": "strategy",
                   "vector_width": "vector_width", "params": "packed_params",
-                  "max_dims": "max_dims", "profile": "profile",
-                  "exact_dequant": "exact_dequant", "target": "target"},
+                  "max_dims": "max_dims", "profile": "profile", "target": "target"},
 }
 """Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from}."""
 

@@ -39,8 +39,6 @@ class RlxLowerPass(ModulePass):
     """lir-plan-arena: the symbols' bounds, `S=2048,T=512`."""
     profile: bool = DEFAULT_OPTIONS.profile
     """convert-lir-to-llvm: the instrumented build (time stamps around kernel calls)."""
-    exact_dequant: bool = DEFAULT_OPTIONS.exact_dequant
-    """convert-lir-to-llvm: dequant_matmul in f32 throughout."""
     target: str = DEFAULT_OPTIONS.target
     """convert-lir-to-llvm: the target spec (`haswell`, `cpu:+feat,-feat`); "" for the
     module's `rlx.target`, else the generic x86-64."""

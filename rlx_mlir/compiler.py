@@ -38,32 +38,30 @@ from rlx_mlir.pipeline import (
 def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
         threads: int | None = None, vector_width: int = 0, alignment: int = 64,
         strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
-        time_passes: bool = False, exact_dequant: bool = False) -> CompiledGraph:
+        time_passes: bool = False) -> CompiledGraph:
     """Compile a Graph to native code; `params` binds (copies of) some or all params.
 
     `threads` is how many threads a call may use (default: all cores, capped by
     RLX_NUM_THREADS); graphs with no kernel large enough to split use one. A graph with
     symbolic dims compiles once for every size: `max_dims` bounds the symbols (default
     4096, or a KV cache's capacity), a call binds them from its arguments' shapes.
-    `exact_dequant` keeps dequant_matmul in f32 (default: activations quantized to q8
-    blocks and int8 dot products where the CPU has VNNI; docs/semantics.md). The target
+    The numbers never depend on the CPU beyond float32 rounding (a `dequant_matmul`
+    quantizes its activations only when the graph asks: docs/semantics.md). The target
     is RLX_TARGET_CPU or the host; `model.options` holds it with every other option."""
     if not isinstance(graph, Graph):
         raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
     module = graph.to_module()
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
-                                    _max_dims_option(module, max_dims),
-                                    exact_dequant=exact_dequant),
+                                    _max_dims_option(module, max_dims)),
                     time_passes, threads)
 
 
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
                  threads: int | None = None, vector_width: int = 0, alignment: int = 64,
                  strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
-                 time_passes: bool = False, exact_dequant: bool = False) -> CompiledGraph:
-    """Compile module text at any stage (hir, mir, lir or llvm) to native code
-    (`exact_dequant`: as in `jit`)."""
+                 time_passes: bool = False) -> CompiledGraph:
+    """Compile module text at any stage (hir, mir, lir or llvm) to native code."""
     if not isinstance(text, str):
         raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
     try:
@@ -72,8 +70,7 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
         raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
-                                    _max_dims_option(module, max_dims),
-                                    exact_dequant=exact_dequant),
+                                    _max_dims_option(module, max_dims)),
                     time_passes, threads)
 
 

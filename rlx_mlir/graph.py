@@ -54,11 +54,14 @@ from rlx_mlir.core.abi import (
 from rlx_mlir.core.dtypes import canonical_name, numpy_type
 from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.core.locations import name_loc
+from rlx_mlir.core.quants import VEC_DOT_TYPES
 from rlx_mlir.dialects import hir, mir
 from rlx_mlir.dialects.common import dims_attr, f32_attr, shape_of, tensor_type
 from rlx_mlir.dialects.rlx import (
     Activation,
     ActivationAttr,
+    QuantActivations,
+    QuantActivationsAttr,
     QuantScheme,
     QuantSchemeAttr,
     ReduceKind,
@@ -717,17 +720,26 @@ class Graph:
         self._f32_operands("swiglu_ffn", ["x", "up", "gate", "down"], [x, up, gate, down])
         return self._op("swiglu_ffn", hir.SwigluFfnOp, x=x, up=up, gate=gate, down=down)
 
-    def dequant_matmul(self, x: Value, w: Value, scheme: str) -> Value:
+    def dequant_matmul(self, x: Value, w: Value, scheme: str, activations: str = "f32") -> Value:
         """x[..., K] @ dequant(w)^T for raw GGUF data w: ui8[N, K/values · bytes] of one of the
         schemes f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (32-value blocks), q4_k, q5_k, q6_k
-        (256-value blocks); K must be a multiple of the scheme's block."""
+        (256-value blocks); K must be a multiple of the scheme's block.
+
+        `activations="f32"` multiplies x as given; `"q8"` first quantizes x as llama.cpp's
+        CPU dot products do (ggml's `vec_dot_type` of the scheme: q8_0, q8_1 or q8_K, with
+        ggml's rounding), for the block-quantized schemes only (docs/semantics.md)."""
         self._own("x", x)
         self._own("w", w)
         with _context("dequant_matmul"):
             _check_dtype("x", x, ("f32",))
             _check_dtype("w", w, ("ui8",))
             attr = _enum(QuantScheme, QuantSchemeAttr, scheme, "scheme")
-        return self._op("dequant_matmul", hir.DequantMatmulOp, x=x, w=w, scheme=attr)
+            form = _enum(QuantActivations, QuantActivationsAttr, activations, "activations")
+            if form.data == QuantActivations.Q8 and scheme not in VEC_DOT_TYPES:
+                raise GraphError(f"activations: 'q8' needs a block-quantized scheme "
+                                 f"({', '.join(VEC_DOT_TYPES)}), got scheme {scheme!r}")
+        return self._op("dequant_matmul", hir.DequantMatmulOp, x=x, w=w, scheme=attr,
+                        activations=form)
 
     # ------------------------------------------------------------------ reductions, norms
 

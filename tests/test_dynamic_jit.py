@@ -47,8 +47,7 @@ def no_recompile(monkeypatch):
 
 
 def _check_sizes(g, params, inputs_at, sizes=SIZES, max_dims=None, threads=None, tol=2e-5):
-    model = rlx.jit(g, params=params, max_dims=max_dims or {"S": BOUND}, threads=threads,
-                    exact_dequant=True)  # compared with the f32 reference at `tol`
+    model = rlx.jit(g, params=params, max_dims=max_dims or {"S": BOUND}, threads=threads)
     ref = rlx.reference(g)
     for s in sizes:
         inputs = inputs_at(s)

@@ -1,18 +1,20 @@
-"""The int8 path of dequant_matmul (passes/lir_to_llvm/quant_dot.py, issue 11): x quantized
-per 32-block to int8, VNNI vpdpbusd dot products with the unsigned weight quants.
+"""`dequant_matmul(..., activations="q8")` compiled (passes/lir_to_llvm/quant_dot.py).
 
-Every scheme of the path (q4_0, q4_1, q5_0, q5_1, q8_0), K an odd and an even number of
-blocks (W = 16 pairs blocks in one vector: an odd count ends in a half-empty step), at
-W = 16 and W = 8; ONE kernel over a symbolic row count S (ABI of lir_to_llvm/dynamic.py)
-called at M = 1..17, serial and partitioned into 1, 2 and 3 parts (every output written by
-exactly one part), plus static kernels. Each result is checked twice:
+The q8 form quantizes x to ggml's `vec_dot_type` of the scheme (q8_0, q8_1 or q8_K, with
+ggml's reference rounding and f16 scales) before the block dot products; its numbers are
+the reference executor's (`quants.q8_matmul`) on every target, within f32 rounding
+(1e-5 of Σ|x·w| per output, where the f32 form's difference would be ~1e-3):
 
-- against `int8_model`, numpy doing the same integer arithmetic (the same x_q, d_x, Σx_q
-  and integer dots): equal up to f32 accumulation (1e-5 of Σ|x·w|);
-- against the f32 reference x @ dequant(w)ᵀ, within the bound of x's quantization: each
-  x_q·d_x is within d_x/2 of x, so |out − exact| ≤ Σ_blocks (d_x/2)·Σ|w_block|.
+- the VNNI kernel (`vpdpbusd`) for q4_0/q4_1/q5_0/q5_1/q8_0 where the pass marked the op
+  (AVX512-VNNI at W = 16, AVX512-VNNI+VL or AVX-VNNI at W = 8);
+- the emulation (`build_q8_emulated`: x quantized into a scratch of f32 integers, exact
+  f32 integer dots) for every other width, target and the K-quants.
 
-The pipeline picks the path by the target (`int8_dot_isa`) and `exact_dequant`.
+Every block scheme, at W = 16 (VNNI and emulated), W = 8 (VNNI; haswell, no VNNI) and W = 4
+(x86-64, SSE): ONE kernel over a symbolic row count S (ABI of lir_to_llvm/dynamic.py)
+called at M = 1, 3, 17, 64, serial and partitioned into 1, 2 and 3 parts (every output
+written by exactly one part), plus static kernels; and through `rlx.jit` on every target:
+a graph without `activations` is the f32 form everywhere.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import pytest
 from jit_harness import Jitted
 from test_jit_dequant import blocks
 from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Block
+from xdsl.dialects.func import FuncOp
+from xdsl.ir import Block, Region
 
 import rlx_mlir as rlx
 from rlx_mlir.core import quants
+from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
@@ -35,64 +40,30 @@ from rlx_mlir.passes.lir_to_llvm import dynamic
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.passes.lir_to_llvm import quant_dot as qd
 
-SCHEMES = tuple(qd.INT8_SCHEMES)
-WIDTHS = (16, 8)
-KS = (96, 576)
-"""3 blocks (odd: the last W = 16 step has one block) and SmolLM2's hidden size (18)."""
+SCHEMES = tuple(quants.VEC_DOT_TYPES)
+"""Every block scheme (the float ones refuse q8: test_float_schemes_refuse_q8)."""
 N = 11
-ROWS = range(1, 18)
+ROWS = (1, 3, 17, 64)
 PARTS = (1, 2, 3)
 RNG = np.random.default_rng(1111)
 
-HAS_VNNI = {w: qd.int8_dot_isa(host_target(), w) is not None for w in WIDTHS}
+HAS_VNNI = {w: qd.int8_dot_isa(host_target(), w) is not None for w in (16, 8)}
 needs_vnni = pytest.mark.skipif(not HAS_VNNI[16], reason="the host has no AVX512-VNNI")
 
-
-# ----------------------------------------------------------------------------- numpy model
-
-
-def quantize_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(x_q [..., B, 32] ints, d_x [..., B] f32) as the kernel computes them."""
-    xb = x.reshape(*x.shape[:-1], -1, qd.BLOCK).astype(np.float32)
-    amax = np.abs(xb).max(-1)
-    d = (amax / np.float32(127)).astype(np.float32)
-    with np.errstate(divide="ignore"):
-        inverse = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
-    scaled = (xb * inverse[..., None]).astype(np.float32)
-    return np.rint(scaled).astype(np.int64), d  # rint: half to even, like the kernel
+TARGETS = {
+    "w16-vnni": (16, None, True),
+    "w16-emulated": (16, None, False),
+    "w8-vnni": (8, None, True),
+    "w8-haswell": (8, "haswell", False),
+    "w4-x86-64": (4, "x86-64", False),
+}
+"""(vector width, CPU (None: the host), VNNI marked) of each kernel target tested."""
 
 
-def weight_parts(w: np.ndarray, scheme: str):
-    """(u [N, B, 32] unsigned quants, d [N, B], m [N, B] or None, offset o)."""
-    s = qd.INT8_SCHEMES[scheme]
-    b = w.reshape(w.shape[0], -1, s.bytes)
-
-    def f16(at: int) -> np.ndarray:
-        return b[..., at:at + 2].copy().view("<f2")[..., 0].astype(np.float32)
-
-    if s.bits == 8:
-        u = b[..., s.quants:s.quants + 32].view(np.int8).astype(np.int64) + 128
-    else:
-        raw = b[..., s.quants:s.quants + 16].astype(np.int64)
-        u = np.concatenate([raw & 15, raw >> 4], -1)
-        if s.high_at is not None:
-            qh = b[..., s.high_at:s.high_at + 4].copy().view("<u4")[..., 0].astype(np.int64)
-            u = u | (((qh[..., None] >> np.arange(32)) & 1) << 4)
-    return u, f16(0), f16(s.min_at) if s.min_at is not None else None, s.offset
-
-
-def int8_model(x: np.ndarray, w: np.ndarray, scheme: str) -> np.ndarray:
-    """Σ_b f32(d_w·d_x)·(Σ u·x_q − o·Σx_q) (+ m_w·f32(d_x·Σx_q)), summed in float64."""
-    xq, dx = quantize_x(x)
-    u, dw, mw, offset = weight_parts(w, scheme)
-    sx = xq.sum(-1)
-    dots = np.einsum("...bv,nbv->...nb", xq, u) - offset * sx[..., None, :]
-    scale = (dw * dx[..., None, :]).astype(np.float32).astype(np.float64)
-    out = (dots * scale).sum(-1)
-    if mw is not None:
-        c = (dx * sx.astype(np.float32)).astype(np.float32).astype(np.float64)
-        out = out + (mw.astype(np.float64) * c[..., None, :]).sum(-1)
-    return out
+def ks(scheme: str) -> tuple[int, int]:
+    """An odd number of 32-blocks (W = 16 pairs them: the last step is half empty) and
+    SmolLM2's hidden size; 256 and 512 for the K-quants."""
+    return (256, 512) if quants.VEC_DOT_TYPES[scheme] == "Q8_K" else (96, 576)
 
 
 def magnitude(x: np.ndarray, w: np.ndarray, scheme: str) -> np.ndarray:
@@ -100,104 +71,107 @@ def magnitude(x: np.ndarray, w: np.ndarray, scheme: str) -> np.ndarray:
     return np.abs(x.astype(np.float64)) @ np.abs(quants.dequantize(w, scheme).astype(np.float64)).T
 
 
-def quantization_bound(x: np.ndarray, w: np.ndarray, scheme: str) -> np.ndarray:
-    """Σ_b (d_x,b/2)·Σ_{k in b}|w_k| per output: how far x's int8 rounding can move it."""
-    _, dx = quantize_x(x)
-    wd = np.abs(quants.dequantize(w, scheme).astype(np.float64))
-    block_w = wd.reshape(wd.shape[0], -1, qd.BLOCK).sum(-1)  # [N, B]
-    return (dx.astype(np.float64) / 2) @ block_w.T
-
-
 def check(got: np.ndarray, x: np.ndarray, w: np.ndarray, scheme: str, where: str) -> None:
-    scale = magnitude(x, w, scheme)
-    model = int8_model(x, w, scheme)
-    excess = np.abs(got - model) - 1e-5 * scale - 1e-30
-    assert (excess <= 0).all(), f"{where}: vs the int8 model, worst excess {excess.max():.3g}"
-    exact = x.astype(np.float64) @ quants.dequantize(w, scheme).astype(np.float64).T
-    bound = 1.001 * quantization_bound(x, w, scheme) + 1e-5 * scale + 1e-30
-    excess = np.abs(got - exact) - bound
-    assert (excess <= 0).all(), f"{where}: vs f32, worst excess over the bound {excess.max():.3g}"
+    """got is the q8 form at f32 tolerance (and not the f32 form, which differs)."""
+    want = quants.q8_matmul(x, w, scheme).astype(np.float64)
+    excess = np.abs(got - want) - 1e-5 * magnitude(x, w, scheme) - 1e-30
+    assert (excess <= 0).all(), f"{where}: vs the q8 reference, worst excess {excess.max():.3g}"
+
+
+def x_rows(m: int, k: int) -> np.ndarray:
+    """Rows of mixed scales, one block all zeros (d_x = 0), one with a single value, one
+    of exact halves (roundf's ties) and one whose largest magnitude is negative."""
+    x = (RNG.standard_normal((m, k)) * RNG.choice([0.01, 1.0, 30.0], (m, 1))).astype(np.float32)
+    x[0, :qd.BLOCK] = 0.0
+    if k >= 4 * qd.BLOCK:
+        x[-1, qd.BLOCK:2 * qd.BLOCK] = 0.0
+        x[-1, qd.BLOCK + 5] = -2.5
+        ties = (np.arange(32) - 16) * np.float32(0.25)  # d = 63.5/127 = 0.5: x·id = (j − 16)/2
+        ties[31] = 63.5
+        x[-1, 2 * qd.BLOCK:3 * qd.BLOCK] = ties
+        x[-1, 3 * qd.BLOCK + 7] = -50.0
+    return x
 
 
 # ----------------------------------------------------------------------------- kernels
 
 
-def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray) -> lir.DequantMatmulOp:
-    """A lir.dequant_matmul marked for the int8 path (symbolic rows: `S` in x_shape)."""
+def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, vnni: bool) -> lir.DequantMatmulOp:
+    """A q8 lir.dequant_matmul (symbolic rows: `S` in x_shape), marked for VNNI or not."""
     out_shape = (*x_shape[:-1], w.shape[0])
     shapes = [x_shape, w.shape, out_shape]
     args = Block(arg_types=[memref_type(s, dt) for s, dt in zip(shapes, ("f32", "ui8", "f32"),
                                                                  strict=True)]).args
-    op = lir.DequantMatmulOp(*args, scheme=scheme)
+    op = lir.DequantMatmulOp(*args, scheme=scheme, activations="q8")
     if not all(isinstance(d, int) for d in x_shape):
         dynamic.set_operand_shapes(op, shapes)
-    op.attributes[qd.INT8_DOT] = StringAttr(qd.VNNI)
+    if vnni and scheme in qd.INT8_SCHEMES:
+        op.attributes[qd.INT8_DOT] = StringAttr(qd.VNNI)
     op.verify()
     return op
 
 
-def x_rows(m: int, k: int) -> np.ndarray:
-    """Rows of mixed scales, one block all zeros (d_x = 0) and one with a single value."""
-    x = (RNG.standard_normal((m, k)) * RNG.choice([0.01, 1.0, 30.0], (m, 1))).astype(np.float32)
-    x[0, :qd.BLOCK] = 0.0
-    if k >= 2 * qd.BLOCK:
-        x[-1, qd.BLOCK:2 * qd.BLOCK] = 0.0
-        x[-1, qd.BLOCK + 5] = -2.5
-    return x
+def _call_parts(fn, x: np.ndarray, w: np.ndarray, m: int, parts: int, where: str) -> np.ndarray:
+    out = np.full((m, N), np.nan, np.float32)
+    writers = np.zeros((m, N), np.int64)
+    for part in range(parts):
+        share = np.full((m, N), np.nan, np.float32)
+        fn(x.ctypes.data, w.ctypes.data, share.ctypes.data, m, part, parts)
+        written = ~np.isnan(share)
+        writers += written
+        out[written] = share[written]
+    assert (writers == 1).all(), f"{where} parts={parts}: not one writer each"
+    return out
 
 
-@needs_vnni
-@pytest.mark.parametrize("width", WIDTHS)
-def test_dynamic_rows_every_scheme(width):
-    if not HAS_VNNI[width]:
+@pytest.mark.parametrize("target", TARGETS)
+def test_dynamic_rows_every_scheme(target):
+    width, cpu, vnni = TARGETS[target]
+    if vnni and not HAS_VNNI[width]:
         pytest.skip(f"no VNNI at W={width}")
     cases, functions = [], []
     for scheme in SCHEMES:
-        for k in KS:
+        for k in ks(scheme)[:1]:  # the other K: test_static_rows, test_jit_forms_on_every_target
             w = np.ascontiguousarray(blocks(scheme, N, k))
-            op = dequant_op(scheme, ("S", k), w)
+            op = dequant_op(scheme, ("S", k), w, vnni)
             i = len(cases)
             functions += [mm.build_dequant_matmul(op, f"k{i}", width),
                           mm.build_dequant_matmul_partitioned(op, f"p{i}", width)]
             cases.append((scheme, k, w))
-    jitted = Jitted(functions, None, verify=False)
+    jitted = Jitted(functions, cpu, verify=False)
+    assert ("vpdpbusd" in jitted.asm) == vnni  # the path is the one asked for
     for i, (scheme, k, w) in enumerate(cases):
         serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
         parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
         for m in ROWS:
             x = x_rows(m, k)
-            where = f"{scheme} K={k} M={m} W={width}"
+            where = f"{scheme} K={k} M={m} {target}"
             out = np.full((m, N), np.nan, np.float32)
             serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
             check(out, x, w, scheme, where)
             for parts in PARTS:
-                out = np.full((m, N), np.nan, np.float32)
-                writers = np.zeros((m, N), np.int64)
-                for part in range(parts):
-                    share = np.full((m, N), np.nan, np.float32)
-                    parted(x.ctypes.data, w.ctypes.data, share.ctypes.data, m, part, parts)
-                    written = ~np.isnan(share)
-                    writers += written
-                    out[written] = share[written]
-                assert (writers == 1).all(), f"{where} parts={parts}: not one writer each"
-                check(out, x, w, scheme, f"{where} parts={parts}")
+                check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
+                      f"{where} parts={parts}")
 
 
-@needs_vnni
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_static_rows(scheme):
+@pytest.mark.parametrize("target", ["w16-vnni", "w16-emulated", "w4-x86-64"])
+@pytest.mark.parametrize("scheme", ["q4_1", "q8_0", "q6_k"])
+def test_static_rows(scheme, target):
     """Static kernels: one row (decode), a chunk and a rest (17 > CHUNK_ROWS), a batch."""
-    k = 160  # 5 blocks
+    width, cpu, vnni = TARGETS[target]
+    if vnni and not HAS_VNNI[width]:
+        pytest.skip(f"no VNNI at W={width}")
+    k = ks(scheme)[1]
     shapes = [(1, k), (17, k), (2, 3, k)]
     w = np.ascontiguousarray(blocks(scheme, 7, k))
-    functions = [mm.build_dequant_matmul(dequant_op(scheme, s, w), f"k{i}", 16)
+    functions = [mm.build_dequant_matmul(dequant_op(scheme, s, w, vnni), f"k{i}", width)
                  for i, s in enumerate(shapes)]
-    jitted = Jitted(functions, None, verify=False)
+    jitted = Jitted(functions, cpu, verify=False)
     for i, shape in enumerate(shapes):
         x = x_rows(int(np.prod(shape[:-1])), k).reshape(shape)
         out = np.full((*shape[:-1], 7), np.nan, np.float32)
         jitted.call(f"k{i}", [x, w, out])
-        check(out.reshape(-1, 7), x.reshape(-1, k), w, scheme, f"{scheme} {shape}")
+        check(out.reshape(-1, 7), x.reshape(-1, k), w, scheme, f"{scheme} {shape} {target}")
 
 
 def test_isa_of_targets():
@@ -212,33 +186,87 @@ def test_isa_of_targets():
     assert qd.int8_dot_isa(Target("x", host + ",-avx512vnni", triple, 16), 16) is None
 
 
-def test_unmarked_and_other_schemes_keep_the_f32_path():
-    w = np.ascontiguousarray(blocks("q4_k", 3, 256))
-    op = dequant_op("q4_k", (1, 256), w)
-    assert not qd.uses_int8_dot(op, 16)  # the K-quants keep the f32 path, marked or not
-    module = ModuleOp([])
-    assert qd.mark_int8_dots(module, Target("haswell", "", host_target().triple, 8), 8) == 0
+def test_marking_follows_the_op_not_the_target():
+    """mark_int8_dots marks the q8 ops of an int8 scheme on a VNNI target, never an f32
+    op nor a K-quant; on a target without VNNI none."""
+    triple = host_target().triple
+    w4 = np.zeros((3, 36), np.uint8)
+    wk = np.zeros((3, 144), np.uint8)
+    shapes = [((2, 64), w4.shape, "q4_0", "q8"), ((2, 64), w4.shape, "q4_0", "f32"),
+              ((2, 256), wk.shape, "q4_k", "q8")]
+    block = Block()
+    ops = []
+    for x_shape, w_shape, scheme, form in shapes:
+        x, w, out = (block.insert_arg(memref_type(s, dt), len(block.args))
+                     for s, dt in ((x_shape, "f32"), (w_shape, "ui8"), ((2, 3), "f32")))
+        ops.append(lir.DequantMatmulOp(x, w, out, scheme, activations=form))
+    block.add_ops(ops)
+    module = ModuleOp([FuncOp("f", (list(block.arg_types), []), Region(block))])
+    assert qd.mark_int8_dots(module, Target("haswell", "", triple, 8), 8) == 0
+    assert qd.mark_int8_dots(module, Target("icelake-server", "", triple, 16), 16) == 1
+    assert [qd.INT8_DOT in op.attributes for op in ops] == [True, False, False]
+    assert not qd.uses_int8_dot(ops[1], 16)
 
 
-def _gemv_graph(scheme: str, k: int, n: int) -> tuple[rlx.Graph, np.ndarray]:
+# ----------------------------------------------------------------------------- rlx.jit
+
+
+def _graph(scheme: str, k: int, n: int, activations: str | None) -> tuple[rlx.Graph, np.ndarray]:
     w = np.ascontiguousarray(blocks(scheme, n, k))
     g = rlx.Graph("gemv")
-    x = g.input("x", (3, k))
-    g.output(g.dequant_matmul(x, g.param("w", w.shape, "ui8"), scheme))
+    x = g.input("x", ("S", k))
+    wv = g.param("w", w.shape, "ui8")
+    y = (g.dequant_matmul(x, wv, scheme) if activations is None
+         else g.dequant_matmul(x, wv, scheme, activations=activations))
+    g.output(y)
     return g, w
 
 
-@needs_vnni
-def test_pipeline_default_quantizes_and_exact_dequant_does_not():
-    scheme, k, n = "q4_1", 576, 40
-    g, w = _gemv_graph(scheme, k, n)
+@pytest.mark.parametrize("cpu", [None, "haswell", "x86-64"])
+@pytest.mark.parametrize("scheme", ["q4_1", "q5_0", "q4_k"])
+def test_jit_forms_on_every_target(scheme, cpu, monkeypatch):
+    """The same graphs on the host (W = 16 and 8), haswell and x86-64: the q8 form gives
+    the q8 reference's numbers, a graph without `activations` the f32 reference's."""
+    if cpu is not None:
+        monkeypatch.setenv("RLX_TARGET_CPU", cpu)
+    k = ks(scheme)[1]
+    q8, w = _graph(scheme, k, 40, "q8")
+    f32, _ = _graph(scheme, k, 40, None)
+    exact = quants.dequantize(w, scheme).astype(np.float64)
+    for width in ((16, 8) if cpu is None else (0,)):
+        q8_fn = rlx.jit(q8, params={"w": w}, threads=2, vector_width=width)
+        f32_fn = rlx.jit(f32, params={"w": w}, threads=2, vector_width=width)
+        for m in ROWS:
+            x = x_rows(m, k)
+            check(q8_fn(x), x, w, scheme, f"jit {scheme} M={m} cpu={cpu} W={width}")
+            got = f32_fn(x)
+            tol = 1e-5 * magnitude(x, w, scheme) + 1e-30
+            assert (np.abs(got - x.astype(np.float64) @ exact.T) <= tol).all()
+            # the two forms differ (x's quantization), and the reference executor agrees
+            assert np.abs(got - q8_fn(x)).max() > 0
+    ref = rlx.reference(q8, params={"w": w})
     x = x_rows(3, k)
-    fast = rlx.jit(g, params={"w": w}, threads=1)(x)
-    check(fast, x, w, scheme, "jit default")
-    exact = rlx.jit(g, params={"w": w}, threads=1, exact_dequant=True)(x)
-    want = x.astype(np.float64) @ quants.dequantize(w, scheme).astype(np.float64).T
-    np.testing.assert_allclose(exact, want, rtol=1e-5, atol=1e-5 * magnitude(x, w, scheme).max())
-    assert np.abs(fast - exact).max() > 0  # the paths differ: x's rounding
+    check(ref(x), x, w, scheme, "rlx.reference")
+
+
+def test_ir_states_the_form():
+    g, _ = _graph("q4_0", 64, 8, "q8")
+    plain, _ = _graph("q4_0", 64, 8, None)
+    assert "activations" not in str(plain.to_module())
+    assert "activations q8" in str(g.to_module())
+
+
+def test_graph_refuses_bad_forms():
+    g = rlx.Graph("bad")
+    x = g.input("x", (2, 64))
+    w = g.param("w", (8, 36), "ui8")
+    with pytest.raises(RlxError, match="activations: expected one of 'f32', 'q8', got 'q4'"):
+        g.dequant_matmul(x, w, "q4_0", activations="q4")
+    wf = g.param("wf", (8, 128), "ui8")
+    with pytest.raises(RlxError, match="'q8' needs a block-quantized scheme.*got scheme 'f16'"):
+        g.dequant_matmul(x, wf, "f16", activations="q8")
+    with pytest.raises(RlxError, match="'q8' needs a block-quantized scheme"):
+        K.dequant_matmul(np.zeros((2, 64), np.float32), np.zeros((8, 128), np.uint8), "bf16", "q8")
 
 
 @pytest.mark.skipif("+avxvnni" not in host_target().features.split(","),
@@ -246,7 +274,7 @@ def test_pipeline_default_quantizes_and_exact_dequant_does_not():
 def test_avx_vnni_target_without_avx512():
     """W = 8 for an AVX-VNNI CPU without AVX-512 (alderlake): the VEX vpdpbusd."""
     cases = [(s, np.ascontiguousarray(blocks(s, 9, 160))) for s in ("q4_0", "q5_1", "q8_0")]
-    functions = [mm.build_dequant_matmul(dequant_op(s, ("S", 160), w), f"k{i}", 8)
+    functions = [mm.build_dequant_matmul(dequant_op(s, ("S", 160), w, True), f"k{i}", 8)
                  for i, (s, w) in enumerate(cases)]
     jitted = Jitted(functions, "alderlake", verify=False)
     assert "{vex}\tvpdpbusd" in jitted.asm and "zmm" not in jitted.asm

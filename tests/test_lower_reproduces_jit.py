@@ -1,5 +1,5 @@
 """`rlx-lower` reproduces a `jit` build: `model.options.pipeline()` writes every pipeline
-option (arena, vector width, bound params, max-dims, profile, exact-dequant, target) as
+option (arena, vector width, bound params, max-dims, profile, target) as
 `rlx-lower{...}`, and `rlx-opt -p` with it on `model.mlir("hir")` prints exactly
 `model.mlir("llvm")`. The target is an option resolved by the driver (RLX_TARGET_CPU or
 the host), never read by a pass: convert-lir-to-llvm takes its `target` option, else the
@@ -79,7 +79,9 @@ def _dequant():
     w = np.ascontiguousarray(blocks("q8_0", 40, 96))
     g = rlx.Graph("gemv")
     x = g.input("x", (3, 96))
-    g.output(g.dequant_matmul(x, g.param("w", w.shape, "ui8"), "q8_0"))
+    weight = g.param("w", w.shape, "ui8")
+    g.output(g.dequant_matmul(x, weight, "q8_0"),
+             g.dequant_matmul(x, weight, "q8_0", activations="q8"))
     return g, {"params": {"w": w}}
 
 
@@ -108,10 +110,9 @@ def test_rlx_lower_reproduces_jit(tmp_path, name):
     _assert_reproduced(tmp_path, model)
 
 
-def test_rlx_lower_reproduces_exact_dequant_and_the_profiled_build(tmp_path):
+def test_rlx_lower_reproduces_the_profiled_build(tmp_path):
     graph, kwargs = _dequant()
-    model = rlx.jit(graph, threads=1, exact_dequant=True, **kwargs)
-    assert model.options.exact_dequant
+    model = rlx.jit(graph, threads=1, **kwargs)
     _assert_reproduced(tmp_path, model)
     # The instrumented build `model.profile` compiles: the same options, profile=True.
     profiled = replace(model.options, profile=True)

@@ -56,7 +56,7 @@ def load(model_files):
     def get(variant: str, engine: str) -> LanguageModel:
         key = (variant, engine)
         if key not in _LOADED:
-            # exact_dequant: the numpy forward is f32 (the int8 path: test_jit_quant_dot.py)
+            # exact_dequant: the numpy forward is f32 (the q8 form: test_jit_quant_dot.py)
             _LOADED[key] = load_gguf(model_files[variant], max_seq=MAX_SEQ, engine=engine,
                                      exact_dequant=True)
         model = _LOADED[key]
@@ -73,10 +73,10 @@ def assert_logits_close(got: np.ndarray, want: np.ndarray, tolerance: float = 2e
 
 
 QUANTIZED_ACTIVATIONS = 0.03
-"""Tolerance (of the largest logit) of the default compiled model against the f64 numpy
-forward: it quantizes a dequant_matmul's activations to 8-bit blocks for integer dot
-products where the CPU has them (as llama.cpp does), about 1% here. A wrong rope, mask or
-weight layout is off by the size of the logits themselves."""
+"""Tolerance (of the largest logit) of the default model against the f64 numpy forward:
+its dequant_matmuls quantize their activations to 8-bit blocks (`activations="q8"`, as
+llama.cpp does), about 1% here. A wrong rope, mask or weight layout is off by the size of
+the logits themselves."""
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -99,13 +99,22 @@ def test_profile_of_a_prefill_and_a_decode_step(load, model_files):
 
 
 def test_default_build_with_quantized_activations(model_files):
-    """load_gguf's default build (int8 dot products where the CPU has them) is close to the
-    exact forward, and its cached decoding equals its own full forward."""
+    """load_gguf's default build (q8 activations, as llama.cpp) is close to the exact
+    forward and closer to the reference executor's q8 model, and its cached decoding
+    equals its own full forward.
+
+    Each q8 dequant_matmul equals the reference's within f32 rounding for the same x
+    (test_jit_quant_dot.py), but through a model the f32-level differences of the other
+    ops move an x·(1/d) across a rounding boundary now and then (one quant step), so the
+    whole models agree statistically, not at f32 tolerance."""
     # the graph test_generate.py compiles (same types and max_seq): one compilation for both
     lm = load_gguf(model_files["llama-mixed"], max_seq=64)
+    assert "activations q8" in str(lm.graph.to_module())
     full = lm.logits(IDS)
     want = numpy_logits(model_files["llama-mixed"], IDS)
     assert_logits_close(full, want, QUANTIZED_ACTIVATIONS)
+    reference = load_gguf(model_files["llama-mixed"], max_seq=64, engine="reference")
+    assert np.abs(full - reference.logits(IDS)).mean() < 0.6 * np.abs(full - want).mean()
     assert np.abs(full - want).mean() <= QUANTIZED_ACTIVATIONS / 5 * np.abs(want).max()
     lm.reset()
     assert_logits_close(lm.prefill(IDS[:5]), full[4])

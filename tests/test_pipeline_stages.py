@@ -78,7 +78,7 @@ def test_rlx_lower_takes_every_pipeline_option():
 @pytest.mark.parametrize("options", [
     PipelineOptions(),
     PipelineOptions(alignment=128, strategy="naive", vector_width=8, packed_params=("v", "w"),
-                    max_dims="S=2048,T=512", profile=True, exact_dequant=True,
+                    max_dims="S=2048,T=512", profile=True,
                     target="skylake-avx512:+avx512f,-avx512vnni,+sse4.1"),
 ], ids=["defaults", "every-option"])
 def test_pipeline_options_round_trip(options):

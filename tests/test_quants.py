@@ -13,6 +13,7 @@ from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
 
+from rlx_mlir.core import quants
 from rlx_mlir.core.errors import ArgumentError, ShapeError
 from rlx_mlir.core.quants import QUANT_TYPES, dequantize, dequantize_rows, quant_type
 
@@ -94,3 +95,83 @@ def test_type_names_ids_and_enums():
         dequantize(np.zeros((2, 17), np.uint8), "Q4_0")
     with pytest.raises(ShapeError, match="blocks"):
         QUANT_TYPES["Q4_K"].row_bytes(100)
+
+
+# ----------------------------------------------------------------------------- q8 activations
+
+
+def _q8_0_bytes(rows) -> np.ndarray:
+    """Q8Rows of q8_0 as GGUF q8_0 block bytes (f16 d, 32 int8)."""
+    d = rows.d.astype(np.float16).view(np.uint8).reshape(*rows.d.shape, 2)
+    q = rows.q.astype(np.int8).view(np.uint8)
+    return np.concatenate([d, q], axis=-1).reshape(rows.q.shape[0], -1)
+
+
+def test_q8_0_activations_are_gguf_q8_0():
+    """quantize_q8_0 is gguf's Q8_0 quantizer (ggml's quantize_row_q8_0_ref) byte for byte:
+    random rows, an all-zero block, exact halves (roundf: away from zero), tiny values."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((9, 256)) * 3).astype(np.float32)
+    x[0, :32] = 0
+    x[1, :32] = (np.arange(32) - 16) * np.float32(0.25)  # d = 0.5, id = 2: x·id = halves
+    x[1, 31] = 63.5
+    x[2, :32] *= np.float32(1e-6)  # d below f16's normal range
+    x[3, 32:64] = -x[3, 32:64]
+    got = _q8_0_bytes(quants.quantize_q8_0(x))
+    np.testing.assert_array_equal(got, gguf_quantize(x, GGMLQuantizationType.Q8_0))
+    # x·id = −1.5, −1, −0.5, 0, 0.5: ties go away from zero
+    assert list(quants.quantize_q8_0(x).q[1, 0, 13:18]) == [-2, -1, -1, 0, 1]
+
+
+def test_q8_1_and_q8_k_by_hand():
+    """A small case computed by hand: q8_1's s = f16(d·Σq) with the f32 d; q8_K's scale
+    from the first value of largest magnitude (its sign matters), nearest-even rounding."""
+    x = np.zeros((1, 32), np.float32)
+    x[0, :4] = [1.0, -0.5, 0.25, 127.0]
+    rows = quants.quantize_q8_1(x)
+    assert list(rows.q[0, 0, :4]) == [1, -1, 0, 127]  # −0.5 rounds away from zero, 0.25 to 0
+    assert rows.d[0, 0] == 1.0 and rows.s[0, 0] == np.float32(np.float16(127.0))
+    y = np.zeros((1, 256), np.float32)
+    y[0, :5] = [2.0, -4.0, 4.0, 1.0, -1.0]
+    k = quants.quantize_q8_K(y)
+    # max = −4 (the first of |4|): iscale = −127/max = 31.75, d = 1/iscale in f32
+    assert list(k.q[0, 0, :5]) == [64, -127, 127, 32, -32]  # 63.5 → 64 (nearest even)
+    assert k.d[0] == np.float32(1) / np.float32(31.75)
+    y[0, 1] = 4.0  # now +4 comes first: the signs flip
+    assert list(quants.quantize_q8_K(y).q[0, 0, :3]) == [-64, -127, -127]
+    np.testing.assert_array_equal(quants.quantize_q8_K(np.zeros((2, 256), np.float32)).q, 0)
+
+
+def test_q8_matmul_by_hand():
+    """One q4_1 block: out = d_w·d_x·Σ q_w·q_x + m_w·s_x; one q4_0 block: d_w·d_x·Σ(q−8)·q_x."""
+    x = np.zeros((1, 32), np.float32)
+    x[0, :3] = [127.0, 63.4, -1.0]  # d_x = 1: q_x = 127, 63, −1
+    block = np.zeros(20, np.uint8)
+    block[0:2] = np.array([0.5], np.float16).view(np.uint8)  # d_w
+    block[2:4] = np.array([-2.0], np.float16).view(np.uint8)  # m_w
+    block[4] = 0x21  # q_w[0] = 1, q_w[16] = 2
+    block[5] = 0x03  # q_w[1] = 3
+    want = 0.5 * 1.0 * (1 * 127 + 3 * 63) + (-2.0) * float(np.float16(127 + 63 - 1))
+    got = quants.q8_matmul(x, block.reshape(1, 20), "q4_1")
+    assert got.shape == (1, 1) and got[0, 0] == np.float32(want)
+    q40 = np.zeros(18, np.uint8)
+    q40[0:2] = np.array([0.25], np.float16).view(np.uint8)
+    q40[2:18] = 0x88  # every q = 8: value 0
+    q40[2] = 0x8A  # q[0] = 10: +2
+    assert quants.q8_matmul(x, q40.reshape(1, 18), "q4_0")[0, 0] == np.float32(0.25 * 2 * 127)
+
+
+def test_q8_matmul_is_the_dot_of_dequantized_operands():
+    """For the schemes without q8_1's s, the q8 form is x's q8 dequantization times the
+    weights' (float64 both); the q8_1 schemes differ from that only by s's f16 rounding."""
+    rng = np.random.default_rng(3)
+    for name, k in (("Q4_0", 64), ("Q8_0", 64), ("Q4_K", 256), ("Q6_K", 256), ("Q5_1", 64)):
+        raw = random_blocks(name, 5, k // QUANT_TYPES[name].block_size, seed=k)
+        x = rng.standard_normal((3, k)).astype(np.float32)
+        scheme = name.lower()
+        rows = quants.Q8_QUANTIZERS[quants.VEC_DOT_TYPES[scheme]](x)
+        plain = rows.dequantized() @ dequantize(raw, name).astype(np.float64).T
+        got = quants.q8_matmul(x, raw, scheme)
+        scale = np.abs(rows.dequantized()) @ np.abs(dequantize(raw, name).astype(np.float64)).T
+        tol = (1e-3 if name == "Q5_1" else 1e-6) * scale
+        assert (np.abs(got - plain) <= tol).all(), name

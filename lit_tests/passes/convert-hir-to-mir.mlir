@@ -332,3 +332,11 @@ func.func @depthwise_conv1d_causal_k1(%x: tensor<2x5x4xf32>, %w: tensor<1x4xf32>
   func.return %y : tensor<2x5x4xf32>
 }
 
+
+// The activation form is carried to mir.
+// CHECK-LABEL: func.func @dequant_matmul_q8_activations(
+// CHECK:         mir.dequant_matmul %{{.*}}, %{{.*}} scheme q5_0 activations q8 : (tensor<3x64xf32>, tensor<8x44xui8>) -> tensor<3x8xf32>
+func.func @dequant_matmul_q8_activations(%x: tensor<3x64xf32>, %w: tensor<8x44xui8>) -> tensor<3x8xf32> {
+  %y = hir.dequant_matmul q5_0 %x, %w activations q8 : (tensor<3x64xf32>, tensor<8x44xui8>) -> tensor<3x8xf32>
+  func.return %y : tensor<3x8xf32>
+}

@@ -268,3 +268,11 @@ func.func @already_lir(%x: memref<3xf32>, %o: memref<3xf32>) {
   lir.elementwise log ins(%x : memref<3xf32>) outs(%o : memref<3xf32>)
   func.return
 }
+
+// The activation form is carried to lir.
+// CHECK-LABEL: func.func @dequant_matmul_q8_activations(
+// CHECK:         lir.dequant_matmul q5_0 ins(%{{.*}}, %{{.*}} : memref<3x64xf32>, memref<8x44xui8>) outs(%{{.*}} : memref<3x8xf32>) activations q8
+func.func @dequant_matmul_q8_activations(%x: tensor<3x64xf32>, %w: tensor<8x44xui8>) -> tensor<3x8xf32> {
+  %y = mir.dequant_matmul %x, %w scheme q5_0 activations q8 : (tensor<3x64xf32>, tensor<8x44xui8>) -> tensor<3x8xf32>
+  func.return %y : tensor<3x8xf32>
+}

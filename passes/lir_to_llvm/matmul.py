@@ -78,6 +78,8 @@ from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
 from rlx_mlir.core.packing import GEMM_TILES
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.mir import activations_of
+from rlx_mlir.dialects.rlx import QuantActivations
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, vector_type
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
     DynamicKernelError,
@@ -1287,11 +1289,11 @@ def _build_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
     """The dequant_matmul kernel; over a symbolic x (`?` rows, ABI of dynamic.py) the
     row count M is a run-time size: one row runs the static code of M = 1, more run
     DEQUANT_ROWS-row tiles in a loop and the rest as the static tile of its size. An op
-    marked for the int8 path (activations quantized to q8 blocks) goes to quant_dot.py."""
+    with `activations q8` (x quantized to q8 blocks first) goes to quant_dot.py."""
     from rlx_mlir.passes.lir_to_llvm import quant_dot  # it builds on this module's helpers
 
-    if quant_dot.uses_int8_dot(op, vector_width):
-        return quant_dot.build_int8_dequant(op, name, vector_width, partitioned)
+    if activations_of(op) == QuantActivations.Q8:
+        return quant_dot.build_q8_dequant(op, name, vector_width, partitioned)
     scheme = SCHEMES[op.scheme.data.value]
     dynamic = is_dynamic(op)
     xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))

@@ -1,16 +1,25 @@
-"""The int8 path of `lir.dequant_matmul`: activations quantized to 8-bit blocks, integer
-dot products with VNNI `vpdpbusd` (llama.cpp's scheme for its q4_0/q4_1/q5_*/q8_0 dots).
+"""The q8 form of `lir.dequant_matmul` (`activations q8`): x quantized as ggml does
+(the scheme's `vec_dot_type`, docs/semantics.md), then block dot products. Two kernels
+give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
+
+- **VNNI** (`build_int8_dequant`) for q4_0/q4_1/q5_0/q5_1/q8_0 where convert-lir-to-llvm
+  marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
+  W = 8): integer dot products with `vpdpbusd`;
+- **the emulation** (`build_q8_emulated`) for every other case (the K-quants, targets
+  without VNNI, W = 4): x quantized into a scratch of f32 integers, exact f32 integer
+  dots per weight group.
 
 The f32 path (matmul.py `_build_dequant`) widens every weight to f32 and issues one f32
 FMA per weight and row: 6-9 GB/s per core for 4-bit weights, far below the memory
-bandwidth a decode GEMV could stream at. Here:
+bandwidth a decode GEMV could stream at. The VNNI kernel:
 
-1. **Activations.** Each row of x is quantized once per call, per block of 32 values:
-   d_x = max|x|/127, x_q = round_half_even(x·(127/max|x|)) in [-127, 127] (all zeros
-   for an all-zero block), and the block sum Σx_q (exact, an integer). They go to a
-   stack scratch of `chunk` rows: the bytes x_q, and per block 8 f32 lanes of d_x and 8
-   lanes of the correction (below), so that the kernel reads one vector of each per
-   step. More rows than the scratch holds are processed chunk by chunk.
+1. **Activations.** Each row of x is quantized once per call, per block of 32 values, as
+   quantize_row_q8_0_ref: d = max|x|/127, x_q = roundf(x·(1/d)) in [-127, 127] (all
+   zeros for an all-zero block), and the block sum Σx_q (exact, an integer). They go to a
+   stack scratch of `chunk` rows: the bytes x_q, and per block 8 f32 lanes of d_x (d
+   rounded to f16, as the q8 block stores it) and 8 lanes of the correction (below), so
+   that the kernel reads one vector of each per step. More rows than the scratch holds
+   are processed chunk by chunk.
 2. **Weights.** A block's quants are read as *unsigned* bytes u: q4 nibbles (0..15),
    q5 nibbles plus the 5th bit (0..31), q8_0 bytes with the sign bit flipped (q + 128).
    A weight is w = d·(u − o) (o = 8, 16, 128 for q4_0, q5_0, q8_0) or w = d·u + m
@@ -22,19 +31,11 @@ bandwidth a decode GEMV could stream at. Here:
 
        acc += f32(Σ u·x_q − o·Σx_q) · (d_w·d_x)      (offset schemes: −o·Σx_q is the
                                                        initial value of lane 0)
-       acc += m_w · (d_x·Σx_q)                        (q4_1 / q5_1: lane 0 only)
+       acc += m_w · s_x                               (q4_1 / q5_1, lane 0 only: q8_1's
+                                                       s = f16(Σx_q·d), d in f32)
 
    and the lanes are summed at the end. The integer parts are exact (|Σ| < 2^24, so
-   their f32 conversion too); the only rounding besides f32 accumulation is x's.
-
-**Numerics.** The result differs from the f32 path by the quantization of x: each
-x_q·d_x is within d_x/2 = max|x_block|/254 of x, so |out − exact| ≤ Σ_blocks
-(max|x_b|/254)·Σ|w_b| (about 0.2-0.4% of Σ|x·w| for Gaussian data; llama.cpp's CPU
-backend does exactly this for these weight types, with d_x rounded to f16 where we keep
-f32). It is used when convert-lir-to-llvm marks the op with `INT8_DOT` (its option
-`exact_dequant=false`, the default, on a target with VNNI: AVX512-VNNI for W = 16,
-AVX-VNNI or AVX512-VNNI+VL for W = 8); otherwise, and for the K-quants and float
-schemes, the f32 path runs.
+   their f32 conversion too).
 
 **Tiles.** R rows of x × C weight rows in R·C f32 accumulators; one row (decode)
 streams C = SINGLE_ROW_COLS weight rows at once; more rows use the R × C tiles of
@@ -49,11 +50,13 @@ count (the rest of R rows as static tiles of its binary digits).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
     DenseArrayBase,
+    DenseIntOrFPElementsAttr,
     ModuleOp,
     StringAttr,
     VectorType,
@@ -67,12 +70,16 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 
+from rlx_mlir.core.quants import QK_K, VEC_DOT_TYPES
 from rlx_mlir.core.target import Target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.mir import activations_of
+from rlx_mlir.dialects.rlx import QuantActivations
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
 from rlx_mlir.passes.lir_to_llvm.matmul import (
+    SCHEMES,
     Index,
     Span,
     _add,
@@ -87,6 +94,7 @@ from rlx_mlir.passes.lir_to_llvm.matmul import (
     _sweep,
     part_range,
 )
+from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
 INT8_DOT = "rlx.int8_dot"
 """Attribute of a lir.dequant_matmul whose kernel takes the int8 path: the instruction
@@ -145,7 +153,8 @@ INT8_SCHEMES: dict[str, Int8Scheme] = {
     "q5_1": Int8Scheme(24, 8, 5, min_at=2, high_at=4),
     "q8_0": Int8Scheme(34, 2, 8, offset=128),
 }
-"""The weight schemes of the int8 path (the K-quants and float types keep the f32 path)."""
+"""The weight schemes of the VNNI kernel (the K-quants take the emulation; the float types
+have no q8 form)."""
 
 _VNNI_CPUS = {
     16: ("cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
@@ -171,23 +180,35 @@ def int8_dot_isa(target: Target, width: int) -> str | None:
 
 
 def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
-    """Mark every lir.dequant_matmul of an int8 scheme with INT8_DOT when the target has
-    the instructions; returns how many were marked."""
+    """Mark every lir.dequant_matmul with `activations q8` of an int8 scheme with INT8_DOT
+    when the target has the instructions (the others with q8 run `build_q8_emulated`:
+    the same numbers); returns how many were marked."""
     isa = int8_dot_isa(target, width)
     if isa is None:
         return 0
     marked = 0
     for op in module.walk():
-        if isinstance(op, lir.DequantMatmulOp) and op.scheme.data.value in INT8_SCHEMES:
+        if (isinstance(op, lir.DequantMatmulOp) and activations_of(op) == QuantActivations.Q8
+                and op.scheme.data.value in INT8_SCHEMES):
             op.attributes[INT8_DOT] = StringAttr(isa)
             marked += 1
     return marked
 
 
 def uses_int8_dot(op: lir.DequantMatmulOp, width: int) -> bool:
-    """Whether the kernel of `op` takes the int8 path (marked, an int8 scheme, W 16 or 8)."""
-    return (INT8_DOT in op.attributes and op.scheme.data.value in INT8_SCHEMES
-            and width in (8, 16))
+    """Whether the kernel of `op` takes the VNNI path (q8 activations, marked, an int8
+    scheme, W 16 or 8)."""
+    return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
+            and op.scheme.data.value in INT8_SCHEMES and width in (8, 16))
+
+
+def build_q8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
+                     partitioned: bool) -> llvm.FuncOp:
+    """The kernel of a dequant_matmul with `activations q8`: VNNI dot products where the
+    pass marked it, else the emulation (the same numbers within f32 rounding)."""
+    if uses_int8_dot(op, vector_width):
+        return build_int8_dequant(op, name, vector_width, partitioned)
+    return build_q8_emulated(op, name, vector_width, partitioned)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -222,6 +243,45 @@ def _f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
         lanes = raw.type.get_shape()[0]
         return kb.insert(llvm.FPExtOp(kb.bitcast(raw, _vec(lanes, f16)), _vec(lanes, f32)))
     return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
+
+
+def _round_half_away(kb: KernelBuilder, v: SSAValue) -> SSAValue:
+    """roundf(v) lane by lane (half away from zero, as ggml's reference quantizers), |v| <
+    2^22, with plain SSE arithmetic: a + 1.5·2^23 − 1.5·2^23 rounds |v| half to even,
+    and an exact tie that went down goes up."""
+    magnitude = kb.fabs(v)
+    magic = kb.constant(_MAGIC, v.type)
+    even = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(magnitude, magic)), magic))
+    below = kb.insert(llvm.FSubOp(even, magnitude))  # exact: |even − |v|| ≤ 0.5
+    tie = kb.fcmp("oeq", below, kb.constant(-0.5, v.type))
+    up = kb.insert(llvm.FAddOp(even, kb.constant(1.0, v.type)))
+    return copysign(kb, kb.select(tie, up, even), v)
+
+
+def _small_int(kb: KernelBuilder, value: SSAValue) -> SSAValue:
+    """An f32 (scalar or vector) holding an integer of magnitude < 2^22 as i32: its low
+    mantissa bits after adding 1.5·2^23."""
+    shifted = kb.insert(llvm.FAddOp(value, kb.constant(_MAGIC, value.type)))
+    ty = _vec(value.type.get_shape()[0], i32) if isinstance(value.type, VectorType) else i32
+    return kb.sub(kb.bitcast(shifted, ty), kb.constant(0x4B400000, ty))
+
+
+def _round_to_f16(kb: KernelBuilder, value: SSAValue) -> SSAValue:
+    """An f32 scalar rounded to the nearest f16 (ties to even), as f32: ggml's
+    GGML_FP32_TO_FP16 then back, with integer ops (no F16C, so every target gives the
+    same). Normal f16 range: drop 13 mantissa bits; below 2^-14 (f16 subnormals): round
+    to a multiple of 2^-24; from 65520 on: inf."""
+    magnitude = kb.fabs(value)
+    bits = kb.bitcast(magnitude, i32)
+    odd = kb.insert(llvm.AndOp(kb.insert(llvm.LShrOp(bits, kb.constant(13, i32))),
+                               kb.constant(1, i32)))
+    rounded = kb.add(bits, kb.add(odd, kb.constant(0x0FFF, i32)))
+    normal = kb.bitcast(kb.insert(llvm.AndOp(rounded, kb.constant(~0x1FFF, i32))), f32)
+    quarter = kb.fconst(0.75)  # its ulp is 2^-24, an f16 subnormal's step
+    tiny = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(magnitude, quarter)), quarter))
+    result = kb.select(kb.fcmp("olt", magnitude, kb.fconst(2.0**-14)), tiny, normal)
+    result = kb.select(kb.fcmp("oge", magnitude, kb.fconst(65520.0)), kb.fconst(math.inf), result)
+    return copysign(kb, result, value)
 
 
 # ----------------------------------------------------------------------------- layout
@@ -283,7 +343,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     per_step = w // 8
     lanes = 16 if w == 16 else 8  # values per x vector: a half block or a quarter
     quants, scales, corrections = (_ptr(kb, p, _mul(kb, step, 4 * w), i8) for p in dst)
-    magic = kb.vconst(_MAGIC)
+    magic_scalar = kb.fconst(_MAGIC)
     zero = kb.fconst(0.0)
     d_lanes, c_lanes = [zero] * per_step, [None] * per_step
     for b in range(per_step):
@@ -295,26 +355,23 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
         largest = kb.fabs(values[0])
         for v in values[1:]:
             largest = kb.fmax(largest, kb.fabs(v))
-        amax = kb.hmax(largest)
-        d = kb.fdiv(amax, kb.fconst(127.0))
-        inverse = kb.select(kb.fcmp("ogt", amax, zero), kb.fdiv(kb.fconst(127.0), amax), zero)
+        d, inverse = _q8_scale(kb, kb.hmax(largest))
         total = None
         for t, v in enumerate(values):
-            # no contraction: x·id rounds to f32 first, then + 1.5·2^23 rounds to an integer
-            scaled = kb.insert(llvm.FMulOp(v, kb.splat(inverse)))
-            rounded = kb.insert(llvm.FAddOp(scaled, magic))
-            q = kb.insert(llvm.TruncOp(kb.bitcast(rounded, _vec(w, i32)), _vec(w, i8)))
-            _store(kb, q, quants, _position(w, b, t * w), align=1)
-            exact = kb.insert(llvm.FSubOp(rounded, magic))
-            total = exact if total is None else kb.insert(llvm.FAddOp(total, exact))
+            # no contraction: x·id rounds to f32 first, then to an integer
+            q = _round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
+            as_int = _small_int(kb, q)
+            _store(kb, kb.insert(llvm.TruncOp(as_int, _vec(w, i8))), quants,
+                   _position(w, b, t * w), align=1)
+            total = q if total is None else kb.insert(llvm.FAddOp(total, q))
         sums = kb.hsum(total)  # an exact integer (|Σ| ≤ 32·127)
-        d_lanes[b] = d
+        d_lanes[b] = _round_to_f16(kb, d)  # the dot products read q8's f16 d
         if scheme.offset:
             shifted = kb.insert(llvm.FAddOp(kb.insert(llvm.FMulOp(sums, kb.fconst(-scheme.offset))),
-                                            kb.fconst(_MAGIC)))
+                                            magic_scalar))
             c_lanes[b] = kb.sub(kb.bitcast(shifted, i32), kb.constant(0x4B400000, i32))
-        else:
-            c_lanes[b] = kb.fmul(d, sums)
+        else:  # q8_1's s = f16(Σq·d), d in f32
+            c_lanes[b] = _round_to_f16(kb, kb.insert(llvm.FMulOp(sums, d)))
     blocks_of = _lane_blocks(w)
     scale = kb.insert(llvm.UndefOp(kb.vec))
     for lane, block in enumerate(blocks_of):
@@ -324,6 +381,14 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     for b in range(present):
         corr = kb.insert(llvm.InsertElementOp(corr, c_lanes[b], kb.constant(_first_lane(w, b), i32)))
     _store(kb, corr, corrections, 0)
+
+
+def _q8_scale(kb: KernelBuilder, amax: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(d, id) of a q8_0/q8_1 block of largest magnitude amax: d = amax/127 (f32) and
+    id = 1/d, 0 when d is 0 (quantize_row_q8_0_ref)."""
+    d = kb.fdiv(amax, kb.fconst(127.0))
+    zero = kb.fconst(0.0)
+    return d, kb.select(kb.fcmp("one", d, zero), kb.fdiv(kb.fconst(1.0), d), zero)
 
 
 def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, first: Index,
@@ -525,13 +590,42 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
             for c in range(cols):
                 kb.store(kb.hsum(accs[r * cols + c]), base, r * n + c)
 
+    _chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
+                                  (1, SINGLE_ROW_COLS), MULTI_ROW_TILES[width]),
+                  lambda first, rows: _quantize_rows(kb, scheme, x, k, first, rows, scratch), tile)
+    kb.ret()
+    return kb.finish()
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """How a q8 kernel walks out: `n` weight rows; x's rows quantized `chunk` at a time
+    (`static_m` rows, None when run-time); tiles of (rows of x, weight rows) for one row
+    of x (`single`) and for more (`multi`); partitioned kernels split the weight rows."""
+
+    n: int
+    chunk: int
+    static_m: int | None
+    symbols: int
+    partitioned: bool
+    single: tuple[int, int]
+    multi: tuple[int, int]
+
+
+def _chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
+                  quantize: Callable[[Index, Index], None],
+                  tile: Callable[[Index, Index, Index, int, int], None]) -> None:
+    """Chunk by chunk of x's rows: quantize(first, rows) into the scratch, then
+    tile(first, i, j, rows, cols) over the chunk's rows × this part's weight rows."""
+    n, chunk = plan.n, plan.chunk
+
     def rows_case(m: Index, single: bool) -> None:
         """out for `m` rows of x (1, a static count or a run-time one), chunk by chunk."""
-        rows_per_tile, cols = (1, SINGLE_ROW_COLS) if single else MULTI_ROW_TILES[width]
+        rows_per_tile, cols = plan.single if single else plan.multi
 
         def emit(weight_rows: Span) -> None:
             def chunk_body(first: Index, rows: Index) -> None:
-                _quantize_rows(kb, scheme, x, k, first, rows, scratch)
+                quantize(first, rows)
 
                 def weight_tile(j: Index, ncols: int) -> None:
                     _sweep(kb, (0, rows), _round_down(kb, rows, rows_per_tile), rows, rows_per_tile,
@@ -545,7 +639,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
                 with kb.loop(0, m, chunk) as loop:
                     chunk_body(loop.iv, _min(kb, kb.index(chunk), kb.sub(m, loop.iv)))
 
-        if not partitioned:
+        if not plan.partitioned:
             emit((0, n))
             return
         part, parts = kb.args[-2:]
@@ -553,11 +647,194 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
         with kb.if_(kb.icmp("slt", lo, hi)):
             emit((kb.mul(lo, cols), _min(kb, kb.mul(hi, cols), kb.index(n))))
 
-    if static_m is not None:
-        rows_case(static_m, static_m == 1)
+    if plan.static_m is not None:
+        rows_case(plan.static_m, plan.static_m == 1)
     else:
-        sizes = RuntimeDims.of(op, kb.args[3:3 + len(symbols)])
+        sizes = RuntimeDims.of(op, kb.args[3:3 + plan.symbols])
         _rows_classes(kb, _runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
                       None, lambda m: rows_case(m, False))
+
+
+# ----------------------------------------------------------------------------- emulation
+#
+# Every q8 scheme at every width (K-quants, targets without VNNI): x quantized per ggml's
+# vec_dot_type into a stack scratch of f32 integers (exact), then per weight group
+# (scheme.group values sharing scale and offset) an exact f32 integer dot Σ q_w·q_x
+# scaled by scale_w·d_x, plus offset_w·t_x with t_x q8_1's s (q4_1, q5_1) or d_x·Σq_x of
+# the 32 values (the mins of q4_k, q5_k). A scratch row is K quants, then K/32 t values,
+# then one d per x block.
+
+EMULATED_TILES: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {
+    16: ((1, 4), (4, 2)), 8: ((1, 4), (4, 2)), 4: ((1, 2), (2, 2)),
+}
+"""Rows of x × weight rows per tile of the emulation, for one row of x and for more, per
+vector width (W = 4: a 256-value K-quant block is 64 vectors, unrolled)."""
+
+
+@dataclass(frozen=True)
+class EmulatedScratch:
+    """The quantized rows of x of the emulation (f32: q, t, d; see above)."""
+
+    base: SSAValue
+    k: int
+    block: int
+    """Values per x block (32 or 256)."""
+
+    @property
+    def row_floats(self) -> int:
+        return self.k + self.k // BLOCK + self.k // self.block
+
+    def row(self, kb: KernelBuilder, r: Index) -> SSAValue:
+        return _ptr(kb, self.base, _mul(kb, r, self.row_floats))
+
+    def t_at(self, kb: KernelBuilder, row: SSAValue, index: Index) -> SSAValue:
+        return _ptr(kb, row, _add(kb, index, self.k))
+
+    def d_at(self, kb: KernelBuilder, row: SSAValue, index: Index) -> SSAValue:
+        return _ptr(kb, row, _add(kb, index, self.k + self.k // BLOCK))
+
+
+def _emulate_q8_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue, scratch: EmulatedScratch,
+                      blk: Index, with_s: bool) -> None:
+    """One q8_0 / q8_1 block of 32 values at src (quantize_row_q8_0_ref / q8_1_ref)."""
+    w = kb.vector_width
+    values = [kb.load(src, t, vector=True) for t in range(0, BLOCK, w)]
+    largest = kb.fabs(values[0])
+    for v in values[1:]:
+        largest = kb.fmax(largest, kb.fabs(v))
+    d, inverse = _q8_scale(kb, kb.hmax(largest))
+    quants = _ptr(kb, dst, _mul(kb, blk, BLOCK))
+    total = None
+    for t, v in enumerate(values):
+        q = _round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
+        kb.store(q, quants, t * w)
+        total = q if total is None else kb.insert(llvm.FAddOp(total, q))
+    kb.store(_round_to_f16(kb, d), scratch.d_at(kb, dst, blk))
+    if with_s:
+        s = _round_to_f16(kb, kb.insert(llvm.FMulOp(kb.hsum(total), d)))
+        kb.store(s, scratch.t_at(kb, dst, blk))
+
+
+def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
+                        scratch: EmulatedScratch, blk: Index) -> None:
+    """One q8_K block of 256 values at src (quantize_row_q8_K_ref), with d·Σq per 32."""
+    w = kb.vector_width
+    values = [kb.load(src, t, vector=True) for t in range(0, QK_K, w)]
+    largest = kb.fabs(values[0])
+    for v in values[1:]:
+        largest = kb.fmax(largest, kb.fabs(v))
+    amax = kb.hmax(largest)
+    # the first value of largest magnitude (its sign matters): the least index of a lane at amax
+    lanes = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(
+        kb.vec, [float(t) for t in range(w)]), kb.vec))
+    first = None
+    for t, v in enumerate(values):
+        at = kb.select(kb.fcmp("oeq", kb.fabs(v), kb.splat(amax)),
+                       kb.insert(llvm.FAddOp(lanes, kb.vconst(float(t * w)))), kb.vconst(1e9))
+        first = at if first is None else kb.fmin(first, at)
+    index = kb.sext(_small_int(kb, kb.fmin(kb.hmin(first), kb.fconst(QK_K - 1.0))))
+    largest_value = kb.load(kb.gep(src, index))
+    nonzero = kb.fcmp("ogt", amax, kb.fconst(0.0))
+    zero = kb.fconst(0.0)
+    iscale = kb.select(nonzero, kb.fdiv(kb.fconst(-127.0), largest_value), zero)
+    d = kb.select(nonzero, kb.fdiv(kb.fconst(1.0), iscale), zero)
+    quants = _ptr(kb, dst, _mul(kb, blk, QK_K))
+    magic, top = kb.vconst(_MAGIC), kb.vconst(127.0)
+    per_sub = BLOCK // w
+    for sub in range(QK_K // BLOCK):
+        total = None
+        for t in range(sub * per_sub, (sub + 1) * per_sub):
+            scaled = kb.insert(llvm.FMulOp(kb.splat(iscale), values[t]))
+            q = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(scaled, magic)), magic))  # nearest_int
+            q = kb.select(kb.fcmp("ogt", q, top), top, q)
+            kb.store(q, quants, t * w)
+            total = q if total is None else kb.insert(llvm.FAddOp(total, q))
+        kb.store(kb.insert(llvm.FMulOp(d, kb.hsum(total))),
+                 scratch.t_at(kb, dst, _add(kb, _mul(kb, blk, QK_K // BLOCK), sub)))
+    kb.store(d, scratch.d_at(kb, dst, blk))
+
+
+def build_q8_emulated(op: lir.DequantMatmulOp, name: str, vector_width: int,
+                      partitioned: bool) -> llvm.FuncOp:
+    """The q8 form of any block scheme at any width, without integer dot instructions
+    (see above); same ABI as the f32 path's: (x, w, out, [sizes...], [part, parts])."""
+    scheme_name = op.scheme.data.value
+    scheme = SCHEMES[scheme_name]
+    k_type = VEC_DOT_TYPES[scheme_name] == "Q8_K"
+    with_s = VEC_DOT_TYPES[scheme_name] == "Q8_1"
+    width = vector_width
+    dynamic = is_dynamic(op)
+    xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
+    k, n = xs[-1], ws[0]
+    symbols = kernel_symbols(op) if dynamic else ()
+    blocks = k // scheme.values
+    row_bytes = blocks * scheme.bytes
+    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + [i64, i64] * partitioned,
+                       vector_width=width)
+    x, wq, out = kb.args[:3]
+    probe = EmulatedScratch(x, k, scheme.values)
+    chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // (4 * probe.row_floats)))
+    static_m = None if dynamic else math.prod(xs[:-1])
+    if static_m is not None:
+        chunk = min(chunk, static_m)
+    scratch = EmulatedScratch(kb.alloca(chunk * probe.row_floats), k, scheme.values)
+
+    def quantize(first: Index, rows: Index) -> None:
+        def one_row(r: Index) -> None:
+            src = _ptr(kb, x, _mul(kb, _add(kb, first, r), k))
+            dst = scratch.row(kb, r)
+            with kb.loop(0, blocks) as loop:
+                block_src = kb.gep(src, kb.mul(loop.iv, scheme.values))
+                if k_type:
+                    _emulate_q8_k_block(kb, block_src, dst, scratch, loop.iv)
+                else:
+                    _emulate_q8_block(kb, block_src, dst, scratch, loop.iv, with_s)
+
+        if isinstance(rows, int) and rows == 1:
+            one_row(0)
+        else:
+            with kb.loop(0, rows) as loop:
+                one_row(loop.iv)
+
+    def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
+        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
+        x_rows = [scratch.row(kb, _add(kb, i, r)) for r in range(rows)]
+        accs = [kb.vconst(0.0)] * (rows * cols) + [kb.fconst(0.0)] * (rows * cols)
+        with kb.loop(0, blocks, carried=accs) as loop:
+            blk = loop.iv
+            w_blocks = [kb.gep(w_rows[c], kb.mul(blk, scheme.bytes), i8) for c in range(cols)]
+            d_x = [kb.load(scratch.d_at(kb, x_rows[r], blk)) for r in range(rows)]
+            vectors, scalars = list(loop.carried[:rows * cols]), list(loop.carried[rows * cols:])
+            for g in range(scheme.values // scheme.group):
+                affine = [scheme.affine(kb, w_blocks[c], g) for c in range(cols)]
+                dots: list[SSAValue | None] = [None] * (rows * cols)
+                for start in range(g * scheme.group, (g + 1) * scheme.group, width):
+                    weights = [scheme.quants(kb, w_blocks[c], start) for c in range(cols)]
+                    for r in range(rows):
+                        xq = kb.load(x_rows[r], _add(kb, kb.mul(blk, scheme.values), start),
+                                     vector=True)
+                        for c in range(cols):
+                            prev = dots[r * cols + c]
+                            dots[r * cols + c] = (kb.insert(llvm.FMulOp(weights[c], xq))
+                                                  if prev is None else kb.fma(weights[c], xq, prev))
+                for r in range(rows):
+                    for c in range(cols):
+                        scale, offset = affine[c]
+                        at = r * cols + c
+                        vectors[at] = kb.fma(dots[at], kb.splat(kb.fmul(scale, d_x[r])), vectors[at])
+                        if offset is not None:
+                            t_index = _add(kb, kb.mul(blk, scheme.values // BLOCK), g)
+                            t_x = kb.load(scratch.t_at(kb, x_rows[r], t_index))
+                            scalars[at] = kb.fma(offset, t_x, scalars[at])
+            loop.yield_(*vectors, *scalars)
+        results = loop.results
+        base = _ptr(kb, out, _add(kb, _mul(kb, _add(kb, first, i), n), j))
+        for r in range(rows):
+            for c in range(cols):
+                at = r * cols + c
+                kb.store(kb.fadd(kb.hsum(results[at]), results[rows * cols + at]), base, r * n + c)
+
+    _chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
+                                  *EMULATED_TILES[width]), quantize, tile)
     kb.ret()
     return kb.finish()

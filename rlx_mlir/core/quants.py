@@ -271,3 +271,142 @@ _DEQUANTIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0,
     "Q2_K": _q2_k, "Q3_K": _q3_k, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k,
 }
+
+
+# --- activations quantized as ggml's CPU dot products read them (`activations="q8"`) ---
+#
+# ggml multiplies a quantized weight row by activations quantized to the weight type's
+# `vec_dot_type` (ggml-cpu.c type_traits_cpu), with the reference quantizers of
+# ggml-quants.c (quantize_row_q8_0_ref, quantize_row_q8_1_ref, quantize_row_q8_K_ref):
+#
+# - q8_0 (32 values): d = amax/127 in f32, id = 1/d (0 when d is 0), q = roundf(x·id)
+#   (half away from zero); d is stored as f16 and the dot reads the f16 value.
+# - q8_1: q8_0's d and q, plus s = f16(d·Σq) with the f32 d.
+# - q8_K (256 values): the value of largest magnitude `max` (the first one on ties),
+#   iscale = −127/max, q = min(127, nearest_int(iscale·x)) (half to even), d = 1/iscale
+#   kept in f32; bsums (Σq per 16 values) are what ggml's K-quant dots use for the mins.
+#
+# Then per block, ggml's vec_dot computes d_w·d_x·Σ q_w·q_x (+ m_w·s_x for q4_1/q5_1;
+# the K-quants: Σ over sub-blocks of d·scale·d_x·Σ q_w·q_x − dmin·min·d_x·Σq_x), in
+# exact integers and f32 scale factors. (ggml's x86 quantize_row_q8_0/q8_1 take
+# 127/amax and round half to even instead, which differs from the reference only where
+# x·id lies within an ulp of a half: rare, one quant step there.)
+
+VEC_DOT_TYPES: dict[str, str] = {
+    "q4_0": "Q8_0", "q5_0": "Q8_0", "q8_0": "Q8_0",
+    "q4_1": "Q8_1", "q5_1": "Q8_1",
+    "q4_k": "Q8_K", "q5_k": "Q8_K", "q6_k": "Q8_K",
+}
+"""ggml's `vec_dot_type` of each block-quantized dequant_matmul scheme: the type its
+activations take with `activations="q8"` (f16/bf16 weights take f32 activations only)."""
+
+QK8 = 32
+"""Values per q8_0 / q8_1 block."""
+
+
+@dataclass(frozen=True)
+class Q8Rows:
+    """Rows of x quantized to a q8 type: x ≈ d·q per block.
+
+    `q` int32 [..., n_blocks, block] (values in [−127, 127]); `d` float32 [..., n_blocks]
+    (the value the dot products read: f16-rounded for q8_0/q8_1, f32 for q8_K); `s`
+    float32 [..., n_blocks], q8_1's f16 s = d·Σq (else None)."""
+
+    q: np.ndarray
+    d: np.ndarray
+    s: np.ndarray | None = None
+
+    def dequantized(self) -> np.ndarray:
+        """d·q as float64 [..., n_blocks·block]."""
+        values = self.d[..., None].astype(np.float64) * self.q
+        return values.reshape(*values.shape[:-2], -1)
+
+
+def _blocks_of(x: np.ndarray, block: int) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 0 or x.shape[-1] % block:
+        raise ShapeError(f"q8 activations: the last axis ({x.shape}) is not a whole number "
+                         f"of {block}-value blocks")
+    return x.reshape(*x.shape[:-1], x.shape[-1] // block, block)
+
+
+def _q8_blocks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(q, d) of quantize_row_q8_0_ref: q int32 [..., nb, 32], d the f32 amax/127."""
+    blocks = _blocks_of(x, QK8)
+    d = np.max(np.abs(blocks), axis=-1) / np.float32(127)
+    with np.errstate(divide="ignore"):
+        inverse = np.where(d == 0, np.float32(0), np.float32(1) / d).astype(np.float32)
+    scaled = (blocks * inverse[..., None]).astype(np.float64)  # the f32 product, widened
+    # roundf, half away from zero (|scaled| + 0.5 is exact in float64)
+    q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+    return q.astype(np.int32), d
+
+
+def quantize_q8_0(x: np.ndarray) -> Q8Rows:
+    """x f32 [..., K] (K a multiple of 32) as ggml's quantize_row_q8_0_ref."""
+    q, d = _q8_blocks(x)
+    return Q8Rows(q, d.astype(np.float16).astype(np.float32))
+
+
+def quantize_q8_1(x: np.ndarray) -> Q8Rows:
+    """x f32 [..., K] as ggml's quantize_row_q8_1_ref: q8_0's d and q, s = f16(Σq·d)."""
+    q, d = _q8_blocks(x)
+    s = q.sum(axis=-1).astype(np.float32) * d
+    return Q8Rows(q, d.astype(np.float16).astype(np.float32),
+                  s.astype(np.float16).astype(np.float32))
+
+
+def quantize_q8_K(x: np.ndarray) -> Q8Rows:
+    """x f32 [..., K] (K a multiple of 256) as ggml's quantize_row_q8_K_ref."""
+    blocks = _blocks_of(x, QK_K)
+    first_largest = np.argmax(np.abs(blocks), axis=-1)[..., None]
+    largest = np.take_along_axis(blocks, first_largest, axis=-1)[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = np.where(largest == 0, np.float32(0), np.float32(-127) / largest).astype(np.float32)
+        d = np.where(largest == 0, np.float32(0), np.float32(1) / iscale).astype(np.float32)
+    # nearest_int: round half to even (ggml adds 1.5·2^23 and reads the mantissa)
+    q = np.minimum(np.rint(iscale[..., None] * blocks), 127).astype(np.int32)
+    return Q8Rows(q, d)
+
+
+Q8_QUANTIZERS: dict[str, Callable[[np.ndarray], Q8Rows]] = {
+    "Q8_0": quantize_q8_0, "Q8_1": quantize_q8_1, "Q8_K": quantize_q8_K,
+}
+
+
+def q8_matmul(x: np.ndarray, raw: np.ndarray, scheme: str) -> np.ndarray:
+    """x[..., K] @ dequant(raw)ᵀ with x quantized to the scheme's `vec_dot_type`, computed
+    as ggml's dot products do (float64 here: exact integer sums, one rounding at the end).
+
+    `raw` is ui8 [N, K/values·bytes] of `scheme` (a key of VEC_DOT_TYPES); result f32
+    [..., N]."""
+    vec_dot_type = VEC_DOT_TYPES[scheme]
+    rows = Q8_QUANTIZERS[vec_dot_type](x)
+    k = rows.q.shape[-2] * rows.q.shape[-1]
+    if vec_dot_type != "Q8_1":
+        # d_w·d_x·Σ q_w·q_x per (sub-)block, exactly Σ w·(d_x·q_x) in float64
+        weights = dequantize(raw, scheme).astype(np.float64).reshape(-1, k)
+        return (rows.dequantized() @ weights.T).astype(np.float32)
+    d_w, q_w, m_w = _affine_q(raw, scheme)  # [N, nb], [N, nb, 32], [N, nb]
+    x_lead = rows.q.shape[:-2]
+    q_x = rows.q.reshape(-1, *rows.q.shape[-2:]).astype(np.float64)
+    dots = np.einsum("mbj,nbj->mnb", q_x, q_w.astype(np.float64))
+    d_x = rows.d.reshape(-1, rows.d.shape[-1]).astype(np.float64)
+    s_x = rows.s.reshape(-1, rows.s.shape[-1]).astype(np.float64)
+    out = (np.einsum("mnb,nb,mb->mn", dots, d_w, d_x) + s_x @ m_w.T)
+    return out.astype(np.float32).reshape(*x_lead, -1)
+
+
+def _affine_q(raw: np.ndarray, scheme: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(d, q, m) of q4_1 / q5_1 rows ([N, nb] f64, [N, nb, 32] ints, [N, nb] f64)."""
+    qtype = quant_type(scheme)
+    data = np.ascontiguousarray(raw).view(np.uint8)
+    n = data.shape[0]
+    blocks = data.reshape(-1, qtype.type_size)
+    if qtype.name == "Q4_1":
+        q = _nibbles(blocks[:, 4:20])
+    else:
+        q = _nibbles(blocks[:, 8:24]) | _fifth_bits(blocks[:, 4:8])
+    d, m = _f16(blocks, 0), _f16(blocks, 2)
+    return (d.reshape(n, -1).astype(np.float64), q.reshape(n, -1, QK8),
+            m.reshape(n, -1).astype(np.float64))

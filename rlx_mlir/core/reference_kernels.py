@@ -44,6 +44,8 @@ QUANT_SCHEMES = ("q8_0", "q4_0")
 """Schemes with a numpy quantizer here (QUANTIZE) and hand-written dequantizers."""
 DEQUANT_SCHEMES = tuple(rules.QUANT_BLOCKS)
 """Every scheme dequant_matmul reads (DEQUANTIZE), dequantized by rlx_mlir.core.quants."""
+QUANT_ACTIVATIONS = ("f32", "q8")
+"""dequant_matmul's activation forms (docs/semantics.md)."""
 QK = 32
 """Weights per GGUF block."""
 Q8_0_BYTES = 34
@@ -771,12 +773,21 @@ def dequant_gather(table: ArrayLike, ids: ArrayLike, scheme: str) -> np.ndarray:
     return quants.dequantize(table[idx.reshape(-1)], scheme).reshape(shape)
 
 
-def dequant_matmul(x: ArrayLike, w: ArrayLike, scheme: str) -> np.ndarray:
-    """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/values·bytes]."""
+def dequant_matmul(x: ArrayLike, w: ArrayLike, scheme: str,
+                   activations: str = "f32") -> np.ndarray:
+    """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/values·bytes];
+    activations "q8": x quantized to the scheme's ggml `vec_dot_type` first, the products
+    as ggml's dot products compute them (`quants.q8_matmul`)."""
     _check_name("scheme", scheme, DEQUANT_SCHEMES)
+    _check_name("activations", activations, QUANT_ACTIVATIONS)
     x = _f32(x)
     w = np.asarray(w)
     rules.dequant_matmul(_shape(x), _shape(w), scheme)
+    if activations == "q8":
+        if scheme not in quants.VEC_DOT_TYPES:
+            raise ArgumentError(f"activations: 'q8' needs a block-quantized scheme "
+                                f"({', '.join(quants.VEC_DOT_TYPES)}), got scheme {scheme!r}")
+        return quants.q8_matmul(x, w, scheme)
     wd = DEQUANTIZE[scheme](w, x.shape[-1])
     return _out(x.astype(F64) @ wd.T.astype(F64))
 

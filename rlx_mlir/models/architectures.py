@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlx_mlir.core.quants import QUANT_TYPES
+from rlx_mlir.core.quants import QUANT_TYPES, VEC_DOT_TYPES
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.models.errors import ModelError
@@ -101,19 +101,22 @@ def check_tensor_types(config: ModelConfig, tensors: Mapping[str, TensorInfo],
 
 
 def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                  n_rot: int | None = None) -> DecoderGraph:
+                  n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
     """The graph of the model described by `config` with the file's `tensors` (their types
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
-    the right shapes (`GGUFFile.check_model`)."""
-    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim).build()
+    the right shapes (`GGUFFile.check_model`). `activations` is the form of every
+    block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
+    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
+                           activations).build()
 
 
 class _DecoderBuilder:
     """Builds the decoder graph layer by layer, recording each param's file tensor."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
-                 n_rot: int):
+                 n_rot: int, activations: str = "q8"):
         self.config = config
+        self.activations = activations
         self.tensors = tensors
         self.max_seq = max_seq
         self.n_rot = n_rot
@@ -187,7 +190,10 @@ class _DecoderBuilder:
         info = self.tensors[tensor]
         if info.type_name == "F32":
             return self.g.matmul(x, self.param(tensor, TRANSPOSED))
-        return self.g.dequant_matmul(x, self.param(tensor, RAW), info.type_name.lower())
+        scheme = info.type_name.lower()
+        # llama.cpp quantizes the activations of block-quantized matrices (f16/bf16: f32)
+        form = self.activations if scheme in VEC_DOT_TYPES else "f32"
+        return self.g.dequant_matmul(x, self.param(tensor, RAW), scheme, activations=form)
 
     def embed(self, tensor: str, ids: Value) -> Value:
         """Rows `ids` of the table [n_vocab, n_embd], dequantizing only those rows."""

@@ -75,9 +75,9 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     max_seq: rows of the KV caches (the longest prompt + generation).
     threads: threads a call may use (default: all cores, capped by RLX_NUM_THREADS).
     engine: "jit" (native code) or "reference" (the numpy reference executor: slow, for tests).
-    exact_dequant: quantized matrices in f32 throughout (jit; default: activations quantized
-    to q8 blocks and int8 dot products where the CPU has VNNI, as llama.cpp does; see
-    docs/semantics.md, dequant_matmul).
+    exact_dequant: quantized matrices multiply f32 activations (default: activations
+    quantized to 8-bit blocks as llama.cpp does, `dequant_matmul(..., activations="q8")`,
+    the same numbers on every CPU; docs/semantics.md, dequant_matmul).
     """
     _check_int("max_seq", max_seq, 1)
     if threads is not None:
@@ -89,8 +89,9 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     try:
         config, n_rot, rope_scale, freq_factors = _check_file(file)
         tokenizer = Tokenizer.from_gguf(file)
-        decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot)
-        runner = _compile(decoder, decoder.params(file), engine, threads, exact_dequant)
+        decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
+                                activations="f32" if exact_dequant else "q8")
+        runner = _compile(decoder, decoder.params(file), engine, threads)
     finally:
         # The compiled model holds what it needs; a view still alive keeps the mapping.
         file.close()
@@ -140,7 +141,7 @@ def _check_file(file: GGUFFile) -> tuple[ModelConfig, int, float, np.ndarray | N
 
 
 def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: str,
-             threads: int | None, exact_dequant: bool = False) -> Runnable:
+             threads: int | None) -> Runnable:
     if engine == "reference":
         from rlx_mlir.reference import reference
 
@@ -150,8 +151,7 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
     bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
 
     def compile_model():
-        return jit(decoder.graph, params=params, threads=threads, max_dims=bounds,
-                   exact_dequant=exact_dequant)
+        return jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
 
     _compile_in_child(compile_model)
     model = compile_model()  # from the disk cache the child filled (or compiled here)

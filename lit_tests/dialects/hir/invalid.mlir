@@ -873,3 +873,11 @@
 %y = hir.dequant_matmul f16 %x, %w : (tensor<2x5xf32>, tensor<8x5xui8>) -> tensor<2x8xf32>
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'hir.dequant_matmul': w: expected shape [8, 10] (f16: K/1 blocks of 2 bytes), got [8, 5]
+
+// -----
+
+// hir.dequant_matmul f16: q8 activations need a block-quantized scheme
+%x, %w = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x10xui8>)
+%y = hir.dequant_matmul f16 %x, %w activations q8 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'hir.dequant_matmul': activations q8 needs a block-quantized scheme (q4_0, q5_0, q8_0, q4_1, q5_1, q4_k, q5_k, q6_k), got f16

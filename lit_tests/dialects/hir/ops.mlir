@@ -330,3 +330,18 @@ func.func @dequant_matmul_schemes() {
 // GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>}> : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
 // GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_k>}> : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
 // GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q6_k>}> : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
+
+// -----
+
+// activations q8 (ggml's quantized activations) is printed; f32 is the absent property.
+// CHECK-LABEL: func.func @dequant_matmul_q8_activations
+// GENERIC-LABEL: sym_name = "dequant_matmul_q8_activations"
+func.func @dequant_matmul_q8_activations() {
+  %x = "test.op"() : () -> tensor<2x256xf32>
+  %w = "test.op"() : () -> tensor<8x144xui8>
+  %y0 = hir.dequant_matmul q4_k %x, %w activations q8 : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+  %y1 = hir.dequant_matmul q4_k %x, %w activations f32 : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK:        hir.dequant_matmul q4_k %{{.*}}, %{{.*}} activations q8 : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
+// GENERIC:      "hir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>, activations = #rlx<quant_activations q8>}> : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>

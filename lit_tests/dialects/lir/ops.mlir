@@ -368,3 +368,14 @@ func.func @sequence() {
   lir.gated_delta_net ins(%q, %q, %v, %g, %g : memref<1x?x2x4xf32>, memref<1x?x2x4xf32>, memref<1x?x2x5xf32>, memref<1x?x2xf32>, memref<1x?x2xf32>) outs(%out, %st : memref<1x?x2x5xf32>, memref<1x2x4x5xf32>) return_state
   func.return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @dequant_matmul_q8_activations
+// GENERIC-LABEL: sym_name = "dequant_matmul_q8_activations"
+func.func @dequant_matmul_q8_activations(%x: memref<2x64xf32>, %w: memref<8x40xui8>, %o: memref<2x8xf32>) {
+  lir.dequant_matmul q4_1 ins(%x, %w : memref<2x64xf32>, memref<8x40xui8>) outs(%o : memref<2x8xf32>) activations q8
+  func.return
+}
+// CHECK:        lir.dequant_matmul q4_1 ins(%{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>) outs(%{{.*}} : memref<2x8xf32>) activations q8
+// GENERIC:      "lir.dequant_matmul"(%{{.*}}, %{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_1>, activations = #rlx<quant_activations q8>}> : (memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) -> ()

@@ -525,3 +525,16 @@ func.func @dequant_matmul_schemes() {
 // GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_k>}> : (tensor<2x256xf32>, tensor<8x144xui8>) -> tensor<2x8xf32>
 // GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q5_k>}> : (tensor<2x256xf32>, tensor<8x176xui8>) -> tensor<2x8xf32>
 // GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q6_k>}> : (tensor<2x256xf32>, tensor<8x210xui8>) -> tensor<2x8xf32>
+
+// -----
+
+// CHECK-LABEL: func.func @dequant_matmul_q8_activations
+// GENERIC-LABEL: sym_name = "dequant_matmul_q8_activations"
+func.func @dequant_matmul_q8_activations() {
+  %x = "test.op"() : () -> tensor<2x64xf32>
+  %w = "test.op"() : () -> tensor<8x40xui8>
+  %y = mir.dequant_matmul %x, %w scheme q4_1 activations q8 : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+  func.return
+}
+// CHECK:        mir.dequant_matmul %{{.*}}, %{{.*}} scheme q4_1 activations q8 : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
+// GENERIC:      "mir.dequant_matmul"(%{{.*}}, %{{.*}}) <{scheme = #rlx<quant_scheme q4_1>, activations = #rlx<quant_activations q8>}> : (tensor<2x64xf32>, tensor<8x40xui8>) -> tensor<2x8xf32>
