@@ -22,10 +22,12 @@ from xdsl.ir import Block, Operation
 
 from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
+from rlx_mlir.passes.lir_to_llvm.kernels import kernel_builders, partitioned_builders
 
 WIDTHS = (16, 8)
 ROWS = (1, 2, 5, 7, 9, 15, 16, 17, 33, 100, 128, 257)
@@ -82,8 +84,8 @@ class DynamicKernels:
     def compile(self) -> None:
         functions = []
         for i, case in enumerate(self.cases):
-            serial = mm.BUILDERS[type(case.op)]
-            parted = mm.PARTITIONED[type(case.op)]
+            serial = kernel_builders()[type(case.op)]
+            parted = partitioned_builders()[type(case.op)]
             functions += [serial(case.op, f"k{i}", self.width, **case.options),
                           parted(case.op, f"p{i}", self.width, **case.options)]
         self.builds += 1
@@ -161,7 +163,7 @@ def matmul_case(lhs: Shape, rhs: Shape, *, bias: bool = False, activation: str |
     else:
         shapes = [lhs, rhs, out]
         op = lir.MatmulOp(*_operands([(s, "f32") for s in shapes]))
-    weight = mm.pack_rhs(b, width) if packed else b
+    weight = pack_rhs(b, width) if packed else b
 
     def inputs(binding: Mapping[str, int]) -> list[np.ndarray]:
         a = _rand(_concrete(lhs, binding))
@@ -264,7 +266,7 @@ def test_symbolic_contraction_is_refused():
     op = lir.MatmulOp(*_operands([(s, "f32") for s in shapes]))
     dynamic.set_operand_shapes(op, shapes)
     with pytest.raises(dynamic.DynamicKernelError, match=r"lir\.matmul.*K = T must be static"):
-        mm.build_matmul_partitioned(op, "k", 16)
+        mm.build_matmul(op, "k", 16, partitioned=True)
 
 
 def test_dynamic_op_without_operand_dims_is_refused():

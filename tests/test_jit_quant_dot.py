@@ -31,8 +31,8 @@ from rlx_mlir.core import quants
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
+from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.passes.lir_to_llvm import quant_dot as qd
 
 SCHEMES = tuple(qd.INT8_SCHEMES)
@@ -158,7 +158,7 @@ def test_dynamic_rows_every_scheme(width):
             op = dequant_op(scheme, ("S", k), w)
             i = len(cases)
             functions += [mm.build_dequant_matmul(op, f"k{i}", width),
-                          mm.build_dequant_matmul_partitioned(op, f"p{i}", width)]
+                          mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
             cases.append((scheme, k, w))
     jitted = Jitted(functions, None, verify=False)
     for i, (scheme, k, w) in enumerate(cases):

@@ -41,7 +41,6 @@ exactly the static kernel.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,8 +70,8 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
 from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 MAX_REGISTER_CHUNKS = 32
 """Head dims of at most this many vectors keep q and acc in registers (unrolled along D);
@@ -268,7 +267,7 @@ class _Attention:
                         self.row(b_loop.iv, s_loop.iv, h_loop.iv)
         else:
             count = _product(kb, _product(kb, self.batch, self.heads), self.seq_q)
-            first, last = part_range(kb, count, *self.share)  # pyright: ignore[reportArgumentType]
+            first, last = kb.part_range(count, *self.share)  # pyright: ignore[reportArgumentType]
             with kb.loop(first, last) as item:
                 self.row(*self.item_row(item.iv))
         kb.ret()
@@ -542,6 +541,7 @@ class _Attention:
                     inverse_vector if vector else inverse), self.out_row, c))
 
 
+@kernel(lir.AttentionOp, partitioned=True, runtime_dims=True)
 def build_attention(op: Operation, name: str, vector_width: int,
                     partitioned: bool = False) -> llvm.FuncOp:
     """Grouped-query attention with an online softmax, fused per query row (see module doc)."""
@@ -552,6 +552,7 @@ def build_attention(op: Operation, name: str, vector_width: int,
 # ----------------------------------------------------------------------------- rope
 
 
+@kernel(lir.RopeOp, partitioned=True, runtime_dims=True)
 def build_rope(op: Operation, name: str, vector_width: int,
                partitioned: bool = False) -> llvm.FuncOp:
     """Rotary embedding of x [S, H·D] or [B, S, H·D] by cos/sin [S, n_rot/2]; dims past
@@ -642,7 +643,7 @@ def build_rope(op: Operation, name: str, vector_width: int,
                     head(kb.add(position, kb.mul(h_loop.iv, dim)), c_row, s_row)
     else:  # items: heads in (batch, position, head) order, head i at x[i·dim]
         count = _product(kb, _product(kb, batch, seq), heads)
-        first, last = part_range(kb, count, *share)  # pyright: ignore[reportArgumentType]
+        first, last = kb.part_range(count, *share)  # pyright: ignore[reportArgumentType]
         with kb.loop(first, last) as item:
             position = kb.sdiv(item.iv, heads) if heads > 1 else item.iv
             offset = kb.mul(item.iv, dim)
@@ -667,17 +668,3 @@ def _rope_shape(op: lir.RopeOp, sizes: Sequence[SSAValue]) -> tuple[Index, ...]:
         raise DynamicKernelError(
             f"{op.name}: out's shape must be compatible with x's shape {x}, got {out}")
     return RuntimeDims.of(op, sizes).shape(0)
-
-
-RUNTIME_DIMS = {lir.AttentionOp, lir.RopeOp}
-"""Ops whose builders read `?` sizes at run time themselves (see dynamic.py)."""
-
-BUILDERS = {
-    lir.AttentionOp: build_attention,
-    lir.RopeOp: build_rope,
-}
-"""The kernel builders of this family, by lir op."""
-
-PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
-"""Builders of the same kernels with two more i64 arguments (part, parts), each call
-computing its share of `out` (see the module docstring)."""

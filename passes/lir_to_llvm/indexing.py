@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerType, MemRefType, f32, i1, i8, i32, i64
+from xdsl.dialects.builtin import f32, i1, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
+from rlx_mlir.core.dtypes import llvm_element
 from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
@@ -29,19 +30,11 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     is_dynamic,
     kernel_symbols,
 )
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 UNROLL_TAPS = 16
 """Convolutions with at most this many taps unroll the tap loop in the kernel."""
 
-
-def llvm_element(memref: Attribute) -> Attribute:
-    """The llvm type that moves one element of `memref` (ui8 moves as a signless i8)."""
-    assert isinstance(memref, MemRefType), memref
-    element = memref.get_element_type()
-    if isinstance(element, IntegerType):
-        return {8: i8, 32: i32, 64: i64}[element.width.data]
-    assert element == f32, element
-    return f32
 
 
 def copy_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: int,
@@ -76,13 +69,14 @@ def _product(kb: KernelBuilder, dims: Sequence[Value]) -> Value:
     return result
 
 
+@kernel(lir.GatherOp, runtime_dims=True, checked=True)
 def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[o, i, :] = input[o, indices[i], :] (np.take along `axis`), returning an i32
     status: 1 as soon as any index is outside [0, dim) (nothing is read or written
     then), else 0."""
     assert isinstance(op, lir.GatherOp)
-    element = llvm_element(op.input.type)
-    id_element = llvm_element(op.indices.type)
+    element = llvm_element(op.input.type.get_element_type())
+    id_element = llvm_element(op.indices.type.get_element_type())
     symbols = kernel_symbols(op)
     kb = KernelBuilder(name, [PTR, PTR, PTR] + [i64] * len(symbols), vector_width=vector_width,
                        result_type=i32)
@@ -117,6 +111,7 @@ def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     return kb.finish()
 
 
+@kernel(lir.DepthwiseConv1dOp, runtime_dims=True)
 def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c] over the pre-padded input
     [B, S+K-1, C]: rows of out in order, W channels at a time with one FMA per tap,
@@ -196,6 +191,7 @@ def copy_runtime_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count
         kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
 
 
+@kernel(lir.InsertRowsOp, runtime_dims=True)
 def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[P·row : (P+S)·row] = rows[0 : S·row], row = the elements of one row (the
     product of the trailing dims): appending S rows to a KV cache at position P. The
@@ -203,7 +199,7 @@ def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     rows' first dim is a symbol); the caller guarantees P + S <= capacity."""
     assert isinstance(op, lir.InsertRowsOp)
     symbols = kernel_symbols(op)
-    element = llvm_element(op.rows.type)
+    element = llvm_element(op.rows.type.get_element_type())
     kb = KernelBuilder(name, [PTR, PTR, i64, *[i64] * len(symbols)], vector_width=vector_width)
     rows, out, position, *sizes = kb.args
     rows_shape = RuntimeDims.of(op, sizes).shape(0)
@@ -214,14 +210,3 @@ def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     copy_runtime_elements(kb, rows, dst, count, element)
     kb.ret()
     return kb.finish()
-
-
-BUILDERS = {
-    lir.GatherOp: build_gather,
-    lir.DepthwiseConv1dOp: build_depthwise_conv1d,
-    lir.InsertRowsOp: build_insert_rows,
-}
-"""The kernel builders of this family, by lir op."""
-
-RUNTIME_DIMS = {lir.InsertRowsOp, lir.GatherOp, lir.DepthwiseConv1dOp}
-"""The kernels of this family that read their `?` dims natively (dynamic.py)."""

@@ -1,7 +1,7 @@
 """The int8 path of `lir.dequant_matmul`: activations quantized to 8-bit blocks, integer
 dot products with VNNI `vpdpbusd` (llama.cpp's scheme for its q4_0/q4_1/q5_*/q8_0 dots).
 
-The f32 path (matmul.py `_build_dequant`) widens every weight to f32 and issues one f32
+The f32 path (dequant.py `build_dequant_matmul`) widens every weight to f32 and issues one f32
 FMA per weight and row: 6-9 GB/s per core for 4-bit weights, far below the memory
 bandwidth a decode GEMV could stream at. Here:
 
@@ -70,22 +70,14 @@ from xdsl.ir import Attribute, SSAValue
 from rlx_mlir.core.target import Target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
-from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
-from rlx_mlir.passes.lir_to_llvm.matmul import (
-    Index,
-    Span,
-    _add,
-    _dynamic_operands,
-    _min,
-    _mul,
-    _prefetch,
-    _ptr,
-    _round_down,
-    _rows_classes,
-    _runtime_rows,
-    _sweep,
-    part_range,
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+    row_operands,
+    rows_classes,
+    runtime_rows,
 )
 
 INT8_DOT = "rlx.int8_dot"
@@ -209,11 +201,11 @@ def _concat(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
 
 
 def _load(kb: KernelBuilder, base: SSAValue, byte_offset: Index, ty: Attribute, align: int = 1) -> SSAValue:
-    return kb.insert(llvm.LoadOp(_ptr(kb, base, byte_offset, i8), ty, alignment=align))
+    return kb.insert(llvm.LoadOp(kb.address(base, byte_offset, i8), ty, alignment=align))
 
 
 def _store(kb: KernelBuilder, value: SSAValue, base: SSAValue, byte_offset: Index, align: int = 4) -> None:
-    kb.insert(llvm.StoreOp(value, _ptr(kb, base, byte_offset, i8), alignment=align))
+    kb.insert(llvm.StoreOp(value, kb.address(base, byte_offset, i8), alignment=align))
 
 
 def _f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
@@ -271,7 +263,7 @@ class Scratch:
     def row(self, kb: KernelBuilder, r: Index) -> tuple[SSAValue, SSAValue, SSAValue]:
         """Byte pointers to row r's quants, scales and corrections."""
         row_bytes = self.steps * self.step_bytes
-        return tuple(_ptr(kb, base, _mul(kb, r, row_bytes), i8)
+        return tuple(kb.address(base, kb.fold_mul(r, row_bytes), i8)
                      for base in (self.quants, self.scales, self.corrections))
 
 
@@ -282,7 +274,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     w = kb.vector_width
     per_step = w // 8
     lanes = 16 if w == 16 else 8  # values per x vector: a half block or a quarter
-    quants, scales, corrections = (_ptr(kb, p, _mul(kb, step, 4 * w), i8) for p in dst)
+    quants, scales, corrections = (kb.address(p, kb.fold_mul(step, 4 * w), i8) for p in dst)
     magic = kb.vconst(_MAGIC)
     zero = kb.fconst(0.0)
     d_lanes, c_lanes = [zero] * per_step, [None] * per_step
@@ -333,7 +325,7 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, f
     per_step = kb.vector_width // 8
 
     def one_row(r: Index) -> None:
-        src = _ptr(kb, x, _mul(kb, _add(kb, first, r), k))
+        src = kb.address(x, kb.fold_mul(kb.fold_add(first, r), k))
         dst = scratch.row(kb, r)
         whole = blocks // per_step
         if whole:
@@ -341,7 +333,7 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, f
                 _quantize_step(kb, scheme, kb.gep(src, kb.mul(loop.iv, per_step * BLOCK)), dst,
                                loop.iv, per_step)
         if blocks % per_step:
-            _quantize_step(kb, scheme, _ptr(kb, src, whole * per_step * BLOCK), dst, whole,
+            _quantize_step(kb, scheme, kb.address(src, whole * per_step * BLOCK), dst, whole,
                            blocks % per_step)
 
     if isinstance(rows, int) and rows == 1:
@@ -462,7 +454,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
     scheme = INT8_SCHEMES[op.scheme.data.value]
     width = vector_width
     dynamic = is_dynamic(op)
-    xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
+    xs, ws = row_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
     k, n = xs[-1], ws[0]
     symbols = kernel_symbols(op) if dynamic else ()
     per_step = width // 8  # blocks per vector
@@ -482,23 +474,23 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
-        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
-        x_rows = [scratch.row(kb, _add(kb, i, r)) for r in range(rows)]
+        w_rows = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(cols)]
+        x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
 
         def step(accs: list[SSAValue], index: Index, present: int) -> list[SSAValue]:
             """Add the products of step `index` (its first `present` blocks exist in the
             weights) to the accumulators."""
-            block = _mul(kb, index, per_step)
+            block = kb.fold_mul(index, per_step)
             weights = []
             if PREFETCH_BYTES and rows == 1:
                 for c in range(cols):
-                    _prefetch(kb, w_rows[c], _add(kb, _mul(kb, block, scheme.bytes), PREFETCH_BYTES))
+                    kb.prefetch(w_rows[c], kb.fold_add(kb.fold_mul(block, scheme.bytes), PREFETCH_BYTES))
             for c in range(cols):
-                ptrs = [_ptr(kb, w_rows[c], _mul(kb, _add(kb, block, b), scheme.bytes), i8)
+                ptrs = [kb.address(w_rows[c], kb.fold_mul(kb.fold_add(block, b), scheme.bytes), i8)
                         if b < present else None for b in range(per_step)]
                 weights.append(_weight_step(kb, scheme, ptrs))
             accs = list(accs)
-            offset = _mul(kb, index, step_bytes)
+            offset = kb.fold_mul(index, step_bytes)
             for r, (quants, scales, corrections) in enumerate(x_rows):
                 xq = _load(kb, quants, offset, ivec, align=4)
                 dx = _load(kb, scales, offset, kb.vec, align=4)
@@ -520,7 +512,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
             accs = loop.results
         if blocks % per_step:
             accs = step(accs, whole, blocks % per_step)
-        base = _ptr(kb, out, _add(kb, _mul(kb, _add(kb, first, i), n), j))
+        base = kb.address(out, kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j))
         for r in range(rows):
             for c in range(cols):
                 kb.store(kb.hsum(accs[r * cols + c]), base, r * n + c)
@@ -534,30 +526,30 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
                 _quantize_rows(kb, scheme, x, k, first, rows, scratch)
 
                 def weight_tile(j: Index, ncols: int) -> None:
-                    _sweep(kb, (0, rows), _round_down(kb, rows, rows_per_tile), rows, rows_per_tile,
+                    kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows, rows_per_tile,
                            lambda i, size: tile(first, i, j, size, ncols))
 
-                _sweep(kb, weight_rows, n // cols * cols, n, cols, weight_tile)
+                kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
 
             if isinstance(m, int) and m <= chunk:
                 chunk_body(0, m)
             else:
                 with kb.loop(0, m, chunk) as loop:
-                    chunk_body(loop.iv, _min(kb, kb.index(chunk), kb.sub(m, loop.iv)))
+                    chunk_body(loop.iv, kb.fold_min(kb.index(chunk), kb.sub(m, loop.iv)))
 
         if not partitioned:
             emit((0, n))
             return
         part, parts = kb.args[-2:]
-        lo, hi = part_range(kb, -(-n // cols), part, parts)
+        lo, hi = kb.part_range(-(-n // cols), part, parts)
         with kb.if_(kb.icmp("slt", lo, hi)):
-            emit((kb.mul(lo, cols), _min(kb, kb.mul(hi, cols), kb.index(n))))
+            emit((kb.mul(lo, cols), kb.fold_min(kb.mul(hi, cols), kb.index(n))))
 
     if static_m is not None:
         rows_case(static_m, static_m == 1)
     else:
         sizes = RuntimeDims.of(op, kb.args[3:3 + len(symbols)])
-        _rows_classes(kb, _runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
+        rows_classes(kb, runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
                       None, lambda m: rows_case(m, False))
     kb.ret()
     return kb.finish()

@@ -19,7 +19,6 @@ the state are static (`return_state` needs a static s: its packed result has a s
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from xdsl.dialects import llvm
@@ -38,7 +37,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     is_dynamic,
     kernel_symbols,
 )
-from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 ChunkBody = Callable[[SSAValue, bool], None]
 """Emits the work on W (vector) or 1 (scalar) consecutive elements at an offset."""
@@ -108,7 +107,7 @@ def _steps(op: Operation, dims: RuntimeDims) -> Index:
 def _items(kb: KernelBuilder, count: int, share: tuple[SSAValue, SSAValue] | None
            ) -> tuple[Value, Value]:
     """The work items [first, last) of `count` this call runs (all when serial)."""
-    return (0, count) if share is None else part_range(kb, count, *share)
+    return (0, count) if share is None else kb.part_range(count, *share)
 
 
 def _item_state(kb: KernelBuilder, out: SSAValue, item: SSAValue, size: int,
@@ -138,6 +137,7 @@ def _seed_state(kb: KernelBuilder, state: SSAValue, initial: SSAValue | None,
 # ----------------------------------------------------------------------------- selective scan
 
 
+@kernel(lir.SelectiveScanOp, partitioned=True, runtime_dims=True)
 def build_selective_scan(op: Operation, name: str, vector_width: int,
                          partitioned: bool = False) -> llvm.FuncOp:
     """y[b, t, c] = Σⱼ state[j]·C[b, t, j] after state = exp(Δ·A[c])⊙state + Δ·x·B[b, t]
@@ -185,6 +185,7 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
 # ----------------------------------------------------------------------------- gated delta net
 
 
+@kernel(lir.GatedDeltaNetOp, partitioned=True, runtime_dims=True)
 def build_gated_delta_net(op: Operation, name: str, vector_width: int,
                           partitioned: bool = False) -> llvm.FuncOp:
     """The gated delta rule, one (b, head) item at a time with its state S [n, m] in L1:
@@ -264,17 +265,3 @@ def _update_and_read(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, q_t: SSA
                      o_t, j)
 
         sweep(kb, m, step)
-
-
-BUILDERS = {
-    lir.SelectiveScanOp: build_selective_scan,
-    lir.GatedDeltaNetOp: build_gated_delta_net,
-}
-"""The kernel builders of this family, by lir op."""
-
-RUNTIME_DIMS = set(BUILDERS)
-"""Both read a symbolic s at run time."""
-
-PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
-"""The same kernels with two more i64 arguments (part, parts): part p runs its share of
-the (batch row, channel or head) work items."""
