@@ -1,6 +1,6 @@
 """dequant_gather: an embedding lookup on a GGUF-quantized table (issue 10, item 2).
 
-The kernel (passes/lir_to_llvm/matmul.py `build_dequant_gather`) decodes only the rows
+The kernel (passes/lir_to_llvm/dequant.py `build_dequant_gather`) decodes only the rows
 it reads; every value must equal rlx_mlir.core.quants' dequantization bit for bit, for
 every scheme and vector width; an out-of-range id returns the status code without
 writing anything; over `?` ids one kernel serves every id count. Then the same through

@@ -405,13 +405,7 @@ class _Attention:
     def for_chunks(self, body) -> None:
         """body(offset, vector) over the vector chunks then the scalar tail of D, as
         loops (the head dim too large to unroll)."""
-        kb, w = self.kb, self.w
-        if self.n_vec:
-            with kb.loop(0, self.n_vec * w, w) as loop:
-                body(loop.iv, True)
-        if self.d_tail:
-            with kb.loop(self.n_vec * w, self.dim) as loop:
-                body(loop.iv, False)
+        self.kb.sweep(0, self.dim, body)
 
     def chunk_offsets(self) -> list[tuple[int, bool]]:
         """(offset, vector) of every chunk of D when unrolled."""
@@ -587,23 +581,16 @@ def build_rope(op: Operation, name: str, vector_width: int,
             kb.store(ra, o_row, i)
             kb.store(rb, o_row, upper)
 
-        vector_end = half // w * w
-        if vector_end:
-            with kb.loop(0, vector_end, w) as loop:
-                pair(loop.iv, True)
-        if vector_end < half:
-            with kb.loop(vector_end, half) as loop:
-                pair(loop.iv, False)
+        kb.sweep(0, half, pair)
 
     def interleaved_style(x_row: SSAValue, o_row: SSAValue, c_row: SSAValue,
                           s_row: SSAValue) -> None:
         evens, odds = list(range(0, 2 * w, 2)), list(range(1, 2 * w, 2))
         low = [i // 2 + (w if i % 2 else 0) for i in range(w)]
         high = [w // 2 + i // 2 + (w if i % 2 else 0) for i in range(w)]
-        vector_end = half // w * w
-        if vector_end:
-            with kb.loop(0, vector_end, w) as loop:
-                i = loop.iv
+        def pairs(i: SSAValue, vector: bool) -> None:
+            """W pairs (2W values, de-interleaved by shuffles), or one pair."""
+            if vector:
                 first, second = kb.mul(i, 2), kb.add(kb.mul(i, 2), w)
                 lo_in = kb.load(x_row, first, vector=True)
                 hi_in = kb.load(x_row, second, vector=True)
@@ -612,15 +599,15 @@ def build_rope(op: Operation, name: str, vector_width: int,
                                 kb.load(s_row, i, vector=True))
                 kb.store(shuffle(kb, ra, rb, low), o_row, first)
                 kb.store(shuffle(kb, ra, rb, high), o_row, second)
-        if vector_end < half:
-            with kb.loop(vector_end, half) as loop:
-                i = loop.iv
-                first = kb.mul(i, 2)
-                second = kb.add(first, 1)
-                ra, rb = rotate(kb.load(x_row, first), kb.load(x_row, second),
-                                kb.load(c_row, i), kb.load(s_row, i))
-                kb.store(ra, o_row, first)
-                kb.store(rb, o_row, second)
+                return
+            first = kb.mul(i, 2)
+            second = kb.add(first, 1)
+            ra, rb = rotate(kb.load(x_row, first), kb.load(x_row, second),
+                            kb.load(c_row, i), kb.load(s_row, i))
+            kb.store(ra, o_row, first)
+            kb.store(rb, o_row, second)
+
+        kb.sweep(0, half, pairs)
 
     rotate_head = half_style if style == RopeStyle.HALF else interleaved_style
 

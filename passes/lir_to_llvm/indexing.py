@@ -37,18 +37,15 @@ UNROLL_TAPS = 16
 
 
 
-def copy_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: int,
+def copy_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: Value,
                   element: Attribute = f32) -> None:
-    """dst[0:count] = src[0:count]: a vector loop of W elements, then a scalar tail."""
-    w = kb.vector_width
-    vector_end = count // w * w
-    if vector_end:
-        with kb.loop(0, vector_end, w) as loop:
-            kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
-                     element=element)
-    if vector_end < count:
-        with kb.loop(vector_end, count) as loop:
-            kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
+    """dst[0:count] = src[0:count] for a `count` known at compile time (int) or read at
+    run time (an i64): a vector loop of W elements, then a scalar tail."""
+
+    def copy(i: SSAValue, vector: bool) -> None:
+        kb.store(kb.load(src, i, vector=vector, element=element), dst, i, element=element)
+
+    kb.sweep(0, count, copy)
 
 
 def load_index(kb: KernelBuilder, ids: SSAValue, position: Value, element: Attribute) -> SSAValue:
@@ -160,35 +157,13 @@ def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.
         assert acc is not None
         kb.store(acc, out_row, c)
 
-    vector_end = channels // w * w
     with kb.loop(0, batch) as b_loop:
         with kb.loop(0, steps) as t_loop:
             row = kb.gep(x, kb.mul(kb.add(kb.mul(b_loop.iv, padded), t_loop.iv), channels))
             out_row = kb.gep(out, kb.mul(kb.add(kb.mul(b_loop.iv, steps), t_loop.iv), channels))
-            if vector_end:
-                with kb.loop(0, vector_end, w) as c_loop:
-                    convolve(row, out_row, c_loop.iv, vector=True)
-            if vector_end < channels:
-                with kb.loop(vector_end, channels) as c_loop:
-                    convolve(row, out_row, c_loop.iv, vector=False)
+            kb.sweep(0, channels, lambda c, vector: convolve(row, out_row, c, vector=vector))
     kb.ret()
     return kb.finish()
-
-
-def copy_runtime_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: Value,
-                          element: Attribute = f32) -> None:
-    """dst[0:count] = src[0:count] for a `count` known at compile time (int) or read at
-    run time (an i64): a vector loop of W elements, then a scalar tail."""
-    if isinstance(count, int):
-        copy_elements(kb, src, dst, count, element)
-        return
-    w = kb.vector_width
-    vector_end = kb.mul(kb.sdiv(count, w), w)
-    with kb.loop(0, vector_end, w) as loop:
-        kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
-                 element=element)
-    with kb.loop(vector_end, count) as loop:
-        kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
 
 
 @kernel(lir.InsertRowsOp, runtime_dims=True)
@@ -207,6 +182,6 @@ def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     first = rows_shape[0]
     count = first * row if isinstance(first, int) else kb.mul(first, row)
     dst = kb.gep(out, kb.mul(position, row), element)
-    copy_runtime_elements(kb, rows, dst, count, element)
+    copy_elements(kb, rows, dst, count, element)
     kb.ret()
     return kb.finish()

@@ -214,23 +214,7 @@ def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None],
              lo: Value = 0, hi: Value | None = None) -> None:
     """body(i, vector) for every vector chunk of range(lo, hi) (default: range(n)), then
     every scalar of the tail."""
-    w = kb.vector_width
-    hi = n if hi is None else hi
-    if isinstance(lo, int) and isinstance(hi, int):
-        nvec: Value = lo + (hi - lo) // w * w
-        if nvec != lo:
-            with kb.loop(lo, nvec, w) as loop:
-                body(loop.iv, True)
-        if nvec != hi:
-            with kb.loop(nvec, hi, 1) as loop:
-                body(loop.iv, False)
-        return
-    nvec = kb.sub(hi, kb.srem(kb.sub(hi, lo), w))
-    if n >= w:
-        with kb.loop(lo, nvec, w) as loop:
-            body(loop.iv, True)
-    with kb.loop(nvec, hi, 1) as loop:
-        body(loop.iv, False)
+    kb.sweep(lo, n if hi is None else hi, body, vectors=n >= kb.vector_width)
 
 
 # ----------------------------------------------------------------------------- partitioning

@@ -7,19 +7,21 @@ it, so the item's state stays in L1 for the whole sequence: a small stack buffer
 with `return_state`, the item's slice of the output state itself (the packed `out` holds
 the flat output, then the flat final state). The state's contiguous axis (n of the scan's
 [h, n] state, the value dim m of the delta net's [n, m] state) is swept W floats at a
-time with a scalar tail. The partitioned variants (`PARTITIONED`) take two more i64
-arguments (part, parts) and run part p's share of the work items (`part_range`), so
+time with a scalar tail. The partitioned variants (`@kernel(..., partitioned=True)`) take two more i64
+arguments (part, parts) and run part p's share of the work items (`KernelBuilder.part_range`), so
 channels or heads spread over the threads with no barrier inside.
 
 A symbolic sequence length s (`?` in the operands' second dim) is read at run time
-(`RUNTIME_DIMS`, ABI of dynamic.py: its size argument after the pointers, before part and
+(`runtime_dims=True`, ABI of dynamic.py: its size argument after the pointers, before part and
 parts): it bounds the time loop and strides the rows; the batch, the channels or heads and
 the state are static (`return_state` needs a static s: its packed result has a static size).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i64
@@ -39,49 +41,51 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
 )
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
-ChunkBody = Callable[[SSAValue, bool], None]
-"""Emits the work on W (vector) or 1 (scalar) consecutive elements at an offset."""
-
-
-def sweep(kb: KernelBuilder, count: int, body: ChunkBody) -> None:
-    """body(offset, vector) over [0, count): whole vectors of W elements, then a scalar
-    tail."""
-    w = kb.vector_width
-    vector_end = count // w * w
-    if vector_end:
-        with kb.loop(0, vector_end, w) as loop:
-            body(loop.iv, True)
-    if vector_end < count:
-        with kb.loop(vector_end, count) as loop:
-            body(loop.iv, False)
-
-
-def sweep_sum(kb: KernelBuilder, count: int, term: Callable[[SSAValue, bool], SSAValue]
-              ) -> SSAValue:
-    """Σ over [0, count) of term(offset, vector): vector partial sums, reduced once, plus
-    the scalar tail."""
-    w = kb.vector_width
-    vector_end = count // w * w
-    total = kb.fconst(0.0)
-    if vector_end:
-        with kb.loop(0, vector_end, w, carried=[kb.vconst(0.0)]) as loop:
-            loop.yield_(kb.fadd(loop.carried[0], term(loop.iv, True)))
-        total = kb.hsum(loop.results[0])
-    if vector_end < count:
-        with kb.loop(vector_end, count, carried=[total]) as loop:
-            loop.yield_(kb.fadd(loop.carried[0], term(loop.iv, False)))
-        total = loop.results[0]
-    return total
-
 
 def broadcast(kb: KernelBuilder, scalar: SSAValue, vector: bool) -> SSAValue:
     return kb.splat(scalar) if vector else scalar
 
 
-def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitioned: bool
-            ) -> tuple[KernelBuilder, list[SSAValue], Index, tuple[SSAValue, SSAValue] | None]:
-    """The kernel's builder, its pointers, the number of time steps s (an int, or the i64
-    size argument of a symbolic s) and the (part, parts) arguments when partitioned."""
+@dataclass
+class _Sequence:
+    """A sequence kernel under construction: its builder, the five input pointers, the
+    optional initial state, `out`, the number of time steps s (an int, or the i64 size
+    argument of a symbolic s), (part, parts) when partitioned, and where each work item
+    keeps its state of `state_size` floats (a stack scratch, or with `return_state` the
+    item's slice of the packed out after its `output_elements` outputs)."""
+
+    kb: KernelBuilder
+    inputs: list[SSAValue]
+    initial: SSAValue | None
+    out: SSAValue
+    steps: Index
+    share: tuple[SSAValue, SSAValue] | None
+    state_size: int
+    output_elements: int
+    scratch: SSAValue | None
+
+    @contextmanager
+    def items(self, count: int, inner: int) -> Iterator[tuple[SSAValue, SSAValue, SSAValue]]:
+        """Loop over this call's work items of `count` = rows · `inner` (all when serial),
+        yielding (row, index within the row, the item's seeded state buffer)."""
+        kb = self.kb
+        first, last = _items(kb, count, self.share)
+        with kb.loop(first, last) as item_loop:
+            item = item_loop.iv
+            row, within = kb.sdiv(item, inner), kb.srem(item, inner)
+            state = _item_state(kb, self.out, item, self.state_size, self.output_elements,
+                                self.scratch)
+            _seed_state(kb, state, self.initial, item, self.state_size)
+            yield row, within, state
+
+
+def _kernel(op: Operation, name: str, vector_width: int, partitioned: bool, state_size: int,
+            output: SSAValue) -> _Sequence:
+    """The kernel's prologue: arguments (5 inputs, [initial state], out, [s], [part,
+    parts]) and the state scratch; `output` has the shape of the op's per-step output."""
+    has_initial = op.initial_state is not None
+    returned = op.return_state is not None
+    pointers = 6 + has_initial
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
     kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols) + [i64, i64] * partitioned,
                        vector_width=vector_width)
@@ -89,7 +93,9 @@ def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitio
     sizes = args[pointers:pointers + len(symbols)]
     share = (args[-2], args[-1]) if partitioned else None
     steps = _steps(op, RuntimeDims.of(op, sizes)) if symbols else shape_of(op.operands[0])[1]
-    return kb, args[:pointers], steps, share
+    return _Sequence(kb, args[:5], args[5] if has_initial else None, args[pointers - 1], steps,
+                     share, state_size, numel(shape_of(output)) if returned else 0,
+                     None if returned else kb.alloca(state_size))
 
 
 def _steps(op: Operation, dims: RuntimeDims) -> Index:
@@ -111,12 +117,10 @@ def _items(kb: KernelBuilder, count: int, share: tuple[SSAValue, SSAValue] | Non
 
 
 def _item_state(kb: KernelBuilder, out: SSAValue, item: SSAValue, size: int,
-                output_elements: int, returned: bool, scratch: SSAValue | None
-                ) -> SSAValue:
-    """The state buffer of one work item: its slice of the packed out's final state when
-    the op returns the state, else the stack scratch."""
-    if not returned:
-        assert scratch is not None
+                output_elements: int, scratch: SSAValue | None) -> SSAValue:
+    """The state buffer of one work item: the stack scratch, or (the op returns the state)
+    its slice of the packed out's final state."""
+    if scratch is not None:
         return scratch
     return kb.gep(out, kb.add(kb.mul(item, size), output_elements))
 
@@ -131,7 +135,7 @@ def _seed_state(kb: KernelBuilder, state: SSAValue, initial: SSAValue | None,
             kb.load(source, i, vector=vector)
         kb.store(value, state, i)
 
-    sweep(kb, size, seed)
+    kb.sweep(0, size, seed)
 
 
 # ----------------------------------------------------------------------------- selective scan
@@ -146,21 +150,11 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.SelectiveScanOp)
     batch, _, channels = shape_of(op.x)
     n = shape_of(op.a)[1]
-    has_initial = op.initial_state is not None
-    returned = op.return_state is not None
-    kb, ptrs, steps, share = _kernel(op, name, 6 + has_initial, vector_width, partitioned)
-    x, delta, a, b, c = ptrs[:5]
-    initial = ptrs[5] if has_initial else None
-    out = ptrs[-1]
-    scratch = None if returned else kb.alloca(n)
+    seq = _kernel(op, name, vector_width, partitioned, n, op.x)
+    kb, steps, out = seq.kb, seq.steps, seq.out
+    x, delta, a, b, c = seq.inputs
 
-    first, last = _items(kb, batch * channels, share)
-    with kb.loop(first, last) as item_loop:
-        item = item_loop.iv
-        row, channel = kb.sdiv(item, channels), kb.srem(item, channels)
-        state = _item_state(kb, out, item, n, numel(shape_of(op.x)) if returned else 0,
-                            returned, scratch)
-        _seed_state(kb, state, initial, item, n)
+    with seq.items(batch * channels, channels) as (row, channel, state):
         a_row = kb.gep(a, kb.mul(channel, n))
         with kb.loop(0, steps) as t_loop:
             step = kb.add(kb.mul(row, steps), t_loop.iv)             # b·s + t
@@ -177,7 +171,7 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
                 kb.store(new, state, j)
                 return kb.fmul(new, kb.load(c_row, j, vector=vector))
 
-            kb.store(sweep_sum(kb, n, update), out, at)
+            kb.store(kb.sweep_sum(n, update), out, at)
     kb.ret()
     return kb.finish()
 
@@ -194,22 +188,12 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.GatedDeltaNetOp)
     batch, _, heads, n = shape_of(op.q)
     m = shape_of(op.v)[3]
-    has_initial = op.initial_state is not None
-    returned = op.return_state is not None
-    kb, ptrs, steps, share = _kernel(op, name, 6 + has_initial, vector_width, partitioned)
-    q, k, v, g, beta = ptrs[:5]
-    initial = ptrs[5] if has_initial else None
-    out = ptrs[-1]
-    scratch = None if returned else kb.alloca(n * m)
+    seq = _kernel(op, name, vector_width, partitioned, n * m, op.v)
+    kb, steps, out = seq.kb, seq.steps, seq.out
+    q, k, v, g, beta = seq.inputs
     kv = kb.alloca(m)                       # Sᵀk, then δ
 
-    first, last = _items(kb, batch * heads, share)
-    with kb.loop(first, last) as item_loop:
-        item = item_loop.iv
-        row, head = kb.sdiv(item, heads), kb.srem(item, heads)
-        state = _item_state(kb, out, item, n * m, numel(shape_of(op.v)) if returned else 0,
-                            returned, scratch)
-        _seed_state(kb, state, initial, item, n * m)
+    with seq.items(batch * heads, heads) as (row, head, state):
         with kb.loop(0, steps) as t_loop:
             at = kb.add(kb.mul(kb.add(kb.mul(row, steps), t_loop.iv), heads), head)  # [b, t, H]
             k_t, q_t = kb.gep(k, kb.mul(at, n)), kb.gep(q, kb.mul(at, n))
@@ -223,7 +207,7 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
                 kb.store(kb.fmul(broadcast(kb, beta_t, vector), diff), kv, j)
                 kb.store(kb.vconst(0.0) if vector else kb.fconst(0.0), o_t, j)
 
-            sweep(kb, m, delta_row)
+            kb.sweep(0, m, delta_row)
             _update_and_read(kb, state, k_t, q_t, kv, o_t, n, m)
     kb.ret()
     return kb.finish()
@@ -236,7 +220,7 @@ def _decay_and_project(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, kv: SS
     def zero(j: SSAValue, vector: bool) -> None:
         kb.store(kb.vconst(0.0) if vector else kb.fconst(0.0), kv, j)
 
-    sweep(kb, m, zero)
+    kb.sweep(0, m, zero)
     with kb.loop(0, n) as i_loop:
         s_row = kb.gep(state, kb.mul(i_loop.iv, m))
         k_i = kb.load(k_t, i_loop.iv)
@@ -247,7 +231,7 @@ def _decay_and_project(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, kv: SS
             kb.store(kb.fma(broadcast(kb, k_i, vector), decayed, kb.load(kv, j, vector=vector)),
                      kv, j)
 
-        sweep(kb, m, step)
+        kb.sweep(0, m, step)
 
 
 def _update_and_read(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, q_t: SSAValue,
@@ -264,4 +248,4 @@ def _update_and_read(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, q_t: SSA
             kb.store(kb.fma(broadcast(kb, q_i, vector), updated, kb.load(o_t, j, vector=vector)),
                      o_t, j)
 
-        sweep(kb, m, step)
+        kb.sweep(0, m, step)
