@@ -20,7 +20,7 @@ Rope rotates the first n_rot dims of every head: `half` pairs (x[i], x[i + n_rot
 vectorized along i; `interleaved` pairs (x[2i], x[2i+1]), vectorized by
 de-interleaving 2W elements with shuffles and interleaving the results back.
 
-Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)`; part p runs the serial row code on items
 [count·p/parts, count·(p+1)/parts) of a flat item index. Attention items are query rows
 ordered (batch, head, position): whole (batch, head) pairs when there are many (each
@@ -29,7 +29,7 @@ pair otherwise. Causal rows are visited in the zig-zag order 0, S−1, 1, S−2,
 that any run of them costs about the same (row s sees s + T − S + 1 keys). Rope items
 are heads of one position, (batch, position, head) in memory order.
 
-Attention is natively dynamic (`RUNTIME_DIMS`, ABI in `dynamic.py`): over `?` dims the
+Attention is natively dynamic (`runtime_dims=True`, ABI in `dynamic.py`): over `?` dims the
 kernel takes one i64 per symbol after the pointers and reads S, T (and a symbolic batch)
 at run time. Strides, the causal offset T − S and the item count of a part come from
 those sizes; the keys run in full blocks up to a multiple of W, then the last partial

@@ -11,7 +11,7 @@ which convert-lir-to-llvm puts on the op before calling the builder (the attribu
 so one function serves every binding of the symbols. A static op keeps the old signature
 (no size arguments). Two ways to build a dynamic kernel:
 
-* natively: the family module lists the op in its `RUNTIME_DIMS` set and its builder
+* natively: the builder is declared `@kernel(..., runtime_dims=True)` and
   reads the sizes with `RuntimeDims` (loop bounds, tails and thread shares computed from
   them; tile choices may depend on the static dims and the bounds);
 * by rows (`row_separable`): every `?` dim leads its shape and the op computes each row

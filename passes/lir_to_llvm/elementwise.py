@@ -17,7 +17,7 @@ with stride 0 there is loaded once per row (and splat). Otherwise (a transpose) 
 innermost loop is scalar with strided loads, blocked TILE x TILE with the outer dim along
 which the input is contiguous, so both the reads and the writes of a block hit the cache.
 
-Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the same map on a share of it: the canonical
 iteration space is cut into units of W consecutive elements of a row (a row shorter than
 W is one unit) — whole rows, or column ranges starting at multiples of W when rows are

@@ -27,7 +27,7 @@ dims that are both reduced or both kept are merged, leaving alternating groups. 
 per batch, and every other pattern (e.g. axes (0, 2) of a rank-3 input) initializes `out`
 with the identity and combines into it with the same two building blocks in nested loops.
 
-Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the serial code on part p's share
 [count·p/parts, count·(p+1)/parts) of independent work items: whole rows for the norms,
 softmax along the last axis and `[K, R]` reductions; (outer index, column chunk) items
