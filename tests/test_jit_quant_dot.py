@@ -36,8 +36,8 @@ from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
+from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.passes.lir_to_llvm import quant_dot as qd
 
 SCHEMES = tuple(quants.VEC_DOT_TYPES)
@@ -136,7 +136,7 @@ def test_dynamic_rows_every_scheme(target):
             op = dequant_op(scheme, ("S", k), w, vnni)
             i = len(cases)
             functions += [mm.build_dequant_matmul(op, f"k{i}", width),
-                          mm.build_dequant_matmul_partitioned(op, f"p{i}", width)]
+                          mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
             cases.append((scheme, k, w))
     jitted = Jitted(functions, cpu, verify=False)
     assert ("vpdpbusd" in jitted.asm) == vnni  # the path is the one asked for
