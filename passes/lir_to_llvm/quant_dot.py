@@ -174,8 +174,8 @@ def int8_dot_isa(target: Target, width: int) -> str | None:
 
 def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     """Mark every lir.dequant_matmul with `activations q8` of an int8 scheme with INT8_DOT
-    when the target has the instructions (the others with q8 run `build_q8_emulated`:
-    the same numbers); returns how many were marked."""
+    when the target has the instructions (the others with q8 run the emulation of
+    q8_emulated.py: the same numbers); returns how many were marked."""
     isa = int8_dot_isa(target, width)
     if isa is None:
         return 0
