@@ -32,6 +32,7 @@ from rlx_mlir.core.target import host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import attention, dynamic
+from rlx_mlir.passes.lir_to_llvm.kernels import partitioned_builders
 
 MODELS = {
     "llama block": (LLAMA["heads"], LLAMA["kv_heads"], LLAMA["head_dim"]),
@@ -88,12 +89,12 @@ def run(rounds: int) -> tuple[list[dict], list[dict]]:
     for model, (h, hkv, d) in MODELS.items():
         dyn = attention_op(h, hkv, d, "S", "T")
         functions += [attention.build_attention(dyn, f"{model}_dyn", width),
-                      attention.PARTITIONED[lir.AttentionOp](dyn, f"{model}_dyn_p", width)]
+                      partitioned_builders()[lir.AttentionOp](dyn, f"{model}_dyn_p", width)]
         for s, t in SIZES:
             static = attention_op(h, hkv, d, s, t)
             name = f"{model}_{s}_{t}"
             functions += [attention.build_attention(static, name, width),
-                          attention.PARTITIONED[lir.AttentionOp](static, name + "_p", width)]
+                          partitioned_builders()[lir.AttentionOp](static, name + "_p", width)]
             plan.append((model, h, hkv, d, s, t, name))
     kernels = Kernels(functions)
     rows = []

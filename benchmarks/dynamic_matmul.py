@@ -38,7 +38,7 @@ from rlx_mlir.core.target import host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm import matmul as mm
+from rlx_mlir.passes.lir_to_llvm.kernels import kernel_builders, partitioned_builders
 from rlx_mlir.random_inputs import random_blocks
 
 _D, _KV, _FF = LLAMA["d_model"], LLAMA["kv_heads"] * LLAMA["head_dim"], LLAMA["d_ff"]
@@ -150,9 +150,9 @@ def build(threads: Sequence[int]) -> tuple[Kernels, list[tuple[str, str, int, in
         for rows in (*ROWS, "S"):
             op = matmul_op(scheme, rows, k, n)
             name = f"c{i}_{rows}"
-            functions.append(mm.BUILDERS[type(op)](op, name, width))
+            functions.append(kernel_builders()[type(op)](op, name, width))
             if parted:
-                functions.append(mm.PARTITIONED[type(op)](op, name + "_p", width))
+                functions.append(partitioned_builders()[type(op)](op, name + "_p", width))
     return Kernels(functions), cases()
 
 

@@ -796,7 +796,7 @@ class YieldOp(AbstractYieldOperation[Attribute]):
 
 def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:
     """`packed_rhs`: the rhs is a 2-D weight [K, N] whose buffer holds it in the
-    prepacked panel layout (`rlx_mlir.passes.lir_to_llvm.matmul.pack_rhs`), so it must be 2-D."""
+    prepacked panel layout (`rlx_mlir.core.packing.pack_rhs`), so it must be 2-D."""
     rank = len(shape_of(op.rhs))
     if op.packed_rhs is not None and rank != 2:
         raise VerifyException(f"'{op.name}': packed_rhs needs a 2-D rhs [K, N], got rank {rank}")

@@ -81,6 +81,7 @@ from rlx_mlir.core.abi import (
     UPDATE_APPEND,
     UPDATE_ASSIGN,
 )
+from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.target import TARGET_ATTR, parse_target, target_of
 from rlx_mlir.dialects import lir
@@ -90,7 +91,6 @@ from rlx_mlir.passes.lir_to_llvm.builder import PTR
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
     OPERAND_DIMS,
     build_row_driver,
-    element_bytes,
     is_dynamic,
     kernel_symbols,
     memref_operands,
@@ -99,13 +99,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     row_prefix,
     set_operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.kernels import (
-    CHECKED_KERNELS,
-    KernelBuilderFn,
-    kernel_builders,
-    partitioned_builders,
-    runtime_dims_kernels,
-)
+from rlx_mlir.passes.lir_to_llvm.kernels import KernelBuilderFn, is_checked, kernel_record
 from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_barrier,
     build_serial_wrapper,
@@ -353,7 +347,7 @@ class LowerKernel(RewritePattern):
         pointers = [_cast(rewriter, v, PTR) for v in memref_operands(op)]
         indices = [_cast(rewriter, v, i64) for v in op.operands if not isinstance(v.type, MemRefType)]
         sizes = [_symbol_arg(graph, symbol) for symbol in kernel_symbols(op)]
-        checked = isinstance(op, CHECKED_KERNELS)
+        checked = is_checked(op)
         call = llvm.CallOp(name, *pointers, *indices, *sizes, part, parts,
                            return_type=i32 if checked else None)
         if self.profile:
@@ -366,7 +360,8 @@ class LowerKernel(RewritePattern):
         key = _kernel_key(op) + ("&aliased" if aliased else "") + ("&parallel" if parallel else "")
         if key not in self.built:
             base = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
-            if is_dynamic(op) and type(op) not in runtime_dims_kernels():
+            record = kernel_record(type(op))
+            if is_dynamic(op) and not (record is not None and record.runtime_dims):
                 functions = _row_driven(op, base, self.vector_width, parallel)
             elif parallel:
                 functions = [_partitioned_builder(op)(op, base, self.vector_width)]
@@ -382,10 +377,10 @@ class LowerKernel(RewritePattern):
 
 
 def _serial_builder(op: Operation) -> KernelBuilderFn:
-    builder = kernel_builders().get(type(op))
-    if builder is None:
+    record = kernel_record(type(op))
+    if record is None:
         raise PassFailedException(f"convert-lir-to-llvm: no kernel builder for '{op.name}'")
-    return builder
+    return record.build
 
 
 def _row_driven(op: Operation, base: str, width: int, parallel: bool) -> list[llvm.FuncOp]:
@@ -407,13 +402,13 @@ def _row_driven(op: Operation, base: str, width: int, parallel: bool) -> list[ll
 
 def _partitioned_builder(op: Operation) -> KernelBuilderFn:
     """The partitioned builder of a kernel lir-parallelize marked."""
-    builder = partitioned_builders().get(type(op))
-    if builder is None or isinstance(op, CHECKED_KERNELS):
+    record = kernel_record(type(op))
+    if record is None or not record.partitioned or record.checked:
         raise PassFailedException(
             f"convert-lir-to-llvm: '{op.name}' is marked rlx.parallel but has no partitioned "
             "builder (lir-parallelize marks only kernels that have one)"
         )
-    return builder
+    return record.build_partitioned()
 
 
 def _drop_noalias(kernel: llvm.FuncOp) -> None:
@@ -432,7 +427,7 @@ def _byte_range(value: SSAValue) -> tuple[SSAValue, int, int]:
         return owner.arena, start, start + owner.bounded_bytes()
     if isinstance(owner, lir.ViewOp):
         base, start, _ = _byte_range(owner.source)
-        start += owner.offset.value.data * element_bytes(value.type)
+        start += owner.offset.value.data * element_bytes(value.type.get_element_type())
         return base, start, start + size
     return value, 0, size
 

@@ -46,7 +46,7 @@ from rlx_mlir.core.abi import PARALLEL
 from rlx_mlir.core.shape_inference import UNKNOWN, numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.kernels import CHECKED_KERNELS, partitioned_builders
+from rlx_mlir.passes.lir_to_llvm.kernels import is_checked, partitioned_builders
 from rlx_mlir.passes.utils import require_lowered
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -85,7 +85,7 @@ def is_parallel(op: Operation) -> bool:
 
 def splits(op: lir.KernelOp, min_work: int) -> bool:
     """Whether splitting `op` across threads is possible and pays."""
-    return (type(op) in partitioned_builders() and not isinstance(op, CHECKED_KERNELS)
+    return (type(op) in partitioned_builders() and not is_checked(op)
             and estimate_work(op) >= min_work)
 
 

@@ -23,6 +23,7 @@ from rlx_mlir.core import reference_kernels as R
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import attention as A
+from rlx_mlir.passes.lir_to_llvm.kernels import family, partitioned_builders
 
 WIDTHS = (16, 8, 4)
 RTOL, ATOL = 1e-4, 1e-5
@@ -181,7 +182,8 @@ def run(jitted, name, case):
 
 
 def test_builders_registry():
-    assert A.BUILDERS == {lir.AttentionOp: A.build_attention, lir.RopeOp: A.build_rope}
+    assert {op: r.build for op, r in family("attention").items()} == {
+        lir.AttentionOp: A.build_attention, lir.RopeOp: A.build_rope}
 
 
 @pytest.mark.parametrize("case", range(len(ATTENTION_CASES)),
@@ -221,7 +223,7 @@ def test_partitioned(width):
     batches x heads x positions (decode: heads; a single row: fewer items than parts),
     causal rows in zig-zag order, rope heads."""
     assert len(PARTITIONED_CASES) == len(PARTITIONED_ATTENTION + PARTITIONED_ROPE) + 1
-    jitted = Jitted([A.PARTITIONED[type(c.op)](c.op, f"p{i}", width)
+    jitted = Jitted([partitioned_builders()[type(c.op)](c.op, f"p{i}", width)
                      for i, c in enumerate(PARTITIONED_CASES)])
     for i, c in enumerate(PARTITIONED_CASES):
         fn = jitted.function(f"p{i}", len(c.inputs) + 3)
@@ -241,9 +243,9 @@ def test_partitioned(width):
 
 
 def test_partitioned_registry():
-    assert set(A.PARTITIONED) == set(A.BUILDERS)
+    assert all(r.partitioned for r in family("attention").values())
     c = ATTENTION_CASES[0]
-    inputs = A.PARTITIONED[lir.AttentionOp](c.op, "p", 8).function_type.inputs.data
+    inputs = partitioned_builders()[lir.AttentionOp](c.op, "p", 8).function_type.inputs.data
     assert [str(t) for t in inputs] == ["!llvm.ptr"] * 4 + ["i64"] * 2
 
 

@@ -18,7 +18,7 @@ from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core.dtypes import ui8
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.dialects import lir
-from rlx_mlir.passes.lir_to_llvm import matmul as mm
+from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.random_inputs import F16_FIELDS, random_blocks
 
 SCHEMES = ("f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k")

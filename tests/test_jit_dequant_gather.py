@@ -1,6 +1,6 @@
 """dequant_gather: an embedding lookup on a GGUF-quantized table (issue 10, item 2).
 
-The kernel (passes/lir_to_llvm/matmul.py `build_dequant_gather`) decodes only the rows
+The kernel (passes/lir_to_llvm/dequant.py `build_dequant_gather`) decodes only the rows
 it reads; every value must equal rlx_mlir.core.quants' dequantization bit for bit, for
 every scheme and vector width; an out-of-range id returns the status code without
 writing anything; over `?` ids one kernel serves every id count. Then the same through
@@ -24,9 +24,9 @@ from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
+from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm import matmul as mm
-from rlx_mlir.passes.lir_to_llvm.kernels import CHECKED_KERNELS, kernel_builders
+from rlx_mlir.passes.lir_to_llvm.kernels import kernel_builders, kernel_record, runtime_dims_kernels
 
 WIDTHS = (16, 8, 4)
 ROWS = 13
@@ -61,9 +61,9 @@ def assert_bits_equal(got: np.ndarray, want: np.ndarray) -> None:
 
 
 def test_is_a_checked_kernel_with_a_builder():
-    assert lir.DequantGatherOp in CHECKED_KERNELS
+    assert kernel_record(lir.DequantGatherOp).checked
     assert kernel_builders()[lir.DequantGatherOp] is mm.build_dequant_gather
-    assert lir.DequantGatherOp in mm.RUNTIME_DIMS
+    assert lir.DequantGatherOp in runtime_dims_kernels()
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -23,6 +23,7 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import attention as A
 from rlx_mlir.passes.lir_to_llvm import dynamic
+from rlx_mlir.passes.lir_to_llvm.kernels import partitioned_builders, runtime_dims_kernels
 
 WIDTHS = (16, 8)
 RTOL, ATOL = 1e-4, 1e-5
@@ -125,17 +126,17 @@ def bindings(kernel, width):
 def jitted(request):
     w = request.param
     functions = [A.build_attention(k.op, f"serial{i}", w) for i, k in enumerate(KERNELS)]
-    functions += [A.PARTITIONED[lir.AttentionOp](k.op, f"part{i}", w)
+    functions += [partitioned_builders()[lir.AttentionOp](k.op, f"part{i}", w)
                   for i, k in enumerate(KERNELS)]
     return w, Jitted(functions)
 
 
 def test_registry():
-    assert lir.AttentionOp in A.RUNTIME_DIMS
+    assert lir.AttentionOp in runtime_dims_kernels()
     k = KERNELS[8]  # causal, symbolic batch
     assert k.symbols == ("B", "S", "T")
     for partitioned in (False, True):
-        build = A.PARTITIONED[lir.AttentionOp] if partitioned else A.build_attention
+        build = partitioned_builders()[lir.AttentionOp] if partitioned else A.build_attention
         inputs = build(k.op, "f", 8).function_type.inputs.data
         assert [str(t) for t in inputs] == (
             ["!llvm.ptr"] * 4 + ["i64"] * 3 + ["i64"] * 2 * partitioned)
@@ -278,11 +279,11 @@ ROPES = [
 @pytest.mark.parametrize("width", WIDTHS)
 def test_rope(width):
     """One kernel per op at S = 1, 2, 7, W ± 1, 33 (B = 1, 2), serial and parts 1, 2, 3."""
-    assert lir.RopeOp in A.RUNTIME_DIMS
+    assert lir.RopeOp in runtime_dims_kernels()
     functions = []
     for i, r in enumerate(ROPES):
         functions += [A.build_rope(r.op, f"rope{i}", width),
-                      A.PARTITIONED[lir.RopeOp](r.op, f"rope_part{i}", width)]
+                      partitioned_builders()[lir.RopeOp](r.op, f"rope_part{i}", width)]
     jit = Jitted(functions)
     for i, r in enumerate(ROPES):
         n = len(r.symbols)

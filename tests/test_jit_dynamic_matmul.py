@@ -27,6 +27,7 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
+from rlx_mlir.passes.lir_to_llvm.kernels import kernel_builders, partitioned_builders
 
 WIDTHS = (16, 8)
 ROWS = (1, 2, 5, 7, 9, 15, 16, 17, 33, 100, 128, 257)
@@ -83,8 +84,8 @@ class DynamicKernels:
     def compile(self) -> None:
         functions = []
         for i, case in enumerate(self.cases):
-            serial = mm.BUILDERS[type(case.op)]
-            parted = mm.PARTITIONED[type(case.op)]
+            serial = kernel_builders()[type(case.op)]
+            parted = partitioned_builders()[type(case.op)]
             functions += [serial(case.op, f"k{i}", self.width, **case.options),
                           parted(case.op, f"p{i}", self.width, **case.options)]
         self.builds += 1
@@ -265,7 +266,7 @@ def test_symbolic_contraction_is_refused():
     op = lir.MatmulOp(*_operands([(s, "f32") for s in shapes]))
     dynamic.set_operand_shapes(op, shapes)
     with pytest.raises(dynamic.DynamicKernelError, match=r"lir\.matmul.*K = T must be static"):
-        mm.build_matmul_partitioned(op, "k", 16)
+        mm.build_matmul(op, "k", 16, partitioned=True)
 
 
 def test_dynamic_op_without_operand_dims_is_refused():

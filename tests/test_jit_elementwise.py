@@ -38,7 +38,12 @@ from rlx_mlir.dialects.elementwise_fns import ElementwiseFn, scalar_block
 from rlx_mlir.interpreters.arrays import run_scalar_body
 from rlx_mlir.ir import make_context, parse_module
 from rlx_mlir.passes import get_all_passes
-from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED, canonicalize, tile_dim
+from rlx_mlir.passes.lir_to_llvm.elementwise import canonicalize, tile_dim
+from rlx_mlir.passes.lir_to_llvm.kernels import family
+
+BUILDERS = {op: record.build for op, record in family("elementwise").items()}
+PARTITIONED = {op: record.build_partitioned() for op, record in family("elementwise").items()
+               if record.partitioned}
 
 WIDTHS = (16, 8, 4)
 RTOL, ATOL = 1e-4, 1e-5

@@ -18,7 +18,8 @@ from rlx_mlir.core import reference_kernels as R
 from rlx_mlir.core.shape_inference import depthwise_conv1d, gather
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
-from rlx_mlir.passes.lir_to_llvm.indexing import BUILDERS, build_depthwise_conv1d, build_gather
+from rlx_mlir.passes.lir_to_llvm.indexing import build_depthwise_conv1d, build_gather
+from rlx_mlir.passes.lir_to_llvm.kernels import family, kernel_builders
 
 WIDTHS = (16, 8, 4)
 RTOL, ATOL = 1e-4, 1e-5
@@ -109,9 +110,9 @@ def random_array(shape, dtype, seed):
 
 
 def test_builders_registry():
-    assert BUILDERS[lir.GatherOp] is build_gather
-    assert BUILDERS[lir.DepthwiseConv1dOp] is build_depthwise_conv1d
-    assert set(BUILDERS) == {lir.GatherOp, lir.DepthwiseConv1dOp, lir.InsertRowsOp}
+    assert kernel_builders()[lir.GatherOp] is build_gather
+    assert kernel_builders()[lir.DepthwiseConv1dOp] is build_depthwise_conv1d
+    assert set(family("indexing")) == {lir.GatherOp, lir.DepthwiseConv1dOp, lir.InsertRowsOp}
 
 
 def gather_setup(kernels, case):

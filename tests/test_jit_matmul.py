@@ -21,8 +21,10 @@ from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core.dtypes import ui8
 from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.dialects import lir
+from rlx_mlir.passes.lir_to_llvm import dequant, gguf
 from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.kernels import partitioned_builders
 
 WIDTHS = (16, 8, 4)
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
@@ -52,7 +54,7 @@ class Kernels:
         partitioned) called on `inputs` and an output of `out_shape` checked by `check`."""
         op.verify()
         if self.partitioned:
-            build = mm.PARTITIONED[type(op)]
+            build = partitioned_builders()[type(op)]
         if options:
             build = functools.partial(build, **options)
         self.cases.append((label, op, build, inputs, out_shape, check))
@@ -350,7 +352,7 @@ def add_dequant(kernels: Kernels, x_shape, n, scheme, x=None, exact=False) -> No
     else:
         check = _close(ref.dequant_matmul(x, w, scheme), k)
     kernels.add(f"dequant_matmul {scheme} {x_shape} N={n} exact={exact}", op,
-                mm.build_dequant_matmul, [x, np.ascontiguousarray(w)], out_shape, check)
+                dequant.build_dequant_matmul, [x, np.ascontiguousarray(w)], out_shape, check)
 
 
 DEQUANT_SHAPES = [((1, 32), 1), ((3, 64), 7), ((5, 96), 17), ((2, 4, 256), 33), ((64,), 3),
@@ -383,7 +385,7 @@ def test_f16_scales_widen_exactly(width):
     kb = KernelBuilder("widen", [PTR, PTR], vector_width=width)
     src, dst = kb.args
     with kb.loop(0, 1 << 16) as loop:
-        kb.store(mm._f16_scale(kb, kb.gep(src, loop.iv, i16)), dst, loop.iv)
+        kb.store(gguf.f16_scale(kb, kb.gep(src, loop.iv, i16)), dst, loop.iv)
     kb.ret()
     jitted = Jitted([kb.finish()], CPUS[width], verify=False)
     halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)

@@ -1,4 +1,5 @@
-"""`dequant_matmul(..., activations="q8")` compiled (passes/lir_to_llvm/quant_dot.py).
+"""`dequant_matmul(..., activations="q8")` compiled (passes/lir_to_llvm/quant_dot.py,
+q8_emulated.py).
 
 The q8 form quantizes x to ggml's `vec_dot_type` of the scheme (q8_0, q8_1 or q8_K, with
 ggml's reference rounding and f16 scales) before the block dot products; its numbers are
@@ -7,7 +8,7 @@ the reference executor's (`quants.q8_matmul`) on every target, within f32 roundi
 
 - the VNNI kernel (`vpdpbusd`) for q4_0/q4_1/q5_0/q5_1/q8_0 where the pass marked the op
   (AVX512-VNNI at W = 16, AVX512-VNNI+VL or AVX-VNNI at W = 8);
-- the emulation (`build_q8_emulated`: x quantized into a scratch of f32 integers, exact
+- the emulation (q8_emulated.py: x quantized into a scratch of f32 integers, exact
   f32 integer dots) for every other width, target and the K-quants.
 
 Every block scheme, at W = 16 (VNNI and emulated), W = 8 (VNNI; haswell, no VNNI) and W = 4
@@ -36,8 +37,8 @@ from rlx_mlir.core.errors import RlxError
 from rlx_mlir.core.target import Target, host_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
+from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm import matmul as mm
 from rlx_mlir.passes.lir_to_llvm import quant_dot as qd
 
 SCHEMES = tuple(quants.VEC_DOT_TYPES)
@@ -136,7 +137,7 @@ def test_dynamic_rows_every_scheme(target):
             op = dequant_op(scheme, ("S", k), w, vnni)
             i = len(cases)
             functions += [mm.build_dequant_matmul(op, f"k{i}", width),
-                          mm.build_dequant_matmul_partitioned(op, f"p{i}", width)]
+                          mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
             cases.append((scheme, k, w))
     jitted = Jitted(functions, cpu, verify=False)
     assert ("vpdpbusd" in jitted.asm) == vnni  # the path is the one asked for

@@ -28,6 +28,7 @@ from rlx_mlir.core import reference_kernels as ref
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_to_llvm import reductions
+from rlx_mlir.passes.lir_to_llvm.kernels import family, kernel_builders, partitioned_builders
 
 RTOL, ATOL = 1e-4, 1e-5
 WIDTHS = (16, 8, 4)
@@ -225,7 +226,7 @@ def norm_cases(width: int) -> Cases:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_norms(width):
-    builders = reductions.BUILDERS
+    builders = kernel_builders()
     norm_cases(width).run(lambda op, name, w: builders[type(op)](op, name, w))
 
 
@@ -275,7 +276,7 @@ def test_partitioned(width):
     """Parts 1, 2, 3, 5 called in turn on one NaN-filled `out` give the reference; each
     part alone writes a share disjoint from the other parts' (together: all of out)."""
     cases = partitioned_cases(width)
-    fns = [reductions.PARTITIONED[type(op)](op, f"p{i}", width)
+    fns = [partitioned_builders()[type(op)](op, f"p{i}", width)
            for i, (_, op, _, _) in enumerate(cases.cases)]
     jitted = Jitted(fns, CPUS[width], verify=False)
     failures = []
@@ -302,9 +303,9 @@ def test_partitioned(width):
 
 
 def test_partitioned_registry():
-    assert set(reductions.PARTITIONED) == set(reductions.BUILDERS)
+    assert all(record.partitioned for record in family("reductions").values())
     x, out = buffers((3, 5), (3,))
-    fn = reductions.PARTITIONED[lir.ReduceOp](lir.ReduceOp(x, out, "sum", [1]), "k", 8)
+    fn = partitioned_builders()[lir.ReduceOp](lir.ReduceOp(x, out, "sum", [1]), "k", 8)
     assert [str(t) for t in fn.function_type.inputs.data] == ["!llvm.ptr"] * 2 + ["i64"] * 2
 
 
@@ -312,11 +313,11 @@ def test_partitioned_registry():
 
 
 def test_registry():
-    assert set(reductions.BUILDERS) == {lir.ReduceOp, lir.SoftmaxOp, lir.RmsNormOp, lir.LayerNormOp}
+    assert set(family("reductions")) == {lir.ReduceOp, lir.SoftmaxOp, lir.RmsNormOp, lir.LayerNormOp}
 
 
 def asm_of(op: Operation, width: int = 16) -> str:
-    return Jitted([reductions.BUILDERS[type(op)](op, "k", width)], CPUS[width]).asm
+    return Jitted([kernel_builders()[type(op)](op, "k", width)], CPUS[width]).asm
 
 
 @pytest.mark.skipif(not has_avx512(), reason="needs AVX-512")

@@ -20,7 +20,7 @@ import rlx_mlir as rlx
 from rlx_mlir.core import reference_kernels as K
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
-from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS
+from rlx_mlir.passes.lir_to_llvm.kernels import kernel_builders
 from rlx_mlir.pipeline import lower
 
 WIDTHS = (16, 8, 4)
@@ -71,7 +71,7 @@ def test_vector_kernel(width):
     functions = []
     for k, (shape, _) in enumerate(cases):
         x, out = Block(arg_types=[memref_type(shape, "f32")] * 2).args
-        functions.append(BUILDERS[lir.ElementwiseOp](
+        functions.append(kernel_builders()[lir.ElementwiseOp](
             lir.ElementwiseOp("softplus", [x], out), f"softplus_{k}", width))
     _, engine, _ = compile_functions(functions, CPUS[width])
     for k, (shape, x) in enumerate(cases):

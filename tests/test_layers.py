@@ -233,19 +233,11 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-CYCLES_BEING_REMOVED = {
-    # kernels helper of issue 18 (item 3: matmul.py split by job; quant_dot.py no longer
-    # imports matmul.py's private helpers while matmul.py imports it back)
-    frozenset({"rlx_mlir.passes.lir_to_llvm.matmul", "rlx_mlir.passes.lir_to_llvm.quant_dot"}),
-}
-"""Import cycles other parts of issue 18 remove (the merge empties this set)."""
-
-
 def test_no_import_cycle_in_the_package():
     graph = import_graph()
-    new = [c for c in tangles(graph) if frozenset(c) not in CYCLES_BEING_REMOVED]
-    assert not new, "import cycle: " + " -> ".join(
-        find_cycle({m: e & new[0] for m, e in graph.items() if m in new[0]}) or [])
+    cycles = tangles(graph)
+    assert not cycles, "import cycle: " + " -> ".join(
+        find_cycle({m: e & cycles[0] for m, e in graph.items() if m in cycles[0]}) or [])
 
 
 PIPELINE_MODULE = "rlx_mlir.pipeline"

@@ -18,8 +18,12 @@ from rlx_mlir.core.errors import DTypeError, ShapeError
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm.elementwise import BUILDERS, PARTITIONED
-from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_depthwise_conv1d
+from rlx_mlir.passes.lir_to_llvm.indexing import build_depthwise_conv1d
+from rlx_mlir.passes.lir_to_llvm.kernels import (
+    kernel_builders,
+    partitioned_builders,
+    runtime_dims_kernels,
+)
 from rlx_mlir.pipeline import lower
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -409,7 +413,7 @@ def test_depthwise_conv1d_kernel_reads_s_at_run_time(batch, channels, taps):
     op = lir.DepthwiseConv1dOp(*block.args)
     dynamic.set_operand_shapes(op, shapes)
     symbols = dynamic.kernel_symbols(op)
-    assert lir.DepthwiseConv1dOp in RUNTIME_DIMS
+    assert lir.DepthwiseConv1dOp in runtime_dims_kernels()
     kernel = Jitted([build_depthwise_conv1d(op, "conv", 16)], CPUS[16])
     fn = kernel.function("conv", 3, None, [ctypes.c_int64] * len(symbols))
     rng = np.random.default_rng(taps)
@@ -437,7 +441,7 @@ def test_concat_kernel_reads_its_sizes_at_run_time(shapes, axis, parts):
     block = Block(arg_types=[memref_type(s) for s in (*shapes, out_shape)])
     op = lir.ConcatOp(list(block.args[:-1]), block.args[-1], axis)
     dynamic.set_operand_shapes(op, [*shapes, out_shape])
-    build = BUILDERS[lir.ConcatOp] if parts is None else PARTITIONED[lir.ConcatOp]
+    build = kernel_builders()[lir.ConcatOp] if parts is None else partitioned_builders()[lir.ConcatOp]
     kernel = Jitted([build(op, "cat", 8)], CPUS[8])
     extra = 2 if parts else 0
     fn = kernel.function("cat", len(shapes) + 1, None, [ctypes.c_int64] * (1 + extra))

@@ -27,7 +27,8 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import memref_type
 from rlx_mlir.ir import parse_module
 from rlx_mlir.passes.lir_to_llvm import dynamic
-from rlx_mlir.passes.lir_to_llvm.indexing import RUNTIME_DIMS, build_insert_rows
+from rlx_mlir.passes.lir_to_llvm.indexing import build_insert_rows
+from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
 from rlx_mlir.pipeline import lower
 from rlx_mlir.state import StateStore
 
@@ -485,7 +486,7 @@ def test_insert_rows_kernel_writes_only_its_rows(width, rows, tail, dtype):
 
 def test_insert_rows_kernel_takes_the_position_then_the_rows_size():
     """dynamic.py's ABI: pointers, the index operand (position), then one size per symbol."""
-    assert lir.InsertRowsOp in RUNTIME_DIMS
+    assert lir.InsertRowsOp in runtime_dims_kernels()
     kernel, _ = insert_rows_kernel("S", (4,), 5, "f32", 16)
     fn = kernel.function("insert_rows", 2, None, [ctypes.c_int64, ctypes.c_int64])
     cache = np.zeros((5, 4), np.float32)

@@ -20,7 +20,7 @@ Rope rotates the first n_rot dims of every head: `half` pairs (x[i], x[i + n_rot
 vectorized along i; `interleaved` pairs (x[2i], x[2i+1]), vectorized by
 de-interleaving 2W elements with shuffles and interleaving the results back.
 
-Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)`; part p runs the serial row code on items
 [count·p/parts, count·(p+1)/parts) of a flat item index. Attention items are query rows
 ordered (batch, head, position): whole (batch, head) pairs when there are many (each
@@ -29,7 +29,7 @@ pair otherwise. Causal rows are visited in the zig-zag order 0, S−1, 1, S−2,
 that any run of them costs about the same (row s sees s + T − S + 1 keys). Rope items
 are heads of one position, (batch, position, head) in memory order.
 
-Attention is natively dynamic (`RUNTIME_DIMS`, ABI in `dynamic.py`): over `?` dims the
+Attention is natively dynamic (`runtime_dims=True`, ABI in `dynamic.py`): over `?` dims the
 kernel takes one i64 per symbol after the pointers and reads S, T (and a symbolic batch)
 at run time. Strides, the causal offset T − S and the item count of a part come from
 those sizes; the keys run in full blocks up to a multiple of W, then the last partial
@@ -41,7 +41,6 @@ exactly the static kernel.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,8 +70,8 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
 from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 MAX_REGISTER_CHUNKS = 32
 """Head dims of at most this many vectors keep q and acc in registers (unrolled along D);
@@ -268,7 +267,7 @@ class _Attention:
                         self.row(b_loop.iv, s_loop.iv, h_loop.iv)
         else:
             count = _product(kb, _product(kb, self.batch, self.heads), self.seq_q)
-            first, last = part_range(kb, count, *self.share)  # pyright: ignore[reportArgumentType]
+            first, last = kb.part_range(count, *self.share)  # pyright: ignore[reportArgumentType]
             with kb.loop(first, last) as item:
                 self.row(*self.item_row(item.iv))
         kb.ret()
@@ -406,13 +405,7 @@ class _Attention:
     def for_chunks(self, body) -> None:
         """body(offset, vector) over the vector chunks then the scalar tail of D, as
         loops (the head dim too large to unroll)."""
-        kb, w = self.kb, self.w
-        if self.n_vec:
-            with kb.loop(0, self.n_vec * w, w) as loop:
-                body(loop.iv, True)
-        if self.d_tail:
-            with kb.loop(self.n_vec * w, self.dim) as loop:
-                body(loop.iv, False)
+        self.kb.sweep(0, self.dim, body)
 
     def chunk_offsets(self) -> list[tuple[int, bool]]:
         """(offset, vector) of every chunk of D when unrolled."""
@@ -542,6 +535,7 @@ class _Attention:
                     inverse_vector if vector else inverse), self.out_row, c))
 
 
+@kernel(lir.AttentionOp, partitioned=True, runtime_dims=True)
 def build_attention(op: Operation, name: str, vector_width: int,
                     partitioned: bool = False) -> llvm.FuncOp:
     """Grouped-query attention with an online softmax, fused per query row (see module doc)."""
@@ -552,6 +546,7 @@ def build_attention(op: Operation, name: str, vector_width: int,
 # ----------------------------------------------------------------------------- rope
 
 
+@kernel(lir.RopeOp, partitioned=True, runtime_dims=True)
 def build_rope(op: Operation, name: str, vector_width: int,
                partitioned: bool = False) -> llvm.FuncOp:
     """Rotary embedding of x [S, H·D] or [B, S, H·D] by cos/sin [S, n_rot/2]; dims past
@@ -586,23 +581,16 @@ def build_rope(op: Operation, name: str, vector_width: int,
             kb.store(ra, o_row, i)
             kb.store(rb, o_row, upper)
 
-        vector_end = half // w * w
-        if vector_end:
-            with kb.loop(0, vector_end, w) as loop:
-                pair(loop.iv, True)
-        if vector_end < half:
-            with kb.loop(vector_end, half) as loop:
-                pair(loop.iv, False)
+        kb.sweep(0, half, pair)
 
     def interleaved_style(x_row: SSAValue, o_row: SSAValue, c_row: SSAValue,
                           s_row: SSAValue) -> None:
         evens, odds = list(range(0, 2 * w, 2)), list(range(1, 2 * w, 2))
         low = [i // 2 + (w if i % 2 else 0) for i in range(w)]
         high = [w // 2 + i // 2 + (w if i % 2 else 0) for i in range(w)]
-        vector_end = half // w * w
-        if vector_end:
-            with kb.loop(0, vector_end, w) as loop:
-                i = loop.iv
+        def pairs(i: SSAValue, vector: bool) -> None:
+            """W pairs (2W values, de-interleaved by shuffles), or one pair."""
+            if vector:
                 first, second = kb.mul(i, 2), kb.add(kb.mul(i, 2), w)
                 lo_in = kb.load(x_row, first, vector=True)
                 hi_in = kb.load(x_row, second, vector=True)
@@ -611,15 +599,15 @@ def build_rope(op: Operation, name: str, vector_width: int,
                                 kb.load(s_row, i, vector=True))
                 kb.store(shuffle(kb, ra, rb, low), o_row, first)
                 kb.store(shuffle(kb, ra, rb, high), o_row, second)
-        if vector_end < half:
-            with kb.loop(vector_end, half) as loop:
-                i = loop.iv
-                first = kb.mul(i, 2)
-                second = kb.add(first, 1)
-                ra, rb = rotate(kb.load(x_row, first), kb.load(x_row, second),
-                                kb.load(c_row, i), kb.load(s_row, i))
-                kb.store(ra, o_row, first)
-                kb.store(rb, o_row, second)
+                return
+            first = kb.mul(i, 2)
+            second = kb.add(first, 1)
+            ra, rb = rotate(kb.load(x_row, first), kb.load(x_row, second),
+                            kb.load(c_row, i), kb.load(s_row, i))
+            kb.store(ra, o_row, first)
+            kb.store(rb, o_row, second)
+
+        kb.sweep(0, half, pairs)
 
     rotate_head = half_style if style == RopeStyle.HALF else interleaved_style
 
@@ -642,7 +630,7 @@ def build_rope(op: Operation, name: str, vector_width: int,
                     head(kb.add(position, kb.mul(h_loop.iv, dim)), c_row, s_row)
     else:  # items: heads in (batch, position, head) order, head i at x[i·dim]
         count = _product(kb, _product(kb, batch, seq), heads)
-        first, last = part_range(kb, count, *share)  # pyright: ignore[reportArgumentType]
+        first, last = kb.part_range(count, *share)  # pyright: ignore[reportArgumentType]
         with kb.loop(first, last) as item:
             position = kb.sdiv(item.iv, heads) if heads > 1 else item.iv
             offset = kb.mul(item.iv, dim)
@@ -667,17 +655,3 @@ def _rope_shape(op: lir.RopeOp, sizes: Sequence[SSAValue]) -> tuple[Index, ...]:
         raise DynamicKernelError(
             f"{op.name}: out's shape must be compatible with x's shape {x}, got {out}")
     return RuntimeDims.of(op, sizes).shape(0)
-
-
-RUNTIME_DIMS = {lir.AttentionOp, lir.RopeOp}
-"""Ops whose builders read `?` sizes at run time themselves (see dynamic.py)."""
-
-BUILDERS = {
-    lir.AttentionOp: build_attention,
-    lir.RopeOp: build_rope,
-}
-"""The kernel builders of this family, by lir op."""
-
-PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
-"""Builders of the same kernels with two more i64 arguments (part, parts), each call
-computing its share of `out` (see the module docstring)."""

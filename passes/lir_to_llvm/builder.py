@@ -19,7 +19,7 @@ caller proves more), so numpy buffers need no 64-byte alignment.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -41,6 +41,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
+from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.dialects.llvm_vector import VectorFCmpOp, VectorSelectOp
 
 PTR = llvm.LLVMPointerType()
@@ -48,6 +49,18 @@ PTR = llvm.LLVMPointerType()
 
 Value = SSAValue | int | float
 """An SSA value, or a Python number turned into a constant of the other operand's type."""
+
+Index = SSAValue | int
+"""An i64 SSA value or a Python int folded at build time."""
+
+Span = tuple[Index, Index]
+"""A half-open range [lo, hi) of rows or columns, bounds as Python ints or run-time i64."""
+
+ChunkBody = Callable[[SSAValue, bool], None]
+"""Emits the work on W (vector) or 1 (scalar) consecutive elements at an offset."""
+
+Tile = Callable[[Index, int], None]
+"""Emits one tile of a static size at a start index."""
 
 _FAST = llvm.FastMathAttr([llvm.FastMathFlag.ALLOW_CONTRACT])
 """Scalar fadd/fmul may contract into an FMA; everything else keeps IEEE semantics."""
@@ -382,10 +395,180 @@ class KernelBuilder:
         return address.results[0]
 
 
-def element_bytes(ty: Attribute) -> int:
-    if isinstance(ty, IntegerType):
-        return max(1, ty.width.data // 8)
-    return 4
+    # ------------------------------------------------------------------ index folding
+    # Index math over Python ints folds at build time; over i64 values it emits ops.
+
+    def fold_add(self, a: Index, b: Index) -> Index:
+        """a + b (an int when both are; no op for a constant 0)."""
+        if isinstance(a, int) and isinstance(b, int):
+            return a + b
+        if isinstance(b, int) and b == 0:
+            return a
+        if isinstance(a, int) and a == 0:
+            return b
+        return self.add(a, b)
+
+    def fold_mul(self, a: Index, b: int) -> Index:
+        """a · b (an int for an int a; no op for b == 1)."""
+        if isinstance(a, int):
+            return a * b
+        if b == 1:
+            return a
+        return self.mul(a, b)
+
+    def fold_min(self, a: Index, b: Index) -> Index:
+        if isinstance(a, int) and isinstance(b, int):
+            return min(a, b)
+        return self.select(self.icmp("slt", a, b), a, b)
+
+    def fold_max(self, a: Index, b: Index) -> Index:
+        if isinstance(a, int) and isinstance(b, int):
+            return max(a, b)
+        return self.select(self.icmp("sgt", a, b), a, b)
+
+    def round_down(self, value: Index, unit: int) -> Index:
+        """value // unit · unit (value ≥ 0)."""
+        if isinstance(value, int):
+            return value // unit * unit
+        return value if unit == 1 else self.sub(value, self.srem(value, unit))
+
+    def ceil_div(self, value: Index, unit: int) -> Index:
+        """⌈value / unit⌉ (value ≥ 0)."""
+        if isinstance(value, int):
+            return -(-value // unit)
+        return value if unit == 1 else self.sdiv(self.add(value, unit - 1), unit)
+
+    def address(self, base: SSAValue, offset: Index, element: Attribute = f32) -> SSAValue:
+        """&base[offset] (no GEP for a constant 0)."""
+        if isinstance(offset, int) and offset == 0:
+            return base
+        return self.gep(base, offset, element)
+
+    def part_range(self, total: Index, part: SSAValue, parts: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """Part `part`'s units [total·part/parts, total·(part+1)/parts) of `total` units:
+        disjoint, covering, and balanced to within one unit (empty when total < parts)."""
+        first = self.sdiv(self.mul(part, total), parts)
+        last = self.sdiv(self.mul(self.add(part, 1), total), parts)
+        return first, last
+
+    # ------------------------------------------------------------------ masked vectors, prefetch
+
+    def lane_mask(self, lanes: int) -> SSAValue:
+        """vector<W x i1> with the first `lanes` lanes set (constant-folded by LLVM)."""
+        iota = self.insert(llvm.UndefOp(self.vec))
+        for t in range(self.vector_width):
+            iota = self.insert(llvm.InsertElementOp(iota, self.fconst(float(t)), self.constant(t, i32)))
+        return self.fcmp("olt", iota, self.vconst(lanes - 0.5))
+
+    def vload(self, base: SSAValue, offset: Index, mask: SSAValue | None = None) -> SSAValue:
+        """W floats at base[offset]; with a mask only its lanes are read (the others are 0)."""
+        if mask is None:
+            return self.load(base, offset, vector=True)
+        args = [self.address(base, offset), self.constant(4, i32), mask, self.vconst(0.0)]
+        return self.insert(llvm.CallIntrinsicOp(f"llvm.masked.load.v{self.vector_width}f32.p0",
+                                                args, [self.vec]))
+
+    def vstore(self, value: SSAValue, base: SSAValue, offset: Index,
+               mask: SSAValue | None = None) -> None:
+        """W floats to base[offset]; with a mask only its lanes are written."""
+        if mask is None:
+            self.store(value, base, offset)
+            return
+        args = [value, self.address(base, offset), self.constant(4, i32), mask]
+        self.insert(llvm.CallIntrinsicOp(f"llvm.masked.store.v{self.vector_width}f32.p0", args, []))
+
+    def prefetch(self, base: SSAValue, offset: Index) -> None:
+        """Software prefetch (for reading, into L1) of the cache line holding base[offset]."""
+        args = [self.address(base, offset), self.constant(0, i32), self.constant(3, i32),
+                self.constant(1, i32)]
+        self.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
+
+    # ------------------------------------------------------------------ sweeps
+
+    def sweep(self, start: Index, stop: Index, body: ChunkBody, *, vectors: bool = True) -> None:
+        """body(offset, vector) over [start, stop): whole vectors of W elements, then one
+        element at a time. Static bounds emit only the non-empty loops; with run-time
+        bounds both loops run (`vectors=False`: no vector loop, where the static upper
+        bound of the length is below W)."""
+        w = self.vector_width
+        if isinstance(start, int) and isinstance(stop, int):
+            vector_end: Index = start + (stop - start) // w * w
+            if vector_end != start:
+                with self.loop(start, vector_end, w) as loop:
+                    body(loop.iv, True)
+            if vector_end != stop:
+                with self.loop(vector_end, stop) as loop:
+                    body(loop.iv, False)
+            return
+        if isinstance(start, int) and start == 0:
+            vector_end = self.mul(self.sdiv(stop, w), w)
+        else:
+            vector_end = self.sub(stop, self.srem(self.sub(stop, start), w))
+        if vectors:
+            with self.loop(start, vector_end, w) as loop:
+                body(loop.iv, True)
+        with self.loop(vector_end, stop) as loop:
+            body(loop.iv, False)
+
+    def sweep_sum(self, count: int, term: Callable[[SSAValue, bool], SSAValue]) -> SSAValue:
+        """Σ over [0, count) of term(offset, vector): vector partial sums, reduced once,
+        plus the scalar tail."""
+        w = self.vector_width
+        vector_end = count // w * w
+        total = self.fconst(0.0)
+        if vector_end:
+            with self.loop(0, vector_end, w, carried=[self.vconst(0.0)]) as loop:
+                loop.yield_(self.fadd(loop.carried[0], term(loop.iv, True)))
+            total = self.hsum(loop.results[0])
+        if vector_end < count:
+            with self.loop(vector_end, count, carried=[total]) as loop:
+                loop.yield_(self.fadd(loop.carried[0], term(loop.iv, False)))
+            total = loop.results[0]
+        return total
+
+    def when(self, hi: Index, bound: int, body: Callable[[], None]) -> None:
+        """body() if hi > bound (a static test for a Python int)."""
+        if isinstance(hi, int):
+            if hi > bound:
+                body()
+            return
+        with self.if_(self.icmp("sgt", hi, bound)):
+            body()
+
+    def tile_sweep(self, span: Span, full: Index, total: Index, unit: int, tile: Tile) -> None:
+        """tile(start, size) over a non-empty span [lo, hi) of an axis of `total` elements:
+        whole `unit`s below `full` (= total // unit · unit) in a loop, then the rest
+        (total - full) when the span reaches past `full`: one static tile, or for a
+        run-time `total` static tiles of its binary digits (`binary_tail`).
+        `lo` is a multiple of `unit`, `hi` a multiple of it or `total`."""
+        lo, hi = span
+        stop = self.fold_min(hi, full)
+        if isinstance(lo, int) and isinstance(stop, int):
+            if stop - lo == unit:
+                tile(lo, unit)
+            elif stop > lo:
+                with self.loop(lo, stop, unit) as loop:
+                    tile(loop.iv, unit)
+        else:
+            with self.loop(lo, stop, unit) as loop:
+                tile(loop.iv, unit)
+        if isinstance(total, int):
+            if total > full:
+                self.when(hi, full, lambda: tile(full, total - full))
+        elif unit > 1:
+            with self.if_(self.icmp("sgt", hi, full)):
+                self.binary_tail(full, self.sub(total, full), unit, tile)
+
+    def binary_tail(self, start: Index, rest: SSAValue, unit: int, tile: Tile) -> None:
+        """tile(...) over the run-time `rest` (< unit) elements from `start` as static tiles
+        of the powers of two in its binary form, largest first (5 rows: 4 + 1): log2(unit)
+        tile variants instead of unit - 1, so a kernel over a run-time count compiles a few
+        tile sizes more than the static one, not one per possible rest."""
+        sizes = [1 << bit for bit in reversed(range((unit - 1).bit_length()))]
+        for size in sizes:
+            with self.if_(self.icmp("ne", self.insert(llvm.AndOp(rest, self.index(size))), 0)):
+                above = self.insert(llvm.AndOp(rest, self.index(-2 * size)))  # of larger tiles
+                tile(self.fold_add(start, above), size)
 
 
 def mangle(ty: Attribute) -> str:

@@ -11,7 +11,7 @@ which convert-lir-to-llvm puts on the op before calling the builder (the attribu
 so one function serves every binding of the symbols. A static op keeps the old signature
 (no size arguments). Two ways to build a dynamic kernel:
 
-* natively: the family module lists the op in its `RUNTIME_DIMS` set and its builder
+* natively: the builder is declared `@kernel(..., runtime_dims=True)` and
   reads the sizes with `RuntimeDims` (loop bounds, tails and thread shares computed from
   them; tile choices may depend on the static dims and the bounds);
 * by rows (`row_separable`): every `?` dim leads its shape and the op computes each row
@@ -23,25 +23,23 @@ so one function serves every binding of the symbols. A static op keeps the old s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, i8, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 
-from rlx_mlir.core import dtypes
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr
 from rlx_mlir.dialects.lir import KernelOp
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span
 
 OPERAND_DIMS = "rlx.operand_dims"
 """Kernel-op attribute during lowering: the symbolic shape of each memref operand."""
-
-Index = int | SSAValue
-"""A size known at compile time (int) or read at run time (an i64 value)."""
 
 
 def memref_operands(op: Operation) -> list[SSAValue]:
@@ -233,7 +231,8 @@ def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: ll
         lo = kb.sdiv(kb.mul(rows, part), parts)
         hi = kb.sdiv(kb.mul(rows, kb.add(part, 1)), parts)
     row_bytes = [0 if si.is_static_shape(s) else
-                 si.numel(s[prefix:]) * element_bytes(v.type) for s, v in zip(shapes, memrefs, strict=True)]
+                 si.numel(s[prefix:]) * element_bytes(v.type.get_element_type())
+                 for s, v in zip(shapes, memrefs, strict=True)]
     carried = [kb.constant(0, i32)] if checked else []
     with kb.loop(lo, hi, carried=carried) as loop:
         args = [kb.gep(p, kb.mul(loop.iv, size), i8) if size else p
@@ -245,6 +244,86 @@ def build_row_driver(op: Operation, name: str, vector_width: int, row_kernel: ll
     return kb.finish()
 
 
-def element_bytes(memref: MemRefType) -> int:
-    """Bytes of one element of a memref."""
-    return dtypes.element_bytes(memref.get_element_type())
+# ----------------------------------------------------------------------------- run-time rows
+# (of the products over static weights: matmul.py, dequant.py, quant_dot.py)
+
+
+RowsCase = Callable[[Index], None]
+"""Emits the kernel's work for a row count (a run-time i64, or the static 1)."""
+
+
+def runtime_rows(kb: KernelBuilder, shape: Sequence[Index]) -> Index:
+    """The product of `shape` (ints and run-time i64 sizes): a kernel's M, an i64 when a
+    dim is a run-time size."""
+    static = math.prod(d for d in shape if isinstance(d, int))
+    dynamic = [d for d in shape if not isinstance(d, int)]
+    if not dynamic:
+        return static
+    total = dynamic[0]
+    for d in dynamic[1:]:
+        total = kb.mul(total, d)
+    return total if static == 1 else kb.mul(total, static)
+
+
+def rows_classes(kb: KernelBuilder, m: SSAValue, single: RowsCase, few: RowsCase | None,
+                 many: RowsCase, few_max: int = 0) -> None:
+    """Branch on the run-time row count: m == 1 → single(1) (the static code of one row),
+    1 < m ≤ few_max → few(m) (matmul's decode plan; `few` None: `many` takes them),
+    m > few_max → many(m)."""
+    with kb.if_(kb.icmp("eq", m, 1)):
+        single(1)
+    if few is None:
+        with kb.if_(kb.icmp("sgt", m, 1)):
+            many(m)
+        return
+    with kb.if_(kb.insert(llvm.AndOp(kb.icmp("sgt", m, 1), kb.icmp("sle", m, few_max)))):
+        few(m)
+    with kb.if_(kb.icmp("sgt", m, few_max)):
+        many(m)
+
+
+def part_spans(kb: KernelBuilder, rows: tuple[int, Index], cols: tuple[int, Index],
+               by_cols: bool | SSAValue, part: SSAValue, parts: SSAValue,
+               body: Callable[[Span, Span], None]) -> None:
+    """body(row span, column span) of part `part` of `parts`: the whole units of one axis
+    (`rows` and `cols` are (unit, length) pairs) split evenly, the other axis whole; the
+    split axis is the columns when `by_cols` holds (decided at build or run time). A part
+    without units does nothing."""
+    (row_unit, m), (col_unit, n) = rows, cols
+    if isinstance(by_cols, bool):
+        unit, length = cols if by_cols else rows
+        lo, hi = kb.part_range(kb.ceil_div(length, unit), part, parts)
+        with kb.if_(kb.icmp("slt", lo, hi)):
+            span = (kb.mul(lo, unit), kb.fold_min(kb.mul(hi, unit), kb.index(length)))
+            body((0, m), span) if by_cols else body(span, (0, n))
+        return
+    total = kb.select(by_cols, kb.index(kb.ceil_div(n, col_unit)),
+                      kb.index(kb.ceil_div(m, row_unit)))
+    unit = kb.select(by_cols, kb.index(col_unit), kb.index(row_unit))
+    length = kb.select(by_cols, kb.index(n), kb.index(m))
+    lo, hi = kb.part_range(total, part, parts)
+    with kb.if_(kb.icmp("slt", lo, hi)):
+        start, stop = kb.mul(lo, unit), kb.fold_min(kb.mul(hi, unit), length)
+        zero = kb.index(0)
+        body((kb.select(by_cols, zero, start), kb.select(by_cols, kb.index(m), stop)),
+             (kb.select(by_cols, start, zero), kb.select(by_cols, stop, kb.index(n))))
+
+
+def row_operands(op: Operation) -> list[si.Shape]:
+    """The symbolic operand shapes of a matmul-family op (a product over weights) whose `?` dims may only be the
+    leading (row) dims of its first operand: M is read at run time, K, N and the
+    weights stay static. Anything else is a DynamicKernelError naming the op."""
+    shapes = operand_shapes(op)
+    lhs, *others = shapes
+    where = f"{op.name} {[si.fmt(s) for s in shapes]}"
+    if any(not si.is_static(d) and not isinstance(d, str) for s in shapes for d in s):
+        raise DynamicKernelError(f"{where}: a `?` dim without its symbol "
+                                 f"(the op needs rlx.operand_dims)")
+    if len(lhs) < 2 or not si.is_static(lhs[-1]):
+        raise DynamicKernelError(f"{where}: only the rows of the lhs may be symbolic "
+                                 f"(K = {lhs[-1]} must be static)")
+    for shape in others[:-1]:
+        if not si.is_static_shape(shape):
+            raise DynamicKernelError(f"{where}: the weight operands must be static, got "
+                                     f"{si.fmt(shape)}")
+    return shapes

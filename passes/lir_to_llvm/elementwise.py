@@ -17,7 +17,7 @@ with stride 0 there is loaded once per row (and splat). Otherwise (a transpose) 
 innermost loop is scalar with strided loads, blocked TILE x TILE with the outer dim along
 which the input is contiguous, so both the reads and the writes of a block hit the cache.
 
-Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the same map on a share of it: the canonical
 iteration space is cut into units of W consecutive elements of a row (a row shorter than
 W is one unit) — whole rows, or column ranges starting at multiples of W when rows are
@@ -36,7 +36,6 @@ once for the vector body and once for the scalar tail: `fused_elementwise` its r
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -50,8 +49,6 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IndexType,
     IntegerAttr,
-    IntegerType,
-    MemRefType,
     f32,
     i1,
     i8,
@@ -61,24 +58,16 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
 
+from rlx_mlir.core.dtypes import llvm_element
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import ElementwiseFn, scalar_block
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
 from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 # ----------------------------------------------------------------------------- types
-
-
-def llvm_element(memref: Attribute) -> Attribute:
-    """The llvm element type that holds one element of `memref` (ui8 as signless i8)."""
-    assert isinstance(memref, MemRefType), memref
-    element = memref.get_element_type()
-    if isinstance(element, IntegerType):
-        return {8: i8, 32: i32, 64: i64}[element.width.data]
-    assert element == f32, f"unsupported element type {element}"
-    return f32
 
 
 def row_major_strides(shape: Sequence[int]) -> list[int]:
@@ -151,14 +140,6 @@ def _offset(kb: KernelBuilder, base: SSAValue | int, index: SSAValue,
 Share = tuple[SSAValue, SSAValue]
 """The runtime (part, parts) of a partitioned kernel: 0 <= part < parts."""
 
-
-def part_range(kb: KernelBuilder, count: int, part: SSAValue,
-               parts: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """Part `part`'s units [count·part/parts, count·(part+1)/parts) of `count` units:
-    disjoint, covering, and balanced to within one unit (empty when count < parts)."""
-    first = kb.sdiv(kb.mul(part, count), parts)
-    last = kb.sdiv(kb.mul(kb.add(part, 1), count), parts)
-    return first, last
 
 
 def strided_map(kb: KernelBuilder, shape: Sequence[int], out: Operand, inputs: Sequence[Operand],
@@ -260,7 +241,7 @@ def _tiles_share(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
     """The tiled map on part's share of the (outer index, TILE-row block) items."""
     *outer, rows, _ = dims
     blocks = -(-rows // TILE)
-    first, last = part_range(kb, math.prod(outer) * blocks, *share)
+    first, last = kb.part_range(math.prod(outer) * blocks, *share)
     with kb.loop(first, last) as item:
         row_bases = bases
         if outer:
@@ -290,7 +271,7 @@ def _map_share(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
     w = kb.vector_width
     per_row = -(-n // w)
     rows = math.prod(outer)
-    first, last = part_range(kb, rows * per_row, *share)
+    first, last = kb.part_range(rows * per_row, *share)
     if rows == 1:  # one row: a column range
         hi = vmath.select(kb, kb.icmp("eq", last, per_row), kb.index(n), kb.mul(last, w))
         _map_row(kb, n, inner, operands, bases, fn, kb.mul(first, w), hi)
@@ -390,21 +371,22 @@ def _kernel(op: Operation, name: str, vector_width: int, partitioned: bool = Fal
 
 def _broadcast_inputs(kb_args: Sequence[SSAValue], values: Sequence[SSAValue],
                       out_shape: Sequence[int]) -> list[Operand]:
-    return [Operand(ptr, broadcast_strides(shape_of(v), out_shape), 0, llvm_element(v.type))
+    return [Operand(ptr, broadcast_strides(shape_of(v), out_shape), 0, llvm_element(v.type.get_element_type()))
             for ptr, v in zip(kb_args, values, strict=True)]
 
 
 def _out_operand(ptr: SSAValue, value: SSAValue) -> Operand:
-    return Operand(ptr, row_major_strides(shape_of(value)), 0, llvm_element(value.type))
+    return Operand(ptr, row_major_strides(shape_of(value)), 0, llvm_element(value.type.get_element_type()))
 
 
+@kernel(lir.ElementwiseOp, partitioned=True)
 def build_elementwise(op: Operation, name: str, vector_width: int,
                       partitioned: bool = False) -> llvm.FuncOp:
     """out = fn(inputs...) with the inputs broadcast numpy-style to out's shape."""
     assert isinstance(op, lir.ElementwiseOp)
     kb, args, share = _kernel(op, name, vector_width, partitioned)
     fn = element_function(kb, ElementwiseFn(op.fn.data),
-                          [llvm_element(v.type) for v in op.inputs])
+                          [llvm_element(v.type.get_element_type()) for v in op.inputs])
     out_shape = shape_of(op.out)
     inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
     strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs, fn, share)
@@ -420,12 +402,13 @@ def _copy_map(op: Operation, name: str, vector_width: int,
     source, out = op.operands
     strides, offset = input_strides(shape_of(source), shape_of(out))
     strided_map(kb, shape_of(out), _out_operand(dst, out),
-                [Operand(src, strides, offset, llvm_element(source.type))], lambda v, _: v[0],
+                [Operand(src, strides, offset, llvm_element(source.type.get_element_type()))], lambda v, _: v[0],
                 share)
     kb.ret()
     return kb.finish()
 
 
+@kernel(lir.BroadcastToOp, partitioned=True)
 def build_broadcast_to(op: Operation, name: str, vector_width: int,
                        partitioned: bool = False) -> llvm.FuncOp:
     """out = input broadcast (numpy rules) to out's shape."""
@@ -434,6 +417,7 @@ def build_broadcast_to(op: Operation, name: str, vector_width: int,
                      partitioned)
 
 
+@kernel(lir.CopyOp, partitioned=True)
 def build_copy(op: Operation, name: str, vector_width: int,
                partitioned: bool = False) -> llvm.FuncOp:
     """out = input (one flat vector loop)."""
@@ -442,6 +426,7 @@ def build_copy(op: Operation, name: str, vector_width: int,
                      partitioned)
 
 
+@kernel(lir.TransposeOp, partitioned=True)
 def build_transpose(op: Operation, name: str, vector_width: int,
                     partitioned: bool = False) -> llvm.FuncOp:
     """out = input with its dims permuted: out dim i walks input dim perm[i]."""
@@ -456,6 +441,7 @@ def build_transpose(op: Operation, name: str, vector_width: int,
     return _copy_map(op, name, vector_width, strides, partitioned)
 
 
+@kernel(lir.NarrowOp, partitioned=True)
 def build_narrow(op: Operation, name: str, vector_width: int,
                  partitioned: bool = False) -> llvm.FuncOp:
     """out = input[..., start:start+length, ...] along `axis` (a strided copy)."""
@@ -471,6 +457,7 @@ def build_narrow(op: Operation, name: str, vector_width: int,
     return _copy_map(op, name, vector_width, strides, partitioned)
 
 
+@kernel(lir.ConcatOp, partitioned=True, runtime_dims=True)
 def build_concat(op: Operation, name: str, vector_width: int,
                  partitioned: bool = False) -> llvm.FuncOp:
     """out = inputs joined along `axis`: each input is copied into its slice of out."""
@@ -481,7 +468,7 @@ def build_concat(op: Operation, name: str, vector_width: int,
     out_shape = shape_of(op.out)
     axis = op.axis.value.data % len(out_shape)
     out_strides = row_major_strides(out_shape)
-    element = llvm_element(op.out.type)
+    element = llvm_element(op.out.type.get_element_type())
     position = 0
     for ptr, value in zip(args[:-1], op.inputs, strict=True):
         shape = shape_of(value)
@@ -509,7 +496,7 @@ def _build_dynamic_concat(op: lir.ConcatOp, name: str, vector_width: int,
     dims = RuntimeDims.of(op, kb.args[count:count + len(symbols)])
     out_shape = dims.shape(count - 1)
     axis = op.axis.value.data % len(out_shape)
-    element = llvm_element(op.out.type)
+    element = llvm_element(op.out.type.get_element_type())
 
     def product(sizes: Sequence[Value]) -> Value:
         total: Value = 1
@@ -521,7 +508,7 @@ def _build_dynamic_concat(op: lir.ConcatOp, name: str, vector_width: int,
     outer, inner = product(out_shape[:axis]), product(out_shape[axis + 1:])
     blocks = [product([dims.dim(i, axis), inner]) for i in range(count - 1)]
     out_block = product([out_shape[axis], inner])
-    first, last = (0, outer) if not partitioned else part_range(kb, outer, *kb.args[-2:])
+    first, last = (0, outer) if not partitioned else kb.part_range(outer, *kb.args[-2:])
     with kb.loop(first, last) as o_loop:
         offset: Value = 0
         for pointer, block in zip(pointers[:-1], blocks, strict=True):
@@ -550,12 +537,13 @@ _NUMPY_BITS = {f32: np.int32, i32: np.int32, i64: np.int64, i8: np.int8}
 _BIT_TYPES = {f32: i32, i32: i32, i64: i64, i8: i8}
 
 
+@kernel(lir.ConstantOp)
 def build_constant(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out = the op's dense value: a fill loop for a splat, else the value's bit patterns
     stored W elements at a time from vector constants (the data lives in the code)."""
     assert isinstance(op, lir.ConstantOp)
     kb, (dst,), _ = _kernel(op, name, vector_width)
-    element = llvm_element(op.out.type)
+    element = llvm_element(op.out.type.get_element_type())
     bits_type = _BIT_TYPES[element]
     data = np.frombuffer(op.value.data.data, dtype=_NUMPY_BITS[element]).ravel()
     shape = shape_of(op.out)
@@ -690,6 +678,7 @@ def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
                          dict(zip(block.args, values, strict=True)), vector)
 
 
+@kernel(lir.FusedElementwiseOp, partitioned=True)
 def build_fused_elementwise(op: Operation, name: str, vector_width: int,
                             partitioned: bool = False) -> llvm.FuncOp:
     """out = body(inputs...) at every element, the inputs broadcast to out's shape."""
@@ -702,27 +691,3 @@ def build_fused_elementwise(op: Operation, name: str, vector_width: int,
                 lambda values, vector: translate_body(kb, block, values, vector), share)
     kb.ret()
     return kb.finish()
-
-
-BUILDERS: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = {
-    lir.ElementwiseOp: build_elementwise,
-    lir.FusedElementwiseOp: build_fused_elementwise,
-    lir.BroadcastToOp: build_broadcast_to,
-    lir.CopyOp: build_copy,
-    lir.ConstantOp: build_constant,
-    lir.TransposeOp: build_transpose,
-    lir.NarrowOp: build_narrow,
-    lir.ConcatOp: build_concat,
-}
-"""The kernel builders of this family by lir op class (collected by `kernels`)."""
-
-RUNTIME_DIMS = {lir.ConcatOp}
-"""Over `?` dims, concat reads the sizes itself (also along a symbolic axis)."""
-
-PARTITIONED: dict[type[Operation], Callable[[Operation, str, int], llvm.FuncOp]] = {
-    cls: functools.partial(BUILDERS[cls], partitioned=True)
-    for cls in (lir.ElementwiseOp, lir.FusedElementwiseOp, lir.BroadcastToOp, lir.CopyOp,
-                lir.TransposeOp, lir.NarrowOp, lir.ConcatOp)
-}
-"""Builders of the same kernels with two more i64 arguments (part, parts), each call
-computing its share of `out` (see the module docstring); `constant` stays serial."""

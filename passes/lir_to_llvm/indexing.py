@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerType, MemRefType, f32, i1, i8, i32, i64
+from xdsl.dialects.builtin import f32, i1, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
+from rlx_mlir.core.dtypes import llvm_element
 from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
@@ -29,33 +30,22 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     is_dynamic,
     kernel_symbols,
 )
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 UNROLL_TAPS = 16
 """Convolutions with at most this many taps unroll the tap loop in the kernel."""
 
 
-def llvm_element(memref: Attribute) -> Attribute:
-    """The llvm type that moves one element of `memref` (ui8 moves as a signless i8)."""
-    assert isinstance(memref, MemRefType), memref
-    element = memref.get_element_type()
-    if isinstance(element, IntegerType):
-        return {8: i8, 32: i32, 64: i64}[element.width.data]
-    assert element == f32, element
-    return f32
 
-
-def copy_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: int,
+def copy_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: Value,
                   element: Attribute = f32) -> None:
-    """dst[0:count] = src[0:count]: a vector loop of W elements, then a scalar tail."""
-    w = kb.vector_width
-    vector_end = count // w * w
-    if vector_end:
-        with kb.loop(0, vector_end, w) as loop:
-            kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
-                     element=element)
-    if vector_end < count:
-        with kb.loop(vector_end, count) as loop:
-            kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
+    """dst[0:count] = src[0:count] for a `count` known at compile time (int) or read at
+    run time (an i64): a vector loop of W elements, then a scalar tail."""
+
+    def copy(i: SSAValue, vector: bool) -> None:
+        kb.store(kb.load(src, i, vector=vector, element=element), dst, i, element=element)
+
+    kb.sweep(0, count, copy)
 
 
 def load_index(kb: KernelBuilder, ids: SSAValue, position: Value, element: Attribute) -> SSAValue:
@@ -76,13 +66,14 @@ def _product(kb: KernelBuilder, dims: Sequence[Value]) -> Value:
     return result
 
 
+@kernel(lir.GatherOp, runtime_dims=True, checked=True)
 def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[o, i, :] = input[o, indices[i], :] (np.take along `axis`), returning an i32
     status: 1 as soon as any index is outside [0, dim) (nothing is read or written
     then), else 0."""
     assert isinstance(op, lir.GatherOp)
-    element = llvm_element(op.input.type)
-    id_element = llvm_element(op.indices.type)
+    element = llvm_element(op.input.type.get_element_type())
+    id_element = llvm_element(op.indices.type.get_element_type())
     symbols = kernel_symbols(op)
     kb = KernelBuilder(name, [PTR, PTR, PTR] + [i64] * len(symbols), vector_width=vector_width,
                        result_type=i32)
@@ -117,6 +108,7 @@ def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     return kb.finish()
 
 
+@kernel(lir.DepthwiseConv1dOp, runtime_dims=True)
 def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c] over the pre-padded input
     [B, S+K-1, C]: rows of out in order, W channels at a time with one FMA per tap,
@@ -165,37 +157,16 @@ def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.
         assert acc is not None
         kb.store(acc, out_row, c)
 
-    vector_end = channels // w * w
     with kb.loop(0, batch) as b_loop:
         with kb.loop(0, steps) as t_loop:
             row = kb.gep(x, kb.mul(kb.add(kb.mul(b_loop.iv, padded), t_loop.iv), channels))
             out_row = kb.gep(out, kb.mul(kb.add(kb.mul(b_loop.iv, steps), t_loop.iv), channels))
-            if vector_end:
-                with kb.loop(0, vector_end, w) as c_loop:
-                    convolve(row, out_row, c_loop.iv, vector=True)
-            if vector_end < channels:
-                with kb.loop(vector_end, channels) as c_loop:
-                    convolve(row, out_row, c_loop.iv, vector=False)
+            kb.sweep(0, channels, lambda c, vector: convolve(row, out_row, c, vector=vector))
     kb.ret()
     return kb.finish()
 
 
-def copy_runtime_elements(kb: KernelBuilder, src: SSAValue, dst: SSAValue, count: Value,
-                          element: Attribute = f32) -> None:
-    """dst[0:count] = src[0:count] for a `count` known at compile time (int) or read at
-    run time (an i64): a vector loop of W elements, then a scalar tail."""
-    if isinstance(count, int):
-        copy_elements(kb, src, dst, count, element)
-        return
-    w = kb.vector_width
-    vector_end = kb.mul(kb.sdiv(count, w), w)
-    with kb.loop(0, vector_end, w) as loop:
-        kb.store(kb.load(src, loop.iv, vector=True, element=element), dst, loop.iv,
-                 element=element)
-    with kb.loop(vector_end, count) as loop:
-        kb.store(kb.load(src, loop.iv, element=element), dst, loop.iv, element=element)
-
-
+@kernel(lir.InsertRowsOp, runtime_dims=True)
 def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[P·row : (P+S)·row] = rows[0 : S·row], row = the elements of one row (the
     product of the trailing dims): appending S rows to a KV cache at position P. The
@@ -203,7 +174,7 @@ def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     rows' first dim is a symbol); the caller guarantees P + S <= capacity."""
     assert isinstance(op, lir.InsertRowsOp)
     symbols = kernel_symbols(op)
-    element = llvm_element(op.rows.type)
+    element = llvm_element(op.rows.type.get_element_type())
     kb = KernelBuilder(name, [PTR, PTR, i64, *[i64] * len(symbols)], vector_width=vector_width)
     rows, out, position, *sizes = kb.args
     rows_shape = RuntimeDims.of(op, sizes).shape(0)
@@ -211,17 +182,6 @@ def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     first = rows_shape[0]
     count = first * row if isinstance(first, int) else kb.mul(first, row)
     dst = kb.gep(out, kb.mul(position, row), element)
-    copy_runtime_elements(kb, rows, dst, count, element)
+    copy_elements(kb, rows, dst, count, element)
     kb.ret()
     return kb.finish()
-
-
-BUILDERS = {
-    lir.GatherOp: build_gather,
-    lir.DepthwiseConv1dOp: build_depthwise_conv1d,
-    lir.InsertRowsOp: build_insert_rows,
-}
-"""The kernel builders of this family, by lir op."""
-
-RUNTIME_DIMS = {lir.InsertRowsOp, lir.GatherOp, lir.DepthwiseConv1dOp}
-"""The kernels of this family that read their `?` dims natively (dynamic.py)."""

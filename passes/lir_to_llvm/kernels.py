@@ -1,60 +1,62 @@
-"""The registry of kernel builders: one `llvm.func` builder per lir kernel op.
-
-A builder is `build(op, name, vector_width) -> llvm.FuncOp`. The function takes one
-`!llvm.ptr` per memref operand of `op` (definition order, absent optional operands
-skipped, the `out` buffer last) and returns nothing, except the kernels in
-`CHECKED_KERNELS`, which return an i32 status (`STATUS_OK`, else an error code of
-`rlx_mlir.core.abi.ERROR_MESSAGES`).
+"""The kernel builders of every lir kernel op, as their `@kernel` records declare them
+(record.py): importing this module loads every family module.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-from collections.abc import Callable
 
-from xdsl.dialects import llvm
 from xdsl.ir import Operation
 
-from rlx_mlir.dialects import lir
+from rlx_mlir.passes.lir_to_llvm import (  # noqa: F401  (each registers its kernels)
+    attention,
+    dequant,
+    elementwise,
+    indexing,
+    matmul,
+    reductions,
+    sequence,
+)
+from rlx_mlir.passes.lir_to_llvm.record import RECORDS, KernelBuilderFn, KernelRecord
 
-KernelBuilderFn = Callable[[Operation, str, int], llvm.FuncOp]
+__all__ = ["KernelBuilderFn", "KernelRecord", "family", "is_checked", "kernel_builders",
+           "kernel_record", "partitioned_builders", "runtime_dims_kernels"]
 
-_FAMILIES = ("elementwise", "reductions", "matmul", "attention", "indexing", "sequence")
-"""Modules of rlx_mlir.passes.lir_to_llvm that export a `BUILDERS` dict."""
 
-CHECKED_KERNELS: tuple[type[Operation], ...] = (lir.GatherOp, lir.DequantGatherOp)
-"""Kernels that validate data at run time and return an i32 status."""
+def kernel_record(op_type: type[Operation]) -> KernelRecord | None:
+    """The record of the kernel builder of a lir op type (None: no kernel)."""
+    return RECORDS.get(op_type)
 
 
 @functools.cache
 def kernel_builders() -> dict[type[Operation], KernelBuilderFn]:
     """Serial builders: `build(op, name, W)`, one `llvm.func` per kernel."""
-    return _collect("BUILDERS")
+    return {op: record.build for op, record in RECORDS.items()}
 
 
 @functools.cache
 def partitioned_builders() -> dict[type[Operation], KernelBuilderFn]:
     """Builders of kernels that take two more i64 arguments `(part, parts)` and compute
     only their share of the output (see passes/lir_to_llvm/parallel.py)."""
-    return _collect("PARTITIONED")
+    return {op: record.build_partitioned() for op, record in RECORDS.items()
+            if record.partitioned}
 
 
 @functools.cache
 def runtime_dims_kernels() -> frozenset[type[Operation]]:
-    """Kernels whose builders read `?` dims at run time themselves (each family's
-    `RUNTIME_DIMS`); other dynamic kernels are driven row by row (see dynamic.py)."""
-    found: set[type[Operation]] = set()
-    for family in _FAMILIES:
-        module = importlib.import_module(f"rlx_mlir.passes.lir_to_llvm.{family}")
-        found |= set(getattr(module, "RUNTIME_DIMS", ()))
-    return frozenset(found)
+    """Kernels whose builders read `?` dims at run time themselves; other dynamic kernels
+    are driven row by row (see dynamic.py)."""
+    return frozenset(op for op, record in RECORDS.items() if record.runtime_dims)
 
 
-def _collect(attribute: str) -> dict[type[Operation], KernelBuilderFn]:
-    builders: dict[type[Operation], KernelBuilderFn] = {}
-    for family in _FAMILIES:
-        module = importlib.import_module(f"rlx_mlir.passes.lir_to_llvm.{family}")
-        builders.update(getattr(module, attribute, {}))
-    return builders
+def is_checked(op: Operation) -> bool:
+    """Whether `op`'s kernel validates data at run time and returns an i32 status."""
+    record = RECORDS.get(type(op))
+    return record is not None and record.checked
 
+
+def family(module: str) -> dict[type[Operation], KernelRecord]:
+    """The records of the kernels one family module (`matmul`, `rlx_mlir.passes.lir_to_llvm.
+    matmul`, ...) defines."""
+    name = module if "." in module else f"rlx_mlir.passes.lir_to_llvm.{module}"
+    return {op: record for op, record in RECORDS.items() if record.module == name}

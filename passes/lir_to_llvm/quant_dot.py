@@ -5,11 +5,15 @@ give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
 - **VNNI** (`build_int8_dequant`) for q4_0/q4_1/q5_0/q5_1/q8_0 where convert-lir-to-llvm
   marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
   W = 8): integer dot products with `vpdpbusd`;
-- **the emulation** (`build_q8_emulated`) for every other case (the K-quants, targets
-  without VNNI, W = 4): x quantized into a scratch of f32 integers, exact f32 integer
-  dots per weight group.
+- **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (the
+  K-quants, targets without VNNI, W = 4): x quantized into a scratch of f32 integers,
+  exact f32 integer dots per weight group.
 
-The f32 path (matmul.py `_build_dequant`) widens every weight to f32 and issues one f32
+dequant.py `build_dequant_matmul` picks the kernel. This module also holds what both
+share: ggml's rounding (`round_half_away`, `round_to_f16`, `q8_scale`) and the row driver
+(`RowPlan`, `chunked_rows`).
+
+The f32 path (dequant.py `build_dequant_matmul`) widens every weight to f32 and issues one f32
 FMA per weight and row: 6-9 GB/s per core for 4-bit weights, far below the memory
 bandwidth a decode GEMV could stream at. The VNNI kernel:
 
@@ -56,7 +60,6 @@ from dataclasses import dataclass
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
     DenseArrayBase,
-    DenseIntOrFPElementsAttr,
     ModuleOp,
     StringAttr,
     VectorType,
@@ -70,29 +73,19 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 
-from rlx_mlir.core.quants import QK_K, VEC_DOT_TYPES
 from rlx_mlir.core.target import Target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.mir import activations_of
 from rlx_mlir.dialects.rlx import QuantActivations
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
-from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
-from rlx_mlir.passes.lir_to_llvm.matmul import (
-    SCHEMES,
-    Index,
-    Span,
-    _add,
-    _dynamic_operands,
-    _min,
-    _mul,
-    _prefetch,
-    _ptr,
-    _round_down,
-    _rows_classes,
-    _runtime_rows,
-    _sweep,
-    part_range,
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+    row_operands,
+    rows_classes,
+    runtime_rows,
 )
 from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
@@ -125,8 +118,8 @@ PREFETCH_BYTES = 2048
 next tiles' rows: more DRAM requests in flight than the hardware prefetcher keeps);
 0: no software prefetch."""
 
-_MAGIC = 12582912.0
-"""1.5·2^23: x + _MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
+MAGIC = 12582912.0
+"""1.5·2^23: x + MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
 mantissa bits."""
 
 
@@ -181,8 +174,8 @@ def int8_dot_isa(target: Target, width: int) -> str | None:
 
 def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     """Mark every lir.dequant_matmul with `activations q8` of an int8 scheme with INT8_DOT
-    when the target has the instructions (the others with q8 run `build_q8_emulated`:
-    the same numbers); returns how many were marked."""
+    when the target has the instructions (the others with q8 run the emulation of
+    q8_emulated.py: the same numbers); returns how many were marked."""
     isa = int8_dot_isa(target, width)
     if isa is None:
         return 0
@@ -200,15 +193,6 @@ def uses_int8_dot(op: lir.DequantMatmulOp, width: int) -> bool:
     scheme, W 16 or 8)."""
     return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
             and op.scheme.data.value in INT8_SCHEMES and width in (8, 16))
-
-
-def build_q8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
-                     partitioned: bool) -> llvm.FuncOp:
-    """The kernel of a dequant_matmul with `activations q8`: VNNI dot products where the
-    pass marked it, else the emulation (the same numbers within f32 rounding)."""
-    if uses_int8_dot(op, vector_width):
-        return build_int8_dequant(op, name, vector_width, partitioned)
-    return build_q8_emulated(op, name, vector_width, partitioned)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -230,11 +214,11 @@ def _concat(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
 
 
 def _load(kb: KernelBuilder, base: SSAValue, byte_offset: Index, ty: Attribute, align: int = 1) -> SSAValue:
-    return kb.insert(llvm.LoadOp(_ptr(kb, base, byte_offset, i8), ty, alignment=align))
+    return kb.insert(llvm.LoadOp(kb.address(base, byte_offset, i8), ty, alignment=align))
 
 
 def _store(kb: KernelBuilder, value: SSAValue, base: SSAValue, byte_offset: Index, align: int = 4) -> None:
-    kb.insert(llvm.StoreOp(value, _ptr(kb, base, byte_offset, i8), alignment=align))
+    kb.insert(llvm.StoreOp(value, kb.address(base, byte_offset, i8), alignment=align))
 
 
 def _f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
@@ -245,12 +229,12 @@ def _f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
     return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
 
 
-def _round_half_away(kb: KernelBuilder, v: SSAValue) -> SSAValue:
+def round_half_away(kb: KernelBuilder, v: SSAValue) -> SSAValue:
     """roundf(v) lane by lane (half away from zero, as ggml's reference quantizers), |v| <
     2^22, with plain SSE arithmetic: a + 1.5·2^23 − 1.5·2^23 rounds |v| half to even,
     and an exact tie that went down goes up."""
     magnitude = kb.fabs(v)
-    magic = kb.constant(_MAGIC, v.type)
+    magic = kb.constant(MAGIC, v.type)
     even = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(magnitude, magic)), magic))
     below = kb.insert(llvm.FSubOp(even, magnitude))  # exact: |even − |v|| ≤ 0.5
     tie = kb.fcmp("oeq", below, kb.constant(-0.5, v.type))
@@ -258,15 +242,15 @@ def _round_half_away(kb: KernelBuilder, v: SSAValue) -> SSAValue:
     return copysign(kb, kb.select(tie, up, even), v)
 
 
-def _small_int(kb: KernelBuilder, value: SSAValue) -> SSAValue:
+def small_int(kb: KernelBuilder, value: SSAValue) -> SSAValue:
     """An f32 (scalar or vector) holding an integer of magnitude < 2^22 as i32: its low
     mantissa bits after adding 1.5·2^23."""
-    shifted = kb.insert(llvm.FAddOp(value, kb.constant(_MAGIC, value.type)))
+    shifted = kb.insert(llvm.FAddOp(value, kb.constant(MAGIC, value.type)))
     ty = _vec(value.type.get_shape()[0], i32) if isinstance(value.type, VectorType) else i32
     return kb.sub(kb.bitcast(shifted, ty), kb.constant(0x4B400000, ty))
 
 
-def _round_to_f16(kb: KernelBuilder, value: SSAValue) -> SSAValue:
+def round_to_f16(kb: KernelBuilder, value: SSAValue) -> SSAValue:
     """An f32 scalar rounded to the nearest f16 (ties to even), as f32: ggml's
     GGML_FP32_TO_FP16 then back, with integer ops (no F16C, so every target gives the
     same). Normal f16 range: drop 13 mantissa bits; below 2^-14 (f16 subnormals): round
@@ -331,7 +315,7 @@ class Scratch:
     def row(self, kb: KernelBuilder, r: Index) -> tuple[SSAValue, SSAValue, SSAValue]:
         """Byte pointers to row r's quants, scales and corrections."""
         row_bytes = self.steps * self.step_bytes
-        return tuple(_ptr(kb, base, _mul(kb, r, row_bytes), i8)
+        return tuple(kb.address(base, kb.fold_mul(r, row_bytes), i8)
                      for base in (self.quants, self.scales, self.corrections))
 
 
@@ -342,8 +326,8 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     w = kb.vector_width
     per_step = w // 8
     lanes = 16 if w == 16 else 8  # values per x vector: a half block or a quarter
-    quants, scales, corrections = (_ptr(kb, p, _mul(kb, step, 4 * w), i8) for p in dst)
-    magic_scalar = kb.fconst(_MAGIC)
+    quants, scales, corrections = (kb.address(p, kb.fold_mul(step, 4 * w), i8) for p in dst)
+    magic_scalar = kb.fconst(MAGIC)
     zero = kb.fconst(0.0)
     d_lanes, c_lanes = [zero] * per_step, [None] * per_step
     for b in range(per_step):
@@ -355,23 +339,23 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
         largest = kb.fabs(values[0])
         for v in values[1:]:
             largest = kb.fmax(largest, kb.fabs(v))
-        d, inverse = _q8_scale(kb, kb.hmax(largest))
+        d, inverse = q8_scale(kb, kb.hmax(largest))
         total = None
         for t, v in enumerate(values):
             # no contraction: x·id rounds to f32 first, then to an integer
-            q = _round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
-            as_int = _small_int(kb, q)
+            q = round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
+            as_int = small_int(kb, q)
             _store(kb, kb.insert(llvm.TruncOp(as_int, _vec(w, i8))), quants,
                    _position(w, b, t * w), align=1)
             total = q if total is None else kb.insert(llvm.FAddOp(total, q))
         sums = kb.hsum(total)  # an exact integer (|Σ| ≤ 32·127)
-        d_lanes[b] = _round_to_f16(kb, d)  # the dot products read q8's f16 d
+        d_lanes[b] = round_to_f16(kb, d)  # the dot products read q8's f16 d
         if scheme.offset:
             shifted = kb.insert(llvm.FAddOp(kb.insert(llvm.FMulOp(sums, kb.fconst(-scheme.offset))),
                                             magic_scalar))
             c_lanes[b] = kb.sub(kb.bitcast(shifted, i32), kb.constant(0x4B400000, i32))
         else:  # q8_1's s = f16(Σq·d), d in f32
-            c_lanes[b] = _round_to_f16(kb, kb.insert(llvm.FMulOp(sums, d)))
+            c_lanes[b] = round_to_f16(kb, kb.insert(llvm.FMulOp(sums, d)))
     blocks_of = _lane_blocks(w)
     scale = kb.insert(llvm.UndefOp(kb.vec))
     for lane, block in enumerate(blocks_of):
@@ -383,7 +367,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     _store(kb, corr, corrections, 0)
 
 
-def _q8_scale(kb: KernelBuilder, amax: SSAValue) -> tuple[SSAValue, SSAValue]:
+def q8_scale(kb: KernelBuilder, amax: SSAValue) -> tuple[SSAValue, SSAValue]:
     """(d, id) of a q8_0/q8_1 block of largest magnitude amax: d = amax/127 (f32) and
     id = 1/d, 0 when d is 0 (quantize_row_q8_0_ref)."""
     d = kb.fdiv(amax, kb.fconst(127.0))
@@ -398,7 +382,7 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, f
     per_step = kb.vector_width // 8
 
     def one_row(r: Index) -> None:
-        src = _ptr(kb, x, _mul(kb, _add(kb, first, r), k))
+        src = kb.address(x, kb.fold_mul(kb.fold_add(first, r), k))
         dst = scratch.row(kb, r)
         whole = blocks // per_step
         if whole:
@@ -406,7 +390,7 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, f
                 _quantize_step(kb, scheme, kb.gep(src, kb.mul(loop.iv, per_step * BLOCK)), dst,
                                loop.iv, per_step)
         if blocks % per_step:
-            _quantize_step(kb, scheme, _ptr(kb, src, whole * per_step * BLOCK), dst, whole,
+            _quantize_step(kb, scheme, kb.address(src, whole * per_step * BLOCK), dst, whole,
                            blocks % per_step)
 
     if isinstance(rows, int) and rows == 1:
@@ -527,7 +511,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
     scheme = INT8_SCHEMES[op.scheme.data.value]
     width = vector_width
     dynamic = is_dynamic(op)
-    xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
+    xs, ws = row_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
     k, n = xs[-1], ws[0]
     symbols = kernel_symbols(op) if dynamic else ()
     per_step = width // 8  # blocks per vector
@@ -547,23 +531,23 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
-        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
-        x_rows = [scratch.row(kb, _add(kb, i, r)) for r in range(rows)]
+        w_rows = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(cols)]
+        x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
 
         def step(accs: list[SSAValue], index: Index, present: int) -> list[SSAValue]:
             """Add the products of step `index` (its first `present` blocks exist in the
             weights) to the accumulators."""
-            block = _mul(kb, index, per_step)
+            block = kb.fold_mul(index, per_step)
             weights = []
             if PREFETCH_BYTES and rows == 1:
                 for c in range(cols):
-                    _prefetch(kb, w_rows[c], _add(kb, _mul(kb, block, scheme.bytes), PREFETCH_BYTES))
+                    kb.prefetch(w_rows[c], kb.fold_add(kb.fold_mul(block, scheme.bytes), PREFETCH_BYTES))
             for c in range(cols):
-                ptrs = [_ptr(kb, w_rows[c], _mul(kb, _add(kb, block, b), scheme.bytes), i8)
+                ptrs = [kb.address(w_rows[c], kb.fold_mul(kb.fold_add(block, b), scheme.bytes), i8)
                         if b < present else None for b in range(per_step)]
                 weights.append(_weight_step(kb, scheme, ptrs))
             accs = list(accs)
-            offset = _mul(kb, index, step_bytes)
+            offset = kb.fold_mul(index, step_bytes)
             for r, (quants, scales, corrections) in enumerate(x_rows):
                 xq = _load(kb, quants, offset, ivec, align=4)
                 dx = _load(kb, scales, offset, kb.vec, align=4)
@@ -585,12 +569,12 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
             accs = loop.results
         if blocks % per_step:
             accs = step(accs, whole, blocks % per_step)
-        base = _ptr(kb, out, _add(kb, _mul(kb, _add(kb, first, i), n), j))
+        base = kb.address(out, kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j))
         for r in range(rows):
             for c in range(cols):
                 kb.store(kb.hsum(accs[r * cols + c]), base, r * n + c)
 
-    _chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
+    chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
                                   (1, SINGLE_ROW_COLS), MULTI_ROW_TILES[width]),
                   lambda first, rows: _quantize_rows(kb, scheme, x, k, first, rows, scratch), tile)
     kb.ret()
@@ -612,7 +596,7 @@ class RowPlan:
     multi: tuple[int, int]
 
 
-def _chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
+def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
                   quantize: Callable[[Index, Index], None],
                   tile: Callable[[Index, Index, Index, int, int], None]) -> None:
     """Chunk by chunk of x's rows: quantize(first, rows) into the scratch, then
@@ -628,213 +612,28 @@ def _chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
                 quantize(first, rows)
 
                 def weight_tile(j: Index, ncols: int) -> None:
-                    _sweep(kb, (0, rows), _round_down(kb, rows, rows_per_tile), rows, rows_per_tile,
+                    kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows, rows_per_tile,
                            lambda i, size: tile(first, i, j, size, ncols))
 
-                _sweep(kb, weight_rows, n // cols * cols, n, cols, weight_tile)
+                kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
 
             if isinstance(m, int) and m <= chunk:
                 chunk_body(0, m)
             else:
                 with kb.loop(0, m, chunk) as loop:
-                    chunk_body(loop.iv, _min(kb, kb.index(chunk), kb.sub(m, loop.iv)))
+                    chunk_body(loop.iv, kb.fold_min(kb.index(chunk), kb.sub(m, loop.iv)))
 
         if not plan.partitioned:
             emit((0, n))
             return
         part, parts = kb.args[-2:]
-        lo, hi = part_range(kb, -(-n // cols), part, parts)
+        lo, hi = kb.part_range(-(-n // cols), part, parts)
         with kb.if_(kb.icmp("slt", lo, hi)):
-            emit((kb.mul(lo, cols), _min(kb, kb.mul(hi, cols), kb.index(n))))
+            emit((kb.mul(lo, cols), kb.fold_min(kb.mul(hi, cols), kb.index(n))))
 
     if plan.static_m is not None:
         rows_case(plan.static_m, plan.static_m == 1)
     else:
         sizes = RuntimeDims.of(op, kb.args[3:3 + plan.symbols])
-        _rows_classes(kb, _runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
+        rows_classes(kb, runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
                       None, lambda m: rows_case(m, False))
-
-
-# ----------------------------------------------------------------------------- emulation
-#
-# Every q8 scheme at every width (K-quants, targets without VNNI): x quantized per ggml's
-# vec_dot_type into a stack scratch of f32 integers (exact), then per weight group
-# (scheme.group values sharing scale and offset) an exact f32 integer dot Σ q_w·q_x
-# scaled by scale_w·d_x, plus offset_w·t_x with t_x q8_1's s (q4_1, q5_1) or d_x·Σq_x of
-# the 32 values (the mins of q4_k, q5_k). A scratch row is K quants, then K/32 t values,
-# then one d per x block.
-
-EMULATED_TILES: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {
-    16: ((1, 4), (4, 2)), 8: ((1, 4), (4, 2)), 4: ((1, 2), (2, 2)),
-}
-"""Rows of x × weight rows per tile of the emulation, for one row of x and for more, per
-vector width (W = 4: a 256-value K-quant block is 64 vectors, unrolled)."""
-
-
-@dataclass(frozen=True)
-class EmulatedScratch:
-    """The quantized rows of x of the emulation (f32: q, t, d; see above)."""
-
-    base: SSAValue
-    k: int
-    block: int
-    """Values per x block (32 or 256)."""
-
-    @property
-    def row_floats(self) -> int:
-        return self.k + self.k // BLOCK + self.k // self.block
-
-    def row(self, kb: KernelBuilder, r: Index) -> SSAValue:
-        return _ptr(kb, self.base, _mul(kb, r, self.row_floats))
-
-    def t_at(self, kb: KernelBuilder, row: SSAValue, index: Index) -> SSAValue:
-        return _ptr(kb, row, _add(kb, index, self.k))
-
-    def d_at(self, kb: KernelBuilder, row: SSAValue, index: Index) -> SSAValue:
-        return _ptr(kb, row, _add(kb, index, self.k + self.k // BLOCK))
-
-
-def _emulate_q8_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue, scratch: EmulatedScratch,
-                      blk: Index, with_s: bool) -> None:
-    """One q8_0 / q8_1 block of 32 values at src (quantize_row_q8_0_ref / q8_1_ref)."""
-    w = kb.vector_width
-    values = [kb.load(src, t, vector=True) for t in range(0, BLOCK, w)]
-    largest = kb.fabs(values[0])
-    for v in values[1:]:
-        largest = kb.fmax(largest, kb.fabs(v))
-    d, inverse = _q8_scale(kb, kb.hmax(largest))
-    quants = _ptr(kb, dst, _mul(kb, blk, BLOCK))
-    total = None
-    for t, v in enumerate(values):
-        q = _round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
-        kb.store(q, quants, t * w)
-        total = q if total is None else kb.insert(llvm.FAddOp(total, q))
-    kb.store(_round_to_f16(kb, d), scratch.d_at(kb, dst, blk))
-    if with_s:
-        s = _round_to_f16(kb, kb.insert(llvm.FMulOp(kb.hsum(total), d)))
-        kb.store(s, scratch.t_at(kb, dst, blk))
-
-
-def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
-                        scratch: EmulatedScratch, blk: Index) -> None:
-    """One q8_K block of 256 values at src (quantize_row_q8_K_ref), with d·Σq per 32."""
-    w = kb.vector_width
-    values = [kb.load(src, t, vector=True) for t in range(0, QK_K, w)]
-    largest = kb.fabs(values[0])
-    for v in values[1:]:
-        largest = kb.fmax(largest, kb.fabs(v))
-    amax = kb.hmax(largest)
-    # the first value of largest magnitude (its sign matters): the least index of a lane at amax
-    lanes = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(
-        kb.vec, [float(t) for t in range(w)]), kb.vec))
-    first = None
-    for t, v in enumerate(values):
-        at = kb.select(kb.fcmp("oeq", kb.fabs(v), kb.splat(amax)),
-                       kb.insert(llvm.FAddOp(lanes, kb.vconst(float(t * w)))), kb.vconst(1e9))
-        first = at if first is None else kb.fmin(first, at)
-    index = kb.sext(_small_int(kb, kb.fmin(kb.hmin(first), kb.fconst(QK_K - 1.0))))
-    largest_value = kb.load(kb.gep(src, index))
-    nonzero = kb.fcmp("ogt", amax, kb.fconst(0.0))
-    zero = kb.fconst(0.0)
-    iscale = kb.select(nonzero, kb.fdiv(kb.fconst(-127.0), largest_value), zero)
-    d = kb.select(nonzero, kb.fdiv(kb.fconst(1.0), iscale), zero)
-    quants = _ptr(kb, dst, _mul(kb, blk, QK_K))
-    magic, top = kb.vconst(_MAGIC), kb.vconst(127.0)
-    per_sub = BLOCK // w
-    for sub in range(QK_K // BLOCK):
-        total = None
-        for t in range(sub * per_sub, (sub + 1) * per_sub):
-            scaled = kb.insert(llvm.FMulOp(kb.splat(iscale), values[t]))
-            q = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(scaled, magic)), magic))  # nearest_int
-            q = kb.select(kb.fcmp("ogt", q, top), top, q)
-            kb.store(q, quants, t * w)
-            total = q if total is None else kb.insert(llvm.FAddOp(total, q))
-        kb.store(kb.insert(llvm.FMulOp(d, kb.hsum(total))),
-                 scratch.t_at(kb, dst, _add(kb, _mul(kb, blk, QK_K // BLOCK), sub)))
-    kb.store(d, scratch.d_at(kb, dst, blk))
-
-
-def build_q8_emulated(op: lir.DequantMatmulOp, name: str, vector_width: int,
-                      partitioned: bool) -> llvm.FuncOp:
-    """The q8 form of any block scheme at any width, without integer dot instructions
-    (see above); same ABI as the f32 path's: (x, w, out, [sizes...], [part, parts])."""
-    scheme_name = op.scheme.data.value
-    scheme = SCHEMES[scheme_name]
-    k_type = VEC_DOT_TYPES[scheme_name] == "Q8_K"
-    with_s = VEC_DOT_TYPES[scheme_name] == "Q8_1"
-    width = vector_width
-    dynamic = is_dynamic(op)
-    xs, ws = _dynamic_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
-    k, n = xs[-1], ws[0]
-    symbols = kernel_symbols(op) if dynamic else ()
-    blocks = k // scheme.values
-    row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + [i64, i64] * partitioned,
-                       vector_width=width)
-    x, wq, out = kb.args[:3]
-    probe = EmulatedScratch(x, k, scheme.values)
-    chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // (4 * probe.row_floats)))
-    static_m = None if dynamic else math.prod(xs[:-1])
-    if static_m is not None:
-        chunk = min(chunk, static_m)
-    scratch = EmulatedScratch(kb.alloca(chunk * probe.row_floats), k, scheme.values)
-
-    def quantize(first: Index, rows: Index) -> None:
-        def one_row(r: Index) -> None:
-            src = _ptr(kb, x, _mul(kb, _add(kb, first, r), k))
-            dst = scratch.row(kb, r)
-            with kb.loop(0, blocks) as loop:
-                block_src = kb.gep(src, kb.mul(loop.iv, scheme.values))
-                if k_type:
-                    _emulate_q8_k_block(kb, block_src, dst, scratch, loop.iv)
-                else:
-                    _emulate_q8_block(kb, block_src, dst, scratch, loop.iv, with_s)
-
-        if isinstance(rows, int) and rows == 1:
-            one_row(0)
-        else:
-            with kb.loop(0, rows) as loop:
-                one_row(loop.iv)
-
-    def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
-        w_rows = [_ptr(kb, wq, _mul(kb, _add(kb, j, c), row_bytes), i8) for c in range(cols)]
-        x_rows = [scratch.row(kb, _add(kb, i, r)) for r in range(rows)]
-        accs = [kb.vconst(0.0)] * (rows * cols) + [kb.fconst(0.0)] * (rows * cols)
-        with kb.loop(0, blocks, carried=accs) as loop:
-            blk = loop.iv
-            w_blocks = [kb.gep(w_rows[c], kb.mul(blk, scheme.bytes), i8) for c in range(cols)]
-            d_x = [kb.load(scratch.d_at(kb, x_rows[r], blk)) for r in range(rows)]
-            vectors, scalars = list(loop.carried[:rows * cols]), list(loop.carried[rows * cols:])
-            for g in range(scheme.values // scheme.group):
-                affine = [scheme.affine(kb, w_blocks[c], g) for c in range(cols)]
-                dots: list[SSAValue | None] = [None] * (rows * cols)
-                for start in range(g * scheme.group, (g + 1) * scheme.group, width):
-                    weights = [scheme.quants(kb, w_blocks[c], start) for c in range(cols)]
-                    for r in range(rows):
-                        xq = kb.load(x_rows[r], _add(kb, kb.mul(blk, scheme.values), start),
-                                     vector=True)
-                        for c in range(cols):
-                            prev = dots[r * cols + c]
-                            dots[r * cols + c] = (kb.insert(llvm.FMulOp(weights[c], xq))
-                                                  if prev is None else kb.fma(weights[c], xq, prev))
-                for r in range(rows):
-                    for c in range(cols):
-                        scale, offset = affine[c]
-                        at = r * cols + c
-                        vectors[at] = kb.fma(dots[at], kb.splat(kb.fmul(scale, d_x[r])), vectors[at])
-                        if offset is not None:
-                            t_index = _add(kb, kb.mul(blk, scheme.values // BLOCK), g)
-                            t_x = kb.load(scratch.t_at(kb, x_rows[r], t_index))
-                            scalars[at] = kb.fma(offset, t_x, scalars[at])
-            loop.yield_(*vectors, *scalars)
-        results = loop.results
-        base = _ptr(kb, out, _add(kb, _mul(kb, _add(kb, first, i), n), j))
-        for r in range(rows):
-            for c in range(cols):
-                at = r * cols + c
-                kb.store(kb.fadd(kb.hsum(results[at]), results[rows * cols + at]), base, r * n + c)
-
-    _chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
-                                  *EMULATED_TILES[width]), quantize, tile)
-    kb.ret()
-    return kb.finish()

@@ -27,7 +27,7 @@ dims that are both reduced or both kept are merged, leaving alternating groups. 
 per batch, and every other pattern (e.g. axes (0, 2) of a rank-3 input) initializes `out`
 with the identity and combines into it with the same two building blocks in nested loops.
 
-Partitioned variants (`PARTITIONED`, for multi-threaded graphs) take two more i64
+Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the serial code on part p's share
 [count·p/parts, count·(p+1)/parts) of independent work items: whole rows for the norms,
 softmax along the last axis and `[K, R]` reductions; (outer index, column chunk) items
@@ -38,7 +38,6 @@ reduction `[R]` and the general patterns run serially on part 0.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -53,7 +52,8 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
-from rlx_mlir.passes.lir_to_llvm.elementwise import Share, part_range
+from rlx_mlir.passes.lir_to_llvm.elementwise import Share
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 UNROLL = 4
 """Independent sets of vector accumulators of a contiguous reduction (hide the latency)."""
@@ -214,23 +214,7 @@ def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None],
              lo: Value = 0, hi: Value | None = None) -> None:
     """body(i, vector) for every vector chunk of range(lo, hi) (default: range(n)), then
     every scalar of the tail."""
-    w = kb.vector_width
-    hi = n if hi is None else hi
-    if isinstance(lo, int) and isinstance(hi, int):
-        nvec: Value = lo + (hi - lo) // w * w
-        if nvec != lo:
-            with kb.loop(lo, nvec, w) as loop:
-                body(loop.iv, True)
-        if nvec != hi:
-            with kb.loop(nvec, hi, 1) as loop:
-                body(loop.iv, False)
-        return
-    nvec = kb.sub(hi, kb.srem(kb.sub(hi, lo), w))
-    if n >= w:
-        with kb.loop(lo, nvec, w) as loop:
-            body(loop.iv, True)
-    with kb.loop(nvec, hi, 1) as loop:
-        body(loop.iv, False)
+    kb.sweep(lo, n if hi is None else hi, body, vectors=n >= kb.vector_width)
 
 
 # ----------------------------------------------------------------------------- partitioning
@@ -256,7 +240,7 @@ def _kernel(name: str, pointers: int, vector_width: int,
 
 def _share(kb: KernelBuilder, count: int, share: Share | None) -> tuple[Value, Value]:
     """The items [first, last) of `count` this call computes (all of them when serial)."""
-    return (0, count) if share is None else part_range(kb, count, *share)
+    return (0, count) if share is None else kb.part_range(count, *share)
 
 
 def chunk_width(k: int, outer: int, w: int, cap: int | None = None) -> int:
@@ -341,6 +325,7 @@ def reduce_groups(shape: Sequence[int], axes: Sequence[int]) -> list[tuple[int, 
     return groups
 
 
+@kernel(lir.ReduceOp, partitioned=True)
 def build_reduce(op: Operation, name: str, vector_width: int,
                  partitioned: bool = False) -> llvm.FuncOp:
     """lir.reduce: (x, out) over the canonical groups (see the module docstring)."""
@@ -371,7 +356,7 @@ def build_reduce(op: Operation, name: str, vector_width: int,
         if share is None:
             _row_map(kb, n, copy)
         else:
-            first, last = part_range(kb, -(-n // w), *share)
+            first, last = kb.part_range(-(-n // w), *share)
             _row_map(kb, n, copy, kb.mul(first, w), _clip(kb, kb.mul(last, w), n))
     elif roles == (False, True):
         m, n = sizes
@@ -383,7 +368,7 @@ def build_reduce(op: Operation, name: str, vector_width: int,
             # items (batch, chunk of columns)
             width = chunk_width(k, b, w)
             chunks = -(-k // width)
-            first, last = part_range(kb, b * chunks, *share)
+            first, last = kb.part_range(b * chunks, *share)
             with kb.loop(first, last) as item:
                 batch: Value = item.iv
                 cols: tuple[Value, Value | None] = (0, None)
@@ -483,6 +468,7 @@ SOFTMAX_TILE = 1024
 """Columns per tile of a softmax along a strided axis (stack scratch: 2 tiles of floats)."""
 
 
+@kernel(lir.SoftmaxOp, partitioned=True)
 def build_softmax(op: Operation, name: str, vector_width: int,
                   partitioned: bool = False) -> llvm.FuncOp:
     """lir.softmax: (x, out); contiguous rows for the last axis (or any axis followed only
@@ -634,6 +620,7 @@ def _normalize_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAVal
     _row_map(kb, n, body)
 
 
+@kernel(lir.RmsNormOp, partitioned=True)
 def build_rms_norm(op: Operation, name: str, vector_width: int,
                    partitioned: bool = False) -> llvm.FuncOp:
     """Per row: one pass for the sum of squares (FMAs into vector accumulators), one pass
@@ -649,6 +636,7 @@ def build_rms_norm(op: Operation, name: str, vector_width: int,
     return kb.finish()
 
 
+@kernel(lir.LayerNormOp, partitioned=True)
 def build_layer_norm(op: Operation, name: str, vector_width: int,
                      partitioned: bool = False) -> llvm.FuncOp:
     """Per row: a sum pass gives a first mean m0; a second pass sums d = x - m0 and d²
@@ -681,15 +669,3 @@ def build_layer_norm(op: Operation, name: str, vector_width: int,
         _normalize_row(kb, x, gamma, beta, out, base, n, scale, m0, c)
     kb.ret()
     return kb.finish()
-
-
-BUILDERS = {
-    lir.ReduceOp: build_reduce,
-    lir.SoftmaxOp: build_softmax,
-    lir.RmsNormOp: build_rms_norm,
-    lir.LayerNormOp: build_layer_norm,
-}
-
-PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
-"""Builders of the same kernels with two more i64 arguments (part, parts), each call
-computing its share of `out` (see the module docstring)."""

@@ -7,20 +7,21 @@ it, so the item's state stays in L1 for the whole sequence: a small stack buffer
 with `return_state`, the item's slice of the final state buffer `state_out` itself (the
 kernel's last pointer, after `out`). The state's contiguous axis (n of the scan's
 [h, n] state, the value dim m of the delta net's [n, m] state) is swept W floats at a
-time with a scalar tail. The partitioned variants (`PARTITIONED`) take two more i64
-arguments (part, parts) and run part p's share of the work items (`part_range`), so
+time with a scalar tail. The partitioned variants (`@kernel(..., partitioned=True)`) take two more i64
+arguments (part, parts) and run part p's share of the work items (`KernelBuilder.part_range`), so
 channels or heads spread over the threads with no barrier inside.
 
 A symbolic sequence length s (`?` in the operands' second dim) is read at run time
-(`RUNTIME_DIMS`, ABI of dynamic.py: its size argument after the pointers, before part and
+(`runtime_dims=True`, ABI of dynamic.py: its size argument after the pointers, before part and
 parts): it bounds the time loop and strides the rows; the batch, the channels or heads and
 the state (`state_out` included) are static.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i64
@@ -38,51 +39,51 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     memref_operands,
 )
-from rlx_mlir.passes.lir_to_llvm.elementwise import part_range
-
-ChunkBody = Callable[[SSAValue, bool], None]
-"""Emits the work on W (vector) or 1 (scalar) consecutive elements at an offset."""
-
-
-def sweep(kb: KernelBuilder, count: int, body: ChunkBody) -> None:
-    """body(offset, vector) over [0, count): whole vectors of W elements, then a scalar
-    tail."""
-    w = kb.vector_width
-    vector_end = count // w * w
-    if vector_end:
-        with kb.loop(0, vector_end, w) as loop:
-            body(loop.iv, True)
-    if vector_end < count:
-        with kb.loop(vector_end, count) as loop:
-            body(loop.iv, False)
-
-
-def sweep_sum(kb: KernelBuilder, count: int, term: Callable[[SSAValue, bool], SSAValue]
-              ) -> SSAValue:
-    """Σ over [0, count) of term(offset, vector): vector partial sums, reduced once, plus
-    the scalar tail."""
-    w = kb.vector_width
-    vector_end = count // w * w
-    total = kb.fconst(0.0)
-    if vector_end:
-        with kb.loop(0, vector_end, w, carried=[kb.vconst(0.0)]) as loop:
-            loop.yield_(kb.fadd(loop.carried[0], term(loop.iv, True)))
-        total = kb.hsum(loop.results[0])
-    if vector_end < count:
-        with kb.loop(vector_end, count, carried=[total]) as loop:
-            loop.yield_(kb.fadd(loop.carried[0], term(loop.iv, False)))
-        total = loop.results[0]
-    return total
+from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 
 def broadcast(kb: KernelBuilder, scalar: SSAValue, vector: bool) -> SSAValue:
     return kb.splat(scalar) if vector else scalar
 
 
-def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitioned: bool
-            ) -> tuple[KernelBuilder, list[SSAValue], Index, tuple[SSAValue, SSAValue] | None]:
-    """The kernel's builder, its pointers, the number of time steps s (an int, or the i64
-    size argument of a symbolic s) and the (part, parts) arguments when partitioned."""
+@dataclass
+class _Sequence:
+    """A sequence kernel under construction: its builder, the five input pointers, the
+    optional initial state, `out`, the optional final state `state_out`, the number of time
+    steps s (an int, or the i64 size argument of a symbolic s), (part, parts) when
+    partitioned, and where each work item keeps its state of `state_size` floats (its slice
+    of `state_out` with `return_state`, else the stack `scratch`)."""
+
+    kb: KernelBuilder
+    inputs: list[SSAValue]
+    initial: SSAValue | None
+    out: SSAValue
+    state_out: SSAValue | None
+    steps: Index
+    share: tuple[SSAValue, SSAValue] | None
+    state_size: int
+    scratch: SSAValue | None
+
+    @contextmanager
+    def items(self, count: int, inner: int) -> Iterator[tuple[SSAValue, SSAValue, SSAValue]]:
+        """Loop over this call's work items of `count` = rows · `inner` (all when serial),
+        yielding (row, index within the row, the item's seeded state buffer)."""
+        kb = self.kb
+        first, last = _items(kb, count, self.share)
+        with kb.loop(first, last) as item_loop:
+            item = item_loop.iv
+            row, within = kb.sdiv(item, inner), kb.srem(item, inner)
+            state = _item_state(kb, self.state_out, item, self.state_size, self.scratch)
+            _seed_state(kb, state, self.initial, item, self.state_size)
+            yield row, within, state
+
+
+def _kernel(op: Operation, name: str, vector_width: int, partitioned: bool, state_size: int
+            ) -> _Sequence:
+    """The kernel's prologue: arguments (one pointer per memref operand by operand
+    definition: 5 inputs, [initial_state], out, [state_out]; then [s], [part, parts]) and,
+    without `state_out`, the state scratch."""
+    pointers = len(memref_operands(op))
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
     kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols) + [i64, i64] * partitioned,
                        vector_width=vector_width)
@@ -90,7 +91,9 @@ def _kernel(op: Operation, name: str, pointers: int, vector_width: int, partitio
     sizes = args[pointers:pointers + len(symbols)]
     share = (args[-2], args[-1]) if partitioned else None
     steps = _steps(op, RuntimeDims.of(op, sizes)) if symbols else shape_of(op.operands[0])[1]
-    return kb, args[:pointers], steps, share
+    *inputs, initial, out, state_out = _pointers(op, args[:pointers])
+    return _Sequence(kb, inputs, initial, out, state_out, steps, share, state_size,
+                     None if state_out is not None else kb.alloca(state_size))
 
 
 def _pointers(op: lir.KernelOp, ptrs: list[SSAValue]) -> list[SSAValue | None]:
@@ -116,7 +119,7 @@ def _steps(op: Operation, dims: RuntimeDims) -> Index:
 def _items(kb: KernelBuilder, count: int, share: tuple[SSAValue, SSAValue] | None
            ) -> tuple[Value, Value]:
     """The work items [first, last) of `count` this call runs (all when serial)."""
-    return (0, count) if share is None else part_range(kb, count, *share)
+    return (0, count) if share is None else kb.part_range(count, *share)
 
 
 def _item_state(kb: KernelBuilder, state_out: SSAValue | None, item: SSAValue, size: int,
@@ -139,12 +142,13 @@ def _seed_state(kb: KernelBuilder, state: SSAValue, initial: SSAValue | None,
             kb.load(source, i, vector=vector)
         kb.store(value, state, i)
 
-    sweep(kb, size, seed)
+    kb.sweep(0, size, seed)
 
 
 # ----------------------------------------------------------------------------- selective scan
 
 
+@kernel(lir.SelectiveScanOp, partitioned=True, runtime_dims=True)
 def build_selective_scan(op: Operation, name: str, vector_width: int,
                          partitioned: bool = False) -> llvm.FuncOp:
     """y[b, t, c] = Σⱼ state[j]·C[b, t, j] after state = exp(Δ·A[c])⊙state + Δ·x·B[b, t]
@@ -153,17 +157,11 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.SelectiveScanOp)
     batch, _, channels = shape_of(op.x)
     n = shape_of(op.a)[1]
-    kb, ptrs, steps, share = _kernel(op, name, len(memref_operands(op)), vector_width,
-                                     partitioned)
-    x, delta, a, b, c, initial, out, state_out = _pointers(op, ptrs)
-    scratch = None if state_out is not None else kb.alloca(n)
+    seq = _kernel(op, name, vector_width, partitioned, n)
+    kb, steps, out = seq.kb, seq.steps, seq.out
+    x, delta, a, b, c = seq.inputs
 
-    first, last = _items(kb, batch * channels, share)
-    with kb.loop(first, last) as item_loop:
-        item = item_loop.iv
-        row, channel = kb.sdiv(item, channels), kb.srem(item, channels)
-        state = _item_state(kb, state_out, item, n, scratch)
-        _seed_state(kb, state, initial, item, n)
+    with seq.items(batch * channels, channels) as (row, channel, state):
         a_row = kb.gep(a, kb.mul(channel, n))
         with kb.loop(0, steps) as t_loop:
             step = kb.add(kb.mul(row, steps), t_loop.iv)             # b·s + t
@@ -180,7 +178,7 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
                 kb.store(new, state, j)
                 return kb.fmul(new, kb.load(c_row, j, vector=vector))
 
-            kb.store(sweep_sum(kb, n, update), out, at)
+            kb.store(kb.sweep_sum(n, update), out, at)
     kb.ret()
     return kb.finish()
 
@@ -188,6 +186,7 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
 # ----------------------------------------------------------------------------- gated delta net
 
 
+@kernel(lir.GatedDeltaNetOp, partitioned=True, runtime_dims=True)
 def build_gated_delta_net(op: Operation, name: str, vector_width: int,
                           partitioned: bool = False) -> llvm.FuncOp:
     """The gated delta rule, one (b, head) item at a time with its state S [n, m] in L1:
@@ -196,18 +195,12 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.GatedDeltaNetOp)
     batch, _, heads, n = shape_of(op.q)
     m = shape_of(op.v)[3]
-    kb, ptrs, steps, share = _kernel(op, name, len(memref_operands(op)), vector_width,
-                                     partitioned)
-    q, k, v, g, beta, initial, out, state_out = _pointers(op, ptrs)
-    scratch = None if state_out is not None else kb.alloca(n * m)
+    seq = _kernel(op, name, vector_width, partitioned, n * m)
+    kb, steps, out = seq.kb, seq.steps, seq.out
+    q, k, v, g, beta = seq.inputs
     kv = kb.alloca(m)                       # Sᵀk, then δ
 
-    first, last = _items(kb, batch * heads, share)
-    with kb.loop(first, last) as item_loop:
-        item = item_loop.iv
-        row, head = kb.sdiv(item, heads), kb.srem(item, heads)
-        state = _item_state(kb, state_out, item, n * m, scratch)
-        _seed_state(kb, state, initial, item, n * m)
+    with seq.items(batch * heads, heads) as (row, head, state):
         with kb.loop(0, steps) as t_loop:
             at = kb.add(kb.mul(kb.add(kb.mul(row, steps), t_loop.iv), heads), head)  # [b, t, H]
             k_t, q_t = kb.gep(k, kb.mul(at, n)), kb.gep(q, kb.mul(at, n))
@@ -221,7 +214,7 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
                 kb.store(kb.fmul(broadcast(kb, beta_t, vector), diff), kv, j)
                 kb.store(kb.vconst(0.0) if vector else kb.fconst(0.0), o_t, j)
 
-            sweep(kb, m, delta_row)
+            kb.sweep(0, m, delta_row)
             _update_and_read(kb, state, k_t, q_t, kv, o_t, n, m)
     kb.ret()
     return kb.finish()
@@ -234,7 +227,7 @@ def _decay_and_project(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, kv: SS
     def zero(j: SSAValue, vector: bool) -> None:
         kb.store(kb.vconst(0.0) if vector else kb.fconst(0.0), kv, j)
 
-    sweep(kb, m, zero)
+    kb.sweep(0, m, zero)
     with kb.loop(0, n) as i_loop:
         s_row = kb.gep(state, kb.mul(i_loop.iv, m))
         k_i = kb.load(k_t, i_loop.iv)
@@ -245,7 +238,7 @@ def _decay_and_project(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, kv: SS
             kb.store(kb.fma(broadcast(kb, k_i, vector), decayed, kb.load(kv, j, vector=vector)),
                      kv, j)
 
-        sweep(kb, m, step)
+        kb.sweep(0, m, step)
 
 
 def _update_and_read(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, q_t: SSAValue,
@@ -262,18 +255,4 @@ def _update_and_read(kb: KernelBuilder, state: SSAValue, k_t: SSAValue, q_t: SSA
             kb.store(kb.fma(broadcast(kb, q_i, vector), updated, kb.load(o_t, j, vector=vector)),
                      o_t, j)
 
-        sweep(kb, m, step)
-
-
-BUILDERS = {
-    lir.SelectiveScanOp: build_selective_scan,
-    lir.GatedDeltaNetOp: build_gated_delta_net,
-}
-"""The kernel builders of this family, by lir op."""
-
-RUNTIME_DIMS = set(BUILDERS)
-"""Both read a symbolic s at run time."""
-
-PARTITIONED = {cls: functools.partial(build, partitioned=True) for cls, build in BUILDERS.items()}
-"""The same kernels with two more i64 arguments (part, parts): part p runs its share of
-the (batch row, channel or head) work items."""
+        kb.sweep(0, m, step)
