@@ -8,7 +8,7 @@ width is JIT-compiled in one module with llvmlite (width 16 for the host, 8 for 
 4 for generic x86-64 without FMA), and the results are compared with
 `rlx_mlir.core.reference_kernels` on odd shapes of ranks 0-4 with broadcasting. `out` starts
 as NaN (or a sentinel) so an unwritten element fails. The partitioned kernels
-(`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part, into one output, and each
+(records with `partitioned=True`) run as 1, 2, 3 and 5 parts, one call per part, into one output, and each
 part alone must write a share disjoint from the others'. A last test goes through
 `rlx_mlir.jit` end to end.
 """

@@ -6,7 +6,7 @@ kernels for one vector width go into one module, compiled once by tests/jit_harn
 (the backend's LLVM path, then MCJIT; W=16 for the host, W=8 for haswell, W=4 for x86-64
 without FMA) and called
 with ctypes; `out` starts as a sentinel so an unwritten element fails. The partitioned
-kernels (`PARTITIONED`) run as 1, 2, 3 and 5 parts, one call per part, into one NaN-filled
+kernels (records with `partitioned=True`) run as 1, 2, 3 and 5 parts, one call per part, into one NaN-filled
 output, and each part alone must write a share disjoint from the other parts'. The asm is
 checked for vector code without libm calls, and a last test goes through `rlx_mlir.jit`.
 """

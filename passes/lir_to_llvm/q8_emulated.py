@@ -69,15 +69,21 @@ class EmulatedScratch:
         return kb.address(row, kb.fold_add(index, self.k + self.k // BLOCK))
 
 
+def _load_block(kb: KernelBuilder, src: SSAValue, count: int) -> tuple[list[SSAValue], SSAValue]:
+    """The `count` values at src as vectors, and their largest magnitude."""
+    values = [kb.load(src, t, vector=True) for t in range(0, count, kb.vector_width)]
+    largest = kb.fabs(values[0])
+    for v in values[1:]:
+        largest = kb.fmax(largest, kb.fabs(v))
+    return values, kb.hmax(largest)
+
+
 def _emulate_q8_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue, scratch: EmulatedScratch,
                       blk: Index, with_s: bool) -> None:
     """One q8_0 / q8_1 block of 32 values at src (quantize_row_q8_0_ref / q8_1_ref)."""
     w = kb.vector_width
-    values = [kb.load(src, t, vector=True) for t in range(0, BLOCK, w)]
-    largest = kb.fabs(values[0])
-    for v in values[1:]:
-        largest = kb.fmax(largest, kb.fabs(v))
-    d, inverse = q8_scale(kb, kb.hmax(largest))
+    values, amax = _load_block(kb, src, BLOCK)
+    d, inverse = q8_scale(kb, amax)
     quants = kb.address(dst, kb.fold_mul(blk, BLOCK))
     total = None
     for t, v in enumerate(values):
@@ -94,11 +100,7 @@ def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
                         scratch: EmulatedScratch, blk: Index) -> None:
     """One q8_K block of 256 values at src (quantize_row_q8_K_ref), with d·Σq per 32."""
     w = kb.vector_width
-    values = [kb.load(src, t, vector=True) for t in range(0, QK_K, w)]
-    largest = kb.fabs(values[0])
-    for v in values[1:]:
-        largest = kb.fmax(largest, kb.fabs(v))
-    amax = kb.hmax(largest)
+    values, amax = _load_block(kb, src, QK_K)
     # the first value of largest magnitude (its sign matters): the least index of a lane at amax
     lanes = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(
         kb.vec, [float(t) for t in range(w)]), kb.vec))
