@@ -263,23 +263,33 @@ class FuseElementwiseTree(RewritePattern):
 @dataclass(frozen=True)
 class MirFusePass(ModulePass):
     """Fuse matmul epilogues (bias, activation) into `mir.fused_matmul`, then trees of
-    elementwise ops into `mir.fused_elementwise`."""
+    elementwise ops into `mir.fused_elementwise`. Each family of patterns has its option
+    (the fields of `rlx.FusionPolicy`); all off leaves the module as it is."""
 
     name = "mir-fuse"
 
+    matmul_epilogue: bool = True
+    """Fold a bias add and an activation into the matmul before them (`mir.fused_matmul`)."""
+    elementwise: bool = True
+    """Fuse trees of single-use elementwise ops into one `mir.fused_elementwise`."""
     fuse_broadcast: bool = False
     """Let an elementwise tree take inner values of a smaller (broadcast) shape than its
     root's, e.g. a per-row `rsqrt` into a per-element product: one kernel instead of two,
     but the smaller value is recomputed for every element it broadcasts to."""
+    shared_input: bool = True
+    """Merge sibling matmuls (and dequant_matmuls of one scheme) that read the same input
+    into one op whose kernel reads the input once (q/k/v, gate/up)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
-            with_provenance(GreedyRewritePatternApplier(
-                [FuseMatmulBias(), FuseMatmulActivation()], dce_enabled=False
-            ), Derive.FUSE)  # a fused op is located at every op it replaces
-        ).rewrite_module(op)
-        PatternRewriteWalker(
-            with_provenance(GreedyRewritePatternApplier(
-                [FuseElementwiseTree(self.fuse_broadcast)], dce_enabled=False
-            ), Derive.FUSE)
-        ).rewrite_module(op)
+        if self.matmul_epilogue:
+            PatternRewriteWalker(
+                with_provenance(GreedyRewritePatternApplier(
+                    [FuseMatmulBias(), FuseMatmulActivation()], dce_enabled=False
+                ), Derive.FUSE)  # a fused op is located at every op it replaces
+            ).rewrite_module(op)
+        if self.elementwise:
+            PatternRewriteWalker(
+                with_provenance(GreedyRewritePatternApplier(
+                    [FuseElementwiseTree(self.fuse_broadcast)], dce_enabled=False
+                ), Derive.FUSE)
+            ).rewrite_module(op)
