@@ -20,13 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes as xdsl_passes
 from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from rlx_mlir.core.errors import OptionError
+from rlx_mlir.core.fusion import MIR_FUSE_OPTIONS, FusionPolicy, check_fusion
 from rlx_mlir.core.target import parse_target
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.rlx import ArenaStrategy
@@ -73,6 +74,9 @@ class PipelineOptions:
     """convert-lir-to-llvm: the target spec (`haswell`, `cpu:+feat,-feat`: see
     `rlx_mlir.core.target`); "" for the module's `rlx.target`, else the generic x86-64.
     The drivers (`rlx.jit`, `compile_mlir`, rlx-run) fill in RLX_TARGET_CPU or the host."""
+    fusion: FusionPolicy = FusionPolicy()
+    """mir-fuse: which pattern families run (`rlx.FusionPolicy`; its fields are the pass's
+    options `matmul-epilogue`, `elementwise`, `fuse-broadcast`, `shared-input`)."""
 
     def __post_init__(self) -> None:
         """Refuse a bad option up front, with the valid values (not mid-pipeline)."""
@@ -95,6 +99,7 @@ class PipelineOptions:
             raise OptionError(f"target: expected a target spec (text), got {self.target!r}")
         if self.target:
             parse_target(self.target)
+        check_fusion(self.fusion)
 
     def pipeline(self) -> str:
         """These options as the `rlx-lower{...}` pass pipeline that applies them (options
@@ -124,15 +129,37 @@ class PipelineOptions:
 DEFAULT_OPTIONS = PipelineOptions()
 """Every option at its default."""
 
+FUSION_OPTIONS = {field: f"fusion.{source}" for field, source in MIR_FUSE_OPTIONS.items()}
+"""mir-fuse's options -> their paths in `PipelineOptions` (the fields of `fusion`)."""
+
 PASS_OPTIONS: dict[str, dict[str, str]] = {
+    "mir-fuse": FUSION_OPTIONS,
     "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
     "lir-pack-weights": {"params": "packed_params"},
     "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile", "target": "target"},
     "rlx-lower": {"alignment": "alignment", "strategy": "strategy",
                   "vector_width": "vector_width", "params": "packed_params",
-                  "max_dims": "max_dims", "profile": "profile", "target": "target"},
+                  "max_dims": "max_dims", "profile": "profile", "target": "target",
+                  **FUSION_OPTIONS},
 }
-"""Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from}."""
+"""Pass name -> {field of the pass: field of `PipelineOptions` it takes its value from;
+`fusion.x` is field x of the `fusion` policy}."""
+
+
+def option_value(options: PipelineOptions, path: str) -> object:
+    """The value of a `PASS_OPTIONS` source path (`alignment`, `fusion.elementwise`)."""
+    value: object = options
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def options_from(values: dict[str, object]) -> PipelineOptions:
+    """The `PipelineOptions` of values keyed by source path (the inverse of `option_value`;
+    a path left out keeps its default). An OptionError for a bad value."""
+    plain = {path: v for path, v in values.items() if "." not in path}
+    fusion = {path.split(".", 1)[1]: v for path, v in values.items() if path.startswith("fusion.")}
+    return PipelineOptions(**plain, fusion=FusionPolicy(**fusion))  # pyright: ignore[reportArgumentType]
 
 
 def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -144,13 +171,20 @@ def make_pass(name: str, options: PipelineOptions = DEFAULT_OPTIONS) -> ModulePa
     """The pass `name` configured from `options`."""
     cls = available_passes()[name]()
     fields = PASS_OPTIONS.get(name, {})
-    return cls(**{field: getattr(options, source) for field, source in fields.items()})
+    return cls(**{field: option_value(options, source) for field, source in fields.items()})
+
+
+STAGE_ATTR = "rlx.stage"
+"""Module attribute `rlx.stage = "mir"` on a tensor-level module the pipeline lowered to
+mir (`lower(..., until="mir")`), so that its text round-trips at its stage: without it a
+tensor-level module is "hir" (a Graph's `x @ w` is a mir op before any pass ran)."""
 
 
 def stage_of(module: ModuleOp) -> str:
-    """The stage a module is at: "hir" for any tensor-level module (hir and/or mir ops:
-    the tensor passes are idempotent, so a mir module simply goes through them again),
-    "lir" (planned or not) or "llvm"."""
+    """The stage a module is at: "llvm", "lir" (planned or not), "mir" for a tensor-level
+    module marked `rlx.stage = "mir"`, else "hir" for any tensor-level module (hir and/or
+    mir ops: the tensor passes are idempotent, so an unmarked mir module simply goes
+    through them again)."""
     ops = list(module.walk())
     if any(isinstance(op, llvm.FuncOp) for op in ops) and not any(isinstance(op, func.FuncOp) for op in ops):
         return "llvm"
@@ -158,7 +192,20 @@ def stage_of(module: ModuleOp) -> str:
         isinstance(op, func.FuncOp) and not op.function_type.outputs.data for op in ops
     ):
         return "lir"
+    mark = module.attributes.get(STAGE_ATTR)
+    if isinstance(mark, StringAttr) and mark.data == "mir" and not any(
+            op.name.startswith("hir.") for op in ops):
+        return "mir"
     return "hir"
+
+
+def mark_stage(module: ModuleOp, stage: str) -> None:
+    """Record `stage` on a module the pipeline just lowered: `rlx.stage = "mir"` at mir
+    (what `stage_of` cannot tell from the ops), no mark at any other stage."""
+    if stage == "mir":
+        module.attributes[STAGE_ATTR] = StringAttr("mir")
+    else:
+        module.attributes.pop(STAGE_ATTR, None)
 
 
 def is_planned(module: ModuleOp) -> bool:
@@ -199,7 +246,9 @@ def stage_pipeline(module: ModuleOp, until: str = "llvm", options: PipelineOptio
 
 __all__ = [
     "DEFAULT_OPTIONS",
+    "FUSION_OPTIONS",
     "PASS_OPTIONS",
+    "STAGE_ATTR",
     "STAGES",
     "STAGE_PASSES",
     "PipelineOptions",
@@ -207,6 +256,9 @@ __all__ = [
     "check_int_option",
     "is_planned",
     "make_pass",
+    "mark_stage",
+    "option_value",
+    "options_from",
     "stage_of",
     "stage_passes",
     "stage_pipeline",

@@ -9,10 +9,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from rlx_mlir.core.abi import name_arguments
+from rlx_mlir.core.locations import name_unlocated
 from rlx_mlir.passes.pipeline_stages import (
     DEFAULT_OPTIONS,
     PASS_OPTIONS,
     PipelineOptions,
+    mark_stage,
+    options_from,
     stage_pipeline,
 )
 
@@ -42,6 +45,14 @@ class RlxLowerPass(ModulePass):
     target: str = DEFAULT_OPTIONS.target
     """convert-lir-to-llvm: the target spec (`haswell`, `cpu:+feat,-feat`); "" for the
     module's `rlx.target`, else the generic x86-64."""
+    matmul_epilogue: bool = DEFAULT_OPTIONS.fusion.matmul_epilogue
+    """mir-fuse: fold bias and activation into the matmul (`rlx.FusionPolicy`)."""
+    elementwise: bool = DEFAULT_OPTIONS.fusion.elementwise
+    """mir-fuse: fuse trees of elementwise ops."""
+    fuse_broadcast: bool = DEFAULT_OPTIONS.fusion.broadcast
+    """mir-fuse: let elementwise trees take in broadcast values."""
+    shared_input: bool = DEFAULT_OPTIONS.fusion.shared_input
+    """mir-fuse: merge sibling matmuls on the same input."""
 
     def __post_init__(self) -> None:
         self.options  # a bad value fails when the pipeline is built, naming the option  # noqa: B018
@@ -49,9 +60,12 @@ class RlxLowerPass(ModulePass):
     @property
     def options(self) -> PipelineOptions:
         """This pass's options as the pipeline's (an OptionError for a bad value)."""
-        return PipelineOptions(**{source: getattr(self, field)
-                                  for field, source in PASS_OPTIONS[self.name].items()})
+        return options_from({source: getattr(self, field)
+                             for field, source in PASS_OPTIONS[self.name].items()})
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         name_arguments(op)  # hand-written modules may leave rlx.name / rlx.role out
-        stage_pipeline(op, "llvm", self.options).apply(ctx, op)
+        name_unlocated(op)  # and the ops' locations: every kernel gets an origin
+        pipeline = stage_pipeline(op, "llvm", self.options)
+        mark_stage(op, "llvm")  # an `rlx.stage` mark says where the pipeline starts, not ends
+        pipeline.apply(ctx, op)

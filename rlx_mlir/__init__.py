@@ -19,12 +19,15 @@ from rlx_mlir.core.errors import (
     RlxError,
     ShapeError,
 )
+from rlx_mlir.core.fusion import FusionPolicy
 from rlx_mlir.graph import Graph, Value
+from rlx_mlir.graph_module import GraphModule, GraphStage
 from rlx_mlir.reference import reference
 
 __all__ = [
     "ArgumentError", "DTypeError", "Graph", "GraphError", "OptionError", "RlxError", "ShapeError", "Value",
     "reference", "jit", "compile_mlir", "CompiledGraph", "models",
+    "FusionPolicy", "GraphModule", "GraphStage",
 ]
 
 

@@ -23,8 +23,10 @@ from rlx_mlir.backend import cache_key, compile_module, load_cached
 from rlx_mlir.compiled_graph import CompiledGraph
 from rlx_mlir.core.abi import EntryABI, entry_function
 from rlx_mlir.core.errors import OptionError, RlxError
+from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.core.target import Target, host_target, parse_target
 from rlx_mlir.graph import Graph
+from rlx_mlir.graph_module import DEFAULT_FUSION, GraphModule, compile_input
 from rlx_mlir.ir import module_text, parse_module
 from rlx_mlir.pipeline import (
     PipelineOptions,
@@ -35,33 +37,39 @@ from rlx_mlir.pipeline import (
 )
 
 
-def jit(graph: Graph, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
+def jit(graph: Graph | GraphModule, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
         threads: int | None = None, vector_width: int = 0, alignment: int = 64,
         strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
-        time_passes: bool = False) -> CompiledGraph:
-    """Compile a Graph to native code; `params` binds (copies of) some or all params.
+        fusion: FusionPolicy | None = None, time_passes: bool = False) -> CompiledGraph:
+    """Compile a Graph, or a GraphModule at any stage, to native code; `params` binds
+    (copies of) some or all params.
 
     `threads` is how many threads a call may use (default: all cores, capped by
     RLX_NUM_THREADS); graphs with no kernel large enough to split use one. A graph with
     symbolic dims compiles once for every size: `max_dims` bounds the symbols (default
     4096, or a KV cache's capacity), a call binds them from its arguments' shapes.
+    `fusion` (an `rlx.FusionPolicy`) says which mir-fuse patterns run; default: the
+    GraphModule's policy, else `FusionPolicy()`. A GraphModule lowered past HIR keeps
+    what its `lower()` did (its fusion; at LIR its arena plan): the options of the stages
+    it is past do not apply to it.
     The numbers never depend on the CPU beyond float32 rounding (a `dequant_matmul`
     quantizes its activations only when the graph asks: docs/semantics.md). The target
     is RLX_TARGET_CPU or the host; `model.options` holds it with every other option."""
-    if not isinstance(graph, Graph):
-        raise RlxError(f"jit: expected an rlx_mlir.Graph, got {type(graph).__name__}")
-    module = graph.to_module()
+    if not isinstance(graph, Graph | GraphModule):
+        raise RlxError(f"jit: expected an rlx_mlir.Graph or GraphModule, got {type(graph).__name__}")
+    module, policy = compile_input(graph, fusion, "jit")
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
-                                    _max_dims_option(module, max_dims)),
+                                    _max_dims_option(module, max_dims), fusion=policy),
                     time_passes, threads)
 
 
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
                  threads: int | None = None, vector_width: int = 0, alignment: int = 64,
                  strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
-                 time_passes: bool = False) -> CompiledGraph:
-    """Compile module text at any stage (hir, mir, lir or llvm) to native code."""
+                 fusion: FusionPolicy | None = None, time_passes: bool = False) -> CompiledGraph:
+    """Compile module text at any stage (hir, mir, lir or llvm) to native code; the
+    options are `jit`'s (`fusion` applies to text at the hir stage)."""
     if not isinstance(text, str):
         raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
     try:
@@ -70,7 +78,8 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
         raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
-                                    _max_dims_option(module, max_dims)),
+                                    _max_dims_option(module, max_dims),
+                                    fusion=DEFAULT_FUSION if fusion is None else check_fusion(fusion)),
                     time_passes, threads)
 
 

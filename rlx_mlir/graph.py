@@ -454,12 +454,18 @@ class Graph:
         ])
 
     def to_mlir(self) -> str:
-        """The module's text in custom syntax (what `rlx-opt` parses)."""
+        """The module's text in custom syntax (what `rlx-opt` parses), each op followed by
+        its location, `loc("layer3.attention")` (the `g.scope` names, else the method and
+        a counter), so a module saved as text keeps its provenance (`rlx-run --profile`)."""
         import io
 
         out = io.StringIO()
-        Printer(stream=out).print_op(self.to_module())
+        Printer(stream=out, print_debuginfo=True).print_op(self.to_module())
         return out.getvalue() + "\n"
+
+    def op_count(self) -> int:
+        """How many ops the graph holds so far (it only grows)."""
+        return len(self._block.ops)
 
     # ------------------------------------------------------------------ plumbing
 

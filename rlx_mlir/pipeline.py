@@ -26,6 +26,7 @@ import rlx_mlir.dialects
 import rlx_mlir.passes
 from rlx_mlir.core.abi import name_arguments
 from rlx_mlir.core.errors import GraphError
+from rlx_mlir.core.locations import name_unlocated
 from rlx_mlir.ir import make_context
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
@@ -34,6 +35,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import build_ticket_functions
 from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
 from rlx_mlir.passes.pipeline_stages import (
     DEFAULT_OPTIONS,
+    STAGE_ATTR,
     STAGE_PASSES,
     STAGES,
     VECTOR_WIDTHS,
@@ -41,6 +43,7 @@ from rlx_mlir.passes.pipeline_stages import (
     check_int_option,
     is_planned,
     make_pass,
+    mark_stage,
     stage_of,
     stage_passes,
 )
@@ -98,18 +101,24 @@ class _StageRecorder:
 def lower(module: ModuleOp, until: str = "llvm", options: PipelineOptions = DEFAULT_OPTIONS,
           *, ctx: Context | None = None, timings: Timings | None = None,
           snapshot: Snapshot | None = None) -> ModuleOp:
-    """Run the passes that take `module` (in place) from its stage to `until`.
+    """Run the passes that take `module` (in place) from its stage to `until`. A module
+    left at mir is marked `rlx.stage = "mir"` (`stage_of` reads it back).
 
     `snapshot(stage, module)` is called at every stage boundary reached (and for the
     input's own stage), e.g. to keep a clone of each stage.
     """
     ctx = ctx or make_context()
     name_arguments(module)  # hand-written modules may leave rlx.name / rlx.role out
+    name_unlocated(module)  # and the ops' locations: every kernel gets an origin
     if snapshot is not None:
         snapshot(stage_of(module), module)
     stages = stage_passes(module, until, options)
+    if not stages:
+        return module
+    mark_stage(module, "hir")  # drops an `rlx.stage` mark: it said where to start
     recorder = _StageRecorder([(stage, len(passes)) for stage, passes in stages], timings, snapshot)
     PassPipeline(tuple(p for _, passes in stages for p in passes), recorder).apply(ctx, module)
+    mark_stage(module, stages[-1][0])  # a module left at mir says so (`STAGE_ATTR`)
     return module
 
 
@@ -136,6 +145,7 @@ def source_folders() -> list[Path]:
 
 __all__ = [
     "STAGES",
+    "STAGE_ATTR",
     "build_ticket_functions",
     "fn_symbols",
     "is_dynamic",

@@ -27,6 +27,7 @@ from rlx_mlir.binding import Signature, convert, describe_bad_index
 from rlx_mlir.core.abi import ROLE_OUTPUT, ROLE_PARAM, ROLE_POSITION, ROLE_STATE, entry_function
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph
+from rlx_mlir.graph_module import GraphModule
 from rlx_mlir.interpreters import make_interpreter
 from rlx_mlir.interpreters.common import bound_symbols, deferred_assigns
 from rlx_mlir.interpreters.lir import new_buffer
@@ -115,10 +116,14 @@ class ReferenceModel:
         return results[0] if len(results) == 1 else results
 
 
-def reference(graph: Graph | ModuleOp | str, params: Mapping[str, Any] | None = None) -> ReferenceModel:
-    """The reference executor of a Graph, a module, or module text (at any stage)."""
+def reference(graph: Graph | GraphModule | ModuleOp | str,
+              params: Mapping[str, Any] | None = None) -> ReferenceModel:
+    """The reference executor of a Graph, a GraphModule, a module, or module text (at
+    any stage: hir, mir or lir)."""
     if isinstance(graph, Graph):
         module = graph.to_module()
+    elif isinstance(graph, GraphModule):
+        module = graph.module_for_compile()
     elif isinstance(graph, str):
         module = parse_module(graph)
     else:
