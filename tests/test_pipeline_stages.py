@@ -15,6 +15,7 @@ from test_graph import every_method_graph
 
 import rlx_mlir as rlx
 from rlx_mlir.core.errors import OptionError
+from rlx_mlir.core.fusion import FusionPolicy
 from rlx_mlir.ir import make_context
 from rlx_mlir.passes.pipeline_stages import PASS_OPTIONS
 from rlx_mlir.pipeline import PipelineOptions, make_pass
@@ -68,7 +69,11 @@ def test_rlx_lower_takes_every_pipeline_option():
     """A new PipelineOptions field must reach rlx-lower (else rlx-lower cannot reproduce a
     jit build that sets it), under the MLIR-style name of the pass it configures."""
     lower_options = PASS_OPTIONS["rlx-lower"]
-    assert sorted(lower_options.values()) == sorted(f.name for f in dataclasses.fields(PipelineOptions))
+    # the fusion policy's fields are options one by one (`fusion.elementwise`, ...)
+    leaves = [f"fusion.{p.name}" if f.name == "fusion" else f.name
+              for f in dataclasses.fields(PipelineOptions)
+              for p in (dataclasses.fields(FusionPolicy) if f.name == "fusion" else [f])]
+    assert sorted(lower_options.values()) == sorted(leaves)
     for pass_name, fields in PASS_OPTIONS.items():
         if pass_name != "rlx-lower":
             for field, source in fields.items():
@@ -79,8 +84,11 @@ def test_rlx_lower_takes_every_pipeline_option():
     PipelineOptions(),
     PipelineOptions(alignment=128, strategy="naive", vector_width=8, packed_params=("v", "w"),
                     max_dims="S=2048,T=512", profile=True,
-                    target="skylake-avx512:+avx512f,-avx512vnni,+sse4.1"),
-], ids=["defaults", "every-option"])
+                    target="skylake-avx512:+avx512f,-avx512vnni,+sse4.1",
+                    fusion=FusionPolicy(matmul_epilogue=False, elementwise=False, broadcast=True,
+                                        shared_input=False)),
+    PipelineOptions(fusion=FusionPolicy.none()),
+], ids=["defaults", "every-option", "no-fusion"])
 def test_pipeline_options_round_trip(options):
     text = options.pipeline()
     assert text.startswith("rlx-lower")
@@ -93,6 +101,7 @@ def test_pipeline_options_round_trip(options):
     ("cse", "expected the rlx-lower pass, got 'cse'"),
     ("rlx-lower{nope=1}", 'rlx-lower: Provided arguments ["nope"] not found'),
     ("rlx-lower{alignment=3}", "alignment: expected a power of two >= 1, got 3"),
+    ("rlx-lower{elementwise=maybe}", "Incompatible types"),
 ])
 def test_a_bad_pipeline_text_is_an_option_error(text, message):
     with pytest.raises(OptionError, match=re.escape(message)):

@@ -126,8 +126,8 @@ def test_rlx_run_profile_and_trace(tmp_path, capsys):
     trace = tmp_path / "out.json"
     assert rlx_run([str(source), "--random", "--profile", "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
-    # to_mlir() text carries no locations: the hir op's name stands for its block
-    assert "| kernel | origin |" in out and "linear/matmul + linear/gelu" in out
+    # to_mlir() text carries the builder's locations (`linear#0` outside any scope)
+    assert "| kernel | origin |" in out and "linear#0/matmul + linear#0/gelu" in out
     assert any(e["ph"] == "X" for e in json.loads(trace.read_text())["traceEvents"])
 
 

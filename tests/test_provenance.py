@@ -19,6 +19,7 @@ from xdsl.printer import Printer
 
 import rlx_mlir as rlx
 from rlx_mlir import GraphError
+from rlx_mlir.core.locations import name_loc, name_unlocated
 from rlx_mlir.dialects import hir, lir, mir
 from rlx_mlir.ir import parse_module
 from rlx_mlir.passes.provenance import loc_names, origin
@@ -98,3 +99,48 @@ def test_profile_origin_is_the_users_block():
     assert {"layer3.linear/matmul + layer3.linear/gelu", "layer3.ffn.matmul#1"} <= origins
     svg = model.arena_svg()
     assert 'data-origin="layer3.ffn.matmul#1"' in svg
+
+
+def test_to_mlir_prints_every_ops_location():
+    """`g.to_mlir()` is MLIR's debug-info form: each op ends in its `loc(...)`, and xDSL
+    reads it back unchanged."""
+    text = scoped_graph().to_mlir()
+    for name in ("layer3.linear", "layer3.ffn.matmul", "layer3.ffn.matmul#1", "add#0", "softmax#0"):
+        assert f'loc("{name}")' in text
+    assert _debug_text(parse_module(text)) == text.rstrip("\n")
+
+
+def _profile_origins(tmp_path, text: str, capsys) -> str:
+    from rlx_mlir.tools.rlx_run import run
+
+    path = tmp_path / "saved.mlir"
+    path.write_text(text)
+    assert run([str(path), "--random", "--profile", "--threads", "1"]) == 0
+    return capsys.readouterr().out
+
+
+def test_rlx_run_profile_of_saved_text_shows_the_scopes(tmp_path, capsys):
+    out = _profile_origins(tmp_path, scoped_graph().to_mlir(), capsys)
+    assert "| layer3.linear/matmul + layer3.linear/gelu |" in out
+    assert "| layer3.ffn.matmul#1 |" in out and "| softmax#0 |" in out
+    assert "unknown" not in out
+
+
+def test_text_without_locations_gets_fallback_names(tmp_path, capsys):
+    """Hand-written text (no `loc`): every op is named after its method and a counter
+    when the pipeline starts, so no kernel's origin is unknown; names the text already
+    uses are skipped."""
+    g = rlx.Graph("plain")
+    x = g.input("x", (4, 16))
+    w, v = g.param("w", (16, 16)), g.param("v", (16, 8))
+    g.output(g.tanh(x @ w) @ v)
+    plain = io.StringIO()
+    Printer(stream=plain).print_op(g.to_module())  # no locations at all
+    module = parse_module(plain.getvalue())
+    second = [op for op in module.walk() if isinstance(op, mir.MatmulOp)][1]
+    second.location = name_loc("matmul#0")  # taken: the first matmul is matmul#1
+    name_unlocated(module)
+    names = [origin(op) for op in module.walk() if isinstance(op, mir.MatmulOp | mir.TanhOp)]
+    assert names == ["matmul#1", "tanh#0", "matmul#0"]
+    out = _profile_origins(tmp_path, plain.getvalue(), capsys)
+    assert "| matmul#0 + tanh#0 |" in out and "| matmul#1 |" in out and "unknown" not in out

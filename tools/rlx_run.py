@@ -139,7 +139,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     params = {name: value for name, value in given.items() if name in param_names}
     call_args = {name: value for name, value in given.items() if name not in param_names}
     start = time.perf_counter()
-    model = rlx.compile_mlir(module_text(module), params, threads=args.threads,
+    # with the ops' locations: the profile's origins are the user's scope names
+    model = rlx.compile_mlir(module_text(module, debuginfo=True), params, threads=args.threads,
                              time_passes=args.time_passes)
     print(f"compiled {model.signature.name} in {(time.perf_counter() - start) * 1e3:.1f} ms "
           f"(arena {model.arena_bytes} B, naive {model.naive_bytes} B)")
