@@ -349,3 +349,17 @@ def test_the_policy_is_part_of_the_build():
     assert fused.llvm_ir != unfused.llvm_ir
     text = rlx.compile_mlir(g.to_mlir(), threads=1, fusion=FusionPolicy.none())
     assert text.llvm_ir == unfused.llvm_ir
+
+
+def test_the_docs_example_runs(capsys):
+    """The example of docs/modules.md "GraphModule and FusionPolicy" runs as printed."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "modules.md").read_text()
+    section = text.split("## GraphModule and FusionPolicy", 1)[1].split("\n## ", 1)[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    exec(compile(code.group(1), "docs/modules.md", "exec"), {})  # noqa: S102
+    out = capsys.readouterr().out
+    assert out.startswith("HIR mlp\nGraphModule @mlp: HIR") and "GraphModule @mlp: LIR" in out

@@ -1,5 +1,5 @@
 """`rlx-lower` reproduces a `jit` build: `model.options.pipeline()` writes every pipeline
-option (arena, vector width, bound params, max-dims, profile, target) as
+option (arena, vector width, bound params, max-dims, profile, target, fusion policy) as
 `rlx-lower{...}`, and `rlx-opt -p` with it on `model.mlir("hir")` prints exactly
 `model.mlir("llvm")`. The target is an option resolved by the driver (RLX_TARGET_CPU or
 the host), never read by a pass: convert-lir-to-llvm takes its `target` option, else the
@@ -95,7 +95,12 @@ def _packed():
     return g, {"params": params, "alignment": 128, "strategy": "naive"}
 
 
-GRAPHS = {"mlp": _mlp, "symbolic": _symbolic, "dequant": _dequant, "packed": _packed}
+def _no_fusion():
+    return load_example("mlp").build_mlp(), {"fusion": rlx.FusionPolicy.none()}
+
+
+GRAPHS = {"mlp": _mlp, "symbolic": _symbolic, "dequant": _dequant, "packed": _packed,
+          "no-fusion": _no_fusion}
 
 
 @pytest.mark.parametrize("name", GRAPHS)
@@ -107,6 +112,9 @@ def test_rlx_lower_reproduces_jit(tmp_path, name):
     if name == "packed":
         assert model.options.packed_params == ("v", "w")
         assert "packed_rhs" in model.mlir("lir")
+    if name == "no-fusion":
+        assert "matmul_epilogue=false" in model.options.pipeline()
+        assert "fused" not in model.mlir("mir")
     _assert_reproduced(tmp_path, model)
 
 
