@@ -65,8 +65,9 @@ def test_llama_block_svg_is_the_plan(llama_block, tmp_path):
     _check_no_live_overlap(slots)
     kernels = {s["kernel"] for s in slots}
     assert {"matmul", "rms_norm", "attention", "rope"} <= kernels
-    # the text has no locations: the kernels are named after the hir block they expand
-    assert {"llama_decoder_block/matmul", "llama_decoder_block/attention"} <= {
+    # the text has the builder's locations: the kernels are named after the hir block
+    # they expand (`llama_decoder_block#0` outside any scope)
+    assert {"llama_decoder_block#0/matmul", "llama_decoder_block#0/attention"} <= {
         s["origin"] for s in slots}
     root = ET.fromstring(svg)
     classes = {g.get("class") for g in root.iter(f"{SVG}g")}
