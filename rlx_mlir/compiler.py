@@ -55,8 +55,6 @@ def jit(graph: Graph | GraphModule, params: Mapping[str, Any] | None = None, *, 
     The numbers never depend on the CPU beyond float32 rounding (a `dequant_matmul`
     quantizes its activations only when the graph asks: docs/semantics.md). The target
     is RLX_TARGET_CPU or the host; `model.options` holds it with every other option."""
-    if not isinstance(graph, Graph | GraphModule):
-        raise RlxError(f"jit: expected an rlx_mlir.Graph or GraphModule, got {type(graph).__name__}")
     module, policy = compile_input(graph, fusion, "jit")
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),

@@ -28,7 +28,6 @@ from enum import IntEnum
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation
-from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.binding import Signature
 from rlx_mlir.core import shape_inference as si
@@ -37,8 +36,8 @@ from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.errors import GraphError, RlxError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.graph import Graph, Value
-from rlx_mlir.ir import make_context, module_text, parse_module
-from rlx_mlir.pipeline import STAGE_ATTR, PipelineOptions, lower, planned_bytes, stage_of
+from rlx_mlir.ir import module_text, parse_module
+from rlx_mlir.pipeline import STAGE_ATTR, PipelineOptions, lower_checked, planned_bytes, stage_of
 
 DEFAULT_FUSION = FusionPolicy()
 """The policy of a module nobody set one on (and of `rlx.jit(graph)`)."""
@@ -93,7 +92,7 @@ class GraphModule:
         self._built: tuple[int, ModuleOp] | None = None  # the graph's module at an op count
         self._stage = stage
         self._fusion = check_fusion(fusion)
-        self._lowered: dict[GraphStage, ModuleOp] = {}  # into_*'s modules, made once
+        self._lowered: dict[GraphStage, tuple[ModuleOp, ModuleOp]] = {}  # into_*: (from, made)
 
     # ------------------------------------------------------------------ making one
 
@@ -229,18 +228,15 @@ class GraphModule:
         if stage < self._stage:
             raise RlxError(f"into_{stage.pipeline_name}: module {self.name!r} is at "
                            f"{self._stage.name}, past {stage.name} (modules lower, never raise)")
-        if stage not in self._lowered:
-            self._lowered[stage] = self._lowered_copy(stage)
-        return self._lowered[stage]
+        own = self._own()
+        made = self._lowered.get(stage)
+        if made is None or made[0] is not own:  # a builder's graph grew since
+            made = self._lowered[stage] = (own, self._lowered_copy(stage))
+        return made[1]
 
     def _lowered_copy(self, stage: GraphStage) -> ModuleOp:
         """A copy of this module lowered to `stage` by the pipeline's passes."""
-        module = self._own().clone()
-        try:
-            lower(module, stage.pipeline_name, self.options(), ctx=make_context())
-        except PassFailedException as err:  # the first line names the pass and the op
-            raise GraphError(str(err.args[0] if err.args else err).split("\n")[0]) from None
-        return module
+        return lower_checked(self._own().clone(), stage.pipeline_name, self.options())
 
     def lower(self) -> GraphModule:
         """The module at the next stage (HIR -> MIR -> LIR): the passes `rlx.jit` runs for

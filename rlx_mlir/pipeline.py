@@ -125,14 +125,21 @@ def lower(module: ModuleOp, until: str = "llvm", options: PipelineOptions = DEFA
 def lower_stages(module: ModuleOp, options: PipelineOptions,
                  timings: Timings | None = None) -> dict[str, ModuleOp]:
     """Lower `module` (in place) to llvm; a clone of it at every stage reached. A pass
-    that fails is a GraphError naming the pass and the op (without the IR dump)."""
+    that fails is a GraphError (`lower_checked`)."""
     stages: dict[str, ModuleOp] = {}
+    lower_checked(module, "llvm", options, timings=timings,
+                  snapshot=lambda stage, m: stages.__setitem__(stage, m.clone()))
+    return stages
+
+
+def lower_checked(module: ModuleOp, until: str, options: PipelineOptions,
+                  timings: Timings | None = None, snapshot: Snapshot | None = None) -> ModuleOp:
+    """`lower`, where a pass that fails is a GraphError naming the pass and the op
+    (without the IR dump)."""
     try:
-        lower(module, "llvm", options, ctx=make_context(), timings=timings,
-              snapshot=lambda stage, m: stages.__setitem__(stage, m.clone()))
+        return lower(module, until, options, ctx=make_context(), timings=timings, snapshot=snapshot)
     except PassFailedException as err:  # its message names the pass and the op; the IR dump goes
         raise GraphError(str(err.args[0] if err.args else err).split("\n")[0]) from None
-    return stages
 
 
 def source_folders() -> list[Path]:
@@ -150,6 +157,7 @@ __all__ = [
     "fn_symbols",
     "is_dynamic",
     "kernel_origins",
+    "lower_checked",
     "lower_stages",
     "planned_bytes",
     "runtime_dims_kernels",

@@ -153,6 +153,25 @@ def test_hir_builder_module():
         GraphModule.from_graph(mlp()).graph  # noqa: B018
 
 
+def test_a_builders_module_follows_the_graph():
+    m = GraphModule.hir("growing")
+    g = m.graph
+    x = g.input("x", (2, 4))
+    with pytest.raises(GraphError, match="has no output"):
+        m.as_hir()
+    y = g.exp(x)
+    g.output(y)
+    first = m.into_mir()
+    assert m.into_mir() is first
+    g.neg(y)  # dead, but the module is the graph's: into_mir lowers it again
+    assert m.into_mir() is not first
+
+
+def test_jit_refuses_other_things():
+    with pytest.raises(RlxError, match="jit: expected an rlx.Graph or rlx.GraphModule, got str"):
+        rlx.jit("builtin.module {}")  # pyright: ignore[reportArgumentType]
+
+
 def test_mir_builder_takes_primitives_and_runs_no_fusion():
     m = GraphModule.mir("prims")
     g = m.graph
