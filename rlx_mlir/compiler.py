@@ -26,7 +26,7 @@ from rlx_mlir.core.errors import OptionError, RlxError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.core.target import Target, host_target, parse_target
 from rlx_mlir.graph import Graph
-from rlx_mlir.graph_module import DEFAULT_FUSION, GraphModule, compile_input
+from rlx_mlir.graph_module import DEFAULT_FUSION, GraphModule, GraphStage, compile_input
 from rlx_mlir.ir import module_text, parse_module
 from rlx_mlir.pipeline import (
     PipelineOptions,
@@ -50,12 +50,14 @@ def jit(graph: Graph | GraphModule, params: Mapping[str, Any] | None = None, *, 
     4096, or a KV cache's capacity), a call binds them from its arguments' shapes.
     `fusion` (an `rlx.FusionPolicy`) says which mir-fuse patterns run; default: the
     GraphModule's policy, else `FusionPolicy()`. A GraphModule lowered past HIR keeps
-    what its `lower()` did (its fusion; at LIR its arena plan): the options of the stages
-    it is past do not apply to it.
+    what its `lower()` did (its fusion; at LIR its arena plan): another policy, or at
+    LIR arena options, are an error.
     The numbers never depend on the CPU beyond float32 rounding (a `dequant_matmul`
     quantizes its activations only when the graph asks: docs/semantics.md). The target
     is RLX_TARGET_CPU or the host; `model.options` holds it with every other option."""
     module, policy = compile_input(graph, fusion, "jit")
+    if isinstance(graph, GraphModule) and graph.stage is GraphStage.LIR:
+        _check_planned(alignment, strategy, max_dims)
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
                                     _max_dims_option(module, max_dims), fusion=policy),
@@ -79,6 +81,17 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
                                     _max_dims_option(module, max_dims),
                                     fusion=DEFAULT_FUSION if fusion is None else check_fusion(fusion)),
                     time_passes, threads)
+
+
+def _check_planned(alignment: int, strategy: str, max_dims: Mapping[str, int] | None) -> None:
+    """A GraphModule at LIR has its arena plan (made by its `lower()`): options that
+    would change the plan are an OptionError, not silently ignored."""
+    given = [name for name, value, default in (("alignment", alignment, 64),
+                                               ("strategy", strategy, "greedy-by-size"),
+                                               ("max_dims", max_dims, None)) if value != default]
+    if given:
+        raise OptionError(f"{', '.join(given)}: the module is at LIR, its arena already planned "
+                          "by lower(); give them to a module at HIR or MIR")
 
 
 def _max_dims_option(module: ModuleOp, max_dims: Mapping[str, int] | None) -> str:

@@ -170,6 +170,11 @@ def test_a_builders_module_follows_the_graph():
 def test_jit_refuses_other_things():
     with pytest.raises(RlxError, match="jit: expected an rlx.Graph or rlx.GraphModule, got str"):
         rlx.jit("builtin.module {}")  # pyright: ignore[reportArgumentType]
+    low = GraphModule.from_graph(mlp()).lower().lower()
+    with pytest.raises(OptionError, match="alignment, max_dims: the module is at LIR"):
+        rlx.jit(low, alignment=128, max_dims={"S": 8})
+    with pytest.raises(OptionError, match="strategy: the module is at LIR"):
+        rlx.jit(low, strategy="naive")
 
 
 def test_mir_builder_takes_primitives_and_runs_no_fusion():
