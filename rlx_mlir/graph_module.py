@@ -35,9 +35,18 @@ from rlx_mlir.core.abi import entry_function
 from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.errors import GraphError, RlxError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
+from rlx_mlir.dialects import lir
 from rlx_mlir.graph import Graph, Value
+from rlx_mlir.introspection import arena_slots
 from rlx_mlir.ir import module_text, parse_module
-from rlx_mlir.pipeline import STAGE_ATTR, PipelineOptions, lower_checked, planned_bytes, stage_of
+from rlx_mlir.pipeline import (
+    STAGE_ATTR,
+    PipelineOptions,
+    kernel_origins,
+    lower_checked,
+    planned_bytes,
+    stage_of,
+)
 
 DEFAULT_FUSION = FusionPolicy()
 """The policy of a module nobody set one on (and of `rlx.jit(graph)`)."""
@@ -327,6 +336,10 @@ def _value_lines(fn: func.FuncOp) -> list[str]:
             + (f" (+ {symbolic} of symbolic size)" if symbolic else "")]
 
 
+INSPECT_SLOTS = 16
+"""The most arena slots `inspect` lists one by one (in schedule order)."""
+
+
 def _lir_lines(fn: func.FuncOp) -> list[str]:
     """Buffers (arena slots, allocations) and the arena plan."""
     slots = [op for op in fn.walk() if op.name == "lir.slot"]
@@ -337,6 +350,14 @@ def _lir_lines(fn: func.FuncOp) -> list[str]:
         saved = f", {100 * (1 - arena / naive):.0f}% saved by reuse" if naive else ""
         lines.append(f"  arena: {arena} B planned vs {naive} B naive (no reuse){saved}; "
                      f"lower bound {peak} B (most bytes live at once)")
+        origins = kernel_origins(fn)
+        boxes = [box for op in fn.walk() if isinstance(op, lir.ArenaOp)
+                 for box in arena_slots(op, origins)]
+        for box in boxes[:INSPECT_SLOTS]:
+            lines.append(f"    slot [{box.offset}, {box.offset + box.size}) {box.type:<20} live "
+                         f"[{box.start}, {box.end}]  {box.origin}")
+        if len(boxes) > INSPECT_SLOTS:
+            lines.append(f"    ... and {len(boxes) - INSPECT_SLOTS} more slots")
     else:
         sizes = [_bytes(op.results[0].type) for op in allocs]
         lines.append("  arena: none planned; allocations "

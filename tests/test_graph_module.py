@@ -209,6 +209,7 @@ def test_inspect_per_stage():
     assert (f"arena: {model.arena_bytes} B planned vs {model.naive_bytes} B naive"
             in lir_report), lir_report
     assert "arena slots" in lir_report and "output  out0" in lir_report
+    assert "slot [0, " in lir_report and "block.gelu" in lir_report  # each slot's origin
     symbolic = rlx.Graph("rows")
     symbolic.output(symbolic.exp(symbolic.input("x", ("S", 4))))
     assert "? B (symbolic)" in GraphModule.from_graph(symbolic).inspect()
