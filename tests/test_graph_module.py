@@ -254,8 +254,10 @@ def test_lowered_step_by_step_compiles_to_the_code_of_jit(case):
     expected = direct(**arrays)
     for staged in (m, m.lower(), m.lower().lower()):
         model = rlx.jit(staged, threads=1, **options)
-        assert model.llvm_ir == direct.llvm_ir, staged
-        assert model.mlir("llvm") == direct.mlir("llvm")
+        # the llvm-dialect module the backend compiles (`model.llvm_ir` is not compared:
+        # a fresh build's text is taken after codegen's IR passes, a disk-cache load's
+        # before them, so it depends on the cache, not on the module)
+        assert model.mlir("llvm") == direct.mlir("llvm"), staged
         np.testing.assert_array_equal(model(**arrays), expected)
         reference = rlx.reference(staged, options.get("params"))(**arrays)
         np.testing.assert_allclose(reference, expected, rtol=1e-4, atol=1e-5)
@@ -265,7 +267,7 @@ def test_compile_of_module_text_at_mir_runs_only_the_later_passes():
     m = GraphModule.from_graph(mlp()).with_fusion_policy(FusionPolicy.none())
     model = rlx.compile_mlir(m.lower().to_mlir(), threads=1)  # the mark keeps it unfused
     assert model.stages == ("mir", "lir", "llvm")
-    assert model.llvm_ir == rlx.jit(m, threads=1).llvm_ir
+    assert model.mlir("llvm") == rlx.jit(m, threads=1).mlir("llvm")
 
 
 # ----------------------------------------------------------------------------- fusion policy
@@ -371,9 +373,12 @@ def test_the_policy_is_part_of_the_build():
     fused = rlx.jit(g, threads=1)
     unfused = rlx.jit(g, threads=1, fusion=FusionPolicy.none())
     assert "mir.fused_matmul" in fused.mlir("mir") and "mir.fused_matmul" not in unfused.mlir("mir")
-    assert fused.llvm_ir != unfused.llvm_ir
+    assert fused.options != unfused.options
+    assert fused._executable is not unfused._executable  # another cache key, another build
+    assert fused._executable.engine.get_function_address("mlp__fused_matmul_0")
+    assert not unfused._executable.engine.get_function_address("mlp__fused_matmul_0")
     text = rlx.compile_mlir(g.to_mlir(), threads=1, fusion=FusionPolicy.none())
-    assert text.llvm_ir == unfused.llvm_ir
+    assert text.mlir("llvm") == unfused.mlir("llvm") and text.options == unfused.options
 
 
 def test_the_docs_example_runs(capsys):
