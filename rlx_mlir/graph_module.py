@@ -342,8 +342,8 @@ INSPECT_SLOTS = 16
 
 def _lir_lines(fn: func.FuncOp) -> list[str]:
     """Buffers (arena slots, allocations) and the arena plan."""
-    slots = [op for op in fn.walk() if op.name == "lir.slot"]
-    allocs = [op for op in fn.walk() if op.name == "lir.alloc"]
+    slots = [op for op in fn.walk() if isinstance(op, lir.SlotOp)]
+    allocs = [op for op in fn.walk() if isinstance(op, lir.AllocOp)]
     lines = [f"  buffers: {len(slots)} arena slots, {len(allocs)} allocations"]
     arena, naive, peak = planned_bytes(fn)
     if slots:
