@@ -33,7 +33,7 @@ from enum import Enum
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnregisteredOp
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.traits import IsTerminator
 
@@ -100,6 +100,16 @@ def block_phases(fn: func.FuncOp) -> dict[Operation, Phase]:
         return {}
     ops = list(fn.body.block.ops)
     return dict(zip(ops, op_phases(ops), strict=True))
+
+
+def function_phases(fn: func.FuncOp) -> list[tuple[BlockArgument | Operation, Phase]]:
+    """Every node of `fn`'s schedule with its phase: the arguments (inputs, params,
+    states: prologue), then the top-level ops in order (`op_phases`)."""
+    if fn.is_declaration:
+        return []
+    block = fn.body.block
+    ops = list(block.ops)
+    return [(arg, Phase.PROLOGUE) for arg in block.args] + list(zip(ops, op_phases(ops), strict=True))
 
 
 def entry_function(module: ModuleOp) -> func.FuncOp | None:
@@ -177,6 +187,6 @@ def name_phases(module: ModuleOp) -> None:
 
 __all__ = [
     "COMPUTE_MARKS", "CONSTANT_OPS", "PHASE_ATTR", "SAMPLING_OPS", "Phase", "WithPhases",
-    "attached_phase", "block_phases", "entry_function", "is_compute", "module_phases",
+    "attached_phase", "block_phases", "entry_function", "function_phases", "is_compute", "module_phases",
     "name_phases", "op_name", "op_phases", "set_phase",
 ]

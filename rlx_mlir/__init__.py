@@ -20,12 +20,14 @@ from rlx_mlir.core.errors import (
     ShapeError,
 )
 from rlx_mlir.graph import Graph, Value
+from rlx_mlir.phases import Phase, PhaseSchedule, derive_phases
 from rlx_mlir.reference import reference
 
 __all__ = [
     "ArgumentError", "DTypeError", "Graph", "GraphError", "OptionError", "RlxError", "ShapeError", "Value",
     "reference", "jit", "compile_mlir", "CompiledGraph", "models",
 ]
+__all__ += ["Phase", "PhaseSchedule", "derive_phases"]
 
 
 def __getattr__(name: str):
