@@ -176,8 +176,8 @@ SAMPLING_TEXT = """
 func.func @lm(%x: tensor<2x8xf32>, %w: tensor<8x16xf32>) -> (tensor<2xi32>, tensor<2xi32>) {
   %l = mir.matmul %x, %w : (tensor<2x8xf32>, tensor<8x16xf32>) -> tensor<2x16xf32>
   %s = mir.softmax %l axis 1 : tensor<2x16xf32>
-  %t = "mir.top_k"(%s) {k = 4 : i64} : (tensor<2x16xf32>) -> tensor<2x4xf32>
-  %id = "mir.sample"(%l) {seed = 1 : i64} : (tensor<2x16xf32>) -> tensor<2xi32>
+  %t:2 = "mir.top_k"(%s) : (tensor<2x16xf32>) -> (tensor<2x4xf32>, tensor<2x4xi32>)
+  %id = "mir.sample"(%l) : (tensor<2x16xf32>) -> tensor<2xi32>
   %one = mir.add %id, %id : (tensor<2xi32>, tensor<2xi32>) -> tensor<2xi32>
   %g = "mir.argmax"(%s) : (tensor<2x16xf32>) -> tensor<2xi32>
   func.return %one, %g : tensor<2xi32>, tensor<2xi32>
@@ -187,7 +187,8 @@ func.func @lm(%x: tensor<2x8xf32>, %w: tensor<8x16xf32>) -> (tensor<2xi32>, tens
 
 def test_sampling_ops_are_epilogue_by_name():
     """mir.sample / mir.top_k / mir.argmax are matched by name (written in generic form
-    here, so the test does not need the sampling ops registered)."""
+    here and parsed as unregistered ops, so the test does not need the sampling ops; once
+    they are registered the same text parses as them, unverified)."""
     schedule = rlx.derive_phases(_unregistered(SAMPLING_TEXT))
     phases = [phase for node, phase in schedule.items() if isinstance(node, Operation)]
     #          matmul  softmax top_k sample add  argmax return
@@ -218,12 +219,11 @@ def test_spec_worked_case_input_param_matmul_sample():
     g.output(g.sample(x @ w, temperature=0.8, seed=1))
     schedule = rlx.derive_phases(g)
     args = list(_entry(schedule.module).body.block.args)
-    assert [schedule.get(a) for a in args] == [PRO, PRO]
+    assert len(args) >= 2 and all(schedule.get(a) is PRO for a in args)  # x, w (, position)
     names = dict(_phases_by_name(schedule))
     assert names["mir.matmul"] is STEADY and names["mir.sample"] is EPI
-    lir_text = str(lower(g.to_module(), "lir"))
-    assert 'lir.sample' in lir_text and _kernel_phases(lower(g.to_module(), "lir"))[-1] == (
-        "lir.sample", EPI)
+    kernels = dict(_kernel_phases(lower(g.to_module(), "lir")))
+    assert kernels["lir.matmul"] is STEADY and kernels["lir.sample"] is EPI
 
 
 # ----------------------------------------------------------------------------- the API
