@@ -18,8 +18,8 @@ identical. Time stamps are the CPU's time stamp counter, calibrated against
 The table reads thread 0's timeline: a partitioned kernel's time is thread 0's share
 (the other threads' waits for it show up in the `barrier` rows), so the rows add up to
 the call; `by_phase` sums them per streaming phase (each kernel's `rlx.phase`, see
-`rlx_mlir.phases`; a barrier counts in the phase of the kernel it waits for). The trace has every thread: one track per thread, barrier waits as their own
-events.
+`rlx_mlir.phases`; a barrier counts in the phase of the kernel it waits for). The trace
+has every thread: one track per thread, barrier waits as their own events.
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ class Profile:
                 "cat": "barrier" if info["op"] == "barrier" else info["op"],
                 "ph": "X", "pid": 0, "tid": thread, "ts": round(start, 3),
                 "dur": round(max(end - start, 0.0), 3),
-                "args": {"kernel": info["kernel"], "call": repeat, "site": site}})
+                "args": {"kernel": info["kernel"], "call": repeat, "site": site,
+                         "phase": info["phase"]}})
         path = Path(path)
         path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
         return path

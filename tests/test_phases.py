@@ -9,6 +9,8 @@ last sampling op are epilogue, and so is func.return; the rest is steady state.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from xdsl.dialects import func
@@ -323,8 +325,13 @@ def test_lir_kernels_carry_their_mir_ops_phase(make):
 # ----------------------------------------------------------------------------- profile
 
 
+def _trace_events(prof, tmp_path) -> list[dict]:
+    return [e for e in json.loads(prof.trace(tmp_path / "trace.json").read_text())["traceEvents"]
+            if e["ph"] == "X"]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
-def test_profile_groups_time_by_phase(threads):
+def test_profile_groups_time_by_phase(threads, tmp_path):
     params = {"w1": _normal(16, 24), "w2": _normal(24, 7), "gamma": np.ones(16, np.float32)}
     model = rlx.jit(mlp_graph(), params=params, threads=threads)
     x = _normal(5, 16)
@@ -339,6 +346,7 @@ def test_profile_groups_time_by_phase(threads):
                         "fused_elementwise": EPI}
     text = prof.to_markdown()
     assert "| phase | kernel calls | total µs | % of call |" in text
+    assert {e["args"]["phase"] for e in _trace_events(prof, tmp_path)} == {p.value for p in Phase}
     assert "| epilogue | 2 |" in text and "| steady_state | 4 |" in text
 
 
