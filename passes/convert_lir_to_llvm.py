@@ -108,6 +108,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
 from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
 from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots
 from rlx_mlir.passes.lir_to_llvm.scan import CarryScanStatus, LowerScan, incoming_status
+from rlx_mlir.passes.phases import name_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import fn_symbols, require_lowered
 
@@ -488,6 +489,7 @@ class ConvertLirToLlvmPass(ModulePass):
         name_symbolic_operands(op)
         if self.profile:
             name_origins(op)
+            name_phases(op)  # a module written at the lir stage has none yet
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
             [LowerScan()],  # loops around the body kernels, lowered by the next group

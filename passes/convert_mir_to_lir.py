@@ -16,6 +16,10 @@ The output convention every later stage relies on:
 - Wherever the returned value is not already its output argument (a function argument,
   a view, a value returned twice), `func.return` is preceded by an `lir.copy` into the
   output argument, so every output is fully written and outputs never alias each other.
+- Every kernel (and `lir.scan`) carries its streaming phase, `rlx.phase = "prologue" |
+  "steady_state" | "epilogue"`: that of the mir op it came from, by the rules of
+  `rlx_mlir.passes.phases` (a body's kernels take their scan's; the copies before
+  `func.return` are epilogue).
 
 How values change type: the conversion runs op by op in program order
 (`PatternRewriteWalker(..., apply_recursively=False)`: every op is visited once, producers
@@ -66,6 +70,7 @@ from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.dialects.verifier import grouped_operands, symbolic_shapes
+from rlx_mlir.passes.phases import WithPhases, module_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
 from rlx_mlir.passes.utils import require_lowered
 
@@ -482,10 +487,11 @@ class ConvertMirToLirPass(ModulePass):
         require_lowered(op, self.name, "hir")
         annotate_symbolic_dims(op)
         PatternRewriteWalker(FuncSignatureLowering(), apply_recursively=False).rewrite_module(op)
+        phases = module_phases(op)  # each kernel gets its mir op's phase (rlx.phase)
         PatternRewriteWalker(
-            with_provenance(GreedyRewritePatternApplier(
+            WithPhases(with_provenance(GreedyRewritePatternApplier(
                 [pattern() for pattern in MIR_TO_LIR_PATTERNS], dce_enabled=False
-            ), Derive.KEEP),  # kernels and their buffers keep the mir op's location
+            ), Derive.KEEP), phases),  # kernels and their buffers keep the mir op's location
             apply_recursively=False,
         ).rewrite_module(op)
 

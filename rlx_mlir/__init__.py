@@ -22,6 +22,7 @@ from rlx_mlir.core.errors import (
 from rlx_mlir.core.fusion import FusionPolicy
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.graph_module import GraphModule, GraphStage
+from rlx_mlir.phases import Phase, PhaseSchedule, derive_phases
 from rlx_mlir.reference import reference
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "reference", "jit", "compile_mlir", "CompiledGraph", "models",
     "FusionPolicy", "GraphModule", "GraphStage",
 ]
+__all__ += ["Phase", "PhaseSchedule", "derive_phases"]
 
 
 def __getattr__(name: str):

@@ -381,7 +381,8 @@ class CompiledGraph:
     def profile(self, *args: Any, repeat: int = 20, **kwargs: Any) -> Profile:
         """Per-kernel times of a call on these arguments, from an instrumented build of
         the same module (this model's build stays uninstrumented and its state untouched):
-        a table with `.to_markdown()` and `.trace(path)` (see `rlx_mlir.profiling`)."""
+        a table with `.to_markdown()`, `.by_phase()` (µs per streaming phase) and
+        `.trace(path)` (see `rlx_mlir.profiling`)."""
         from rlx_mlir.profiling import profile_model
 
         return profile_model(self, repeat, args, kwargs)

@@ -33,6 +33,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
 from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
 from rlx_mlir.passes.lir_to_llvm.parallel import build_ticket_functions
 from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
+from rlx_mlir.passes.phases import PHASE_ATTR, Phase, entry_function, function_phases
 from rlx_mlir.passes.pipeline_stages import (
     DEFAULT_OPTIONS,
     STAGE_ATTR,
@@ -151,6 +152,10 @@ def source_folders() -> list[Path]:
 
 
 __all__ = [
+    "PHASE_ATTR",
+    "Phase",
+    "entry_function",
+    "function_phases",
     "STAGES",
     "STAGE_ATTR",
     "build_ticket_functions",

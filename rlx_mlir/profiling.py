@@ -4,6 +4,7 @@
 prof = model.profile(repeat=20, x=X)
 print(prof.to_markdown())     # kernel, origin, calls, total/mean µs, % of the call, GB/s or GFLOP/s
 prof.trace("trace.json")      # Chrome trace events: open in https://ui.perfetto.dev
+prof.by_phase()               # {rlx.Phase: µs per call}: prologue, steady state, epilogue
 prof.kernel_us, prof.call_us  # thread 0's kernels per call vs the instrumented call's wall time
 ```
 
@@ -16,8 +17,9 @@ identical. Time stamps are the CPU's time stamp counter, calibrated against
 
 The table reads thread 0's timeline: a partitioned kernel's time is thread 0's share
 (the other threads' waits for it show up in the `barrier` rows), so the rows add up to
-the call. The trace has every thread: one track per thread, barrier waits as their own
-events.
+the call; `by_phase` sums them per streaming phase (each kernel's `rlx.phase`, see
+`rlx_mlir.phases`; a barrier counts in the phase of the kernel it waits for). The trace
+has every thread: one track per thread, barrier waits as their own events.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from rlx_mlir.core.profile_log import (
     LOG_HEADER_BYTES,
     log_offset,
 )
+from rlx_mlir.phases import Phase
 
 if TYPE_CHECKING:
     from rlx_mlir.compiled_graph import CompiledGraph
@@ -71,6 +74,8 @@ class KernelRow:
     """Of the instrumented call's wall time."""
     rate: str
     """`GFLOP/s` for matmuls and attention, `GB/s` (operand bytes) for the others."""
+    phase: Phase
+    """The kernel's streaming phase (a barrier's: that of the kernel before it)."""
 
 
 @dataclass
@@ -105,6 +110,7 @@ class Profile:
                      f"{self.call_us:.1f} µs; {self.threads} thread(s), mean of "
                      f"{self.repeat} calls (best: kernels {self.best_kernel_us:.1f} µs, "
                      f"call {self.best_call_us:.1f} µs)")
+        lines += ["", self.phase_markdown()]
         return "\n".join(lines)
 
     __str__ = to_markdown
@@ -128,6 +134,25 @@ class Profile:
                   for name, calls, total, percent in self.by_scope()]
         return "\n".join(lines)
 
+    def by_phase(self) -> dict[Phase, float]:
+        """Thread 0's µs per call in each streaming phase (every phase, in order): the
+        rows' totals summed by their `phase`, so the values add up to the rows' sum."""
+        totals = dict.fromkeys(Phase, 0.0)
+        for row in self.rows:
+            totals[row.phase] += row.total_us
+        return totals
+
+    def phase_markdown(self) -> str:
+        """`by_phase` as a markdown table (kernel calls, µs, % of the call per phase)."""
+        calls = dict.fromkeys(Phase, 0)
+        for row in self.rows:
+            calls[row.phase] += row.calls
+        lines = ["| phase | kernel calls | total µs | % of call |", "|---|---:|---:|---:|"]
+        lines += [f"| {phase.value} | {calls[phase]} | {total:.1f} | "
+                  f"{100.0 * total / self.call_us if self.call_us else 0.0:.1f} |"
+                  for phase, total in self.by_phase().items()]
+        return "\n".join(lines)
+
     def trace(self, path: str | Path) -> Path:
         """Write the Chrome trace-event JSON (Perfetto, chrome://tracing): one track per
         thread, a complete (`ph: "X"`) event per kernel call and barrier wait."""
@@ -142,7 +167,8 @@ class Profile:
                 "cat": "barrier" if info["op"] == "barrier" else info["op"],
                 "ph": "X", "pid": 0, "tid": thread, "ts": round(start, 3),
                 "dur": round(max(end - start, 0.0), 3),
-                "args": {"kernel": info["kernel"], "call": repeat, "site": site}})
+                "args": {"kernel": info["kernel"], "call": repeat, "site": site,
+                         "phase": info["phase"]}})
         path = Path(path)
         path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
         return path
@@ -168,12 +194,16 @@ class ModelProfile:
         parts = []
         for title, prof in ((f"prefill ({self.prompt_tokens} tokens)", self.prefill),
                             ("decode step (1 token)", self.decode)):
-            parts += [f"### {title}", "", prof.scope_markdown(), "",
+            parts += [f"### {title}", "", prof.scope_markdown(), "", prof.phase_markdown(), "",
                       f"call {prof.call_us:.1f} µs, kernels {prof.kernel_us:.1f} µs; "
                       f"{prof.threads} thread(s), mean of {prof.repeat} calls", ""]
         return "\n".join(parts)
 
     __str__ = to_markdown
+
+    def by_phase(self) -> dict[str, dict[Phase, float]]:
+        """`Profile.by_phase` of the prefill and of the decode step (µs per call)."""
+        return {"prefill": self.prefill.by_phase(), "decode": self.decode.by_phase()}
 
 
 def profile_language_model(lm: LanguageModel, tokens: np.ndarray, repeat: int) -> ModelProfile:
@@ -315,7 +345,8 @@ def _table(sites: list[dict[str, Any]], per_call: list[list[list[tuple[int, int,
         total = float(site_us[site])
         rows.append(KernelRow(
             info["kernel"], info["origin"], info["op"], calls, total, total / calls,
-            100.0 * total / call_us if call_us else 0.0, _rate(info, sizes, total / calls)))
+            100.0 * total / call_us if call_us else 0.0, _rate(info, sizes, total / calls),
+            Phase(info["phase"])))
     return rows, kernel_us, best_kernel_us
 
 

@@ -176,7 +176,7 @@ def test_passes_keep_the_updates():
 def test_bufferization_appends_in_place_and_copies_assigned_states_last():
     text = str(lower(recurrent_graph().to_module(), "lir"))
     copies = [line.strip() for line in text.splitlines() if "lir.copy" in line]
-    assert copies[-1].endswith("outs(%h : memref<1x8xf32>)"), copies  # after the output copies
+    assert copies[-1].endswith('outs(%h : memref<1x8xf32>) {rlx.phase = "epilogue"}'), copies  # after the output copies
     text = str(lower(attention_cache_graph().to_module(), "lir"))
     assert "outs(%k : memref<16x32xf32>)" in text and 'dims ["T", 32 : i64]' in text
 

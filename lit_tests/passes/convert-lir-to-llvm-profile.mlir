@@ -4,7 +4,9 @@
 // The profiled build (model.profile): every kernel and barrier call of the entry is
 // timed (rdtsc before and after) and recorded by rlx_profile_record into the event log
 // that starts at the arena size rounded up to 64 bytes (2097156 -> 2097216); each call
-// site carries what it runs as JSON in rlx.profile_site. The normal build has none of it.
+// site carries what it runs as JSON in rlx.profile_site, with its phase (written at the
+// lir stage, the kernels have none: the phase rules give them one; a barrier takes the
+// phase of the kernel before it). The normal build has none of it.
 
 func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
                %out0: memref<1024x512xf32> {rlx.name = "out0", rlx.role = "output"}) {
@@ -22,10 +24,12 @@ func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK-NEXT: %[[LOG:[0-9]+]] = llvm.getelementptr inbounds %[[ARENA]][%[[OFFSET]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
 // CHECK:      %[[T0:[0-9]+]] = llvm.inline_asm has_side_effects "rdtsc
 // CHECK-NEXT: llvm.call @big__elementwise_0({{.*}}) {rlx.profile_site = "{\22kernel\22: \22big__elementwise_0\22, \22op\22: \22elementwise\22, \22origin\22: \22elementwise#0\22, \22shapes\22: {{\[\[1024, 512\], \[1024, 512\]\]}}
+// CHECK-SAME: \22phase\22: \22steady_state\22
 // CHECK-NEXT: %[[T1:[0-9]+]] = llvm.inline_asm has_side_effects "rdtsc
 // CHECK-NEXT: %[[SITE:[0-9]+]] = llvm.mlir.constant(0) : i64
 // CHECK-NEXT: llvm.call @rlx_profile_record(%[[LOG]], %[[PART]], %[[SITE]], %[[T0]], %[[T1]])
 // CHECK:      llvm.call @rlx_barrier({{.*}}) {rlx.profile_site = "{\22kernel\22: \22rlx_barrier\22, \22op\22: \22barrier\22
+// CHECK-SAME: \22phase\22: \22steady_state\22
 // CHECK:      llvm.mlir.constant(1) : i64
 // CHECK-NEXT: llvm.call @rlx_profile_record(
 // CHECK:      llvm.call @big__elementwise_1({{.*}}) {rlx.profile_site = "{{.*}}\22origin\22: \22elementwise#1\22

@@ -19,21 +19,23 @@
 // lir-parallelize: the matmuls and the attention (32 rows) are split across threads, the
 // small elementwise kernels are not; every kernel after a parallel one waits at a barrier.
 // The in-place residual add still verifies: the slots' live ranges moved with their ops.
+// Every kernel carries its phase (convert-mir-to-lir): the residual add after the last
+// matmul is the epilogue.
 // PAR:      lir.rms_norm
 // PAR-NEXT: %{{.*}} = lir.slot
 // PAR-NEXT: lir.barrier
-// PAR-NEXT: lir.matmul {{.*}} {rlx.parallel}
-// PAR:      lir.attention {{.*}} {rlx.parallel}
+// PAR-NEXT: lir.matmul {{.*}} {rlx.phase = "steady_state", rlx.parallel}
+// PAR:      lir.attention {{.*}} {rlx.phase = "steady_state", rlx.parallel}
 // PAR:      %[[PROJ:.*]] = lir.slot %arena[360448]
 // PAR-NEXT: lir.barrier
-// PAR-NEXT: lir.matmul ins(%{{.*}}, %o_w : {{.*}}) outs(%[[PROJ]] : memref<32x512xf32>) {rlx.parallel}
+// PAR-NEXT: lir.matmul ins(%{{.*}}, %o_w : {{.*}}) outs(%[[PROJ]] : memref<32x512xf32>) {rlx.phase = "steady_state", rlx.parallel}
 // PAR-NEXT: %[[SUM:.*]] = lir.slot %arena[360448]
 // PAR-NEXT: lir.barrier
 // PAR-NEXT: lir.elementwise add ins(%x, %[[PROJ]] : memref<32x512xf32>, memref<32x512xf32>) outs(%[[SUM]] : memref<32x512xf32>)
 // PAR-NOT:  rlx.parallel
 // PAR-NEXT: %{{.*}} = lir.slot
-// PAR:      lir.matmul ins(%{{.*}}, %down_w : {{.*}}) {rlx.parallel}
+// PAR:      lir.matmul ins(%{{.*}}, %down_w : {{.*}}) {rlx.phase = "steady_state", rlx.parallel}
 // PAR-NEXT: lir.barrier
-// PAR-NEXT: lir.elementwise add ins(%[[SUM]], %{{.*}}) outs(%out0 : memref<32x512xf32>)
+// PAR-NEXT: lir.elementwise add ins(%[[SUM]], %{{.*}}) outs(%out0 : memref<32x512xf32>) {rlx.phase = "epilogue"}
 // PAR-NEXT: lir.barrier
 // PAR-NEXT: func.return

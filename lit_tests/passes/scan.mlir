@@ -7,10 +7,10 @@
 // becomes a native loop around the calls of the body's kernels.
 
 // LIR-LABEL: func.func @rnn(
-// LIR:         lir.scan ins(%h : memref<4xf32>) xs(%xs : memref<5x4xf32>) consts(%w : memref<4x4xf32>) outs(%out0 : memref<5x4xf32>) length 5 trajectory {
+// LIR:         lir.scan ins(%h : memref<4xf32>) xs(%xs : memref<5x4xf32>) consts(%w : memref<4x4xf32>) outs(%out0 : memref<5x4xf32>) length 5 trajectory attributes {rlx.phase = "steady_state"} {
 // LIR-NEXT:    ^bb0(%c: memref<4xf32>, %x: memref<4xf32>, %m: memref<4x4xf32>):
 // LIR-NEXT:      %[[P:.*]] = lir.alloc : memref<4xf32>
-// LIR-NEXT:      lir.matmul ins(%c, %m : memref<4xf32>, memref<4x4xf32>) outs(%[[P]] : memref<4xf32>)
+// LIR-NEXT:      lir.matmul ins(%c, %m : memref<4xf32>, memref<4x4xf32>) outs(%[[P]] : memref<4xf32>) {rlx.phase = "steady_state"}
 // LIR-NEXT:      %[[N:.*]] = lir.alloc : memref<4xf32>
 // LIR-NEXT:      lir.elementwise add ins(%[[P]], %x : memref<4xf32>, memref<4xf32>) outs(%[[N]] : memref<4xf32>)
 // LIR-NEXT:      lir.yield %[[N]] : memref<4xf32>

@@ -7,7 +7,9 @@ At every call site of the entry (a kernel, its serial wrapper or row driver, or
 calls `rlx_profile_record(log, part, site, t0, t1)`. Each call site carries, while it is
 in the llvm dialect, the discardable attribute `rlx.profile_site`: a JSON object naming
 its kernel (`kernel`: the llvm function, `op`: the lir op, `origin`, the operands'
-symbolic `shapes` and `element_bytes`, `serial`: runs on thread 0 only).
+symbolic `shapes` and `element_bytes`, `serial`: runs on thread 0 only, `phase`: the
+kernel's `rlx.phase`, see `rlx_mlir.passes.phases`; a barrier takes the phase of the
+kernel before it, whose stragglers it waits for).
 
 The log's layout (where it lives in the arena buffer, its events) is
 `rlx_mlir.core.profile_log`, shared with the profiler that reads it.
@@ -45,6 +47,7 @@ from rlx_mlir.core.profile_log import (
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import memref_operands, operand_shapes
+from rlx_mlir.passes.phases import Phase, attached_phase
 
 ORIGIN = "rlx.origin"
 """Discardable attribute of a kernel op: the user's block it came from."""
@@ -85,6 +88,7 @@ def mark_site(call: llvm.CallOp, op: Operation) -> None:
         "shapes": [list(shape) for shape in operand_shapes(op)],
         "element_bytes": [element_bytes(v.type.get_element_type()) for v in memref_operands(op)],
         "serial": call.callee.string_value().endswith(SERIAL_SUFFIX),
+        "phase": (attached_phase(op) or Phase.STEADY_STATE).value,
     }
     call.attributes[PROFILE_SITE] = StringAttr(json.dumps(info))
 
@@ -132,11 +136,13 @@ def _instrument(entry: llvm.FuncOp) -> None:
     Rewriter.insert_op([offset, log], InsertPoint.at_start(first))
     calls = [op for op in entry.walk() if isinstance(op, llvm.CallOp)
              and (PROFILE_SITE in op.attributes or op.callee.string_value() == BARRIER)]
+    phase = Phase.PROLOGUE.value  # of a barrier before any kernel
     for site, call in enumerate(calls):
         if PROFILE_SITE not in call.attributes:
             call.attributes[PROFILE_SITE] = StringAttr(json.dumps(
                 {"kernel": BARRIER, "op": "barrier", "origin": "barrier", "shapes": [],
-                 "element_bytes": [], "serial": False}))
+                 "element_bytes": [], "serial": False, "phase": phase}))
+        phase = json.loads(call.attributes[PROFILE_SITE].data)["phase"]
         _time_call(call, site, log.result, part)
 
 

@@ -271,8 +271,9 @@ class LanguageModel:
 
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
         """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
-        decode step after it, grouped by layer (`.to_markdown()`, `.prefill`, `.decode`:
-        see `rlx_mlir.profiling`). The cache holds `ids` afterwards."""
+        decode step after it, grouped by layer and by phase (`.to_markdown()`,
+        `.by_phase()`, `.prefill`, `.decode`: see `rlx_mlir.profiling`). The cache holds
+        `ids` afterwards."""
         from rlx_mlir.profiling import profile_language_model
 
         return profile_language_model(self, self._tokens(ids), repeat)
