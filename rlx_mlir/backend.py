@@ -88,12 +88,13 @@ def compile_module(module: ModuleOp, target: Target, *, key: str, opt_level: int
         if key in _MEMORY:
             return _MEMORY[key]
         parsed = optimize(module, target, opt_level, timings)
+        llvm_ir = str(parsed)  # before codegen, which runs passes of its own on `parsed`
         machine = target.machine(opt_level)
         start = time.perf_counter()
         obj = machine.emit_object(parsed)
         _time(timings, "llvm: codegen", start)
         executable = _load(obj, target, abi)
-        executable.llvm_ir = str(parsed)
+        executable.llvm_ir = llvm_ir
         _store(key, obj, abi)
         _MEMORY[key] = executable
         return executable

@@ -289,3 +289,20 @@ def test_compiled_and_reference_models_are_runnables():
     assert isinstance(rlx.jit(gather_graph()), Runnable)
     assert isinstance(rlx.reference(gather_graph()), Runnable)
     assert not isinstance(gather_graph(), Runnable)
+
+
+def test_llvm_ir_is_the_same_fresh_or_from_the_disk_cache(tmp_path, monkeypatch):
+    """A fresh build keeps its LLVM IR before codegen (which runs passes of its own), so
+    the text equals the one a build loaded from the disk cache rebuilds."""
+    import rlx_mlir.backend as backend
+
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    g = rlx.Graph("llvm_ir_cache")
+    x = g.input("x", (4, 8))
+    w = g.param("w", (8, 8))
+    g.output(g.softmax(x @ w))
+    fresh = rlx.jit(g).llvm_ir
+    monkeypatch.setattr(backend, "_MEMORY", {})
+    cached = rlx.jit(g)
+    assert cached._executable.llvm_ir is None  # taken from disk, not built
+    assert cached.llvm_ir == fresh
