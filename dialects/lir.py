@@ -53,6 +53,7 @@ from xdsl.irdl import (
     VarOperandDef,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     result_def,
@@ -1088,6 +1089,55 @@ class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp, outs=("out", "state_out")
     """
 
     DERIVED: ClassVar = {"return_state": _given_state_out}
+
+
+@irdl_op_definition
+class ArgmaxOp(kernel_twin(mir.ArgmaxOp)):
+    """out = the index (i32) of the largest value along the last axis of `input`.
+
+    ```mlir
+    lir.argmax ins(%x : memref<2x10xf32>) outs(%o : memref<2xi32>)
+    ```
+    """
+
+
+@irdl_op_definition
+class TopKOp(kernel_twin(mir.TopKOp, outs=("out", "indices_out"))):
+    """out, indices_out = the `k` largest values along the last axis of `input`,
+    descending, and their indices (i32).
+
+    ```mlir
+    lir.top_k ins(%x : memref<2x10xf32>) outs(%v, %i : memref<2x3xf32>, memref<2x3xi32>) k 3
+    ```
+    """
+
+
+@irdl_op_definition
+class SampleOp(kernel_twin(mir.SampleOp)):
+    """out = one sampled token id (i32) per row of `logits` (`mir.sample`); `position`
+    (an index, the model's) is passed to the kernel as an i64 after the pointers.
+
+    ```mlir
+    lir.sample ins(%l, %t, %k, %p, %s, %pos : memref<1x50xf32>, memref<f32>, memref<i32>, memref<f32>, memref<i64>, index) outs(%o : memref<1xi32>)
+    ```
+    """
+
+    # The twin makes every operand a memref; the position stays an index. (Redefined in
+    # order: xDSL lists a subclass's own fields first.)
+    logits = operand_def(MemRefType)
+    temperature = operand_def(MemRefType)
+    top_k = operand_def(MemRefType)
+    top_p = operand_def(MemRefType)
+    seed = operand_def(MemRefType)
+    position = opt_operand_def(IndexType)
+    out = operand_def(MemRefType)
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        if not isinstance(value.type, IndexType):
+            check_buffer(self, label, value)
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        self.ELEMENT_TYPES.verify(self, [o for o in named if o.name != "position"])
 
 
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)

@@ -1118,6 +1118,99 @@ class YieldOp(AbstractYieldOperation[Attribute]):
     traits = traits_def(IsTerminator(), HasParent(FusedElementwiseOp, ScanOp), Pure())
 
 
+# ----------------------------------------------------------------------------- sampling
+
+
+@irdl_op_definition
+class ArgmaxOp(VerifiesSignature):
+    """The index (i32) of the largest value along the last axis of `input` (f32), ties to
+    the lower index, a NaN larger than every number: `input.shape[:-1]`.
+
+    ```mlir
+    %i = mir.argmax %x : tensor<2x10xf32> -> tensor<2xi32>
+    ```
+    """
+
+    name = "mir.argmax"
+    RULE = si.argmax
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"input": FLOAT, "result": ("i32",)})
+
+
+@irdl_op_definition
+class TopKOp(VerifiesSignature):
+    """The `k` largest values of `input` (f32) along the last axis, sorted descending
+    (equal values by the lower index, NaNs first), and their indices (i32): two [..., k].
+
+    ```mlir
+    %v, %i = mir.top_k %x k 3 : (tensor<2x10xf32>) -> (tensor<2x3xf32>, tensor<2x3xi32>)
+    ```
+    """
+
+    name = "mir.top_k"
+    RULE = si.top_k
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+    indices = opt_result_def(TensorType)
+    """Always present (optional in the definition only: extra results are, see
+    `VerifiesSignature.EXTRA_RESULTS`)."""
+
+    k = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    assembly_format = "$input `k` $k attr-dict `:` functional-type(operands, results)"
+
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("indices",)
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"input": FLOAT, "result": FLOAT, "indices": ("i32",)})
+
+
+@irdl_op_definition
+class SampleOp(IndexOperandsMixin):
+    """One token id (i32) per row of `logits` [..., V] (f32): greedy (argmax) when
+    `temperature` <= 0; else top-k (`top_k` <= 0 keeps all), top-p on the softmax of the
+    raw logits (`top_p` >= 1 keeps all), the softmax at `temperature`, and one Philox4x32-10
+    draw keyed by `seed` and counted by (row, `position`) (docs/modules.md "Sampling
+    ops"). The parameters are rank-0 tensors (f32, i32, f32, i64), so one compiled graph
+    serves every setting; `position` is the model's (absent: 0).
+
+    ```mlir
+    %ids = mir.sample %l, %t, %k, %p, %s position %pos : (tensor<1x50xf32>, tensor<f32>, tensor<i32>, tensor<f32>, tensor<i64>, index) -> tensor<1xi32>
+    ```
+    """
+
+    name = "mir.sample"
+    RULE = si.sample
+
+    logits = operand_def(TensorType)
+    temperature = operand_def(TensorType)
+    top_k = operand_def(TensorType)
+    top_p = operand_def(TensorType)
+    seed = operand_def(TensorType)
+    position = opt_operand_def(IndexType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$logits `,` $temperature `,` $top_k `,` $top_p `,` $seed (`position` $position^)?"
+        " attr-dict `:` functional-type(operands, results)"
+    )
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"logits": FLOAT, "temperature": FLOAT, "top_k": ("i32",), "top_p": FLOAT,
+         "seed": ("i64",), "result": ("i32",)})
+
+
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(
     globals(), "mir.", BinaryElementwiseOp
 )

@@ -190,6 +190,10 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     MirOpRecord(mir.InsertRowsOp, K.insert_rows, Lowering.PATTERN, lir.InsertRowsOp),
     MirOpRecord(mir.ExtractRowsOp, None, Lowering.PATTERN, None),  # always an lir.view
     MirOpRecord(mir.AssignOp, None, Lowering.PATTERN, lir.CopyOp),
+    # sampling (docs/modules.md "Sampling ops")
+    _kernel(mir.ArgmaxOp, lir.ArgmaxOp, K.argmax),
+    _kernel(mir.TopKOp, lir.TopKOp, K.top_k),
+    _kernel(mir.SampleOp, lir.SampleOp, K.sample),
 )
 """One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
 

@@ -52,7 +52,7 @@ from rlx_mlir.core.abi import (
     ROLE_STATE,
 )
 from rlx_mlir.core.dtypes import canonical_name, numpy_type
-from rlx_mlir.core.errors import DTypeError, GraphError, RlxError, ShapeError
+from rlx_mlir.core.errors import ArgumentError, DTypeError, GraphError, RlxError, ShapeError
 from rlx_mlir.core.locations import name_loc
 from rlx_mlir.core.quants import VEC_DOT_TYPES
 from rlx_mlir.dialects import hir, mir
@@ -1096,6 +1096,72 @@ class Graph:
         self._check_cache_dims(name, (x.shape[0], k_state.shape[1]), k_state.shape)
         return k_state.ssa, v_state.ssa, self._position_argument()
 
+
+    # ------------------------------------------------------------------ sampling
+
+    def argmax(self, x: Value) -> Value:
+        """The index (i32) of the largest value along the last axis of `x` (f32):
+        `x.shape[:-1]`; ties to the lower index, a NaN larger than every number."""
+        self._own("x", x)
+        with _context("argmax"):
+            _check_dtype("x", x, ("f32",))
+        return self._op("argmax", mir.ArgmaxOp, input=x)
+
+    def top_k(self, x: Value, k: int) -> tuple[Value, Value]:
+        """(values f32, indices i32) [..., k]: the `k` largest values of `x` along the last
+        axis (1 <= k <= its size), sorted descending, ties to the lower index."""
+        self._own("x", x)
+        with _context("top_k"):
+            _check_dtype("x", x, ("f32",))
+        values, indices = self._op_results("top_k", mir.TopKOp, input=x, k=k)
+        return values, indices
+
+    def sample(self, logits: Value, *, temperature: float | Value = 1.0, top_k: int | Value = 0,
+               top_p: float | Value = 1.0, seed: int | Value = 0) -> Value:
+        """One token id (i32) per row of `logits` [..., V]: `logits.shape[:-1]`
+        (docs/modules.md "Sampling ops"). Greedy (the argmax) at temperature 0; else the
+        filters in llama.cpp's order: the `top_k` largest (0 keeps all), then the smallest
+        set of most likely tokens whose softmax mass (of the raw logits) reaches `top_p`
+        (1 keeps all), then the softmax at `temperature`, drawn with Philox4x32-10 keyed by
+        `seed` and counted by the row and the graph's position (0 in a graph without a
+        cache), so a seed reproduces a run on any thread count. Each parameter is a Python
+        number (checked here, made a constant) or a rank-0 Value (f32 temperature, i32
+        top_k, f32 top_p, i64 seed; read at run time, so one compiled graph serves every
+        setting)."""
+        self._own("logits", logits)
+        with _context("sample"):
+            _check_dtype("logits", logits, ("f32",))
+            params = {
+                "temperature": self._sampling_param("temperature", temperature, "f32"),
+                "top_k": self._sampling_param("top_k", top_k, "i32"),
+                "top_p": self._sampling_param("top_p", top_p, "f32"),
+                "seed": self._sampling_param("seed", seed, "i64"),
+            }
+        return self._op("sample", mir.SampleOp, logits=logits, **params, position=self._position)
+
+    def _sampling_param(self, name: str, value: Any, dtype: str) -> Value:
+        """A rank-0 Value of `dtype` for a sampling parameter: a Value as it is (checked),
+        a Python number checked against its range and made a constant."""
+        if isinstance(value, Value):
+            self._own(name, value)
+            _check_dtype(name, value, (dtype,))
+            if value.shape != ():
+                raise ShapeError(f"{name}: expected a rank-0 Value, got shape "
+                                 f"{rules.fmt(value.shape)}")
+            return value
+        is_int = isinstance(value, int | np.integer) and not isinstance(value, bool)
+        is_number = is_int or (isinstance(value, float | np.floating))
+        checks = {
+            "temperature": (is_number and math.isfinite(value) and value >= 0,
+                            "a finite number >= 0 (0 is greedy)"),
+            "top_k": (is_int and value >= 0, "an int >= 0 (0 keeps every token)"),
+            "top_p": (is_number and 0 < value <= 1, "a number in (0, 1] (1 keeps every token)"),
+            "seed": (is_int and 0 <= value < 2**63, "an int in [0, 2^63)"),
+        }
+        ok, expected = checks[name]
+        if not ok:
+            raise ArgumentError(f"{name}: expected {expected}, got {value!r}")
+        return self.constant(np.asarray(value, numpy_type(dtype)))
 
     # ------------------------------------------------------------------ state
 

@@ -15,6 +15,7 @@ from rlx_mlir.passes.lir_to_llvm import (  # noqa: F401  (each registers its ker
     indexing,
     matmul,
     reductions,
+    sampling,
     sequence,
 )
 from rlx_mlir.passes.lir_to_llvm.record import RECORDS, KernelBuilderFn, KernelRecord

@@ -961,10 +961,109 @@ def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: 
     return matmul(norm(last, "head_norm"), o["lm_head_w"])
 
 
+
+# ----------------------------------------------------------------------------- sampling
+# NaN policy of argmax and top_k: a NaN is larger than every number (numpy's argmax picks the
+# first NaN); equal values rank by the lower index.
+
+
+def argmax(input: ArrayLike) -> np.ndarray:
+    """The index (int32) of the largest value along the last axis; ties to the lower index,
+    the first NaN if any."""
+    x = _data(input).astype(F32)
+    rules.argmax(_shape(x))
+    return np.argmax(x, axis=-1).astype(np.int32)
+
+
+def top_k(input: ArrayLike, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values f32, indices int32) [..., k]: the k largest values along the last axis,
+    sorted descending, equal values by the lower index, NaNs first."""
+    x = _data(input).astype(F32)
+    rules.top_k(_shape(x), k)
+    nan = np.isnan(x)
+    index = np.broadcast_to(np.arange(x.shape[-1]), x.shape)
+    # np.lexsort's last key is the primary one: NaNs first, then descending, then index.
+    order = np.lexsort((index, -np.where(nan, 0, x), ~nan), axis=-1)[..., :k]
+    return np.take_along_axis(x, order, -1), order.astype(np.int32)
+
+
+def order_key(x: np.ndarray) -> np.ndarray:
+    """The uint32 key of each float32 that orders as the floats do (-inf < ... < -0 < +0 <
+    ... < +inf): the sign bit flipped for positives, every bit for negatives."""
+    bits = np.asarray(x, F32).view(np.uint32)
+    return np.where(bits >> 31, ~bits, bits | np.uint32(0x80000000)).astype(np.uint32)
+
+
+def _largest_key(predicate: Callable[[np.uint32], bool]) -> np.uint32:
+    """The largest uint32 t with predicate(t) (true at 0, monotone): 32 bisection steps,
+    as the kernel searches its thresholds."""
+    t = 0
+    for bit in range(31, -1, -1):
+        if predicate(np.uint32(t | 1 << bit)):
+            t |= 1 << bit
+    return np.uint32(t)
+
+
+def _seq_sum(w: np.ndarray) -> float:
+    """The float64 sum in index order (the kernel's order)."""
+    return float(np.cumsum(w)[-1]) if w.size else 0.0
+
+
+def _sample_row(x: np.ndarray, temperature: float, top_k: int, top_p: float,
+                u: np.float32) -> int:
+    best = int(np.argmax(x))
+    if not temperature > 0:
+        return best
+    n = x.size
+    key = order_key(x)
+    kept = np.ones(n, bool)
+    if 0 < top_k < n:  # the k largest; equal values at the threshold by the lower index
+        tk = _largest_key(lambda t: int(np.count_nonzero(key >= t)) >= top_k)
+        ties = key == tk
+        rank = np.cumsum(ties) - 1
+        kept = (key > tk) | (ties & (rank < top_k - int(np.count_nonzero(key > tk))))
+    m = x[best]
+    w = np.where(kept, np.exp(x - m), F32(0)).astype(np.float64)
+    if top_p < 1:  # the most likely kept tokens whose mass (of the kept ones) reaches p
+        target = float(top_p) * _seq_sum(w)
+        vp = _largest_key(lambda t: _seq_sum(np.where(key >= t, w, 0.0)) >= target)
+        above = _seq_sum(np.where(key > vp, w, 0.0))
+        ties = np.where(kept & (key == vp), w, 0.0)
+        before = above + np.concatenate([[0.0], np.cumsum(ties)[:-1]])  # sequential
+        kept = kept & ((key > vp) | ((key == vp) & (before < target)))
+    scaled = ((x - m) / F32(temperature)).astype(F32)
+    q = np.where(kept, np.exp(scaled), F32(0)).astype(np.float64)
+    cumulative = np.cumsum(q)
+    target = float(u) * float(cumulative[-1])
+    hit = np.flatnonzero(kept & (cumulative > target))
+    if hit.size:
+        return int(hit[0])
+    return int(np.flatnonzero(kept)[-1]) if kept.any() else best
+
+
+def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: ArrayLike,
+           seed: ArrayLike, position: int | None = None) -> np.ndarray:
+    """One token id (int32) per row of `logits` [..., V] (docs/modules.md "Sampling ops"):
+    the argmax when temperature <= 0; else top-k (k <= 0 or >= V keeps all), then top-p
+    on the softmax of the raw logits of the kept tokens (p >= 1 keeps all), then the
+    softmax at the temperature, drawn in index order with the uniform of
+    `philox.sample_uniform` (keyed by the seed, counted by row and `position`)."""
+    from rlx_mlir.core import philox
+
+    x = _data(logits).astype(F32)
+    rules.sample(_shape(x), (), (), (), ())
+    rows = x.reshape(-1, x.shape[-1])
+    t = float(np.asarray(temperature, F32))
+    k, p = int(np.asarray(top_k)), float(np.asarray(top_p, F32))
+    u = philox.sample_uniform(rows.shape[0], int(np.asarray(seed)), int(position or 0))
+    ids = [_sample_row(row, t, k, p, u[r]) for r, row in enumerate(rows)]
+    return np.array(ids, np.int32).reshape(x.shape[:-1])
+
+
 __all__ = [
     "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "DEQUANT_SCHEMES", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
     "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
-    "absolute", "activation", "add", "attention", "broadcast_to", "concat", "depthwise_conv1d",
+    "absolute", "activation", "add", "argmax", "sample", "top_k", "attention", "broadcast_to", "concat", "depthwise_conv1d",
     "depthwise_conv1d_causal", "dequant_gather", "dequant_matmul", "dequantize_q4_0", "dequantize_q8_0", "div",
     "embedding", "exp", "fused_matmul", "gather", "gated_delta_net", "gelu", "gelu_tanh", "layer_norm", "linear",
     "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",

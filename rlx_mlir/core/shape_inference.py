@@ -848,3 +848,40 @@ def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: 
     check_rank("lm_head_w", s["lm_head_w"], (2,))
     check_exact("lm_head_w", s["lm_head_w"], (d, s["lm_head_w"][1]), "[d, V]")
     return (batch, s["lm_head_w"][1])
+
+
+# ----------------------------------------------------------------------------- sampling
+
+
+def _last_axis(name: str, input: Shape) -> int:
+    """The static size of the last axis of a sampling op's operand (rank >= 1)."""
+    check_rank(name, input, range(1, 9))
+    return require_static(name, input[-1], "the last axis (the one searched)")
+
+
+def argmax(input: Shape) -> Shape:
+    """The index of the largest value along the last axis: `input.shape[:-1]`."""
+    _last_axis("input", input)
+    return tuple(input[:-1])
+
+
+def top_k(input: Shape, k: int) -> tuple[Shape, Shape]:
+    """The k largest values along the last axis and their indices: two `[..., k]`."""
+    n = _last_axis("input", input)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+        raise ShapeError(f"k: expected an int in [1, {n}] (the last axis of input "
+                         f"{fmt(input)}), got {k!r}")
+    shape = (*input[:-1], k)
+    return shape, shape
+
+
+def sample(logits: Shape, temperature: Shape, top_k: Shape, top_p: Shape, seed: Shape,
+           position: Shape | None = None) -> Shape:
+    """One token id per row of `logits` [..., V]: `logits.shape[:-1]`; the sampling
+    parameters are rank-0 (`position`, an index, has no shape)."""
+    _last_axis("logits", logits)
+    for name, shape in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p),
+                        ("seed", seed)):
+        if tuple(shape) != ():
+            raise ShapeError(f"{name}: expected a rank-0 tensor, got {fmt(shape)}")
+    return tuple(logits[:-1])
