@@ -479,6 +479,10 @@ def every_method_graph() -> rlx.Graph:
         g.param("mtp_d", (48, 32)), g.param("mtp_hd", (32,)), None, g.param("mtp_lm", (32, 10)),
         num_heads=4, num_kv_heads=2, head_dim=8, n_rot=8)
     s = s + g.reduce_mean(logits, 1)
+    top_values, top_ids = g.top_k(logits, 3)  # the sampling ops (f32 results through casts)
+    picks = g.concat([g.reshape(g.argmax(logits), (2, 1)), top_ids,
+                      g.reshape(g.sample(logits, temperature=0.5, top_k=4, seed=1), (2, 1))], 1)
+    s = s + g.reduce_mean(top_values, 1) + g.reduce_mean(g.gather(logits, picks, axis=1), (1, 2))
     g.output(s, e, x)
     return g
 
