@@ -65,7 +65,7 @@ def test_seeded_sampling_is_reproducible():
 
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(temperature=-1.0), "temperature"), (dict(temperature=float("nan")), "temperature"),
-    (dict(top_k=2.5), "top_k"), (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"),
+    (dict(top_k=2.5), "top_k"), (dict(top_k=-3), "top_k"), (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"),
     (dict(seed=-3), "seed"), (dict(seed="x"), "seed"),
 ])
 def test_bad_sampling_parameters(kwargs, fragment):
@@ -106,6 +106,18 @@ def test_seeded_generation_is_reproducible(lm):
             for s in (11, 11, 12, 13)]
     assert runs[0] == runs[1]
     assert len(set(runs[1:])) > 1
+
+
+def test_sampled_generation_draws_in_the_graph(lm, tiny_path):
+    """Decoding reads the id the graph's `sample` drew (Philox keyed by seed and
+    position): the reference executor, running the same graph, draws the same text."""
+    ref = load_gguf(tiny_path, max_seq=64, engine="reference")
+    for kwargs in (dict(temperature=0.9, top_k=5, top_p=0.9, seed=4),
+                   dict(temperature=1.3, top_k=0, top_p=1.0, seed=8), dict(temperature=0.0)):
+        assert lm.generate(PROMPT, max_new_tokens=6, **kwargs) == \
+            ref.generate(PROMPT, max_new_tokens=6, **kwargs), kwargs
+    with pytest.raises(ArgumentError, match="top_k"):
+        lm.generate(PROMPT, top_k=-3)
 
 
 def test_stop_strings_cut_the_text_and_are_never_streamed(lm):

@@ -162,7 +162,7 @@ def test_config_tokenizer_and_repr(load):
 def test_graph_has_every_layer_and_the_caches(load):
     graph = load("llama-mixed", "reference").graph
     text = graph.to_mlir()
-    assert graph.inputs == ["ids", "cos", "sin", "rows"]
+    assert graph.inputs == ["ids", "cos", "sin", "rows", "temperature", "top_k", "top_p", "seed"]
     assert graph.states == ["blk0_k_cache", "blk0_v_cache", "blk1_k_cache", "blk1_v_cache"]
     # 7 matrices per layer and the tied output projection, all on the file's bytes.
     assert text.count("hir.dequant_matmul") == 2 * 7 + 1

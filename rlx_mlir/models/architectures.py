@@ -7,8 +7,10 @@ every layer, and how each of its params is read from the file. The graph is
 inputs  ids  i32 (S,)            the new tokens, at positions P .. P+S-1
         cos, sin f32 (S, n_rot/2) rope rows for those positions (computed by the caller)
         rows i32 (R,)            which of the S hidden rows become logits
+        temperature f32, top_k i32, top_p f32, seed i64 (rank 0): how `next_ids` is drawn
 state   blk{i}_k_cache, blk{i}_v_cache f32 (max_seq, n_head_kv * head_dim)
 output  logits f32 (R, n_vocab)
+        next_ids i32 (R,)        `g.sample` of the logits (Philox keyed by seed and position)
 ```
 
 and per layer: rms_norm → q/k/v projections (+ biases for qwen2; per-head q/k RMS norm
@@ -140,7 +142,11 @@ class _DecoderBuilder:
             out = g.rms_norm(out, self.vector("output_norm.weight"), eps=c.eps)
             head = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
             logits = self.project(out, head)
-        g.output(logits=logits)
+            # the next token of every row, drawn in the graph: decoding reads one id per step
+            sampled = g.sample(logits, temperature=g.input("temperature", (), "f32"),
+                               top_k=g.input("top_k", (), "i32"), top_p=g.input("top_p", (), "f32"),
+                               seed=g.input("seed", (), "i64"))
+        g.output(logits=logits, next_ids=sampled)
         return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
 
     # --- one decoder layer ----------------------------------------------------------------

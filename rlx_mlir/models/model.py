@@ -31,7 +31,7 @@ from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_ten
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
 from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, read_gguf
-from rlx_mlir.models.sampling import Sampler
+from rlx_mlir.models.sampling import SamplingParams
 from rlx_mlir.models.tokenizer import Tokenizer
 from rlx_mlir.runnable import Runnable
 
@@ -226,12 +226,12 @@ class LanguageModel:
         is reset first and holds `ids` after)."""
         tokens = self._tokens(ids)
         self.reset()
-        return self._forward(tokens, np.arange(tokens.size, dtype=np.int32))
+        return self._forward(tokens, np.arange(tokens.size, dtype=np.int32))[0]
 
     def prefill(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Append `ids` to the KV cache; the logits [n_vocab] of the last one."""
         tokens = self._tokens(ids)
-        return self._forward(tokens, np.array([tokens.size - 1], np.int32))[0]
+        return self._forward(tokens, np.array([tokens.size - 1], np.int32))[0][0]
 
     def step(self, token_id: int) -> np.ndarray:
         """One decode step: append `token_id`; its logits [n_vocab]."""
@@ -253,21 +253,34 @@ class LanguageModel:
                                 f"{self.config.n_vocab} tokens")
         return array.astype(np.int32)
 
-    def _forward(self, tokens: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def _next_id(self, ids: np.ndarray, sampling: SamplingParams) -> int:
+        """Append `ids` (checked int32) to the KV cache; the next token drawn in the
+        graph (`g.sample` of the last row's logits): one id out of the native call, not
+        the vocabulary's logits."""
+        return int(self._forward(ids, np.array([ids.size - 1], np.int32), sampling)[1][0])
+
+    def _forward(self, tokens: np.ndarray, rows: np.ndarray,
+                 sampling: SamplingParams | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(logits [R, n_vocab], next ids [R]) of `rows` after appending `tokens`."""
         start = self.position
         end = start + tokens.size
         if end > self.max_seq:
             raise ArgumentError(f"cache full: {tokens.size} tokens at position {start} need "
                                 f"{end} rows but max_seq is {self.max_seq} (load_gguf(..., "
                                 f"max_seq=...) or reset())")
-        return self.runner(**self.runner_inputs(tokens, start, rows))
+        return self.runner(**self.runner_inputs(tokens, start, rows, sampling))
 
-    def runner_inputs(self, tokens: np.ndarray, start: int, rows: np.ndarray) -> dict[str, np.ndarray]:
+    def runner_inputs(self, tokens: np.ndarray, start: int, rows: np.ndarray,
+                      sampling: SamplingParams | None = None) -> dict[str, np.ndarray]:
         """The runner's arguments for `tokens` (checked int32 ids) placed at position
-        `start`, returning the logits of `rows` (indices into `tokens`)."""
+        `start`, returning the logits of `rows` (indices into `tokens`) and the ids drawn
+        from them with `sampling` (default greedy)."""
         end = start + tokens.size
+        p = sampling or SamplingParams(temperature=0.0, top_k=0, top_p=1.0, seed=0)
         return {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
-                "rows": rows}
+                "rows": rows, "temperature": np.float32(p.temperature),
+                "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
+                "seed": np.int64(p.seed or 0)}
 
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
         """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
@@ -302,9 +315,9 @@ class LanguageModel:
                      seed: int | None = None) -> list[int]:
         """The new token ids after the prompt `ids` (from position 0), ending at an
         end-of-generation token (included) or after `max_new_tokens`."""
-        sampler = Sampler(temperature, top_k, top_p, seed)
+        sampling = SamplingParams(temperature, top_k, top_p, seed).check().seeded()
         new: list[int] = []
-        self._decode(self._tokens(ids), max_new_tokens, sampler, lambda t: new.append(t))
+        self._decode(self._tokens(ids), max_new_tokens, sampling, lambda t: new.append(t))
         return new
 
     def chat(self, messages: Sequence[Mapping[str, str]], max_new_tokens: int = 256,
@@ -339,16 +352,17 @@ class LanguageModel:
                        top_k: int, top_p: float, seed: int | None,
                        stop: str | Sequence[str] | None,
                        stream: Callable[[str], Any] | None) -> str:
-        sampler = Sampler(temperature, top_k, top_p, seed)
+        sampling = SamplingParams(temperature, top_k, top_p, seed).check().seeded()
         text = _StopText(self.tokenizer, _check_stop(stop), stream)
-        self._decode(self._tokens(ids), max_new_tokens, sampler, text.push)
+        self._decode(self._tokens(ids), max_new_tokens, sampling, text.push)
         return text.finish()
 
-    def _decode(self, prompt: np.ndarray, max_new_tokens: int, sampler: Sampler,
+    def _decode(self, prompt: np.ndarray, max_new_tokens: int, sampling: SamplingParams,
                 on_token: Callable[[int], bool | None]) -> None:
         """Prefill `prompt` from position 0, then sample up to `max_new_tokens` tokens,
         calling `on_token(id)` for each (a true result stops); stops after an
-        end-of-generation token or when the cache is full."""
+        end-of-generation token or when the cache is full. Every call returns the next
+        id drawn in the graph (`next_ids`), never the logits."""
         _check_int("max_new_tokens", max_new_tokens, 0)
         if prompt.size > self.max_seq:
             raise ArgumentError(f"the prompt has {prompt.size} tokens but max_seq is "
@@ -357,17 +371,16 @@ class LanguageModel:
         stats.prompt_tokens, stats.generated_tokens = int(prompt.size), 0
         self.reset()
         start = time.perf_counter()
-        logits = self.prefill(prompt)
+        token = self._next_id(prompt, sampling)
         stats.prompt_seconds = time.perf_counter() - start
         start = time.perf_counter()
         eog = self.tokenizer.eog_ids
         for count in range(max_new_tokens):
-            token = sampler(logits)
             stats.generated_tokens += 1
             if on_token(token) or token in eog or count + 1 == max_new_tokens \
                     or self.position >= self.max_seq:
                 break
-            logits = self.step(token)
+            token = self._next_id(np.array([token], np.int32), sampling)
         stats.generated_seconds = time.perf_counter() - start
 
 

@@ -7,8 +7,13 @@ token = sampler(logits)               # logits: [n_vocab] float array
 
 The filters run in llama.cpp's default order: top-k, then top-p over the softmax of the
 remaining logits, then the temperature, then one draw from the result. Temperature 0 is
-greedy: the argmax (the lowest id among equal maxima), no randomness at all. Sampling is
-numpy on the logits the model returns (data out of the compiled model, not part of it).
+greedy: the argmax (the lowest id among equal maxima), no randomness at all.
+
+`LanguageModel` no longer uses `Sampler`: its graph draws the next token itself
+(`g.sample`, Philox4x32-10 keyed by the seed and the position, docs/modules.md "Sampling
+ops"), with `SamplingParams` checked here. `Sampler` stays for code that samples logits
+it got from `lm.logits`/`prefill`/`step` (numpy's generator: other draws than the graph's
+for the same seed).
 """
 
 from __future__ import annotations
@@ -28,28 +33,36 @@ class SamplingParams:
     temperature: float = 0.0
     """0 is greedy; higher flattens the distribution."""
     top_k: int = 40
-    """Keep the k most likely tokens (0 or less: keep all)."""
+    """Keep the k most likely tokens (0: keep all; negative is an error)."""
     top_p: float = 0.95
     """Keep the smallest set of most likely tokens whose probability reaches p (1: keep all)."""
     seed: int | None = None
-    """Seed of the draws (None: fresh entropy, not reproducible)."""
+    """Seed of the draws, an int in [0, 2^63) (None: fresh entropy, not reproducible)."""
 
     def check(self) -> SamplingParams:
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, int | float) \
                 or not math.isfinite(self.temperature) or self.temperature < 0:
             raise ArgumentError(f"temperature: expected a finite number >= 0, got "
                                 f"{self.temperature!r}")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int | np.integer):
-            raise ArgumentError(f"top_k: expected an int (0 or less keeps every token), got "
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int | np.integer) \
+                or self.top_k < 0:
+            raise ArgumentError(f"top_k: expected an int >= 0 (0 keeps every token), got "
                                 f"{self.top_k!r}")
         if isinstance(self.top_p, bool) or not isinstance(self.top_p, int | float) \
                 or not 0 < self.top_p <= 1:
             raise ArgumentError(f"top_p: expected a number in (0, 1], got {self.top_p!r}")
         if self.seed is not None and (isinstance(self.seed, bool)
                                       or not isinstance(self.seed, int | np.integer)
-                                      or self.seed < 0):
-            raise ArgumentError(f"seed: expected None or an int >= 0, got {self.seed!r}")
+                                      or not 0 <= self.seed < 2**63):
+            raise ArgumentError(f"seed: expected None or an int in [0, 2^63), got {self.seed!r}")
         return self
+
+    def seeded(self) -> SamplingParams:
+        """These parameters with a seed: a fresh random one when `seed` is None."""
+        if self.seed is not None:
+            return self
+        fresh = int(np.random.SeedSequence().generate_state(1, np.uint64)[0]) >> 1
+        return SamplingParams(self.temperature, self.top_k, self.top_p, fresh)
 
 
 class Sampler:
