@@ -65,8 +65,42 @@ def _f64(kb: KernelBuilder, value: SSAValue) -> SSAValue:
 
 
 def _argmax_row(kb: KernelBuilder, row: SSAValue, n: int) -> SSAValue:
-    """The index (i64) of the best value of row[0:n]."""
-    with kb.loop(1, n, carried=[kb.load(row, 0), kb.constant(0, i64)]) as loop:
+    """The index (i64) of the best value of row[0:n]: W lanes at a time, each keeping its
+    best value and index (f32, exact below 2^23), then the lanes compared (ties to the
+    lower index), then a scalar tail."""
+    w = kb.vector_width
+    if n < 2 * w or n >= 1 << 23:
+        return _argmax_scalar(kb, row, 0, n, kb.load(row, 0), kb.constant(0, i64))
+    iota = kb.insert(llvm.UndefOp(kb.vec))
+    for lane in range(w):
+        iota = kb.insert(llvm.InsertElementOp(iota, kb.fconst(float(lane)), kb.constant(lane, i32)))
+    end = n // w * w
+    with kb.loop(w, end, w, carried=[kb.load(row, 0, vector=True), iota]) as loop:
+        x = kb.load(row, loop.iv, vector=True)
+        better = _better(kb, x, loop.carried[0])
+        at = kb.fadd(iota, kb.splat(kb.sitofp(loop.iv, f32)))
+        loop.yield_(kb.select(better, x, loop.carried[0]), kb.select(better, at, loop.carried[1]))
+    lanes_v, lanes_i = kb.alloca(w), kb.alloca(w)
+    kb.store(loop.results[0], lanes_v, align=4)
+    kb.store(loop.results[1], lanes_i, align=4)
+    with kb.loop(1, w, carried=[kb.load(lanes_v, 0), kb.load(lanes_i, 0)]) as lane:
+        value, index = kb.load(lanes_v, lane.iv), kb.load(lanes_i, lane.iv)
+        best, best_index = lane.carried
+        same = kb.or_(kb.fcmp("oeq", value, best),
+                      vmath.and_(kb, kb.fcmp("uno", value, value), kb.fcmp("uno", best, best)))
+        wins = kb.or_(_better(kb, value, best),
+                      vmath.and_(kb, same, kb.fcmp("olt", index, best_index)))
+        lane.yield_(kb.select(wins, value, best), kb.select(wins, index, best_index))
+    best, index = lane.results
+    # an f32 integer below 2^23 as an i64: its bits after adding 2^23 (exact)
+    whole = kb.sub(vmath.bits(kb, kb.fadd(index, 2.0**23)), 0x4B000000)
+    return _argmax_scalar(kb, row, end, n, best, kb.sext(whole))
+
+
+def _argmax_scalar(kb: KernelBuilder, row: SSAValue, start: int, n: int, best: SSAValue,
+                   index: SSAValue) -> SSAValue:
+    """Continue an argmax from (best, index) over row[start:n] one element at a time."""
+    with kb.loop(start, n, carried=[best, index]) as loop:
         x = kb.load(row, loop.iv)
         better = _better(kb, x, loop.carried[0])
         loop.yield_(kb.select(better, x, loop.carried[0]),
