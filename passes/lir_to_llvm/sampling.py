@@ -122,11 +122,48 @@ def build_argmax(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     return kb.finish()
 
 
+def _first_beaten(kb: KernelBuilder, count: SSAValue, beats) -> SSAValue:
+    """The first slot t in [0, count) with beats(t) (i64), else count."""
+    with kb.loop(0, count, carried=[count]) as t:
+        first = vmath.and_(kb, kb.icmp("eq", t.carried[0], count), beats(t.iv))
+        t.yield_(kb.select(first, t.iv, t.carried[0]))
+    return t.results[0]
+
+
+def _insert_at(kb: KernelBuilder, vals: SSAValue, ids: SSAValue, at: SSAValue, last: SSAValue,
+               value: SSAValue, index: SSAValue) -> None:
+    """Shift slots [at, last) one right (the one at `last` is overwritten), then put
+    (value, index) at `at`."""
+    with kb.loop(0, kb.sub(last, at)) as s:
+        dst = kb.sub(last, s.iv)
+        src = kb.sub(dst, 1)
+        kb.store(kb.load(vals, src), vals, dst)
+        kb.store(kb.load(ids, src, element=i32), ids, dst, element=i32)
+    kb.store(value, vals, at)
+    kb.store(_trunc(kb, index), ids, at, element=i32)
+
+
+def _select_top(kb: KernelBuilder, row: SSAValue, n: int, k: Index, vals: SSAValue,
+                ids: SSAValue, better) -> None:
+    """vals[0:k], ids[0:k] = the k best elements of row[0:n] by `better`, best first, equals
+    by the lower index: each element is inserted after its equals, or skipped at once when
+    the buffer is full and it does not beat the last one."""
+    last_slot = kb.fold_add(k, -1)
+    with kb.loop(0, n, carried=[kb.constant(0, i64)]) as i:
+        count = i.carried[0]
+        value = kb.load(row, i.iv)
+        full = kb.icmp("sge", count, k)
+        enters = kb.or_(kb.icmp("slt", count, k), better(value, kb.load(vals, last_slot)))
+        with kb.if_(enters):
+            at = _first_beaten(kb, count, lambda t: better(value, kb.load(vals, t)))
+            _insert_at(kb, vals, ids, at, kb.select(full, kb.index(last_slot), count), value, i.iv)
+        i.yield_(kb.select(full, count, kb.add(count, 1)))
+
+
 @kernel(lir.TopKOp, runtime_dims=True)
 def build_top_k(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
-    """out[r], indices_out[r] = the k best values of row r and their indices, best first:
-    each element is inserted into the sorted out row (after its equals), or skipped when
-    the row is full and it does not beat the last one."""
+    """out[r], indices_out[r] = the k best values of row r and their indices, best first
+    (`_select_top` straight into the out rows)."""
     assert isinstance(op, lir.TopKOp)
     k = op.k.value.data
     symbols = kernel_symbols(op)
@@ -134,35 +171,17 @@ def build_top_k(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     x, values, indices = kb.args[:3]
     rows, n = _row_geometry(kb, op, kb.args[3:])
     with kb.loop(0, rows) as r:
-        row = kb.gep(x, kb.mul(r.iv, n))
-        vals = kb.gep(values, kb.mul(r.iv, k))
-        ids = kb.gep(indices, kb.mul(r.iv, k), i32)
-        with kb.loop(0, n, carried=[kb.constant(0, i64)]) as i:
-            count = i.carried[0]
-            value = kb.load(row, i.iv)
-            full = kb.icmp("sge", count, k)
-            enters = kb.or_(kb.icmp("slt", count, k), _better(kb, value, kb.load(vals, k - 1)))
-            with kb.if_(enters):
-                # the insertion point: the first kept value that `value` beats (else the end)
-                with kb.loop(0, count, carried=[count]) as t:
-                    first = vmath.and_(kb, kb.icmp("eq", t.carried[0], count),
-                                       _better(kb, value, kb.load(vals, t.iv)))
-                    t.yield_(kb.select(first, t.iv, t.carried[0]))
-                at = t.results[0]
-                last = kb.select(full, kb.index(k - 1), count)  # the slot that gets filled
-                with kb.loop(0, kb.sub(last, at)) as s:  # shift [at, last) one slot right
-                    dst = kb.sub(last, s.iv)
-                    src = kb.sub(dst, 1)
-                    kb.store(kb.load(vals, src), vals, dst)
-                    kb.store(kb.load(ids, src, element=i32), ids, dst, element=i32)
-                kb.store(value, vals, at)
-                kb.store(_trunc(kb, i.iv), ids, at, element=i32)
-            i.yield_(kb.select(full, count, kb.add(count, 1)))
+        _select_top(kb, kb.gep(x, kb.mul(r.iv, n)), n, k, kb.gep(values, kb.mul(r.iv, k)),
+                    kb.gep(indices, kb.mul(r.iv, k), i32), lambda a, b: _better(kb, a, b))
     kb.ret()
     return kb.finish()
 
 
 # ----------------------------------------------------------------------------- sample
+
+SMALL_TOP_K = 256
+"""A draw with 0 < top_k <= this (and < V) works on a stack buffer of the top-k elements
+after one pass over the row; larger k, or none, works on the row by thresholds."""
 
 
 def philox(kb: KernelBuilder, counter: list[SSAValue], key: list[SSAValue]) -> list[SSAValue]:
@@ -193,12 +212,38 @@ def order_key(kb: KernelBuilder, x: SSAValue) -> SSAValue:
     return kb.select(negative, vmath.xor(kb, bits, -1), vmath.or_(kb, bits, _u32(0x80000000)))
 
 
-class _Row:
-    """One row of a sample kernel: its logits, the kept-set thresholds (stack slots), and
-    the passes over it."""
+def _key_greater(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
+    return kb.icmp("ugt", order_key(kb, a), order_key(kb, b))
 
-    def __init__(self, kb: KernelBuilder, row: SSAValue, n: int, slots: dict[str, SSAValue]):
-        self.kb, self.row, self.n, self.slots = kb, row, n, slots
+
+def _if_value(kb: KernelBuilder, cond: SSAValue, then, otherwise: SSAValue) -> SSAValue:
+    """cond ? then() : otherwise, with then() emitted on its own branch (not computed when
+    cond is false, unlike `select`)."""
+    then_block, merge = kb.new_block(), kb.new_block([otherwise.type])
+    kb.insert(llvm.CondBrOp(cond, then_block, [], merge, [otherwise]))
+    kb.move_to(then_block)
+    kb.insert(llvm.BrOp(merge, then()))
+    kb.move_to(merge)
+    return merge.args[0]
+
+
+def largest_key(kb: KernelBuilder, holds) -> SSAValue:
+    """The largest uint32 t with holds(t) (true at 0, monotone), bit by bit."""
+    with kb.loop(0, 32, carried=[kb.constant(0, i32)]) as bit:
+        shift = _trunc(kb, kb.sub(31, bit.iv))
+        candidate = vmath.or_(kb, bit.carried[0], vmath.shl(kb, kb.constant(1, i32), shift))
+        bit.yield_(kb.select(holds(candidate), candidate, bit.carried[0]))
+    return bit.results[0]
+
+
+class _Candidates:
+    """The elements a draw chooses among, in index order, with the kept-set thresholds in
+    stack slots: a whole row (`ids` None; top-k kept by its threshold `tk` and the count of
+    its ties `ties_k`) or the top-k buffer sorted by index (every element kept by top-k)."""
+
+    def __init__(self, kb: KernelBuilder, values: SSAValue, ids: SSAValue | None, count: Index,
+                 slots: dict[str, SSAValue]):
+        self.kb, self.values, self.ids, self.count, self.slots = kb, values, ids, count, slots
 
     def get(self, name: str, ty) -> SSAValue:
         return self.kb.load(self.slots[name], element=ty)
@@ -206,38 +251,33 @@ class _Row:
     def put(self, name: str, value: SSAValue, ty) -> None:
         self.kb.store(value, self.slots[name], element=ty)
 
-    def largest_key(self, holds) -> SSAValue:
-        """The largest uint32 t with holds(t) (true at 0, monotone), bit by bit."""
-        kb = self.kb
-        with kb.loop(0, 32, carried=[kb.constant(0, i32)]) as bit:
-            shift = _trunc(kb, kb.sub(31, bit.iv))
-            candidate = vmath.or_(kb, bit.carried[0], vmath.shl(kb, kb.constant(1, i32), shift))
-            bit.yield_(kb.select(holds(candidate), candidate, bit.carried[0]))
-        return bit.results[0]
-
-    def sweep(self, body, init: list[SSAValue]) -> list[SSAValue]:
-        """Fold body(i, x, key, w, kept_k, kept, carried) -> carried over the row, with the
-        top-k and top-p membership of each element (tie counters carried along)."""
+    def sweep(self, body, init: list[SSAValue], need=None) -> list[SSAValue]:
+        """Fold body(index, x, key, w, kept_k, kept, carried) -> carried over the elements:
+        w = exp(x - m) (float64; computed only where need(key, kept_k), default kept_k, or
+        for a tie at the top-p threshold, else 0), kept_k and kept the membership after
+        top-k and after top-p (tie counters carried along)."""
         kb = self.kb
         tk, ties_k = self.get("tk", i32), self.get("ties_k", i64)
         vp, target = self.get("vp", i32), self.get("target", f64)
         above, m = self.get("above", f64), self.get("m", f32)
         zero64 = kb.constant(0.0, f64)
-        with kb.loop(0, self.n, carried=[kb.constant(0, i64), above, *init]) as i:
-            seen, before, *carried = i.carried
-            x = kb.load(self.row, i.iv)
+        with kb.loop(0, self.count, carried=[kb.constant(0, i64), above, *init]) as j:
+            seen, before, *carried = j.carried
+            x = kb.load(self.values, j.iv)
+            index = j.iv if self.ids is None else kb.sext(kb.load(self.ids, j.iv, element=i32))
             key = order_key(kb, x)
-            w = _f64(kb, vmath.exp(kb, kb.fsub(x, m)))
             tie_k = kb.icmp("eq", key, tk)
             kept_k = kb.or_(kb.icmp("ugt", key, tk),
                             vmath.and_(kb, tie_k, kb.icmp("slt", seen, ties_k)))
             tie_p = vmath.and_(kb, kept_k, kb.icmp("eq", key, vp))
+            wanted = kb.or_(need(key, kept_k) if need else kept_k, tie_p)
+            w = _if_value(kb, wanted, lambda x=x: _f64(kb, vmath.exp(kb, kb.fsub(x, m))), zero64)
             kept = vmath.and_(kb, kept_k, kb.or_(
                 kb.icmp("ugt", key, vp), vmath.and_(kb, tie_p, kb.fcmp("olt", before, target))))
-            new = body(i.iv, x, key, w, kept_k, kept, carried)
-            i.yield_(kb.add(seen, _zext(kb, tie_k)),
+            new = body(index, x, key, w, kept_k, kept, carried)
+            j.yield_(kb.add(seen, _zext(kb, tie_k)),
                      kb.fadd(before, kb.select(tie_p, w, zero64)), *new)
-        return i.results[2:]
+        return j.results[2:]
 
 
 @kernel(lir.SampleOp, runtime_dims=True)
@@ -251,88 +291,139 @@ def build_sample(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     logits, t_ptr, k_ptr, p_ptr, seed_ptr, out = kb.args[:6]
     position = kb.args[6] if has_position else kb.constant(0, i64)
     rows, n = _row_geometry(kb, op, kb.args[6 + int(has_position):])
-    temperature = kb.load(t_ptr)
-    top_k = kb.sext(kb.load(k_ptr, element=i32))
-    top_p = kb.load(p_ptr)
-    seed = kb.load(seed_ptr, element=i64)
-    key = [_trunc(kb, seed), _trunc(kb, vmath.lshr(kb, seed, 32))]
+    params = _Params(kb.load(t_ptr), kb.sext(kb.load(k_ptr, element=i32)), kb.load(p_ptr),
+                     kb.load(seed_ptr, element=i64), position)
     slots = {name: kb.alloca(1, ty, align=8) for name, ty in (
         ("tk", i32), ("ties_k", i64), ("vp", i32), ("target", f64), ("above", f64),
         ("m", f32))}
-    zero64 = kb.constant(0.0, f64)
+    small = min(SMALL_TOP_K, n)
+    buffers = (kb.alloca(small), kb.alloca(small, i32))
     with kb.loop(0, rows) as r:
-        row = _Row(kb, kb.gep(logits, kb.mul(r.iv, n)), n, slots)
-        best = _argmax_row(kb, row.row, n)
+        row = kb.gep(logits, kb.mul(r.iv, n))
+        best = _argmax_row(kb, row, n)
         kb.store(_trunc(kb, best), out, r.iv, element=i32)
-        with kb.if_(kb.fcmp("ogt", temperature, 0.0)):
-            _draw(kb, row, best, r.iv, temperature, top_k, top_p,
-                  [_trunc(kb, r.iv), _trunc(kb, position),
-                   _trunc(kb, vmath.lshr(kb, position, 32)), kb.constant(0, i32)], key, out,
-                  zero64)
+        with kb.if_(kb.fcmp("ogt", params.temperature, 0.0)):
+            choice = _draw(kb, row, n, best, r.iv, params, slots, buffers)
+            kb.store(_trunc(kb, choice), out, r.iv, element=i32)
     kb.ret()
     return kb.finish()
 
 
-def _draw(kb: KernelBuilder, row: _Row, best: SSAValue, r: SSAValue, temperature: SSAValue,
-          top_k: SSAValue, top_p: SSAValue, counter: list[SSAValue], key: list[SSAValue],
-          out: SSAValue, zero64: SSAValue) -> None:
-    """Store the token drawn from `row` (temperature > 0) to out[r]."""
-    n = row.n
-    row.put("m", kb.load(row.row, best), f32)
+class _Params:
+    """The sampling parameters as the kernel read them."""
+
+    def __init__(self, temperature: SSAValue, top_k: SSAValue, top_p: SSAValue, seed: SSAValue,
+                 position: SSAValue):
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+        self.seed, self.position = seed, position
+
+
+def _draw(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSAValue,
+          params: _Params, slots: dict[str, SSAValue], buffers: tuple[SSAValue, SSAValue]
+          ) -> SSAValue:
+    """The token (i64) drawn from `row` at temperature > 0."""
     # everything kept until the filters say otherwise (every key is >= 0; target +inf)
-    row.put("tk", kb.constant(0, i32), i32)
-    row.put("ties_k", kb.index(n), i64)
-    row.put("vp", kb.constant(0, i32), i32)
-    row.put("target", kb.constant(float("inf"), f64), f64)
-    row.put("above", zero64, f64)
+    kb.store(kb.load(row, best), slots["m"])
+    kb.store(kb.constant(0, i32), slots["tk"], element=i32)
+    kb.store(kb.index(n), slots["ties_k"], element=i64)
+    kb.store(kb.constant(0, i32), slots["vp"], element=i32)
+    kb.store(kb.constant(float("inf"), f64), slots["target"], element=f64)
+    kb.store(kb.constant(0.0, f64), slots["above"], element=f64)
+    top_k = params.top_k
+    filters = vmath.and_(kb, kb.icmp("sgt", top_k, 0), kb.icmp("slt", top_k, n))
+    small = vmath.and_(kb, filters, kb.icmp("sle", top_k, SMALL_TOP_K))
+    choice = kb.alloca(1, i64, align=8)
+    with kb.if_(small):  # the k best in a buffer, then sorted by index
+        vals, ids = buffers
+        _select_top(kb, row, n, top_k, vals, ids, lambda a, b: _key_greater(kb, a, b))
+        with kb.loop(1, top_k) as a:
+            value, index = kb.load(vals, a.iv), kb.load(ids, a.iv, element=i32)
+            at = _first_beaten(kb, a.iv, lambda t: kb.icmp(
+                "sgt", kb.load(ids, t, element=i32), index))
+            _insert_at(kb, vals, ids, at, a.iv, value, kb.sext(index))
+        pick = _filter_and_draw(kb, _Candidates(kb, vals, ids, top_k, slots), best, r, params)
+        kb.store(pick, choice, element=i64)
+    with kb.if_(vmath.xor(kb, small, kb.constant(1, i1))):
+        whole = _Candidates(kb, row, None, n, slots)
+        with kb.if_(filters):  # top-k by its threshold: the k-th largest key, by bisection
+            tk = largest_key(kb, lambda t: kb.icmp("sge", _count_at_least(kb, row, n, t), top_k))
+            # keys > tk: those >= tk + 1, none when tk is the largest key (tk + 1 wraps to 0)
+            above = kb.select(kb.icmp("eq", tk, -1), kb.index(0),
+                              _count_at_least(kb, row, n, kb.add(tk, 1)))
+            whole.put("tk", tk, i32)
+            whole.put("ties_k", kb.sub(top_k, above), i64)
+        kb.store(_filter_and_draw(kb, whole, best, r, params), choice, element=i64)
+    return kb.load(choice, element=i64)
 
-    def count_at_least(t: SSAValue) -> SSAValue:
-        with kb.loop(0, n, carried=[kb.constant(0, i64)]) as i:
-            hit = kb.icmp("uge", order_key(kb, kb.load(row.row, i.iv)), t)
-            i.yield_(kb.add(i.carried[0], _zext(kb, hit)))
-        return i.results[0]
 
-    with kb.if_(vmath.and_(kb, kb.icmp("sgt", top_k, 0), kb.icmp("slt", top_k, n))):
-        tk = row.largest_key(lambda t: kb.icmp("sge", count_at_least(t), top_k))
-        # keys > tk: those >= tk + 1, none when tk is the largest key (tk + 1 wraps to 0)
-        above_k = kb.select(kb.icmp("eq", tk, -1), kb.index(0), count_at_least(kb.add(tk, 1)))
-        row.put("tk", tk, i32)
-        row.put("ties_k", kb.sub(top_k, above_k), i64)
+def _count_at_least(kb: KernelBuilder, row: SSAValue, n: int, t: SSAValue) -> SSAValue:
+    """How many elements of row[0:n] have a key >= t (i64)."""
+    with kb.loop(0, n, carried=[kb.constant(0, i64)]) as i:
+        hit = kb.icmp("uge", order_key(kb, kb.load(row, i.iv)), t)
+        i.yield_(kb.add(i.carried[0], _zext(kb, hit)))
+    return i.results[0]
 
-    with kb.if_(kb.fcmp("olt", top_p, 1.0)):
-        (total,) = row.sweep(lambda i, x, key, w, kept_k, kept, c: [
-            kb.fadd(c[0], kb.select(kept_k, w, zero64))], [zero64])
-        target = kb.fmul(_f64(kb, top_p), total)
+
+def _filter_and_draw(kb: KernelBuilder, c: _Candidates, best: SSAValue, r: SSAValue,
+                     params: _Params) -> SSAValue:
+    """Top-p over the candidates (kept by top-k), then the draw at the temperature: the
+    token id (i64)."""
+    zero64 = kb.constant(0.0, f64)
+
+    def add_if(cond: SSAValue, value: SSAValue, total: SSAValue) -> SSAValue:
+        return kb.fadd(total, kb.select(cond, value, zero64))
+
+    with kb.if_(kb.fcmp("olt", params.top_p, 1.0)):
+        (total,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [add_if(kept_k, w, s[0])],
+                           [zero64])
+        target = kb.fmul(_f64(kb, params.top_p), total)
 
         def mass_at_least(t: SSAValue) -> SSAValue:
-            (mass,) = row.sweep(lambda i, x, key, w, kept_k, kept, c: [kb.fadd(c[0], kb.select(
-                vmath.and_(kb, kept_k, kb.icmp("uge", key, t)), w, zero64))], [zero64])
+            def at_least(key: SSAValue, kept_k: SSAValue) -> SSAValue:
+                return vmath.and_(kb, kept_k, kb.icmp("uge", key, t))
+
+            (mass,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
+                add_if(at_least(key, kept_k), w, s[0])], [zero64], need=at_least)
             return mass
 
-        vp = row.largest_key(lambda t: kb.fcmp("oge", mass_at_least(t), target))
-        (above,) = row.sweep(lambda i, x, key, w, kept_k, kept, c: [kb.fadd(c[0], kb.select(
-            vmath.and_(kb, kept_k, kb.icmp("ugt", key, vp)), w, zero64))], [zero64])
-        row.put("vp", vp, i32)
-        row.put("target", target, f64)
-        row.put("above", above, f64)
+        vp = largest_key(kb, lambda t: kb.fcmp("oge", mass_at_least(t), target))
 
-    def scaled(x: SSAValue) -> SSAValue:
-        return _f64(kb, vmath.exp(kb, kb.fdiv(kb.fsub(x, row.get("m", f32)), temperature)))
+        def above_vp(key: SSAValue, kept_k: SSAValue) -> SSAValue:
+            return vmath.and_(kb, kept_k, kb.icmp("ugt", key, vp))
 
-    (total_q,) = row.sweep(lambda i, x, key, w, kept_k, kept, c: [
-        kb.fadd(c[0], kb.select(kept, scaled(x), zero64))], [zero64])
-    bits = philox(kb, counter, key)[0]
+        (above,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
+            add_if(above_vp(key, kept_k), w, s[0])], [zero64], need=above_vp)
+        c.put("vp", vp, i32)
+        c.put("target", target, f64)
+        c.put("above", above, f64)
+
+    m = c.get("m", f32)
+
+    def scaled(kept: SSAValue, x: SSAValue) -> SSAValue:
+        """exp((x - m) / T) in float64 where kept, else 0."""
+        return _if_value(kb, kept, lambda: _f64(kb, vmath.exp(kb, kb.fdiv(
+            kb.fsub(x, m), params.temperature))), zero64)
+
+    def nothing(key: SSAValue, kept_k: SSAValue) -> SSAValue:
+        return kb.constant(0, i1)
+
+    (total_q,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
+        kb.fadd(s[0], scaled(kept, x))], [zero64], need=nothing)
+    counter = [_trunc(kb, r), _trunc(kb, params.position),
+               _trunc(kb, vmath.lshr(kb, params.position, 32)), kb.constant(0, i32)]
+    seed = params.seed
+    bits = philox(kb, counter, [_trunc(kb, seed), _trunc(kb, vmath.lshr(kb, seed, 32))])[0]
     u = kb.fmul(kb.sitofp(vmath.lshr(kb, bits, 8), f32), 2.0**-24)
     goal = kb.fmul(_f64(kb, u), total_q)
 
-    def walk(i, x, key, w, kept_k, kept, c):
-        cumulative, found, choice, last = c
-        cumulative = kb.fadd(cumulative, kb.select(kept, scaled(x), zero64))
+    def walk(i, x, key, w, kept_k, kept, s):
+        cumulative, found, choice, last = s
+        cumulative = kb.fadd(cumulative, scaled(kept, x))
         hit = vmath.and_(kb, vmath.and_(kb, kept, kb.fcmp("ogt", cumulative, goal)),
                          vmath.xor(kb, found, kb.constant(1, i1)))
         return [cumulative, kb.or_(found, hit), kb.select(hit, i, choice),
                 kb.select(kept, i, last)]
 
-    _, found, choice, last = row.sweep(walk, [zero64, kb.constant(0, i1), best, best])
-    kb.store(_trunc(kb, kb.select(found, choice, last)), out, r, element=i32)
-
+    _, found, choice, last = c.sweep(walk, [zero64, kb.constant(0, i1), best, best],
+                                     need=nothing)
+    return kb.select(found, choice, last)

@@ -1029,7 +1029,7 @@ def _sample_row(x: np.ndarray, temperature: float, top_k: int, top_p: float,
         vp = _largest_key(lambda t: _seq_sum(np.where(key >= t, w, 0.0)) >= target)
         above = _seq_sum(np.where(key > vp, w, 0.0))
         ties = np.where(kept & (key == vp), w, 0.0)
-        before = above + np.concatenate([[0.0], np.cumsum(ties)[:-1]])  # sequential
+        before = np.cumsum(np.concatenate([[above], ties]))[:-1]  # sequential from above
         kept = kept & ((key > vp) | ((key == vp) & (before < target)))
     scaled = ((x - m) / F32(temperature)).astype(F32)
     q = np.where(kept, np.exp(scaled), F32(0)).astype(np.float64)
