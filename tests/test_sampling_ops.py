@@ -82,6 +82,35 @@ def test_sample_matches_the_reference_and_threads(shape):
             np.testing.assert_array_equal(ids, argmax)
 
 
+def test_sample_paths_on_long_rows():
+    """Rows longer than the kernel's top-k buffer (256): top-k above and below it, top-p
+    sets inside the 256 most likely tokens and beyond them, ties at the thresholds."""
+    rng = np.random.default_rng(3)
+    rows = np.stack([rng.standard_normal(700),  # flat: a top-p set beyond 256 tokens
+                     8 * rng.standard_normal(700),  # peaked: inside the buffer
+                     np.round(2 * rng.standard_normal(700)) / 2]).astype(np.float32)  # ties
+    g = _sampler(rows.shape)
+    model, ref = rlx.jit(g, threads=1), rlx.reference(g)
+    for t, k, p, seed in [(1.0, 0, 0.9, 1), (1.0, 300, 0.9, 2), (0.7, 300, 1.0, 3),
+                          (1.0, 256, 0.95, 4), (1.0, 257, 0.8, 5), (1.2, 0, 0.5, 6),
+                          (0.9, 255, 0.3, 7), (1.0, 699, 0.99, 8)]:
+        args = dict(x=rows, t=np.float32(t), k=np.int32(k), p=np.float32(p), seed=np.int64(seed))
+        np.testing.assert_array_equal(model(**args)[0], ref(**args)[0], err_msg=str((t, k, p)))
+
+
+@pytest.mark.parametrize("width", [16, 8, 4])
+def test_argmax_at_every_vector_width(width):
+    g = rlx.Graph("argmax")
+    x = g.input("x", (4, 203))
+    g.output(g.argmax(x))
+    X = _logits((4, 203), 5)
+    X[1, 150] = X[1, 7] = np.nan
+    X[2] = 0.0
+    X[2, 101:] = -0.0
+    X[3, 40] = X[3, 200] = X[3].max() + 1  # a tie in two lanes: the lower index
+    np.testing.assert_array_equal(rlx.jit(g, vector_width=width)(x=X), K.argmax(X))
+
+
 def test_sample_distribution_follows_the_softmax():
     """10000 rows of the same logits: the counts of each token against the softmax at T
     (a fixed seed: deterministic), and top-k/top-p never pick outside their sets."""

@@ -239,11 +239,14 @@ def largest_key(kb: KernelBuilder, holds) -> SSAValue:
 class _Candidates:
     """The elements a draw chooses among, in index order, with the kept-set thresholds in
     stack slots: a whole row (`ids` None; top-k kept by its threshold `tk` and the count of
-    its ties `ties_k`) or the top-k buffer sorted by index (every element kept by top-k)."""
+    its ties `ties_k`) or a buffer of the most likely elements sorted by index (every one
+    kept by top-k)."""
 
     def __init__(self, kb: KernelBuilder, values: SSAValue, ids: SSAValue | None, count: Index,
                  slots: dict[str, SSAValue]):
         self.kb, self.values, self.ids, self.count, self.slots = kb, values, ids, count, slots
+        self.all_kept_k = ids is not None
+        """A buffer holds only elements top-k keeps."""
 
     def get(self, name: str, ty) -> SSAValue:
         return self.kb.load(self.slots[name], element=ty)
@@ -267,8 +270,8 @@ class _Candidates:
             index = j.iv if self.ids is None else kb.sext(kb.load(self.ids, j.iv, element=i32))
             key = order_key(kb, x)
             tie_k = kb.icmp("eq", key, tk)
-            kept_k = kb.or_(kb.icmp("ugt", key, tk),
-                            vmath.and_(kb, tie_k, kb.icmp("slt", seen, ties_k)))
+            kept_k = kb.constant(1, i1) if self.all_kept_k else kb.or_(
+                kb.icmp("ugt", key, tk), vmath.and_(kb, tie_k, kb.icmp("slt", seen, ties_k)))
             tie_p = vmath.and_(kb, kept_k, kb.icmp("eq", key, vp))
             wanted = kb.or_(need(key, kept_k) if need else kept_k, tie_p)
             w = _if_value(kb, wanted, lambda x=x: _f64(kb, vmath.exp(kb, kb.fsub(x, m))), zero64)
@@ -329,21 +332,19 @@ def _draw(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSAValue,
     kb.store(kb.constant(0, i32), slots["vp"], element=i32)
     kb.store(kb.constant(float("inf"), f64), slots["target"], element=f64)
     kb.store(kb.constant(0.0, f64), slots["above"], element=f64)
-    top_k = params.top_k
+    top_k, zero64 = params.top_k, kb.constant(0.0, f64)
     filters = vmath.and_(kb, kb.icmp("sgt", top_k, 0), kb.icmp("slt", top_k, n))
     small = vmath.and_(kb, filters, kb.icmp("sle", top_k, SMALL_TOP_K))
+    top_p = kb.fcmp("olt", params.top_p, 1.0)
     choice = kb.alloca(1, i64, align=8)
-    with kb.if_(small):  # the k best in a buffer, then sorted by index
-        vals, ids = buffers
-        _select_top(kb, row, n, top_k, vals, ids, lambda a, b: _key_greater(kb, a, b))
-        with kb.loop(1, top_k) as a:
-            value, index = kb.load(vals, a.iv), kb.load(ids, a.iv, element=i32)
-            at = _first_beaten(kb, a.iv, lambda t: kb.icmp(
-                "sgt", kb.load(ids, t, element=i32), index))
-            _insert_at(kb, vals, ids, at, a.iv, value, kb.sext(index))
-        pick = _filter_and_draw(kb, _Candidates(kb, vals, ids, top_k, slots), best, r, params)
-        kb.store(pick, choice, element=i64)
-    with kb.if_(vmath.xor(kb, small, kb.constant(1, i1))):
+    with kb.if_(small):  # the k best in a buffer, sorted by index
+        buffer = _best_by_index(kb, row, n, top_k, buffers, slots)
+        with kb.if_(top_p):
+            (total,) = buffer.sweep(lambda i, x, key, w, kept_k, kept, s: [kb.fadd(s[0], w)],
+                                    [zero64])
+            _top_p(kb, buffer, kb.fmul(_f64(kb, params.top_p), total))
+        kb.store(_draw_from(kb, buffer, best, r, params), choice, element=i64)
+    with kb.if_(_not(kb, small)):
         whole = _Candidates(kb, row, None, n, slots)
         with kb.if_(filters):  # top-k by its threshold: the k-th largest key, by bisection
             tk = largest_key(kb, lambda t: kb.icmp("sge", _count_at_least(kb, row, n, t), top_k))
@@ -352,7 +353,67 @@ def _draw(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSAValue,
                               _count_at_least(kb, row, n, kb.add(tk, 1)))
             whole.put("tk", tk, i32)
             whole.put("ties_k", kb.sub(top_k, above), i64)
-        kb.store(_filter_and_draw(kb, whole, best, r, params), choice, element=i64)
+        kb.store(_draw_from(kb, whole, best, r, params, skip=top_p), choice, element=i64)
+        with kb.if_(top_p):
+            kb.store(_top_p_draw(kb, whole, row, n, best, r, params, buffers), choice,
+                     element=i64)
+    return kb.load(choice, element=i64)
+
+
+def _not(kb: KernelBuilder, cond: SSAValue) -> SSAValue:
+    return vmath.xor(kb, cond, kb.constant(1, i1))
+
+
+def _best_by_index(kb: KernelBuilder, row: SSAValue, n: int, count: Index,
+                   buffers: tuple[SSAValue, SSAValue], slots: dict[str, SSAValue]
+                   ) -> _Candidates:
+    """The `count` elements of largest key (ties by the lower index) in the buffers, sorted
+    by index."""
+    _select_top(kb, row, n, count, *buffers, lambda a, b: _key_greater(kb, a, b))
+    return _sorted_by_index(kb, count, buffers, slots)
+
+
+def _sorted_by_index(kb: KernelBuilder, count: Index, buffers: tuple[SSAValue, SSAValue],
+                     slots: dict[str, SSAValue]) -> _Candidates:
+    """The first `count` slots of the buffers sorted by index, in place (an insertion sort:
+    count is small), as candidates."""
+    vals, ids = buffers
+    with kb.loop(1, count) as a:
+        value, index = kb.load(vals, a.iv), kb.load(ids, a.iv, element=i32)
+        at = _first_beaten(kb, a.iv, lambda t: kb.icmp("sgt", kb.load(ids, t, element=i32), index))
+        _insert_at(kb, vals, ids, at, a.iv, value, kb.sext(index))
+    return _Candidates(kb, vals, ids, count, slots)
+
+
+def _top_p_draw(kb: KernelBuilder, whole: _Candidates, row: SSAValue, n: int, best: SSAValue,
+                r: SSAValue, params: _Params, buffers: tuple[SSAValue, SSAValue]) -> SSAValue:
+    """Top-p over the whole row (after top-k by threshold, or none), then the draw. When the
+    tokens of key above the SMALL_TOP_K-th one already reach the mass, the top-p set lies
+    among them: the search and the draw run on that buffer (the same sums: the others add
+    only zeros); else on the row."""
+    zero64 = kb.constant(0.0, f64)
+    (total,) = whole.sweep(lambda i, x, key, w, kept_k, kept, s: [
+        kb.fadd(s[0], kb.select(kept_k, w, zero64))], [zero64])
+    target = kb.fmul(_f64(kb, params.top_p), total)
+    count = min(SMALL_TOP_K, n)
+    _select_top(kb, row, n, count, *buffers, lambda a, b: _key_greater(kb, a, b))
+    floor = order_key(kb, kb.load(buffers[0], count - 1))  # the smallest key in the buffer
+    buffer = _sorted_by_index(kb, count, buffers, whole.slots)
+
+    def above_floor(key: SSAValue, kept_k: SSAValue) -> SSAValue:
+        return kb.icmp("ugt", key, floor)
+
+    (mass,) = buffer.sweep(lambda i, x, key, w, kept_k, kept, s: [
+        kb.fadd(s[0], kb.select(above_floor(key, kept_k), w, zero64))], [zero64],
+        need=above_floor)
+    choice = kb.alloca(1, i64, align=8)
+    fits = kb.fcmp("oge", mass, target)
+    with kb.if_(fits):
+        _top_p(kb, buffer, target, floor)
+        kb.store(_draw_from(kb, buffer, best, r, params), choice, element=i64)
+    with kb.if_(_not(kb, fits)):
+        _top_p(kb, whole, target)
+        kb.store(_draw_from(kb, whole, best, r, params), choice, element=i64)
     return kb.load(choice, element=i64)
 
 
@@ -364,39 +425,50 @@ def _count_at_least(kb: KernelBuilder, row: SSAValue, n: int, t: SSAValue) -> SS
     return i.results[0]
 
 
-def _filter_and_draw(kb: KernelBuilder, c: _Candidates, best: SSAValue, r: SSAValue,
-                     params: _Params) -> SSAValue:
-    """Top-p over the candidates (kept by top-k), then the draw at the temperature: the
-    token id (i64)."""
+def _top_p(kb: KernelBuilder, c: _Candidates, target: SSAValue,
+           floor: SSAValue | None = None) -> None:
+    """Set the top-p threshold of the candidates (kept by top-k) for the mass `target`:
+    vp, the largest key whose kept tokens of key >= vp reach it, and the mass above vp.
+    With `floor`, keys up to it are known to reach the mass (not summed)."""
     zero64 = kb.constant(0.0, f64)
 
-    def add_if(cond: SSAValue, value: SSAValue, total: SSAValue) -> SSAValue:
-        return kb.fadd(total, kb.select(cond, value, zero64))
+    def mass_at_least(t: SSAValue) -> SSAValue:
+        def at_least(key: SSAValue, kept_k: SSAValue) -> SSAValue:
+            return vmath.and_(kb, kept_k, kb.icmp("uge", key, t))
 
-    with kb.if_(kb.fcmp("olt", params.top_p, 1.0)):
-        (total,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [add_if(kept_k, w, s[0])],
-                           [zero64])
-        target = kb.fmul(_f64(kb, params.top_p), total)
+        (mass,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
+            kb.fadd(s[0], kb.select(at_least(key, kept_k), w, zero64))], [zero64],
+            need=at_least)
+        return mass
 
-        def mass_at_least(t: SSAValue) -> SSAValue:
-            def at_least(key: SSAValue, kept_k: SSAValue) -> SSAValue:
-                return vmath.and_(kb, kept_k, kb.icmp("uge", key, t))
+    def holds(t: SSAValue) -> SSAValue:
+        def reaches() -> SSAValue:
+            return kb.fcmp("oge", mass_at_least(t), target)
 
-            (mass,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
-                add_if(at_least(key, kept_k), w, s[0])], [zero64], need=at_least)
-            return mass
+        if floor is None:
+            return reaches()
+        return _if_value(kb, kb.icmp("ugt", t, floor), reaches, kb.constant(1, i1))
 
-        vp = largest_key(kb, lambda t: kb.fcmp("oge", mass_at_least(t), target))
+    vp = largest_key(kb, holds)
 
-        def above_vp(key: SSAValue, kept_k: SSAValue) -> SSAValue:
-            return vmath.and_(kb, kept_k, kb.icmp("ugt", key, vp))
+    def above_vp(key: SSAValue, kept_k: SSAValue) -> SSAValue:
+        return vmath.and_(kb, kept_k, kb.icmp("ugt", key, vp))
 
-        (above,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
-            add_if(above_vp(key, kept_k), w, s[0])], [zero64], need=above_vp)
-        c.put("vp", vp, i32)
-        c.put("target", target, f64)
-        c.put("above", above, f64)
+    (above,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
+        kb.fadd(s[0], kb.select(above_vp(key, kept_k), w, zero64))], [zero64], need=above_vp)
+    c.put("vp", vp, i32)
+    c.put("target", target, f64)
+    c.put("above", above, f64)
 
+
+def _draw_from(kb: KernelBuilder, c: _Candidates, best: SSAValue, r: SSAValue,
+               params: _Params, skip: SSAValue | None = None) -> SSAValue:
+    """The draw at the temperature among the kept candidates: the first, in index order,
+    whose cumulative weight exceeds u times the total (u from Philox); else the last kept
+    one; else `best`. With `skip` (an i1), nothing runs when it holds (returns best)."""
+    zero64 = kb.constant(0.0, f64)
+    if skip is not None:
+        return _if_value(kb, _not(kb, skip), lambda: _draw_from(kb, c, best, r, params), best)
     m = c.get("m", f32)
 
     def scaled(kept: SSAValue, x: SSAValue) -> SSAValue:
@@ -420,7 +492,7 @@ def _filter_and_draw(kb: KernelBuilder, c: _Candidates, best: SSAValue, r: SSAVa
         cumulative, found, choice, last = s
         cumulative = kb.fadd(cumulative, scaled(kept, x))
         hit = vmath.and_(kb, vmath.and_(kb, kept, kb.fcmp("ogt", cumulative, goal)),
-                         vmath.xor(kb, found, kb.constant(1, i1)))
+                         _not(kb, found))
         return [cumulative, kb.or_(found, hit), kb.select(hit, i, choice),
                 kb.select(kept, i, last)]
 

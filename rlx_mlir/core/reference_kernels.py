@@ -1056,7 +1056,8 @@ def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: A
     t = float(np.asarray(temperature, F32))
     k, p = int(np.asarray(top_k)), float(np.asarray(top_p, F32))
     u = philox.sample_uniform(rows.shape[0], int(np.asarray(seed)), int(position or 0))
-    ids = [_sample_row(row, t, k, p, u[r]) for r, row in enumerate(rows)]
+    with np.errstate(invalid="ignore"):  # a row of -inf only: NaN weights, the argmax
+        ids = [_sample_row(row, t, k, p, u[r]) for r, row in enumerate(rows)]
     return np.array(ids, np.int32).reshape(x.shape[:-1])
 
 
