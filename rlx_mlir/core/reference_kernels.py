@@ -1056,7 +1056,7 @@ def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: A
     t = float(np.asarray(temperature, F32))
     k, p = int(np.asarray(top_k)), float(np.asarray(top_p, F32))
     u = philox.sample_uniform(rows.shape[0], int(np.asarray(seed)), int(position or 0))
-    with np.errstate(invalid="ignore"):  # a row of -inf only: NaN weights, the argmax
+    with np.errstate(invalid="ignore"):  # a row of -inf only: NaN weights (its last id)
         ids = [_sample_row(row, t, k, p, u[r]) for r, row in enumerate(rows)]
     return np.array(ids, np.int32).reshape(x.shape[:-1])
 
