@@ -1123,8 +1123,9 @@ class Graph:
         filters in llama.cpp's order: the `top_k` largest (0 keeps all), then the smallest
         set of most likely tokens whose softmax mass (of the raw logits) reaches `top_p`
         (1 keeps all), then the softmax at `temperature`, drawn with Philox4x32-10 keyed by
-        `seed` and counted by the row and the graph's position (0 in a graph without a
-        cache), so a seed reproduces a run on any thread count. Each parameter is a Python
+        `seed` and counted by the row and the graph's position (the model's position when
+        a `cache_append` was built before this call; else 0, the same draws every call),
+        so a seed reproduces a run on any thread count. Each parameter is a Python
         number (checked here, made a constant) or a rank-0 Value (f32 temperature, i32
         top_k, f32 top_p, i64 seed; read at run time, so one compiled graph serves every
         setting)."""
@@ -1154,7 +1155,7 @@ class Graph:
         checks = {
             "temperature": (is_number and math.isfinite(value) and value >= 0,
                             "a finite number >= 0 (0 is greedy)"),
-            "top_k": (is_int and value >= 0, "an int >= 0 (0 keeps every token)"),
+            "top_k": (is_int and 0 <= value < 2**31, "an int in [0, 2^31) (0 keeps every token)"),
             "top_p": (is_number and 0 < value <= 1, "a number in (0, 1] (1 keeps every token)"),
             "seed": (is_int and 0 <= value < 2**63, "an int in [0, 2^63)"),
         }
