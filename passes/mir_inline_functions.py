@@ -82,11 +82,13 @@ class InlineCall(RewritePattern):
             raise GraphError(f"mir-inline-functions: @{callee.sym_name.data}: expected its body "
                              f"to end with func.return, got {ret.name if ret else 'nothing'}")
         results = [_argument_or(value, block, op.arguments) for value in ret.arguments]
-        rewriter.erase_op(ret)
+        rewriter.erase(ret)
+        for arg in block.args:
+            arg.name_hint = None  # else the call's arguments take the callee's names
         for inner in block.walk():
             inner.location = scoped_location(inner.location, scope)
         rewriter.inline_block(block, InsertPoint.before(op), op.arguments)
-        rewriter.replace_op(op, [], results)
+        rewriter.replace(op, [], results)
 
 
 def _argument_or(value: SSAValue, block: Block, arguments: tuple[SSAValue, ...] | list[SSAValue]

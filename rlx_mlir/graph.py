@@ -1345,6 +1345,13 @@ class _FunctionGraph(Graph):
     def _private_functions(self) -> list[func.FuncOp]:
         return []  # the calling graph's module holds them all
 
+    def _own(self, name: str, value: Any) -> Value:
+        if isinstance(value, Value) and value.graph is not self:
+            raise GraphError(f"{name}: a Value of graph {value.graph.name!r} is used inside the "
+                             f"custom function {self.name!r}, which sees only its arguments; "
+                             "pass it in the inputs of custom_fn")
+        return super()._own(name, value)
+
     def _refuse(self, what: str) -> GraphError:
         return GraphError(f"custom_fn {self.name!r}: {what} inside a custom function is not "
                           "supported: a function's values are its arguments (pass weights "
