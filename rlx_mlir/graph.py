@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -1260,7 +1261,7 @@ class Graph:
             return known
         self._functions[name] = None  # building: a nested call of `name` is recursion
         try:
-            function = _FunctionGraph(name, self).build(fn, signature)
+            function = _body_builder(type(self))(name, self).build(fn, signature)
         except BaseException:
             del self._functions[name]
             raise
@@ -1371,6 +1372,16 @@ class _FunctionGraph(Graph):
 
     def _position_argument(self) -> BlockArgument:
         raise self._refuse("a KV cache append")
+
+
+@cache
+def _body_builder(caller: type[Graph]) -> type[_FunctionGraph]:
+    """The builder of a body called from a graph of class `caller`: a `_FunctionGraph`
+    that keeps the caller's own rules (a MIR module's builder refuses hir blocks in its
+    bodies too)."""
+    if issubclass(caller, _FunctionGraph) or caller is Graph:
+        return caller if issubclass(caller, _FunctionGraph) else _FunctionGraph
+    return type(f"_FunctionGraph_{caller.__name__}", (_FunctionGraph, caller), {})
 
 
 def numpy_dtype(dtype: str) -> type[np.generic]:

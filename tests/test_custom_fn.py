@@ -222,3 +222,37 @@ def test_body_has_no_params_states_or_outputs_and_vjp_is_not_supported():
         g.custom_fn(lambda g2, v: v, [x], name="body", vjp=lambda g2, v, ct: (ct,))
     with pytest.raises(GraphError, match=r"inputs\[0\]: expected a graph Value"):
         g.custom_fn(lambda g2, v: v, [np.ones((2, 3))], name="body")
+
+
+def test_inline_pass_is_registered_first_in_the_lir_stage_and_idempotent():
+    from rlx_mlir.passes import get_all_passes
+    from rlx_mlir.passes.mir_inline_functions import MirInlineFunctionsPass
+    from rlx_mlir.passes.pipeline_stages import STAGE_PASSES
+    from rlx_mlir.pipeline import make_pass
+
+    assert get_all_passes()["mir-inline-functions"]() is MirInlineFunctionsPass
+    assert STAGE_PASSES["lir"][0] == "mir-inline-functions"
+    module = rlx.GraphModule.from_graph(mlp_graph(2, 8, 8, calls=2)).into_mir()
+    inline = make_pass("mir-inline-functions")
+    inline.apply(None, module)  # pyright: ignore[reportArgumentType]
+    once = str(module)
+    assert "func.call" not in once and "private" not in once
+    inline.apply(None, module)  # pyright: ignore[reportArgumentType]
+    assert str(module) == once
+    arrays = mlp_arrays(2, 8, 8)
+    np.testing.assert_allclose(rlx.reference(module)(**arrays),
+                               rlx.reference(mlp_graph(2, 8, 8, calls=2))(**arrays),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_mir_module_refuses_hir_blocks_in_bodies_too():
+    m = rlx.GraphModule.mir("main")
+    x = m.graph.input("x", (2, 4))
+    w = m.graph.param("w", (4, 4))
+    with pytest.raises(GraphError, match="custom_fn 'lin': linear: a MIR module's builder takes"):
+        m.graph.custom_fn(lambda g2, v, w: g2.linear(v, w), [x, w], name="lin")
+    m.graph.output(m.graph.custom_fn(lambda g2, v, w: g2.relu(v @ w), [x, w], name="lin"))
+    assert "func.call @lin" in m.to_mlir()
+    arrays = {"x": _normal(2, 4), "w": _normal(4, 4)}
+    np.testing.assert_allclose(rlx.jit(m)(**arrays), np.maximum(arrays["x"] @ arrays["w"], 0),
+                               rtol=1e-4, atol=1e-5)
