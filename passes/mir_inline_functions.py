@@ -11,7 +11,9 @@ profile and the kernel origins show it under the function's name: inside a call 
 `mlp#1`, `matmul#0/gelu` becomes `mlp#1.matmul#0/gelu` (each name of a fused location
 likewise). A call without a location names its ops after the callee.
 
-Calls inside an inlined body are inlined in turn (custom functions may call others, not
+The ops computing results of a call that nothing uses are erased (side-effect-free ops
+without uses, as canonicalize's DCE does: it ran before the inlining and a call is not
+side-effect free). Calls inside an inlined body are inlined in turn (custom functions may call others, not
 recursively: a call of the function it is in is an error). A call of a declaration (a
 function without a body) is left alone.
 """
@@ -33,6 +35,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 from xdsl.traits import SymbolTable
+from xdsl.transforms.dead_code_elimination import dce
 
 from rlx_mlir.core.errors import GraphError
 from rlx_mlir.core.locations import loc_names, name_loc
@@ -119,6 +122,7 @@ class MirInlineFunctionsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(InlineCall(), apply_recursively=True).rewrite_module(op)
         erase_uncalled(op)
+        dce(op)  # results of a call nothing used: canonicalize's DCE ran before the inlining
 
 
 __all__ = ["InlineCall", "MirInlineFunctionsPass", "erase_uncalled", "scoped_location"]

@@ -269,3 +269,14 @@ def test_a_mir_module_refuses_hir_blocks_in_bodies_too():
     arrays = {"x": _normal(2, 4), "w": _normal(4, 4)}
     np.testing.assert_allclose(rlx.jit(m)(**arrays), np.maximum(arrays["x"] @ arrays["w"], 0),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_an_unused_result_gets_no_kernel():
+    g = rlx.Graph("main")
+    x = g.input("x", (5, 8))
+    used, _unused = g.custom_fn(lambda g2, v: (g2.exp(v), g2.tanh(v) @ g2.transpose(v, (1, 0))),
+                                [x], name="two")
+    g.output(used)
+    model = _check(g, {"x": _normal(5, 8)})
+    kernels = [op.name for op in model.stage_module("lir").walk() if isinstance(op, lir.KernelOp)]
+    assert kernels == ["lir.elementwise"]
