@@ -280,3 +280,13 @@ def test_an_unused_result_gets_no_kernel():
     model = _check(g, {"x": _normal(5, 8)})
     kernels = [op.name for op in model.stage_module("lir").walk() if isinstance(op, lir.KernelOp)]
     assert kernels == ["lir.elementwise"]
+
+
+def test_no_inputs_and_identity_functions():
+    g = rlx.Graph("main")
+    x = g.input("x", (3, 4))
+    ones = g.custom_fn(lambda g2: g2.constant(np.ones((3, 4), np.float32)), [], name="ones")
+    same = g.custom_fn(lambda g2, v: v, [x], name="ident")
+    g.output(ones + same * 2.0)
+    arrays = {"x": _normal(3, 4)}
+    np.testing.assert_allclose(_check(g, arrays)(**arrays), 1 + 2 * arrays["x"], rtol=1e-5)
