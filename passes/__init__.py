@@ -14,6 +14,7 @@ from xdsl.passes import ModulePass
 _PASSES: dict[str, tuple[str, str]] = {
     "convert-hir-to-mir": ("convert_hir_to_mir", "ConvertHirToMirPass"),
     "mir-fuse": ("mir_fuse", "MirFusePass"),
+    "mir-inline-functions": ("mir_inline_functions", "MirInlineFunctionsPass"),
     "convert-mir-to-lir": ("convert_mir_to_lir", "ConvertMirToLirPass"),
     "lir-plan-arena": ("lir_plan_arena", "LirPlanArenaPass"),
     "lir-pack-weights": ("lir_pack_weights", "LirPackWeightsPass"),

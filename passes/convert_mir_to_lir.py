@@ -484,7 +484,7 @@ class ConvertMirToLirPass(ModulePass):
     name = "convert-mir-to-lir"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        require_lowered(op, self.name, "hir")
+        require_lowered(op, self.name, "hir", "func.call")  # bufferization: one function
         annotate_symbolic_dims(op)
         PatternRewriteWalker(FuncSignatureLowering(), apply_recursively=False).rewrite_module(op)
         phases = module_phases(op)  # each kernel gets its mir op's phase (rlx.phase)

@@ -4,7 +4,8 @@
 |--------|-------------------------------------------------------------|
 | `hir`  | the Graph builder (hir blocks and mir primitives on tensors) |
 | `mir`  | convert-hir-to-mir, canonicalize, cse, mir-fuse             |
-| `lir`  | convert-mir-to-lir, lir-plan-arena, lir-pack-weights        |
+| `lir`  | mir-inline-functions, convert-mir-to-lir, lir-plan-arena,   |
+|        | lir-pack-weights                                            |
 | `llvm` | lir-parallelize, convert-lir-to-llvm                        |
 
 Shared by the `rlx-lower` pass and `rlx_mlir.pipeline.lower` (which adds timings and
@@ -37,7 +38,7 @@ STAGES = ("hir", "mir", "lir", "llvm")
 
 STAGE_PASSES: dict[str, tuple[str, ...]] = {
     "mir": ("convert-hir-to-mir", "canonicalize", "cse", "mir-fuse"),
-    "lir": ("convert-mir-to-lir", "lir-plan-arena", "lir-pack-weights"),
+    "lir": ("mir-inline-functions", "convert-mir-to-lir", "lir-plan-arena", "lir-pack-weights"),
     "llvm": ("lir-parallelize", "convert-lir-to-llvm"),
 }
 """The passes that produce each stage from the one before."""

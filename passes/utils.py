@@ -57,6 +57,7 @@ class OpSequence:
 
 REMOVED_BY: dict[str, str] = {
     "hir": "convert-hir-to-mir",
+    "func.call": "mir-inline-functions",
     "mir": "convert-mir-to-lir",
     "lir.alloc": "lir-plan-arena",
 }

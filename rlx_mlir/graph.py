@@ -19,8 +19,10 @@ IR is built directly, never by printing and re-parsing text.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -294,6 +296,7 @@ class Graph:
         self._updated: dict[SSAValue, str] = {}  # states already appended to or assigned
         self._scopes: list[str] = []  # g.scope names, outermost first (op locations)
         self._located: dict[str, int] = {}  # ops per location name so far (their counters)
+        self._functions: dict[str, _CustomFunction | None] = {}  # custom_fn's, shared with bodies
 
     # ------------------------------------------------------------------ arguments, output
 
@@ -428,7 +431,7 @@ class Graph:
             )
             if self._cache_dims is not None:
                 fn.attributes[CACHE_DIMS] = DictionaryAttr({CACHE_SYMBOL: dims_attr(self._cache_dims)})
-            module = ModuleOp([fn]).clone()
+            module = ModuleOp([fn, *self._private_functions()]).clone()
         finally:
             fn.body.detach_block(self._block)
             ret.detach()
@@ -1265,6 +1268,187 @@ class Graph:
             self._arg_roles.append(ROLE_POSITION)
             self._arg_shapes.append(())
         return self._position
+
+    # ------------------------------------------------------------------ custom functions
+
+    def custom_fn(self, fn: Callable[..., Any], inputs: Sequence[Value], name: str,
+                  vjp: Callable[..., Any] | None = None) -> Value | tuple[Value, ...]:
+        """Call `fn` as one named function: `fn(g2, *values)` builds its body with `g2` (a
+        Graph building into a private `func.func @name`, whose arguments `values` have the
+        shapes and dtypes of `inputs`) and returns a Value of `g2` or a tuple of them. The
+        graph gets `func.call @name(inputs)`; returns its result, or a tuple of results
+        when `fn` returned a tuple (or list). The call stays a call through hir and mir and
+        is inlined before bufferization (`mir-inline-functions`), its ops located under
+        the function's name as a scope (`name.matmul#0`).
+
+        The body sees only its arguments: a Value of the calling graph used inside is a
+        GraphError naming the function; `g2` has no params, states or caches of its own
+        (pass weights as inputs). Bodies may call custom functions themselves (not
+        recursively). A second call with the same `name` and the same input shapes and
+        dtypes calls the function built by the first (`fn` is not run again); other
+        shapes under a used name are a GraphError. `vjp` (a user VJP) is not supported
+        yet: anything but None is an RlxError."""
+        what = f"custom_fn {name!r}"
+        if not isinstance(name, str) or not name.isidentifier():
+            raise GraphError(f"custom_fn: name: expected a Python identifier, got {name!r}")
+        if vjp is not None:
+            raise RlxError(f"{what}: vjp: a user VJP is not supported yet (it comes with "
+                           "automatic differentiation); expected None")
+        if not callable(fn):
+            raise GraphError(f"{what}: fn: expected a callable fn(g2, *values), got "
+                             f"{type(fn).__name__}")
+        if isinstance(inputs, Value):
+            inputs = (inputs,)
+        values = [self._own(f"{what}: inputs[{i}]", v) for i, v in enumerate(inputs)]
+        signature = tuple((v.shape, v.dtype) for v in values)
+        function = self._custom_function(fn, name, signature)
+        call = func.CallOp(name, [v.ssa for v in values],
+                           [tensor_type(shape, dtype) for shape, dtype in function.results])
+        call.location = self._call_location(name)
+        self._block.add_op(call)
+        results = tuple(Value(self, ssa, shape, dtype)
+                        for ssa, (shape, dtype) in zip(call.results, function.results, strict=True))
+        return results if function.returns_tuple else results[0]
+
+    def _custom_function(self, fn: Callable[..., Any], name: str,
+                         signature: tuple[tuple[rules.Shape, str], ...]) -> _CustomFunction:
+        """The function `name` of `signature`: built by `fn` at its first call."""
+        what = f"custom_fn {name!r}"
+        if name == self._root_name():
+            raise GraphError(f"{what}: the graph itself is named {name!r}; name the function "
+                             "otherwise")
+        if name in self._functions:
+            known = self._functions[name]
+            if known is None:
+                raise GraphError(f"{what}: the function calls itself (recursion is not supported)")
+            if known.signature != signature:
+                raise GraphError(f"{what}: the name is taken by a function of inputs "
+                                 f"{_signature_text(known.signature)}, got inputs "
+                                 f"{_signature_text(signature)}; name this one otherwise")
+            return known
+        self._functions[name] = None  # building: a nested call of `name` is recursion
+        try:
+            function = _body_builder(type(self))(name, self).build(fn, signature)
+        except BaseException:
+            del self._functions[name]
+            raise
+        self._functions[name] = function
+        return function
+
+    def _root_name(self) -> str:
+        """The name of the graph whose module holds the custom functions."""
+        return self.name
+
+    def _call_location(self, name: str) -> NameLoc:
+        """The call's location: the function's name as a scope inside the current scopes,
+        `layer3.mlp`, with a counter from the second call on (`mlp#1`)."""
+        base = ".".join([*self._scopes, name])
+        count = self._located.get(base, 0)
+        self._located[base] = count + 1
+        return name_loc(base if count == 0 else f"{base}#{count}")
+
+    def _private_functions(self) -> list[func.FuncOp]:
+        """Copies of the custom functions, for the module (the graph keeps its own)."""
+        return [f.op.clone() for f in self._functions.values() if f is not None]
+
+
+@dataclass(frozen=True)
+class _CustomFunction:
+    """A function built by `Graph.custom_fn`: its private `func.func`, its inputs' and
+    results' (shape, dtype), and whether `fn` returned a tuple."""
+
+    op: func.FuncOp
+    signature: tuple[tuple[rules.Shape, str], ...]
+    results: tuple[tuple[rules.Shape, str], ...]
+    returns_tuple: bool
+
+
+def _signature_text(signature: Sequence[tuple[rules.Shape, str]]) -> str:
+    return "(" + ", ".join(f"{dtype}{list(shape)}" for shape, dtype in signature) + ")"
+
+
+class _FunctionGraph(Graph):
+    """The builder `fn` of a `custom_fn` gets: a Graph whose inputs are the function's
+    arguments (declared here, not by `fn`), with no params, states or caches, sharing the
+    calling graph's custom functions (so bodies call functions too)."""
+
+    def __init__(self, name: str, caller: Graph):
+        super().__init__(name)
+        self._functions = caller._functions
+        self._root = caller._root_name()
+
+    def _root_name(self) -> str:
+        return self._root
+
+    def build(self, fn: Callable[..., Any], signature: tuple[tuple[rules.Shape, str], ...]
+              ) -> _CustomFunction:
+        """Run `fn` on the arguments; its Value or tuple of Values is what it returns."""
+        what = f"custom_fn {self.name!r}"
+        args = [self._argument(f"arg{i}", shape, dtype, ROLE_INPUT)
+                for i, (shape, dtype) in enumerate(signature)]
+        with _context(what):
+            returned = fn(self, *args)
+        returns_tuple = isinstance(returned, tuple | list)
+        results = list(returned) if returns_tuple else [returned]
+        if not results or not all(isinstance(v, Value) for v in results):
+            got = type(returned).__name__ if not returns_tuple else \
+                "(" + ", ".join(type(v).__name__ for v in results) + ")"
+            raise GraphError(f"{what}: fn must return a Value of the function's graph or a "
+                             f"non-empty tuple of them, got {got}")
+        for i, v in enumerate(results):
+            if v.graph is not self:
+                raise GraphError(f"{what}: result {i} is a Value of graph {v.graph.name!r}, not "
+                                 f"of the function's; build every result from the function's "
+                                 "arguments")
+        Graph.output(self, *results)
+        op = self.to_module().body.block.first_op
+        assert isinstance(op, func.FuncOp)
+        op.detach()
+        op.sym_visibility = StringAttr("private")
+        op.arg_attrs = None
+        op.res_attrs = None
+        return _CustomFunction(op, signature, tuple((v.shape, v.dtype) for v in results),
+                               returns_tuple)
+
+    def _private_functions(self) -> list[func.FuncOp]:
+        return []  # the calling graph's module holds them all
+
+    def _own(self, name: str, value: Any) -> Value:
+        if isinstance(value, Value) and value.graph is not self:
+            raise GraphError(f"{name}: a Value of graph {value.graph.name!r} is used inside the "
+                             f"custom function {self.name!r}, which sees only its arguments; "
+                             "pass it in the inputs of custom_fn")
+        return super()._own(name, value)
+
+    def _refuse(self, what: str) -> GraphError:
+        return GraphError(f"custom_fn {self.name!r}: {what} inside a custom function is not "
+                          "supported: a function's values are its arguments (pass weights "
+                          "and states as inputs)")
+
+    def input(self, name: str, shape: Sequence[int | str], dtype: Any = "f32") -> Value:
+        raise self._refuse("g2.input")
+
+    def param(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+        raise self._refuse("g2.param")
+
+    def state(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+        raise self._refuse("g2.state")
+
+    def output(self, *values: Value, names: Sequence[str] | None = None, **named: Value) -> None:
+        raise GraphError(f"custom_fn {self.name!r}: g2.output: return the results from fn instead")
+
+    def _position_argument(self) -> BlockArgument:
+        raise self._refuse("a KV cache append")
+
+
+@cache
+def _body_builder(caller: type[Graph]) -> type[_FunctionGraph]:
+    """The builder of a body called from a graph of class `caller`: a `_FunctionGraph`
+    that keeps the caller's own rules (a MIR module's builder refuses hir blocks in its
+    bodies too)."""
+    if issubclass(caller, _FunctionGraph) or caller is Graph:
+        return caller if issubclass(caller, _FunctionGraph) else _FunctionGraph
+    return type(f"_FunctionGraph_{caller.__name__}", (_FunctionGraph, caller), {})
 
 
 def numpy_dtype(dtype: str) -> type[np.generic]:
