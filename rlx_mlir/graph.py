@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
@@ -1284,9 +1284,9 @@ class Graph:
         The body sees only its arguments: a Value of the calling graph used inside is a
         GraphError naming the function; `g2` has no params, states or caches of its own
         (pass weights as inputs). Bodies may call custom functions themselves (not
-        recursively). A second call with the same `name` and the same input shapes and
-        dtypes calls the function built by the first (`fn` is not run again); other
-        shapes under a used name are a GraphError. `vjp` (a user VJP) is not supported
+        recursively). A second call with the same `name`, the same `fn` and the same input
+        shapes and dtypes calls the function built by the first (`fn` is not run again);
+        another `fn` or other shapes under a used name are a GraphError. `vjp` (a user VJP) is not supported
         yet: anything but None is an RlxError."""
         what = f"custom_fn {name!r}"
         if not isinstance(name, str) or not name.isidentifier():
@@ -1325,6 +1325,10 @@ class Graph:
                 raise GraphError(f"{what}: the name is taken by a function of inputs "
                                  f"{_signature_text(known.signature)}, got inputs "
                                  f"{_signature_text(signature)}; name this one otherwise")
+            if known.fn is not fn:  # another body under a used name would be dropped silently
+                raise GraphError(f"{what}: the name is taken by another fn "
+                                 f"({_fn_text(known.fn)}), got {_fn_text(fn)}; pass the same "
+                                 "callable to call the function again, or name this one otherwise")
             return known
         self._functions[name] = None  # building: a nested call of `name` is recursion
         try:
@@ -1332,7 +1336,7 @@ class Graph:
         except BaseException:
             del self._functions[name]
             raise
-        self._functions[name] = function
+        self._functions[name] = function = replace(function, fn=fn)
         return function
 
     def _root_name(self) -> str:
@@ -1361,6 +1365,12 @@ class _CustomFunction:
     signature: tuple[tuple[rules.Shape, str], ...]
     results: tuple[tuple[rules.Shape, str], ...]
     returns_tuple: bool
+    fn: Callable[..., Any] | None = None
+    """The callable that built the body: only it may call the function again."""
+
+
+def _fn_text(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
 
 
 def _signature_text(signature: Sequence[tuple[rules.Shape, str]]) -> str:

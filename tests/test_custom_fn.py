@@ -206,11 +206,17 @@ def test_name_clash_and_bad_names():
     g = rlx.Graph("main")
     x = g.input("x", (2, 3))
     z = g.input("z", (3, 3))
-    g.custom_fn(lambda g2, v: g2.exp(v), [x], name="f")
-    assert g.custom_fn(lambda g2, v: g2.tanh(v), [x], name="f").shape == (2, 3)  # reused
+    def exp(g2, v):
+        return g2.exp(v)
+
+    g.custom_fn(exp, [x], name="f")
+    assert g.custom_fn(exp, [x], name="f").shape == (2, 3)  # the same fn: reused
+    with pytest.raises(GraphError, match=r"custom_fn 'f': the name is taken by another fn "
+                                         r"\(.*exp\), got .*<lambda>"):
+        g.custom_fn(lambda g2, v: g2.tanh(v), [x], name="f")  # would be dropped silently
     with pytest.raises(GraphError, match=r"custom_fn 'f': the name is taken by a function of "
                                          r"inputs \(f32\[2, 3\]\), got inputs \(f32\[3, 3\]\)"):
-        g.custom_fn(lambda g2, v: g2.exp(v), [z], name="f")
+        g.custom_fn(exp, [z], name="f")
     with pytest.raises(GraphError, match="the graph itself is named 'main'"):
         g.custom_fn(lambda g2, v: v, [x], name="main")
     with pytest.raises(GraphError, match="name: expected a Python identifier"):

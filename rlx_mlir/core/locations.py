@@ -36,10 +36,18 @@ def origin(op: Operation) -> str | None:
     return ORIGIN_SEPARATOR.join(dict.fromkeys(names)) if names else None
 
 
+def _method(op: Operation) -> str:
+    """What names an op without a location: the callee of a `func.call` (its inlined ops
+    are scoped under it), else the op name without the dialect."""
+    if isinstance(op, func.CallOp):
+        return op.callee.string_value()
+    return op.name.split(".", 1)[-1]
+
+
 def fallback_name(op: Operation, count: int) -> str:
-    """The name of an op no scope names: its method (the op name without the dialect)
-    and a counter, `matmul#3`, as the Graph builder names it."""
-    return f"{op.name.split('.', 1)[-1]}#{count}"
+    """The name of an op no scope names: its method (the op name without the dialect,
+    or a call's callee) and a counter, `matmul#3`, as the Graph builder names it."""
+    return f"{_method(op)}#{count}"
 
 
 def name_unlocated(module: ModuleOp) -> None:
@@ -55,7 +63,7 @@ def name_unlocated(module: ModuleOp) -> None:
     for op in ops:
         if loc_names(op.location):
             continue
-        method = op.name.split(".", 1)[-1]
+        method = _method(op)
         count = counters.get(method, 0)
         while fallback_name(op, count) in taken:
             count += 1
