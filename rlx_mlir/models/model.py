@@ -204,6 +204,9 @@ class LanguageModel:
         """The compiled model (or reference executor) the calls go to."""
         self.stats = GenerationStats()
         self._cos, self._sin = rope
+        self._step_outputs = (np.empty((1, config.n_vocab), np.float32), np.empty(1, np.int32))
+        """Where a generation step's call writes (logits of the last row, the drawn id):
+        allocated once, so a step hands Python one id and never a fresh logits array."""
 
     def __repr__(self) -> str:
         c = self.config
@@ -257,18 +260,28 @@ class LanguageModel:
         """Append `ids` (checked int32) to the KV cache; the next token drawn in the
         graph (`g.sample` of the last row's logits): one id out of the native call, not
         the vocabulary's logits."""
-        return int(self._forward(ids, np.array([ids.size - 1], np.int32), sampling)[1][0])
+        inputs = self._inputs(ids, np.array([ids.size - 1], np.int32), sampling)
+        run = getattr(self.runner, "run", None)  # the reference executor has no `run`
+        if run is None:
+            return int(self.runner(**inputs)[1][0])
+        run(**inputs, out=self._step_outputs)
+        return int(self._step_outputs[1][0])
 
     def _forward(self, tokens: np.ndarray, rows: np.ndarray,
                  sampling: SamplingParams | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(logits [R, n_vocab], next ids [R]) of `rows` after appending `tokens`."""
+        return self.runner(**self._inputs(tokens, rows, sampling))
+
+    def _inputs(self, tokens: np.ndarray, rows: np.ndarray,
+                sampling: SamplingParams | None) -> dict[str, np.ndarray]:
+        """`runner_inputs` at the current position, once the cache is known to hold them."""
         start = self.position
         end = start + tokens.size
         if end > self.max_seq:
             raise ArgumentError(f"cache full: {tokens.size} tokens at position {start} need "
                                 f"{end} rows but max_seq is {self.max_seq} (load_gguf(..., "
                                 f"max_seq=...) or reset())")
-        return self.runner(**self.runner_inputs(tokens, start, rows, sampling))
+        return self.runner_inputs(tokens, start, rows, sampling)
 
     def runner_inputs(self, tokens: np.ndarray, start: int, rows: np.ndarray,
                       sampling: SamplingParams | None = None) -> dict[str, np.ndarray]:
