@@ -9,7 +9,8 @@ The rules, over one function's arguments and top-level ops in schedule order:
   is greedy sampling) are **epilogue**;
 - ops after the last compute op (any op whose name contains `matmul`, `attention` or
   `gated_delta_net`: matmul, fused_matmul, dequant_matmul, the merged-siblings matmul,
-  attention, gated delta net) or after the last sampling op are **epilogue**, and so is
+  attention, gated delta net; a `func.call` of a custom function that holds one) or
+  after the last sampling op are **epilogue**, and so is
   the function's terminator (`func.return`: the end of the call, whatever precedes it);
 - every other op is **steady state**. A graph with no compute op and no sampling op is
   steady state from its first kernel to its last.
@@ -35,7 +36,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr, UnregisteredOp
 from xdsl.ir import BlockArgument, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.traits import IsTerminator
+from xdsl.traits import IsTerminator, SymbolTable
 
 from rlx_mlir.dialects import lir
 
@@ -76,10 +77,22 @@ def is_compute(name: str) -> bool:
     return any(mark in name for mark in COMPUTE_MARKS)
 
 
+def computes(op: Operation) -> bool:
+    """Whether `op` is a compute op, or a call (`g.custom_fn`, before inlining) of a
+    function of the module that holds one."""
+    if is_compute(op_name(op)):
+        return True
+    if not isinstance(op, func.CallOp):
+        return False
+    callee = SymbolTable.lookup_symbol(op, op.callee)
+    return callee is not None and any(is_compute(op_name(inner)) or isinstance(inner, func.CallOp)
+                                      and computes(inner) for inner in callee.walk())
+
+
 def op_phases(ops: Sequence[Operation]) -> list[Phase]:
     """The phase of each op of one block, in schedule order, by the rules above."""
     names = [op_name(op) for op in ops]
-    compute = [i for i, name in enumerate(names) if is_compute(name)]
+    compute = [i for i, op in enumerate(ops) if computes(op)]
     sampling = [i for i, name in enumerate(names) if name in SAMPLING_OPS]
     bounds = [found[-1] for found in (compute, sampling) if found]
     epilogue_after = min(bounds) if bounds else len(names)

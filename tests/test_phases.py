@@ -363,3 +363,18 @@ def test_language_model_profile_by_phase(tmp_path):
         heads = [r for r in part.rows if r.op.endswith("matmul")]
         assert heads and all(r.phase is STEADY for r in heads)
     assert prof.to_markdown().count("| phase |") == 2
+
+
+def test_a_call_of_a_custom_function_with_a_matmul_is_a_compute_op():
+    """Before inlining, a `func.call` stands for its body: the softmax after a call
+    that multiplies is epilogue, as it is after the matmul itself."""
+    g = rlx.Graph("called")
+    x = g.input("x", (4, 8))
+    w = g.param("w", (8, 8))
+    y = g.custom_fn(lambda g2, v, m: g2.gelu(v @ m), [x, w], name="mlp")
+    g.output(g.softmax(y))
+    schedule = rlx.derive_phases(g)
+    by_name = {node.name: schedule.get(node) for node in schedule
+               if not isinstance(node, BlockArgument)}
+    assert by_name["func.call"] is rlx.Phase.STEADY_STATE
+    assert by_name["mir.softmax"] is rlx.Phase.EPILOGUE
