@@ -340,6 +340,11 @@ class Graph:
         """The symbolic dimensions of the inputs, in order of declaration."""
         return list(self._symbols)
 
+    def _graph_symbols(self) -> list[str]:
+        """Every symbol a shape of the graph may name: the inputs' and, once a cache is
+        appended to, the cache's `T` (reshape and broadcast_to targets take them all)."""
+        return self.symbols + ([CACHE_SYMBOL] if self._cache_dims is not None else [])
+
     def output(self, *values: Value, names: Sequence[str] | None = None, **named: Value) -> None:
         """Mark the graph's results, in order: `g.output(a, b)`. Name them with
         `names=("logits", "h")` or as keywords, `g.output(logits=a, h=b)` (keywords
@@ -814,7 +819,8 @@ class Graph:
         with _context("reshape"):
             if isinstance(shape, int | np.integer):
                 raise ShapeError(f"shape: expected a tuple or list of ints, got {shape!r}")
-            new = rules.reshape(x.shape, _dims("shape", shape, infer=True, symbols=self.symbols))
+            new = rules.reshape(x.shape, _dims("shape", shape, infer=True,
+                                                symbols=self._graph_symbols()))
         return self._op("reshape", mir.ReshapeOp, new, input=x)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
@@ -854,7 +860,7 @@ class Graph:
         """numpy.broadcast_to."""
         self._own("x", x)
         with _context("broadcast_to"):
-            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols),
+            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self._graph_symbols()),
                                         keep_symbols=True)
         return self._op("broadcast_to", mir.BroadcastToOp, target, input=x)
 
