@@ -362,7 +362,8 @@ class LowerKernel(RewritePattern):
         if key not in self.built:
             base = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
             record = kernel_record(type(op))
-            if is_dynamic(op) and not (record is not None and record.runtime_dims):
+            if is_dynamic(op) and not (record is not None
+                                       and record.reads_dims(row_prefix(op) >= 0)):
                 functions = _row_driven(op, base, self.vector_width, parallel)
             elif parallel:
                 functions = [_partitioned_builder(op)(op, base, self.vector_width)]

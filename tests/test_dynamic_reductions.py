@@ -32,6 +32,142 @@ def _agree(got, want, what):
         np.testing.assert_allclose(a, b, rtol=TOL, atol=TOL, err_msg=what)
 
 
+def _check_sizes(build, shape_at, sizes=SIZES, threads=None, parallel=False):
+    """One graph of input x (shape_at("S")), compiled once, against the reference at
+    every size; `parallel`: the kernel is split across threads."""
+    g = rlx.Graph("along")
+    x = g.input("x", shape_at("S"))
+    g.output(build(g, x))
+    model, ref = rlx.jit(g, max_dims={"S": max(sizes)}, threads=threads), rlx.reference(g)
+    assert "read ? dims natively" in model.summary()
+    if parallel:
+        assert "1 parallel kernel calls" in model.summary()
+    for s in sizes:
+        x = _normal(*shape_at(s))
+        _agree(model(x=x), ref(x=x), f"S = {s}")
+    return model
+
+
+# ----------------------------------------------------------------------------- reductions along S
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "mean"])
+@pytest.mark.parametrize("n", [1, 5, 33])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_reduce_over_the_rows_of_s_by_n(kind, n, keepdim):
+    _check_sizes(lambda g, x: getattr(g, f"reduce_{kind}")(x, 0, keepdim=keepdim),
+                 lambda s: (s, n))
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "mean"])
+@pytest.mark.parametrize("n", [1, 5, 33])
+def test_reduce_over_the_last_axis_of_n_by_s(kind, n):
+    _check_sizes(lambda g, x: getattr(g, f"reduce_{kind}")(x, -1, keepdim=True),
+                 lambda s: (n, s))
+
+
+@pytest.mark.parametrize(("kind", "axes", "shape_at"), [
+    ("mean", (0, 2), lambda s: (s, 3, 5)),    # symbolic and static axes, a kept one between
+    ("sum", (0, 1), lambda s: (s, 33)),       # everything
+    ("max", (1, 2), lambda s: (2, s, 17)),    # a static batch before S
+    ("min", (1,), lambda s: (4, s, 1, 9)),    # a size-1 dim next to S
+    ("mean", (0, 1), lambda s: (3, s)),       # a static axis before S
+])
+def test_reduce_over_several_axes_with_a_symbol(kind, axes, shape_at):
+    _check_sizes(lambda g, x: getattr(g, f"reduce_{kind}")(x, axes), shape_at)
+
+
+def test_reduce_propagates_nan_along_s():
+    g = rlx.Graph("nan")
+    x = g.input("x", ("S", 5))
+    g.output(g.reduce_max(x, 0), g.reduce_min(x, 0))
+    model = rlx.jit(g, max_dims={"S": 64})
+    x = _normal(17, 5)
+    x[11, 2] = np.nan
+    for got in model(x=x):
+        assert np.isnan(got[2]) and not np.isnan(np.delete(got, 2)).any()
+
+
+def test_mean_pooling_a_sequence():
+    """Project the tokens, mean-pool them over the sequence, classify: [S, 16] -> [1, 3]."""
+    w1, w2 = _normal(16, 32), _normal(32, 3)
+    g = rlx.Graph("pool")
+    x = g.input("x", ("S", 16))
+    h = g.linear(x, g.param("w1", (16, 32)), activation="gelu")
+    g.output(g.softmax(g.reduce_mean(h, 0, keepdim=True) @ g.param("w2", (32, 3))))
+    params = {"w1": w1, "w2": w2}
+    model, ref = rlx.jit(g, params=params, max_dims={"S": 64}), rlx.reference(g)
+    for s in SIZES:
+        x = _normal(s, 16)
+        _agree(model(x=x), ref(x=x, **params), f"S = {s}")
+
+
+# ----------------------------------------------------------------------------- softmax along S
+
+
+@pytest.mark.parametrize(("axis", "shape_at"), [
+    (0, lambda s: (s, 1)),
+    (0, lambda s: (s, 5)),
+    (0, lambda s: (s, 33)),
+    (-1, lambda s: (1, s)),
+    (-1, lambda s: (5, s)),
+    (-1, lambda s: (33, s)),
+    (1, lambda s: (2, s, 3)),      # strided, a static batch
+    (0, lambda s: (3, s)),         # a static axis followed by S: columns of run-time width
+    (0, lambda s: (s, 1500)),      # wider than one column tile
+])
+def test_softmax_along_s(axis, shape_at):
+    _check_sizes(lambda g, x: g.softmax(x, axis), shape_at)
+
+
+# ----------------------------------------------------------------------------- threads, target
+
+
+@pytest.mark.parametrize(("build", "shape_at"), [
+    (lambda g, x: g.reduce_mean(x, 0), lambda s: (s, (1 << 18) + 5)),   # column chunks
+    (lambda g, x: g.reduce_max(x, 1), lambda s: (1 << 18, s)),          # rows
+    (lambda g, x: g.softmax(x, -1), lambda s: (1 << 18, s)),            # rows
+    (lambda g, x: g.reduce_sum(x, (0, 1)), lambda s: (s, 1 << 18)),     # part 0 only
+])
+def test_along_s_with_two_threads(build, shape_at):
+    model = _check_sizes(build, shape_at, sizes=(1, 3, 17), threads=2, parallel=True)
+    assert model.threads == 2
+
+
+def test_along_s_for_haswell(monkeypatch):
+    monkeypatch.setenv("RLX_TARGET_CPU", "haswell")
+    g = rlx.Graph("haswell")
+    x = g.input("x", ("S", 5))
+    y = g.input("y", (5, "S"))
+    g.output(g.reduce_mean(x, 0), g.softmax(x, 0), g.reduce_max(y, -1), g.softmax(y, -1))
+    model, ref = rlx.jit(g, max_dims={"S": 64}), rlx.reference(g)
+    assert model.target.cpu == "haswell" and model.target.vector_width == 8
+    for s in SIZES:
+        x, y = _normal(s, 5), _normal(5, s)
+        _agree(model(x=x, y=y), ref(x=x, y=y), f"S = {s}")
+
+
+# ----------------------------------------------------------------------------- caches
+
+
+def test_reduce_and_softmax_over_the_cache_rows_as_the_state_advances():
+    """Each call appends S rows; the outputs reduce over all the rows so far (T)."""
+    g = rlx.Graph("cache_pool")
+    x = g.input("x", ("S", 6))
+    rows = g.cache_append(g.state("k", (48, 6)), x)
+    g.output(g.reduce_sum(rows, 0), g.reduce_mean(rows, 0, keepdim=True),
+             g.softmax(rows, 0), g.reduce_max(rows, (0, 1)))
+    model, ref = rlx.jit(g), rlx.reference(g)
+    total = 0
+    for s in (3, 1, 17, 5):
+        x = _normal(s, 6)
+        got, want = model(x=x), ref(x=x)
+        total += s
+        assert got[2].shape == (total, 6)
+        _agree(got, want, f"after {total} rows")
+    assert model.position == total
+
+
 # ----------------------------------------------------------------------------- the cache's symbol
 
 
