@@ -204,3 +204,16 @@ def test_the_cache_symbol_is_a_graph_symbol_only_after_an_append():
     assert g.symbols == ["S"]  # the inputs' symbols; T is the cache's
     with pytest.raises(ShapeError, match=r"\(its symbols: S, T\)"):
         g.reshape(x, ("U", 8))
+
+
+# ----------------------------------------------------------------------------- still refused
+
+
+def test_a_product_over_s_is_a_clean_error():
+    """x^T x sums over S (a `?` K): no kernel reads it yet, an RlxError naming the op at
+    compile time (lir-parallelize's estimate crashed on the `?` K before)."""
+    g = rlx.Graph("gram")
+    x = g.input("x", ("S", 8))
+    g.output(g.transpose(x, (1, 0)) @ x)
+    with pytest.raises(rlx.RlxError, match=r"'lir\.(transpose|matmul)'.*\[S, 8\]"):
+        rlx.jit(g, max_dims={"S": 8}, threads=2)
