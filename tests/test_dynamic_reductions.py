@@ -211,9 +211,9 @@ def test_the_cache_symbol_is_a_graph_symbol_only_after_an_append():
 
 def test_a_product_over_s_is_a_clean_error():
     """x^T x sums over S (a `?` K): no kernel reads it yet, an RlxError naming the op at
-    compile time (lir-parallelize's estimate crashed on the `?` K before)."""
+    compile time (lir-parallelize's estimate crashed on the `?` K with a TypeError)."""
     g = rlx.Graph("gram")
     x = g.input("x", ("S", 8))
     g.output(g.transpose(x, (1, 0)) @ x)
-    with pytest.raises(rlx.RlxError, match=r"'lir\.(transpose|matmul)'.*\[S, 8\]"):
+    with pytest.raises(rlx.RlxError, match=r"lir\.matmul .*K = S must be static"):
         rlx.jit(g, max_dims={"S": 8}, threads=2)

@@ -150,11 +150,12 @@ def _axes(op: Operation) -> list[int]:
     return []
 
 
-def row_prefix(op: Operation) -> int:
+def row_prefix(op: Operation, shapes: Sequence[si.Shape] | None = None) -> int:
     """How many leading symbolic dims the rows of `op`'s kernel span, when the op computes
     each row of them from the same rows of its operands (every operand has that prefix or
-    no symbol at all, and no axis the op works along lies in the prefix); -1 otherwise."""
-    shapes = operand_shapes(op)
+    no symbol at all, and no axis the op works along lies in the prefix); -1 otherwise.
+    `shapes`: the operands' symbolic shapes (default: `operand_shapes(op)`)."""
+    shapes = operand_shapes(op) if shapes is None else shapes
     outs = out_count(op)
     out = shapes[-outs]
     prefix = leading_symbols(out)
