@@ -206,6 +206,44 @@ def test_the_cache_symbol_is_a_graph_symbol_only_after_an_append():
         g.reshape(x, ("U", 8))
 
 
+# ----------------------------------------------------------------------------- a symbol behind a static dim
+
+
+BIAS = np.arange(4, dtype=np.float32).reshape(4, 1)
+
+
+@pytest.mark.parametrize(("build", "shape_at"), [
+    (lambda g, x: g.transpose(x, (1, 0)), lambda s: (s, 4)),
+    (lambda g, x: g.transpose(x, (2, 0, 1)), lambda s: (2, s, 5)),
+    (lambda g, x: g.exp(x), lambda s: (4, s)),
+    (lambda g, x: x + g.constant(BIAS), lambda s: (4, s)),                  # broadcast (4, 1)
+    (lambda g, x: g.tanh(x * 2.0 + 1.0) - x, lambda s: (4, s)),             # fused
+    (lambda g, x: g.softmax(x, -1) * 3.0, lambda s: (5, s)),
+    (lambda g, x: g.broadcast_to(x, (2, "S", 8)), lambda s: (1, s, 8)),
+    (lambda g, x: g.narrow(x, 0, 1, 2), lambda s: (4, s, 3)),
+    (lambda g, x: g.reduce_sum(g.transpose(x, (1, 0)), 0), lambda s: (s, 33)),
+])
+def test_map_ops_with_a_symbol_behind_a_static_dim(build, shape_at):
+    _check_sizes(build, shape_at)
+
+
+@pytest.mark.parametrize(("build", "shape_at"), [
+    (lambda g, x: g.exp(x), lambda s: (1 << 18, s)),                       # rows of dim 0
+    (lambda g, x: g.transpose(x, (1, 0)), lambda s: (s, (1 << 18) + 3)),
+    (lambda g, x: g.broadcast_to(x, (2, 1 << 17, "S")), lambda s: (1, 1 << 17, s)),
+])
+def test_map_ops_behind_a_static_dim_with_two_threads(build, shape_at):
+    _check_sizes(build, shape_at, sizes=(1, 3, 17), threads=2, parallel=True)
+
+
+def test_row_separable_ops_stay_row_driven():
+    """A symbol leading every shape: the row driver serves the op as before."""
+    g = rlx.Graph("rows")
+    x = g.input("x", ("S", 8))
+    g.output(g.exp(x), g.reduce_sum(x, -1), g.softmax(x, -1))
+    assert "0 read ? dims natively, 3 row-driven" in rlx.jit(g, max_dims={"S": 8}).summary()
+
+
 # ----------------------------------------------------------------------------- still refused
 
 
