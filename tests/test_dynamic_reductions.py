@@ -210,6 +210,7 @@ def test_the_cache_symbol_is_a_graph_symbol_only_after_an_append():
 
 
 BIAS = np.arange(4, dtype=np.float32).reshape(4, 1)
+GAIN = np.linspace(0.5, 1.5, 33, dtype=np.float32)
 
 
 @pytest.mark.parametrize(("build", "shape_at"), [
@@ -222,6 +223,8 @@ BIAS = np.arange(4, dtype=np.float32).reshape(4, 1)
     (lambda g, x: g.broadcast_to(x, (2, "S", 8)), lambda s: (1, s, 8)),
     (lambda g, x: g.narrow(x, 0, 1, 2), lambda s: (4, s, 3)),
     (lambda g, x: g.reduce_sum(g.transpose(x, (1, 0)), 0), lambda s: (s, 33)),
+    (lambda g, x: g.rms_norm(x, g.constant(GAIN)), lambda s: (2, s, 33)),  # a static batch
+    (lambda g, x: g.layer_norm(x, g.constant(GAIN), g.constant(GAIN - 1)), lambda s: (2, s, 33)),
 ])
 def test_map_ops_with_a_symbol_behind_a_static_dim(build, shape_at):
     _check_sizes(build, shape_at)
@@ -231,6 +234,7 @@ def test_map_ops_with_a_symbol_behind_a_static_dim(build, shape_at):
     (lambda g, x: g.exp(x), lambda s: (1 << 18, s)),                       # rows of dim 0
     (lambda g, x: g.transpose(x, (1, 0)), lambda s: (s, (1 << 18) + 3)),
     (lambda g, x: g.broadcast_to(x, (2, 1 << 17, "S")), lambda s: (1, 1 << 17, s)),
+    (lambda g, x: g.rms_norm(x, g.constant(GAIN)), lambda s: (1 << 13, s, 33)),
 ])
 def test_map_ops_behind_a_static_dim_with_two_threads(build, shape_at):
     _check_sizes(build, shape_at, sizes=(1, 3, 17), threads=2, parallel=True)

@@ -719,12 +719,23 @@ def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAVal
 
 def _norm_setup(op: Operation, name: str, vector_width: int, partitioned: bool):
     """The kernel, its x, gamma, beta (or None) and out, this call's rows [first, last),
-    the row length and eps."""
-    shape = shape_of(op.operands[0])
-    n = shape[-1]
-    rows = _prod(shape[:-1])
+    the row length and eps. With `?` dims (a symbol behind a static dim, e.g. x
+    [2, S, 64]; dynamic.py's ABI) the row count is read at run time."""
     has_beta = getattr(op, "beta", None) is not None
-    kb, args, share = _kernel(name, 4 if has_beta else 3, vector_width, partitioned)
+    pointers = 4 if has_beta else 3
+    if is_dynamic(op):
+        symbols = kernel_symbols(op)
+        kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols)
+                           + [i64, i64] * partitioned, vector_width=vector_width)
+        args = list(kb.args[:pointers])
+        share = (kb.args[-2], kb.args[-1]) if partitioned else None
+        shape = RuntimeDims.of(op, kb.args[pointers:pointers + len(symbols)]).shape(0)
+    else:
+        kb, args, share = _kernel(name, pointers, vector_width, partitioned)
+        shape = shape_of(op.operands[0])
+    n = shape[-1]
+    assert isinstance(n, int), f"{op.name}: the normalized axis is gamma's, static"
+    rows = runtime_rows(kb, shape[:-1])
     x, gamma, *rest = args
     beta = rest[0] if has_beta else None
     eps = float(op.eps.value.data)  # type: ignore[attr-defined]
@@ -756,7 +767,7 @@ def _normalize_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAVal
     _row_map(kb, n, body)
 
 
-@kernel(lir.RmsNormOp, partitioned=True)
+@kernel(lir.RmsNormOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_rms_norm(op: Operation, name: str, vector_width: int,
                    partitioned: bool = False) -> llvm.FuncOp:
     """Per row: one pass for the sum of squares (FMAs into vector accumulators), one pass
@@ -772,7 +783,7 @@ def build_rms_norm(op: Operation, name: str, vector_width: int,
     return kb.finish()
 
 
-@kernel(lir.LayerNormOp, partitioned=True)
+@kernel(lir.LayerNormOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_layer_norm(op: Operation, name: str, vector_width: int,
                      partitioned: bool = False) -> llvm.FuncOp:
     """Per row: a sum pass gives a first mean m0; a second pass sums d = x - m0 and d²
