@@ -9,11 +9,13 @@ which convert-lir-to-llvm puts on the op before calling the builder (the attribu
      `kernel_symbols(op)`..., [i64 part, i64 parts])
 
 so one function serves every binding of the symbols. A static op keeps the old signature
-(no size arguments). Two ways to build a dynamic kernel:
+(no size arguments). Two ways to build a dynamic kernel (`kernels.reads_dims` decides):
 
 * natively: the builder is declared `@kernel(..., runtime_dims=True)` and
   reads the sizes with `RuntimeDims` (loop bounds, tails and thread shares computed from
-  them; tile choices may depend on the static dims and the bounds);
+  them; tile choices may depend on the static dims and the bounds); a builder also
+  declared `along_symbols=True` (reductions, softmax, norms, the map family) does so only
+  where the op is not row-separable (`row_prefix(op) < 0`);
 * by rows (`row_separable`): every `?` dim leads its shape and the op computes each row
   of those leading dims from the same rows of its inputs (elementwise, norms, softmax and
   reductions over trailing axes, rope, gather, copies): convert-lir-to-llvm builds the

@@ -17,6 +17,10 @@ with stride 0 there is loaded once per row (and splat). Otherwise (a transpose) 
 innermost loop is scalar with strided loads, blocked TILE x TILE with the outer dim along
 which the input is contiguous, so both the reads and the writes of a block hit the cache.
 
+With `?` dims the map ops are row-driven (dynamic.py) where every symbol leads every
+shape; otherwise (`exp` of [4, S], a transpose of [S, 4]) `runtime_map` walks out's
+run-time shape with run-time strides, without canonicalizing or tiling.
+
 Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the same map on a share of it: the canonical
 iteration space is cut into units of W consecutive elements of a row (a row shorter than

@@ -1,7 +1,12 @@
 """Kernels of the reduction family: `lir.reduce`, `lir.softmax`, `lir.rms_norm`, `lir.layer_norm`.
 
 Each builder is `build_X(op, name, vector_width) -> llvm.FuncOp` over one pointer per memref
-operand (the `out` buffer last). Shapes are static and baked in.
+operand (the `out` buffer last). Static shapes are baked in. Every builder is also
+`along_symbols` (record.py): where the op works along a `?` dim, or a symbol sits behind a
+static dim, the kernel takes the symbols' sizes (dynamic.py's ABI) and the same building
+blocks run over run-time sizes (loops with run-time bounds, all of their vector, remainder
+and scalar-tail loops emitted; see `_build_dynamic_reduce`, `build_softmax`,
+`_norm_setup`); elsewhere the row driver serves the `?` rows.
 
 A `Reduction` is a fold of f32 values (scalars or vector<W x f32>) into one or more
 accumulators. The building blocks, all over vectors with scalar tails:
