@@ -839,19 +839,22 @@ class Graph:
         return self._op("narrow", mir.NarrowOp, input=x, axis=ax, start=start, length=length)
 
     def concat(self, values: Sequence[Value], axis: int) -> Value:
-        """Join tensors of the same dtype along `axis`."""
+        """Join tensors of the same dtype along `axis`. Along a symbolic axis one input may
+        be symbolic, the others static: the result is `S+k` (a row prepended to a
+        sequence), which later ops take as any symbol."""
         values = list(values)
         for i, v in enumerate(values):
             self._own(f"values[{i}]", v)
         with _context("concat"):
-            rules.concat([v.shape for v in values], axis)  # its errors before the checks below
+            shape = rules.concat([v.shape for v in values], axis)  # its errors first
             ax = rules.normalize_axis("axis", axis, values[0].rank)
-            for i, v in enumerate(values):
-                if not rules.is_static(v.shape[ax]):
-                    raise ShapeError(
-                        f"values[{i}] {rules.fmt(v.shape)} is symbolic ({v.shape[ax]}) along "
-                        f"axis {ax}; concat needs a static axis"
-                    )
+            if shape[ax] == rules.UNKNOWN:
+                symbolic = [f"values[{i}] {rules.fmt(v.shape)}" for i, v in enumerate(values)
+                            if not rules.is_static(v.shape[ax])]
+                raise ShapeError(
+                    f"along axis {ax} expected one symbolic input (the result is S+k), got "
+                    f"{len(symbolic)}: {', '.join(symbolic)}"
+                )
             for i, v in enumerate(values):
                 rules.check_dtype(f"values[{i}]", v.dtype, (values[0].dtype,))
         return self._op("concat", mir.ConcatOp, inputs=values, axis=ax)

@@ -240,6 +240,21 @@ def test_map_ops_behind_a_static_dim_with_two_threads(build, shape_at):
     _check_sizes(build, shape_at, sizes=(1, 3, 17), threads=2, parallel=True)
 
 
+CLS = _normal(2, 4)
+
+
+@pytest.mark.parametrize("build", [
+    lambda g, x: g.concat([g.constant(CLS), x], 0),                          # [S+2, 4]
+    lambda g, x: g.reduce_mean(g.concat([g.constant(CLS), x], 0), 0),       # pool with CLS
+    lambda g, x: g.softmax(g.concat([x, g.constant(CLS)], 0) * 2.0, 0),      # a suffix
+    # [4, S+2]: the symbolic axis behind a static dim
+    lambda g, x: g.concat([g.constant(np.ascontiguousarray(CLS.T)), g.transpose(x, (1, 0))], 1),
+])
+def test_concat_along_a_symbolic_axis(build):
+    """One symbolic input and static ones along the axis: the result is S+k."""
+    _check_sizes(build, lambda s: (s, 4))
+
+
 def test_row_separable_ops_stay_row_driven():
     """A symbol leading every shape: the row driver serves the op as before."""
     g = rlx.Graph("rows")
