@@ -216,6 +216,7 @@ GAIN = np.linspace(0.5, 1.5, 33, dtype=np.float32)
 @pytest.mark.parametrize(("build", "shape_at"), [
     (lambda g, x: g.transpose(x, (1, 0)), lambda s: (s, 4)),
     (lambda g, x: g.transpose(x, (2, 0, 1)), lambda s: (2, s, 5)),
+    (lambda g, x: g.transpose(x, (2, 1, 0)), lambda s: (3, s, 20)),         # tiled
     (lambda g, x: g.exp(x), lambda s: (4, s)),
     (lambda g, x: x + g.constant(BIAS), lambda s: (4, s)),                  # broadcast (4, 1)
     (lambda g, x: g.tanh(x * 2.0 + 1.0) - x, lambda s: (4, s)),             # fused
@@ -232,7 +233,8 @@ def test_map_ops_with_a_symbol_behind_a_static_dim(build, shape_at):
 
 @pytest.mark.parametrize(("build", "shape_at"), [
     (lambda g, x: g.exp(x), lambda s: (1 << 18, s)),                       # rows of dim 0
-    (lambda g, x: g.transpose(x, (1, 0)), lambda s: (s, (1 << 18) + 3)),
+    (lambda g, x: g.transpose(x, (1, 0)), lambda s: (s, (1 << 18) + 3)),  # tile-row blocks
+    (lambda g, x: g.transpose(x, (0, 2, 1)), lambda s: (2, s, 1 << 17)),    # the batch
     (lambda g, x: g.broadcast_to(x, (2, 1 << 17, "S")), lambda s: (1, 1 << 17, s)),
     (lambda g, x: g.rms_norm(x, g.constant(GAIN)), lambda s: (1 << 13, s, 33)),
 ])

@@ -184,23 +184,27 @@ TILE = 16
 """Block edge of transpose-like maps (reads and writes of a block stay in L1)."""
 
 
-def tile_dim(dims: Sequence[int], strides: Sequence[Sequence[int]]) -> int | None:
+def tile_dim(dims: Sequence[Value], strides: Sequence[Sequence[Value]]) -> int | None:
     """When an input is read with a stride other than 0 or 1 along the innermost dim (a
     transpose), an outer dim along which that input is contiguous, if it and the
-    innermost dim are both at least TILE long; else None."""
+    innermost dim are both at least TILE long (a run-time size counts as long); else
+    None."""
+    def long(d: Value) -> bool:
+        return not isinstance(d, int) or d >= TILE
+
     last = len(dims) - 1
     for s in strides[:-1]:
-        if s[last] not in (0, 1):
+        if not (isinstance(s[last], int) and s[last] in (0, 1)):
             for k in range(last - 1, -1, -1):
-                if s[k] == 1 and dims[k] >= TILE and dims[last] >= TILE:
+                if isinstance(s[k], int) and s[k] == 1 and long(dims[k]) and long(dims[last]):
                     return k
             return None
     return None
 
 
-def _block_end(kb: KernelBuilder, start: SSAValue, n: int) -> SSAValue:
+def _block_end(kb: KernelBuilder, start: SSAValue, n: Value) -> SSAValue:
     end = kb.add(start, TILE)
-    if n % TILE == 0:
+    if isinstance(n, int) and n % TILE == 0:
         return end
     return vmath.select(kb, kb.icmp("slt", end, n), end, kb.index(n))
 
@@ -374,7 +378,9 @@ def runtime_map(op: Operation, name: str, vector_width: int, partitioned: bool,
     kernel takes the size of each symbol (dynamic.py's ABI) and walks out's run-time
     shape, every operand's strides computed from the sizes. Static size-1 dims are
     dropped, no dims merge; the innermost dim is vectorized where every stride along it
-    is a static 0 or 1. A partitioned kernel splits the outermost dim."""
+    is a static 0 or 1, and a transpose-like map is blocked TILE x TILE as `strided_map`
+    does (`tile_dim`). A partitioned kernel splits the outermost dim (a 2-D tiled map:
+    its TILE-row blocks)."""
     memrefs = memref_operands(op)
     count, symbols = len(memrefs), kernel_symbols(op)
     kb = KernelBuilder(name, [PTR] * count + [i64] * len(symbols) + [i64, i64] * partitioned,
@@ -391,6 +397,15 @@ def runtime_map(op: Operation, name: str, vector_width: int, partitioned: bool,
     strides = [[o.strides[d] for d in keep] for o in operands]
     bases: list[SSAValue | int] = [o.offset for o in operands]
     fn = element_fn(kb)
+    k = tile_dim(sizes, strides) if len(sizes) > 1 else None
+    if k is not None:
+        order = [d for d in range(len(sizes) - 1) if d != k] + [k, len(sizes) - 1]
+        sizes = [sizes[d] for d in order]
+        strides = [[s[d] for d in order] for s in strides]
+        _runtime_tiles(kb, sizes, strides, operands, bases, fn,
+                       (kb.args[-2], kb.args[-1]) if partitioned else None)
+        kb.ret()
+        return kb.finish()
 
     def row(row_bases: list[SSAValue | int], lo: Value = 0, hi: Value | None = None) -> None:
         _map_row(kb, sizes[-1], [s[-1] for s in strides], operands, row_bases, fn, lo, hi)
@@ -405,6 +420,27 @@ def runtime_map(op: Operation, name: str, vector_width: int, partitioned: bool,
             _outer_loops(kb, sizes[1:-1], [s[1:] for s in strides], start, row)
     kb.ret()
     return kb.finish()
+
+
+def _runtime_tiles(kb: KernelBuilder, sizes: list[Value], strides: list[list[Value]],
+                   operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+                   share: Share | None) -> None:
+    """The tiled (transpose-like) map over run-time sizes: TILE x TILE blocks of the last
+    two dims in loops over the others; a share splits the first outer dim, or with none
+    the TILE-row blocks."""
+    def blocks(block_bases: list[SSAValue | int]) -> None:
+        _row_blocks(kb, sizes, strides, operands, block_bases, fn)  # type: ignore[arg-type]
+
+    if share is None:
+        _outer_loops(kb, sizes[:-2], strides, bases, blocks)  # type: ignore[arg-type]
+    elif len(sizes) > 2:
+        with kb.loop(*kb.part_range(sizes[0], *share)) as first:
+            start = [_offset(kb, b, first.iv, s[0]) for b, s in zip(bases, strides, strict=True)]
+            _outer_loops(kb, sizes[1:-2], [s[1:] for s in strides], start, blocks)  # type: ignore[arg-type]
+    else:
+        with kb.loop(*kb.part_range(kb.ceil_div(sizes[0], TILE), *share)) as block:
+            _tile_row_block(kb, sizes, strides, operands, bases, fn,  # type: ignore[arg-type]
+                            kb.mul(block.iv, TILE))
 
 
 def _same_strides(kb: KernelBuilder, shape: Sequence[Value],
