@@ -19,7 +19,8 @@ which the input is contiguous, so both the reads and the writes of a block hit t
 
 With `?` dims the map ops are row-driven (dynamic.py) where every symbol leads every
 shape; otherwise (`exp` of [4, S], a transpose of [S, 4]) `runtime_map` walks out's
-run-time shape with run-time strides, without canonicalizing or tiling.
+run-time shape with run-time strides, without canonicalizing (a transpose-like map is
+still blocked TILE x TILE).
 
 Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the same map on a share of it: the canonical
@@ -561,8 +562,7 @@ def build_copy(op: Operation, name: str, vector_width: int,
 @kernel(lir.TransposeOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_transpose(op: Operation, name: str, vector_width: int,
                     partitioned: bool = False) -> llvm.FuncOp:
-    """out = input with its dims permuted: out dim i walks input dim perm[i] (over
-    run-time sizes a plain strided walk, not tiled)."""
+    """out = input with its dims permuted: out dim i walks input dim perm[i]."""
     assert isinstance(op, lir.TransposeOp)
     rank = len(shape_of(op.input))
     perm = [p % rank for p in op.perm.get_values()] if rank else []
