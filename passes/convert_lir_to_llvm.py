@@ -99,7 +99,12 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     row_prefix,
     set_operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.kernels import KernelBuilderFn, is_checked, kernel_record
+from rlx_mlir.passes.lir_to_llvm.kernels import (
+    KernelBuilderFn,
+    is_checked,
+    kernel_record,
+    reads_dims,
+)
 from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_barrier,
     build_serial_wrapper,
@@ -361,8 +366,7 @@ class LowerKernel(RewritePattern):
         key = _kernel_key(op) + ("&aliased" if aliased else "") + ("&parallel" if parallel else "")
         if key not in self.built:
             base = f"{graph.sym_name.data}__{op.name.split('.')[1]}_{len(self.built)}"
-            record = kernel_record(type(op))
-            if is_dynamic(op) and not (record is not None and record.runtime_dims):
+            if is_dynamic(op) and not reads_dims(op):
                 functions = _row_driven(op, base, self.vector_width, parallel)
             elif parallel:
                 functions = [_partitioned_builder(op)(op, base, self.vector_width)]

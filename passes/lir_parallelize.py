@@ -63,7 +63,8 @@ def estimate_work(op: Operation) -> int:
     ins = [v for v in op.operands if isinstance(v.type, MemRefType) and v not in outs]
     out = max(_numel(v) for v in outs)
     if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
-        return out * shape_of(op.operands[0])[-1]
+        k = shape_of(op.operands[0])[-1]
+        return out * (1 if k == UNKNOWN else k)  # a `?` K (a product over S) counts 1
     if isinstance(op, lir.AttentionOp):
         keys = shape_of(op.operands[1])[-2]
         return out * (DECODE_KEYS if keys == UNKNOWN else keys)

@@ -343,6 +343,11 @@ class Graph:
         """The symbolic dimensions of the inputs, in order of declaration."""
         return list(self._symbols)
 
+    def _graph_symbols(self) -> list[str]:
+        """Every symbol a shape of the graph may name: the inputs' and, once a cache is
+        appended to, the cache's `T` (reshape and broadcast_to targets take them all)."""
+        return self.symbols + ([CACHE_SYMBOL] if self._cache_dims is not None else [])
+
     def output(self, *values: Value, names: Sequence[str] | None = None, **named: Value) -> None:
         """Mark the graph's results, in order: `g.output(a, b)`. Name them with
         `names=("logits", "h")` or as keywords, `g.output(logits=a, h=b)` (keywords
@@ -817,7 +822,8 @@ class Graph:
         with _context("reshape"):
             if isinstance(shape, int | np.integer):
                 raise ShapeError(f"shape: expected a tuple or list of ints, got {shape!r}")
-            new = rules.reshape(x.shape, _dims("shape", shape, infer=True, symbols=self.symbols))
+            new = rules.reshape(x.shape, _dims("shape", shape, infer=True,
+                                                symbols=self._graph_symbols()))
         return self._op("reshape", mir.ReshapeOp, new, input=x)
 
     def transpose(self, x: Value, perm: Sequence[int]) -> Value:
@@ -836,19 +842,22 @@ class Graph:
         return self._op("narrow", mir.NarrowOp, input=x, axis=ax, start=start, length=length)
 
     def concat(self, values: Sequence[Value], axis: int) -> Value:
-        """Join tensors of the same dtype along `axis`."""
+        """Join tensors of the same dtype along `axis`. Along a symbolic axis one input may
+        be symbolic, the others static: the result is `S+k` (a row prepended to a
+        sequence), which later ops take as any symbol."""
         values = list(values)
         for i, v in enumerate(values):
             self._own(f"values[{i}]", v)
         with _context("concat"):
-            rules.concat([v.shape for v in values], axis)  # its errors before the checks below
+            shape = rules.concat([v.shape for v in values], axis)  # its errors first
             ax = rules.normalize_axis("axis", axis, values[0].rank)
-            for i, v in enumerate(values):
-                if not rules.is_static(v.shape[ax]):
-                    raise ShapeError(
-                        f"values[{i}] {rules.fmt(v.shape)} is symbolic ({v.shape[ax]}) along "
-                        f"axis {ax}; concat needs a static axis"
-                    )
+            if shape[ax] == rules.UNKNOWN:
+                symbolic = [f"values[{i}] {rules.fmt(v.shape)}" for i, v in enumerate(values)
+                            if not rules.is_static(v.shape[ax])]
+                raise ShapeError(
+                    f"along axis {ax} expected one symbolic input (the result is S+k), got "
+                    f"{len(symbolic)}: {', '.join(symbolic)}"
+                )
             for i, v in enumerate(values):
                 rules.check_dtype(f"values[{i}]", v.dtype, (values[0].dtype,))
         return self._op("concat", mir.ConcatOp, inputs=values, axis=ax)
@@ -857,7 +866,7 @@ class Graph:
         """numpy.broadcast_to."""
         self._own("x", x)
         with _context("broadcast_to"):
-            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self.symbols),
+            target = rules.broadcast_to(x.shape, _dims("shape", shape, symbols=self._graph_symbols()),
                                         keep_symbols=True)
         return self._op("broadcast_to", mir.BroadcastToOp, target, input=x)
 

@@ -25,7 +25,7 @@ from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import BARRIER, SERIAL_SUFFIX, entry_function
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir
-from rlx_mlir.pipeline import is_dynamic, kernel_origins, planned_bytes, runtime_dims_kernels
+from rlx_mlir.pipeline import is_dynamic, kernel_origins, planned_bytes, reads_dims
 
 if TYPE_CHECKING:
     from rlx_mlir.compiled_graph import CompiledGraph
@@ -215,8 +215,8 @@ def _counted(op: Operation) -> bool:
 
 def _kernel_lines(lir_module: ModuleOp, llvm_module: ModuleOp | None) -> list[str]:
     kernels = [op for op in lir_module.walk() if isinstance(op, lir.KernelOp)]
-    native = [op for op in kernels if is_dynamic(op) and type(op) in runtime_dims_kernels()]
-    rows = [op for op in kernels if is_dynamic(op) and type(op) not in runtime_dims_kernels()]
+    native = [op for op in kernels if is_dynamic(op) and reads_dims(op)]
+    rows = [op for op in kernels if is_dynamic(op) and not reads_dims(op)]
     lines = [f"  kernel calls: {len(kernels)}"
              + (f"; {len(native)} read ? dims natively, {len(rows)} row-driven"
                 if native or rows else "")]

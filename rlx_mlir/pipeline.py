@@ -30,7 +30,7 @@ from rlx_mlir.core.locations import name_unlocated
 from rlx_mlir.ir import make_context
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
-from rlx_mlir.passes.lir_to_llvm.kernels import runtime_dims_kernels
+from rlx_mlir.passes.lir_to_llvm.kernels import reads_dims, runtime_dims_kernels
 from rlx_mlir.passes.lir_to_llvm.parallel import build_ticket_functions
 from rlx_mlir.passes.lir_to_llvm.profile import kernel_origins
 from rlx_mlir.passes.phases import PHASE_ATTR, Phase, entry_function, function_phases
@@ -165,6 +165,7 @@ __all__ = [
     "lower_checked",
     "lower_stages",
     "planned_bytes",
+    "reads_dims",
     "runtime_dims_kernels",
     "source_folders",
     "STAGE_PASSES",

@@ -141,7 +141,8 @@ def test_graph_inputs_take_symbols_params_do_not():
     [
         (lambda g, x, y: x + y, "add: lhs [S, 64] and rhs [T, 64] are not broadcast-compatible"),
         (lambda g, x, y: g.narrow(x, 0, 0, 2), "narrow: narrow: axis 0 of [S, 64] is symbolic"),
-        (lambda g, x, y: g.concat([x, x], 0), "concat: values[0] [S, 64] is symbolic (S) along axis 0"),
+        (lambda g, x, y: g.concat([x, y], 0), "concat: along axis 0 expected one symbolic input "
+         "(the result is S+k), got 2: values[0] [S, 64], values[1] [T, 64]"),
         (lambda g, x, y: g.reshape(x, (-1,)), "reshape: reshape: cannot reshape [S, 64] into [-1]"),
         (lambda g, x, y: g.broadcast_to(g.constant(np.ones((1, 64), np.float32)), ("S", 64)),
          "broadcast_to cannot introduce a symbolic dim"),

@@ -9,11 +9,13 @@ which convert-lir-to-llvm puts on the op before calling the builder (the attribu
      `kernel_symbols(op)`..., [i64 part, i64 parts])
 
 so one function serves every binding of the symbols. A static op keeps the old signature
-(no size arguments). Two ways to build a dynamic kernel:
+(no size arguments). Two ways to build a dynamic kernel (`kernels.reads_dims` decides):
 
 * natively: the builder is declared `@kernel(..., runtime_dims=True)` and
   reads the sizes with `RuntimeDims` (loop bounds, tails and thread shares computed from
-  them; tile choices may depend on the static dims and the bounds);
+  them; tile choices may depend on the static dims and the bounds); a builder also
+  declared `along_symbols=True` (reductions, softmax, norms, the map family) does so only
+  where the op is not row-separable (`row_prefix(op) < 0`);
 * by rows (`row_separable`): every `?` dim leads its shape and the op computes each row
   of those leading dims from the same rows of its inputs (elementwise, norms, softmax and
   reductions over trailing axes, rope, gather, copies): convert-lir-to-llvm builds the
@@ -150,11 +152,12 @@ def _axes(op: Operation) -> list[int]:
     return []
 
 
-def row_prefix(op: Operation) -> int:
+def row_prefix(op: Operation, shapes: Sequence[si.Shape] | None = None) -> int:
     """How many leading symbolic dims the rows of `op`'s kernel span, when the op computes
     each row of them from the same rows of its operands (every operand has that prefix or
-    no symbol at all, and no axis the op works along lies in the prefix); -1 otherwise."""
-    shapes = operand_shapes(op)
+    no symbol at all, and no axis the op works along lies in the prefix); -1 otherwise.
+    `shapes`: the operands' symbolic shapes (default: `operand_shapes(op)`)."""
+    shapes = operand_shapes(op) if shapes is None else shapes
     outs = out_count(op)
     out = shapes[-outs]
     prefix = leading_symbols(out)

@@ -17,6 +17,11 @@ with stride 0 there is loaded once per row (and splat). Otherwise (a transpose) 
 innermost loop is scalar with strided loads, blocked TILE x TILE with the outer dim along
 which the input is contiguous, so both the reads and the writes of a block hit the cache.
 
+With `?` dims the map ops are row-driven (dynamic.py) where every symbol leads every
+shape; otherwise (`exp` of [4, S], a transpose of [S, 4]) `runtime_map` walks out's
+run-time shape with run-time strides, without canonicalizing (a transpose-like map is
+still blocked TILE x TILE).
+
 Partitioned variants (`partitioned=True`, for multi-threaded graphs) take two more i64
 arguments `(part, parts)` and run the same map on a share of it: the canonical
 iteration space is cut into units of W consecutive elements of a row (a row shorter than
@@ -64,7 +69,13 @@ from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import ElementwiseFn, scalar_block
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
-from rlx_mlir.passes.lir_to_llvm.dynamic import RuntimeDims, is_dynamic, kernel_symbols
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+    memref_operands,
+    runtime_rows,
+)
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 # ----------------------------------------------------------------------------- types
@@ -174,23 +185,27 @@ TILE = 16
 """Block edge of transpose-like maps (reads and writes of a block stay in L1)."""
 
 
-def tile_dim(dims: Sequence[int], strides: Sequence[Sequence[int]]) -> int | None:
+def tile_dim(dims: Sequence[Value], strides: Sequence[Sequence[Value]]) -> int | None:
     """When an input is read with a stride other than 0 or 1 along the innermost dim (a
     transpose), an outer dim along which that input is contiguous, if it and the
-    innermost dim are both at least TILE long; else None."""
+    innermost dim are both at least TILE long (a run-time size counts as long); else
+    None."""
+    def long(d: Value) -> bool:
+        return not isinstance(d, int) or d >= TILE
+
     last = len(dims) - 1
     for s in strides[:-1]:
-        if s[last] not in (0, 1):
+        if not (isinstance(s[last], int) and s[last] in (0, 1)):
             for k in range(last - 1, -1, -1):
-                if s[k] == 1 and dims[k] >= TILE and dims[last] >= TILE:
+                if isinstance(s[k], int) and s[k] == 1 and long(dims[k]) and long(dims[last]):
                     return k
             return None
     return None
 
 
-def _block_end(kb: KernelBuilder, start: SSAValue, n: int) -> SSAValue:
+def _block_end(kb: KernelBuilder, start: SSAValue, n: Value) -> SSAValue:
     end = kb.add(start, TILE)
-    if n % TILE == 0:
+    if isinstance(n, int) and n % TILE == 0:
         return end
     return vmath.select(kb, kb.icmp("slt", end, n), end, kb.index(n))
 
@@ -290,11 +305,12 @@ def _map_share(kb: KernelBuilder, dims: list[int], strides: list[list[int]],
                  lo, hi)
 
 
-def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list[Operand],
+def _map_row(kb: KernelBuilder, n: Value, inner_strides: list[int], operands: list[Operand],
              bases: list[SSAValue | int], fn: ElementFn, lo: Value = 0,
              hi: Value | None = None) -> None:
     """Positions [lo, hi) (default: all n) of one innermost row: a vector loop when every
-    operand is contiguous or constant along it, then a scalar tail."""
+    operand is contiguous or constant along it, then a scalar tail. `n` and the strides
+    may be run-time values (`runtime_map`; a run-time stride is never vectorized)."""
     hi = n if hi is None else hi
     *ins, out = operands
     *in_bases, out_base = bases
@@ -304,7 +320,8 @@ def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list
                for i, (op, b, s) in enumerate(zip(ins, in_bases, in_strides, strict=True))
                if s == 0}
     w = kb.vector_width
-    vectorize = out_stride == 1 and all(s in (0, 1) for s in in_strides) and n >= w
+    vectorize = (out_stride == 1 and all(isinstance(s, int) and s in (0, 1) for s in in_strides)
+                 and (not isinstance(n, int) or n >= w))
     vector_end: Value = lo
     if vectorize:
         if isinstance(lo, int) and isinstance(hi, int):
@@ -325,6 +342,115 @@ def _map_row(kb: KernelBuilder, n: int, inner_strides: list[int], operands: list
                       for i, (op, b, s) in enumerate(zip(ins, in_bases, in_strides, strict=True))]
             kb.store(fn(values, False), out.ptr, _offset(kb, out_base, loop.iv, out_stride),
                      element=out.element)
+
+
+# ----------------------------------------------------------------------------- run-time sizes
+
+InputStrides = Callable[[KernelBuilder, Sequence[Value], Sequence[Value]],
+                        tuple[list[Value], Value]]
+"""(kb, an input's run-time shape, out's run-time shape) -> the input's strides along
+out's dims and its base offset, in elements."""
+
+
+def runtime_row_major(kb: KernelBuilder, shape: Sequence[Value]) -> list[Value]:
+    """Row-major strides of a shape with run-time sizes (ints where they fold)."""
+    strides: list[Value] = []
+    step: Value = 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step = runtime_rows(kb, [step, dim])
+    return strides[::-1]
+
+
+def runtime_broadcast(kb: KernelBuilder, shape: Sequence[Value],
+                      target: Sequence[Value]) -> tuple[list[Value], Value]:
+    """`broadcast_strides` over run-time sizes (only a static 1 broadcasts), offset 0."""
+    own = runtime_row_major(kb, shape)
+    lead = len(target) - len(shape)
+    return [0] * lead + [0 if isinstance(dim, int) and dim == 1 else stride
+                         for dim, stride in zip(shape, own, strict=True)], 0
+
+
+def runtime_map(op: Operation, name: str, vector_width: int, partitioned: bool,
+                input_strides: InputStrides,
+                element_fn: Callable[[KernelBuilder], ElementFn]) -> llvm.FuncOp:
+    """The strided map of an op whose `?` dims do not all lead its shapes, so that the row
+    driver cannot serve it (dynamic.py; e.g. exp of [4, S], a transpose of [S, 4]): the
+    kernel takes the size of each symbol (dynamic.py's ABI) and walks out's run-time
+    shape, every operand's strides computed from the sizes. Static size-1 dims are
+    dropped, no dims merge; the innermost dim is vectorized where every stride along it
+    is a static 0 or 1, and a transpose-like map is blocked TILE x TILE as `strided_map`
+    does (`tile_dim`). A partitioned kernel splits the outermost dim (a 2-D tiled map:
+    its TILE-row blocks)."""
+    memrefs = memref_operands(op)
+    count, symbols = len(memrefs), kernel_symbols(op)
+    kb = KernelBuilder(name, [PTR] * count + [i64] * len(symbols) + [i64, i64] * partitioned,
+                       vector_width=vector_width)
+    dims = RuntimeDims.of(op, kb.args[count:count + len(symbols)])
+    out_shape = dims.shape(count - 1)
+    elements = [llvm_element(v.type.get_element_type()) for v in memrefs]
+    operands = [Operand(kb.args[i], *input_strides(kb, dims.shape(i), out_shape), elements[i])
+                for i in range(count - 1)]
+    operands.append(Operand(kb.args[count - 1], runtime_row_major(kb, out_shape), 0,
+                            elements[-1]))
+    keep = [d for d, size in enumerate(out_shape) if not (isinstance(size, int) and size == 1)]
+    sizes = [out_shape[d] for d in keep]
+    strides = [[o.strides[d] for d in keep] for o in operands]
+    bases: list[SSAValue | int] = [o.offset for o in operands]
+    fn = element_fn(kb)
+    k = tile_dim(sizes, strides) if len(sizes) > 1 else None
+    if k is not None:
+        order = [d for d in range(len(sizes) - 1) if d != k] + [k, len(sizes) - 1]
+        sizes = [sizes[d] for d in order]
+        strides = [[s[d] for d in order] for s in strides]
+        _runtime_tiles(kb, sizes, strides, operands, bases, fn,
+                       (kb.args[-2], kb.args[-1]) if partitioned else None)
+        kb.ret()
+        return kb.finish()
+
+    def row(row_bases: list[SSAValue | int], lo: Value = 0, hi: Value | None = None) -> None:
+        _map_row(kb, sizes[-1], [s[-1] for s in strides], operands, row_bases, fn, lo, hi)
+
+    if not partitioned:
+        _outer_loops(kb, sizes[:-1], strides, bases, row)
+    elif len(sizes) == 1:
+        row(bases, *kb.part_range(sizes[0], *kb.args[-2:]))
+    else:
+        with kb.loop(*kb.part_range(sizes[0], *kb.args[-2:])) as first:
+            start = [_offset(kb, b, first.iv, s[0]) for b, s in zip(bases, strides, strict=True)]
+            _outer_loops(kb, sizes[1:-1], [s[1:] for s in strides], start, row)
+    kb.ret()
+    return kb.finish()
+
+
+def _runtime_tiles(kb: KernelBuilder, sizes: list[Value], strides: list[list[Value]],
+                   operands: list[Operand], bases: list[SSAValue | int], fn: ElementFn,
+                   share: Share | None) -> None:
+    """The tiled (transpose-like) map over run-time sizes: TILE x TILE blocks of the last
+    two dims in loops over the others; a share splits the first outer dim, or with none
+    the TILE-row blocks."""
+    def blocks(block_bases: list[SSAValue | int]) -> None:
+        _row_blocks(kb, sizes, strides, operands, block_bases, fn)  # type: ignore[arg-type]
+
+    if share is None:
+        _outer_loops(kb, sizes[:-2], strides, bases, blocks)  # type: ignore[arg-type]
+    elif len(sizes) > 2:
+        with kb.loop(*kb.part_range(sizes[0], *share)) as first:
+            start = [_offset(kb, b, first.iv, s[0]) for b, s in zip(bases, strides, strict=True)]
+            _outer_loops(kb, sizes[1:-2], [s[1:] for s in strides], start, blocks)  # type: ignore[arg-type]
+    else:
+        with kb.loop(*kb.part_range(kb.ceil_div(sizes[0], TILE), *share)) as block:
+            _tile_row_block(kb, sizes, strides, operands, bases, fn,  # type: ignore[arg-type]
+                            kb.mul(block.iv, TILE))
+
+
+def _same_strides(kb: KernelBuilder, shape: Sequence[Value],
+                  out: Sequence[Value]) -> tuple[list[Value], Value]:
+    return runtime_row_major(kb, shape), 0
+
+
+def _copy_fn(kb: KernelBuilder) -> ElementFn:
+    return lambda values, _: values[0]
 
 
 # ----------------------------------------------------------------------------- element functions
@@ -379,14 +505,17 @@ def _out_operand(ptr: SSAValue, value: SSAValue) -> Operand:
     return Operand(ptr, row_major_strides(shape_of(value)), 0, llvm_element(value.type.get_element_type()))
 
 
-@kernel(lir.ElementwiseOp, partitioned=True)
+@kernel(lir.ElementwiseOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_elementwise(op: Operation, name: str, vector_width: int,
                       partitioned: bool = False) -> llvm.FuncOp:
     """out = fn(inputs...) with the inputs broadcast numpy-style to out's shape."""
     assert isinstance(op, lir.ElementwiseOp)
+    types = [llvm_element(v.type.get_element_type()) for v in op.inputs]
+    if is_dynamic(op):
+        return runtime_map(op, name, vector_width, partitioned, runtime_broadcast,
+                           lambda kb: element_function(kb, ElementwiseFn(op.fn.data), types))
     kb, args, share = _kernel(op, name, vector_width, partitioned)
-    fn = element_function(kb, ElementwiseFn(op.fn.data),
-                          [llvm_element(v.type.get_element_type()) for v in op.inputs])
+    fn = element_function(kb, ElementwiseFn(op.fn.data), types)
     out_shape = shape_of(op.out)
     inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)
     strided_map(kb, out_shape, _out_operand(args[-1], op.out), inputs, fn, share)
@@ -408,31 +537,41 @@ def _copy_map(op: Operation, name: str, vector_width: int,
     return kb.finish()
 
 
-@kernel(lir.BroadcastToOp, partitioned=True)
+@kernel(lir.BroadcastToOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_broadcast_to(op: Operation, name: str, vector_width: int,
                        partitioned: bool = False) -> llvm.FuncOp:
     """out = input broadcast (numpy rules) to out's shape."""
     assert isinstance(op, lir.BroadcastToOp)
+    if is_dynamic(op):
+        return runtime_map(op, name, vector_width, partitioned, runtime_broadcast, _copy_fn)
     return _copy_map(op, name, vector_width, lambda s, o: (broadcast_strides(s, o), 0),
                      partitioned)
 
 
-@kernel(lir.CopyOp, partitioned=True)
+@kernel(lir.CopyOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_copy(op: Operation, name: str, vector_width: int,
                partitioned: bool = False) -> llvm.FuncOp:
     """out = input (one flat vector loop)."""
     assert isinstance(op, lir.CopyOp)
+    if is_dynamic(op):
+        return runtime_map(op, name, vector_width, partitioned, _same_strides, _copy_fn)
     return _copy_map(op, name, vector_width, lambda s, o: (row_major_strides(s), 0),
                      partitioned)
 
 
-@kernel(lir.TransposeOp, partitioned=True)
+@kernel(lir.TransposeOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_transpose(op: Operation, name: str, vector_width: int,
                     partitioned: bool = False) -> llvm.FuncOp:
     """out = input with its dims permuted: out dim i walks input dim perm[i]."""
     assert isinstance(op, lir.TransposeOp)
     rank = len(shape_of(op.input))
     perm = [p % rank for p in op.perm.get_values()] if rank else []
+    if is_dynamic(op):
+        def permuted(kb: KernelBuilder, shape: Sequence[Value],
+                     _: Sequence[Value]) -> tuple[list[Value], Value]:
+            own = runtime_row_major(kb, shape)
+            return [own[p] for p in perm], 0
+        return runtime_map(op, name, vector_width, partitioned, permuted, _copy_fn)
 
     def strides(shape: Sequence[int], _: Sequence[int]) -> tuple[list[int], int]:
         own = row_major_strides(shape)
@@ -441,7 +580,7 @@ def build_transpose(op: Operation, name: str, vector_width: int,
     return _copy_map(op, name, vector_width, strides, partitioned)
 
 
-@kernel(lir.NarrowOp, partitioned=True)
+@kernel(lir.NarrowOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_narrow(op: Operation, name: str, vector_width: int,
                  partitioned: bool = False) -> llvm.FuncOp:
     """out = input[..., start:start+length, ...] along `axis` (a strided copy)."""
@@ -449,6 +588,12 @@ def build_narrow(op: Operation, name: str, vector_width: int,
     shape = shape_of(op.input)
     axis = op.axis.value.data % len(shape)
     start = op.start.value.data
+    if is_dynamic(op):
+        def sliced(kb: KernelBuilder, shape: Sequence[Value],
+                   _: Sequence[Value]) -> tuple[list[Value], Value]:
+            own = runtime_row_major(kb, shape)
+            return own, runtime_rows(kb, [start, own[axis]])
+        return runtime_map(op, name, vector_width, partitioned, sliced, _copy_fn)
 
     def strides(shape: Sequence[int], _: Sequence[int]) -> tuple[list[int], int]:
         own = row_major_strides(shape)
@@ -678,11 +823,16 @@ def translate_body(kb: KernelBuilder, block: Block, values: Sequence[SSAValue],
                          dict(zip(block.args, values, strict=True)), vector)
 
 
-@kernel(lir.FusedElementwiseOp, partitioned=True)
+@kernel(lir.FusedElementwiseOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_fused_elementwise(op: Operation, name: str, vector_width: int,
                             partitioned: bool = False) -> llvm.FuncOp:
     """out = body(inputs...) at every element, the inputs broadcast to out's shape."""
     assert isinstance(op, lir.FusedElementwiseOp)
+    if is_dynamic(op):
+        block = op.body.block
+        return runtime_map(op, name, vector_width, partitioned, runtime_broadcast,
+                           lambda kb: lambda values, vector: translate_body(kb, block, values,
+                                                                            vector))
     kb, args, share = _kernel(op, name, vector_width, partitioned)
     out_shape = shape_of(op.out)
     inputs = _broadcast_inputs(args[:-1], list(op.inputs), out_shape)

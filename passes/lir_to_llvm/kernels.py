@@ -8,6 +8,7 @@ import functools
 
 from xdsl.ir import Operation
 
+from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_to_llvm import (  # noqa: F401  (each registers its kernels)
     attention,
     dequant,
@@ -18,10 +19,11 @@ from rlx_mlir.passes.lir_to_llvm import (  # noqa: F401  (each registers its ker
     sampling,
     sequence,
 )
+from rlx_mlir.passes.lir_to_llvm.dynamic import OPERAND_DIMS, memref_operands, row_prefix
 from rlx_mlir.passes.lir_to_llvm.record import RECORDS, KernelBuilderFn, KernelRecord
 
 __all__ = ["KernelBuilderFn", "KernelRecord", "family", "is_checked", "kernel_builders",
-           "kernel_record", "partitioned_builders", "runtime_dims_kernels"]
+           "kernel_record", "partitioned_builders", "reads_dims", "runtime_dims_kernels"]
 
 
 def kernel_record(op_type: type[Operation]) -> KernelRecord | None:
@@ -48,6 +50,18 @@ def runtime_dims_kernels() -> frozenset[type[Operation]]:
     """Kernels whose builders read `?` dims at run time themselves; other dynamic kernels
     are driven row by row (see dynamic.py)."""
     return frozenset(op for op, record in RECORDS.items() if record.runtime_dims)
+
+
+def reads_dims(op: Operation) -> bool:
+    """Whether the kernel of `op` (an lir kernel with `?` dims) reads the sizes itself
+    (its record's `runtime_dims`; an `along_symbols` one only where the op is not
+    row-separable); else convert-lir-to-llvm drives it row by row (dynamic.py)."""
+    record = RECORDS.get(type(op))
+    if record is None or not record.runtime_dims:
+        return False
+    shapes = None if OPERAND_DIMS in op.attributes else \
+        [lir.buffer_dims(v) for v in memref_operands(op)]
+    return record.reads_dims(row_prefix(op, shapes) >= 0)
 
 
 def is_checked(op: Operation) -> bool:

@@ -1,5 +1,6 @@
 """One record per kernel builder: `@kernel(lir.SomeOp, partitioned=..., runtime_dims=...,
-checked=...)` on the builder declares everything the lowering needs to know about it.
+checked=..., along_symbols=...)` on the builder declares everything the lowering needs to
+know about it.
 
 A builder is `build(op, name, vector_width, **options) -> llvm.FuncOp`. The function takes
 one `!llvm.ptr` per memref operand of `op` (definition order, absent optional operands
@@ -36,13 +37,22 @@ class KernelRecord:
     - `runtime_dims`: the builder reads `?` dims at run time itself (ABI of dynamic.py);
       other dynamic kernels are driven row by row.
     - `checked`: the kernel validates data at run time and returns an i32 status (never
-      split across threads)."""
+      split across threads).
+    - `along_symbols`: with `runtime_dims`, the builder reads `?` dims only where the op
+      works along a symbol (a reduction or softmax over S); where the op is row-separable
+      (`dynamic.row_prefix` >= 0) the row driver serves it as before."""
 
     op: type[Operation]
     build: KernelBuilderFn
     partitioned: bool = False
     runtime_dims: bool = False
     checked: bool = False
+    along_symbols: bool = False
+
+    def reads_dims(self, row_separable: bool) -> bool:
+        """Whether the builder itself reads the `?` dims of a dynamic op (else the op is
+        driven row by row); `row_separable`: `dynamic.row_prefix(op) >= 0`."""
+        return self.runtime_dims and not (self.along_symbols and row_separable)
 
     @property
     def module(self) -> str:
@@ -61,7 +71,8 @@ RECORDS: dict[type[Operation], KernelRecord] = {}
 
 
 def kernel(*ops: type[Operation], partitioned: bool = False, runtime_dims: bool = False,
-           checked: bool = False) -> Callable[[KernelBuilderFn], KernelBuilderFn]:
+           checked: bool = False,
+           along_symbols: bool = False) -> Callable[[KernelBuilderFn], KernelBuilderFn]:
     """Declare the decorated function the kernel builder of `ops` (see KernelRecord)."""
 
     def register(build: KernelBuilderFn) -> KernelBuilderFn:
@@ -69,7 +80,7 @@ def kernel(*ops: type[Operation], partitioned: bool = False, runtime_dims: bool 
             if op in RECORDS:
                 raise RlxError(f"{op.name}: two kernel builders, "
                                f"{RECORDS[op].build.__qualname__} and {build.__qualname__}")
-            RECORDS[op] = KernelRecord(op, build, partitioned, runtime_dims, checked)
+            RECORDS[op] = KernelRecord(op, build, partitioned, runtime_dims, checked, along_symbols)
         return build
 
     return register

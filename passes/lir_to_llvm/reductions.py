@@ -1,7 +1,12 @@
 """Kernels of the reduction family: `lir.reduce`, `lir.softmax`, `lir.rms_norm`, `lir.layer_norm`.
 
 Each builder is `build_X(op, name, vector_width) -> llvm.FuncOp` over one pointer per memref
-operand (the `out` buffer last). Shapes are static and baked in.
+operand (the `out` buffer last). Static shapes are baked in. Every builder is also
+`along_symbols` (record.py): where the op works along a `?` dim, or a symbol sits behind a
+static dim, the kernel takes the symbols' sizes (dynamic.py's ABI) and the same building
+blocks run over run-time sizes (loops with run-time bounds, all of their vector, remainder
+and scalar-tail loops emitted; see `_build_dynamic_reduce`, `build_softmax`,
+`_norm_setup`); elsewhere the row driver serves the `?` rows.
 
 A `Reduction` is a fold of f32 values (scalars or vector<W x f32>) into one or more
 accumulators. The building blocks, all over vectors with scalar tails:
@@ -44,7 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerType, VectorType, i64
+from xdsl.dialects.builtin import IntegerType, VectorType, f32, i64
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as rules
@@ -52,6 +57,12 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
+from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    RuntimeDims,
+    is_dynamic,
+    kernel_symbols,
+    runtime_rows,
+)
 from rlx_mlir.passes.lir_to_llvm.elementwise import Share
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
@@ -154,6 +165,19 @@ def _prod(dims: Sequence[int]) -> int:
     return math.prod(dims)
 
 
+def _times(kb: KernelBuilder, a: Value, b: Value) -> Value:
+    """a · b, folded when both are Python ints (a run-time size is an i64 value)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+        return 0
+    return kb.mul(a, b)
+
+
+def _identity(kind: str) -> float:
+    return {"max": -math.inf, "min": math.inf}.get(kind, 0.0)
+
+
 def _offset(kb: KernelBuilder, base: Value, i: Value) -> Value:
     """base + i, skipping additions of a constant 0."""
     if isinstance(base, int) and base == 0:
@@ -166,26 +190,28 @@ def _offset(kb: KernelBuilder, base: Value, i: Value) -> Value:
 # ----------------------------------------------------------------------------- building blocks
 
 
-def _row_reduce(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
+def _row_reduce(kb: KernelBuilder, n: Value, chunk: Chunk, red: Reduction,
                 unroll: int = UNROLL) -> SSAValue:
     """red over chunk(i) for i in range(n), as a scalar."""
     return red.final(_row_accumulate(kb, n, chunk, red, unroll))
 
 
-def _row_accumulate(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
+def _row_accumulate(kb: KernelBuilder, n: Value, chunk: Chunk, red: Reduction,
                     unroll: int = UNROLL) -> Accs:
     """The scalar accumulators of red over chunk(i) for i in range(n).
 
     Full vectors go through `unroll` independent sets of vector accumulators (then one set
     for the leftover vectors), merged as a tree and reduced across lanes; the scalar tail
-    continues from those scalars.
+    continues from those scalars. A run-time `n` (an i64) emits every loop (each may run
+    zero times).
     """
     w = kb.vector_width
-    nvec = n // w * w
+    dynamic = not isinstance(n, int)
+    nvec = kb.round_down(n, w)
     accs: Accs
-    if nvec:
-        u = max(1, min(unroll, nvec // w))
-        nmain = nvec // (u * w) * (u * w)
+    if dynamic or nvec:
+        u = unroll if dynamic else max(1, min(unroll, nvec // w))
+        nmain = kb.round_down(n, u * w)
         init = red.init(True)
         k = len(init)
         with kb.loop(0, nmain, u * w, carried=init * u) as loop:
@@ -193,7 +219,7 @@ def _row_accumulate(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
             loop.yield_(*[a for t in range(u) for a in red.step(
                 carried[t * k:(t + 1) * k], chunk(_offset(kb, loop.iv, t * w), True))])  # type: ignore[arg-type]
         sets = [list(loop.results[t * k:(t + 1) * k]) for t in range(u)]
-        if nmain < nvec:
+        if dynamic or nmain < nvec:
             with kb.loop(nmain, nvec, w, carried=sets[0]) as loop:
                 loop.yield_(*red.step(loop.carried, chunk(loop.iv, True)))
             sets[0] = list(loop.results)
@@ -203,18 +229,19 @@ def _row_accumulate(kb: KernelBuilder, n: int, chunk: Chunk, red: Reduction,
         accs = red.horizontal(sets[0])
     else:
         accs = red.init(False)
-    if nvec < n:
+    if dynamic or nvec < n:
         with kb.loop(nvec, n, 1, carried=accs) as loop:
             loop.yield_(*red.step(loop.carried, chunk(loop.iv, False)))
         accs = list(loop.results)
     return accs
 
 
-def _row_map(kb: KernelBuilder, n: int, body: Callable[[SSAValue, bool], None],
+def _row_map(kb: KernelBuilder, n: Value, body: Callable[[SSAValue, bool], None],
              lo: Value = 0, hi: Value | None = None) -> None:
     """body(i, vector) for every vector chunk of range(lo, hi) (default: range(n)), then
-    every scalar of the tail."""
-    kb.sweep(lo, n if hi is None else hi, body, vectors=n >= kb.vector_width)
+    every scalar of the tail (`n` may be a run-time size)."""
+    kb.sweep(lo, n if hi is None else hi, body,
+             vectors=not isinstance(n, int) or n >= kb.vector_width)
 
 
 # ----------------------------------------------------------------------------- partitioning
@@ -238,7 +265,7 @@ def _kernel(name: str, pointers: int, vector_width: int,
     return kb, args[:pointers], (args[pointers], args[pointers + 1]) if partitioned else None
 
 
-def _share(kb: KernelBuilder, count: int, share: Share | None) -> tuple[Value, Value]:
+def _share(kb: KernelBuilder, count: Value, share: Share | None) -> tuple[Value, Value]:
     """The items [first, last) of `count` this call computes (all of them when serial)."""
     return (0, count) if share is None else kb.part_range(count, *share)
 
@@ -258,12 +285,13 @@ ROW_BLOCK = 8
 
 
 def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
-                  out_base: Value, nred: int, k: int, kind: str, divisor: float | None,
-                  accumulate: bool = False, stride: int | None = None,
+                  out_base: Value, nred: Value, k: Value, kind: str, divisor: float | None,
+                  accumulate: bool = False, stride: Value | None = None,
                   cols: tuple[Value, Value | None] = (0, None)) -> None:
     """out[out_base + j] = kind-reduce_i x[in_base + i*stride + j] over i < nred, for j < k
     (stride defaults to k; combined with the present out[out_base + j] when `accumulate`;
-    only for j in range(*cols) when given).
+    only for j in range(*cols) when given). Every size may be a run-time one; a run-time
+    `nred` takes no divisor.
 
     Rows go in blocks of ROW_BLOCK: each block reads its rows as parallel sequential
     streams, vectorized along j, combines them as a tree in registers and updates `out`
@@ -271,16 +299,12 @@ def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
     """
     red, comb = reduction(kb, kind), combine(kb, kind)
     stride = k if stride is None else stride
-    rows = min(ROW_BLOCK, nred)
-    nfull = nred // rows
-    rest = nred - nfull * rows
-    single = nfull == 1 and rest == 0  # one block: store the finished value directly
+    single = isinstance(nred, int) and nred <= ROW_BLOCK  # one block: store the finished value
 
     def block(i0: Value, count: int, first: bool) -> None:
         def body(j: SSAValue, vec: bool) -> None:
-            row0 = i0 * stride if isinstance(i0, int) else kb.mul(i0, stride)
-            start = _offset(kb, in_base, _offset(kb, row0, j))
-            sets = [red.lift(kb.load(x, _offset(kb, start, r * stride), vector=vec))
+            start = _offset(kb, in_base, _offset(kb, _times(kb, i0, stride), j))
+            sets = [red.lift(kb.load(x, _offset(kb, start, _times(kb, r, stride)), vector=vec))
                     for r in range(count)]
             while len(sets) > 1:
                 sets = [red.merge(sets[t], sets[t + 1]) if t + 1 < len(sets) else sets[t]
@@ -294,6 +318,20 @@ def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
             kb.store(value, out, at)
         _row_map(kb, k, body, *cols)
 
+    if not isinstance(nred, int):
+        # run-time rows: whole blocks, then one row at a time, combined into out
+        assert divisor is None, "a run-time reduced length divides in the caller"
+        if not accumulate:
+            _fill(kb, out, out_base, k, _identity(kind), cols)
+        full = kb.round_down(nred, ROW_BLOCK)
+        with kb.loop(0, full, ROW_BLOCK) as loop:
+            block(loop.iv, ROW_BLOCK, False)
+        with kb.loop(full, nred) as loop:
+            block(loop.iv, 1, False)
+        return
+    rows = min(ROW_BLOCK, nred)
+    nfull = nred // rows
+    rest = nred - nfull * rows
     block(0, rows, not accumulate)
     if nfull > 1:
         with kb.loop(rows, nfull * rows, rows) as loop:
@@ -307,29 +345,110 @@ def _outer_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, in_base: Value,
         _row_map(kb, k, scale, *cols)
 
 
+def _fill(kb: KernelBuilder, out: SSAValue, base: Value, n: Value, value: float,
+          cols: tuple[Value, Value | None] = (0, None)) -> None:
+    """out[base + j] = value for j < n (only for j in range(*cols) when given)."""
+    def body(j: SSAValue, vec: bool) -> None:
+        kb.store(_const(kb, value, vec), out, _offset(kb, base, j))
+    _row_map(kb, n, body, *cols)
+
+
 # ----------------------------------------------------------------------------- lir.reduce
 
 
-def reduce_groups(shape: Sequence[int], axes: Sequence[int]) -> list[tuple[int, bool]]:
+def reduce_groups(shape: Sequence[Value], axes: Sequence[int],
+                  kb: KernelBuilder | None = None) -> list[tuple[Value, bool]]:
     """The canonical iteration space of a reduction: (size, reduced) groups, size-1 dims
-    dropped, adjacent dims with the same role merged (so roles alternate)."""
-    groups: list[tuple[int, bool]] = []
+    dropped, adjacent dims with the same role merged (so roles alternate). With `kb`,
+    sizes may be run-time i64 values (a merged group's size is then their product)."""
+    groups: list[tuple[Value, bool]] = []
     for i, d in enumerate(shape):
-        if d == 1:
+        if isinstance(d, int) and d == 1:
             continue
         red = i in axes
         if groups and groups[-1][1] == red:
-            groups[-1] = (groups[-1][0] * d, red)
+            size = groups[-1][0]
+            merged = size * d if kb is None else runtime_rows(kb, [size, d])  # type: ignore[operator]
+            groups[-1] = (merged, red)
         else:
             groups.append((d, red))
     return groups
 
 
-@kernel(lir.ReduceOp, partitioned=True)
+def _sized_kernel(op: Operation, name: str, vector_width: int, partitioned: bool
+                  ) -> tuple[KernelBuilder, SSAValue, SSAValue, tuple[Value, ...], Share | None]:
+    """A kernel over (x, out) with `?` dims (dynamic.py's ABI: an i64 size per symbol, then
+    (part, parts) when partitioned): the builder, x, out, x's dims (ints or run-time sizes)
+    and the share."""
+    symbols = kernel_symbols(op)
+    kb = KernelBuilder(name, [PTR] * 2 + [i64] * len(symbols) + [i64, i64] * partitioned,
+                       vector_width=vector_width)
+    x, out = kb.args[:2]
+    dims = RuntimeDims.of(op, kb.args[2:2 + len(symbols)])
+    share = (kb.args[-2], kb.args[-1]) if partitioned else None
+    return kb, x, out, dims.shape(0), share
+
+
+def _build_dynamic_reduce(op: lir.ReduceOp, name: str, vector_width: int,
+                          partitioned: bool) -> llvm.FuncOp:
+    """lir.reduce along a `?` axis (the others are row-driven, dynamic.py), over run-time
+    group sizes: `[K, R]` a row reduction per row (a partitioned kernel splits the rows),
+    `[R, K]` an outer reduction (split in column chunks of whole vectors), every other
+    pattern the general one, serial on part 0. mean divides by the run-time count."""
+    kb, x, out, shape, share = _sized_kernel(op, name, vector_width, partitioned)
+    axes = rules.normalize_axes("axes", op.axes.get_values(), len(shape))
+    kind = str(op.kind.data)
+    groups = reduce_groups(shape, axes, kb)
+    sizes, roles = [s for s, _ in groups], tuple(r for _, r in groups)
+    count = runtime_rows(kb, [shape[a] for a in axes])
+    divisor: Value | None = None
+    if kind == "mean" and not (isinstance(count, int) and count == 1):
+        divisor = float(count) if isinstance(count, int) else kb.sitofp(count, f32)
+    if roles == (False, True):
+        m, n = sizes
+        with kb.loop(*_share(kb, m, share)) as rows:
+            value = _row_reduce(kb, n, lambda i, vec: kb.load(
+                x, _offset(kb, kb.mul(rows.iv, n), i), vector=vec), reduction(kb, kind))
+            kb.store(value if divisor is None else kb.fdiv(value, divisor), out, rows.iv)
+    elif roles == (True, False):
+        nred, k = sizes
+        w = vector_width
+        cols: tuple[Value, Value | None] = (0, None)
+        if share is not None:
+            first, last = kb.part_range(kb.ceil_div(k, w), *share)
+            cols = (kb.mul(first, w), kb.fold_min(kb.mul(last, w), k))
+        static = isinstance(nred, int)
+        _outer_reduce(kb, x, out, 0, 0, nred, k, kind, divisor if static else None,  # type: ignore[arg-type]
+                      cols=cols)
+        if not static:
+            _divide(kb, out, k, divisor, cols)
+    else:
+        with _on_part0(kb, share):
+            _reduce_general_or_copy(kb, x, out, shape, groups, kind, divisor)
+    kb.ret()
+    return kb.finish()
+
+
+def _reduce_general_or_copy(kb: KernelBuilder, x: SSAValue, out: SSAValue,
+                            shape: Sequence[Value], groups: list[tuple[Value, bool]],
+                            kind: str, divisor: Value | None) -> None:
+    """The general pattern, or a copy where only size-1 axes reduce."""
+    if any(reduced for _, reduced in groups):
+        _general_reduce(kb, x, out, groups, kind, divisor)
+        return
+
+    def copy(i: SSAValue, vec: bool) -> None:
+        kb.store(kb.load(x, i, vector=vec), out, i)
+    _row_map(kb, runtime_rows(kb, shape), copy)
+
+
+@kernel(lir.ReduceOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_reduce(op: Operation, name: str, vector_width: int,
                  partitioned: bool = False) -> llvm.FuncOp:
     """lir.reduce: (x, out) over the canonical groups (see the module docstring)."""
     assert isinstance(op, lir.ReduceOp)
+    if is_dynamic(op):
+        return _build_dynamic_reduce(op, name, vector_width, partitioned)
     shape = shape_of(op.input)
     axes = rules.normalize_axes("axes", op.axes.get_values(), len(shape))
     kind = str(op.kind.data)
@@ -414,21 +533,19 @@ def _on_part0(kb: KernelBuilder, share: Share | None) -> Iterator[None]:
         yield
 
 
-def _general_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, groups: list[tuple[int, bool]],
-                    kind: str, divisor: float | None) -> None:
+def _general_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue,
+                    groups: list[tuple[Value, bool]], kind: str,
+                    divisor: Value | None) -> None:
     """Any group pattern: out = identity, then nested loops over the outer groups whose
     body combines into `out` a contiguous row reduction (reduced last group) or an outer
     reduction of the last two groups (kept last group); then a pass dividing by
-    `divisor` (mean)."""
+    `divisor` (mean). Sizes and the divisor may be run-time values."""
     red, comb = reduction(kb, kind), combine(kb, kind)
-    identity = {"max": -math.inf, "min": math.inf}.get(kind, 0.0)
-    n_out = _prod([s for s, r in groups if not r])
-    in_strides = [_prod([s for s, _ in groups[g + 1:]]) for g in range(len(groups))]
-    out_strides = [_prod([s for s, r in groups[g + 1:] if not r]) for g in range(len(groups))]
-
-    def fill(i: SSAValue, vec: bool) -> None:
-        kb.store(_const(kb, identity, vec), out, i)
-    _row_map(kb, n_out, fill)
+    n_out = runtime_rows(kb, [s for s, r in groups if not r])
+    in_strides = [runtime_rows(kb, [s for s, _ in groups[g + 1:]]) for g in range(len(groups))]
+    out_strides = [runtime_rows(kb, [s for s, r in groups[g + 1:] if not r])
+                   for g in range(len(groups))]
+    _fill(kb, out, 0, n_out, _identity(kind))
 
     # The innermost group is reduced (a row reduction per row), or kept after a reduced
     # one (an outer reduction of the last two groups, accumulated into out).
@@ -455,10 +572,19 @@ def _general_reduce(kb: KernelBuilder, x: SSAValue, out: SSAValue, groups: list[
 
     nest(0, 0, 0)
 
-    if divisor is not None:
-        def scale(i: SSAValue, vec: bool) -> None:
-            kb.store(kb.fdiv(kb.load(out, i, vector=vec), divisor), out, i)
-        _row_map(kb, n_out, scale)
+    _divide(kb, out, n_out, divisor)
+
+
+def _divide(kb: KernelBuilder, out: SSAValue, n: Value, divisor: Value | None,
+            cols: tuple[Value, Value | None] = (0, None)) -> None:
+    """out[j] /= divisor for j < n (only j in range(*cols) when given); None: nothing."""
+    if divisor is None:
+        return
+    lanes = kb.splat(divisor) if isinstance(divisor, SSAValue) else divisor
+
+    def scale(i: SSAValue, vec: bool) -> None:
+        kb.store(kb.fdiv(kb.load(out, i, vector=vec), lanes if vec else divisor), out, i)
+    _row_map(kb, n, scale, *cols)
 
 
 # ----------------------------------------------------------------------------- lir.softmax
@@ -468,23 +594,32 @@ SOFTMAX_TILE = 1024
 """Columns per tile of a softmax along a strided axis (stack scratch: 2 tiles of floats)."""
 
 
-@kernel(lir.SoftmaxOp, partitioned=True)
+@kernel(lir.SoftmaxOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_softmax(op: Operation, name: str, vector_width: int,
                   partitioned: bool = False) -> llvm.FuncOp:
     """lir.softmax: (x, out); contiguous rows for the last axis (or any axis followed only
-    by size-1 dims), column tiles with stack scratch otherwise."""
+    by size-1 dims), column tiles with stack scratch otherwise. Along a `?` axis (the
+    others are row-driven, dynamic.py) the sizes are read at run time and a partitioned
+    kernel splits only the dims before the axis."""
     assert isinstance(op, lir.SoftmaxOp)
-    shape = shape_of(op.input)
+    shape: Sequence[Value]
+    if is_dynamic(op):
+        kb, x, out, shape, share = _sized_kernel(op, name, vector_width, partitioned)
+    else:
+        shape = shape_of(op.input)
+        kb, (x, out), share = _kernel(name, 2, vector_width, partitioned)
     axis = rules.normalize_axis("axis", op.axis.value.data, len(shape))
-    outer, n, inner = _prod(shape[:axis]), shape[axis], _prod(shape[axis + 1:])
-    kb, (x, out), share = _kernel(name, 2, vector_width, partitioned)
-    if inner == 1:
+    outer, n = runtime_rows(kb, shape[:axis]), shape[axis]
+    inner = runtime_rows(kb, shape[axis + 1:])
+    if isinstance(inner, int) and inner == 1:
         with kb.loop(*_share(kb, outer, share)) as rows:
             _softmax_row(kb, x, out, kb.mul(rows.iv, n), n)
-    elif share is None:
-        scratch = kb.alloca(2 * min(inner, SOFTMAX_TILE))
-        with kb.loop(0, outer) as rows:
-            _softmax_columns(kb, x, out, kb.mul(rows.iv, n * inner), n, inner, scratch)
+    elif share is None or not all(isinstance(d, int) for d in shape):
+        scratch = kb.alloca(2 * (min(inner, SOFTMAX_TILE) if isinstance(inner, int)
+                                 else SOFTMAX_TILE))
+        with kb.loop(*_share(kb, outer, share)) as rows:
+            _softmax_columns(kb, x, out, kb.mul(rows.iv, runtime_rows(kb, [n, inner])), n,
+                             inner, scratch)
     else:
         # items (outer index, column tile), tiles narrow enough to give every part work
         tile = chunk_width(inner, outer, vector_width, SOFTMAX_TILE)
@@ -497,7 +632,7 @@ def build_softmax(op: Operation, name: str, vector_width: int,
     return kb.finish()
 
 
-def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, n: int) -> None:
+def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, n: Value) -> None:
     """Softmax of the contiguous row x[base : base+n]: a max pass, an exp+sum pass that
     stores the exponentials, and a scaling pass."""
     m = _row_reduce(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec),
@@ -522,7 +657,7 @@ def _softmax_row(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue, 
 
 
 def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAValue,
-                     n: int, inner: int, scratch: SSAValue, tile: int | None = None,
+                     n: Value, inner: Value, scratch: SSAValue, tile: int | None = None,
                      only: SSAValue | None = None) -> None:
     """Softmax along a strided axis: x[base + i*inner + j], i < n, for every column j
     (or only for the columns of tile number `only`).
@@ -530,13 +665,14 @@ def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAVal
     Columns go in tiles of up to `tile` (default SOFTMAX_TILE); per tile, the column
     maxima (an outer reduction, rows in register blocks) and sums live in `scratch`, and
     each of the three passes (max; exp, store and sum; scale) reads the tile's rows as
-    contiguous runs, vectorized along j.
+    contiguous runs, vectorized along j. `n` and `inner` may be run-time sizes (then every
+    tile is SOFTMAX_TILE wide but the last, `only` unused).
     """
-    tile = tile or min(inner, SOFTMAX_TILE)
+    dynamic = not isinstance(inner, int)
+    tile = tile or (SOFTMAX_TILE if dynamic else min(inner, SOFTMAX_TILE))  # type: ignore[type-var]
     m_ptr, s_ptr = scratch, kb.gep(scratch, tile)
-    ntiles = inner // tile
 
-    def do_tile(j0: Value, width: int) -> None:
+    def do_tile(j0: Value, width: Value) -> None:
         start = _offset(kb, base, j0)
         _outer_reduce(kb, x, m_ptr, start, 0, n, width, "max", None, stride=inner)
         _row_map(kb, width, lambda c, vec: kb.store(_const(kb, 0.0, vec), s_ptr, c))
@@ -559,6 +695,11 @@ def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAVal
                 kb.store(kb.fmul(kb.load(out, at, vector=vec), kb.load(s_ptr, c, vector=vec)), out, at)
             _row_map(kb, width, scale)
 
+    if dynamic:
+        with kb.loop(0, inner, tile) as cols:
+            do_tile(cols.iv, kb.fold_min(kb.index(tile), kb.sub(inner, cols.iv)))
+        return
+    ntiles = inner // tile
     if only is not None:
         if ntiles == 1 and inner == tile:
             do_tile(0, tile)
@@ -583,12 +724,23 @@ def _softmax_columns(kb: KernelBuilder, x: SSAValue, out: SSAValue, base: SSAVal
 
 def _norm_setup(op: Operation, name: str, vector_width: int, partitioned: bool):
     """The kernel, its x, gamma, beta (or None) and out, this call's rows [first, last),
-    the row length and eps."""
-    shape = shape_of(op.operands[0])
-    n = shape[-1]
-    rows = _prod(shape[:-1])
+    the row length and eps. With `?` dims (a symbol behind a static dim, e.g. x
+    [2, S, 64]; dynamic.py's ABI) the row count is read at run time."""
     has_beta = getattr(op, "beta", None) is not None
-    kb, args, share = _kernel(name, 4 if has_beta else 3, vector_width, partitioned)
+    pointers = 4 if has_beta else 3
+    if is_dynamic(op):
+        symbols = kernel_symbols(op)
+        kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols)
+                           + [i64, i64] * partitioned, vector_width=vector_width)
+        args = list(kb.args[:pointers])
+        share = (kb.args[-2], kb.args[-1]) if partitioned else None
+        shape = RuntimeDims.of(op, kb.args[pointers:pointers + len(symbols)]).shape(0)
+    else:
+        kb, args, share = _kernel(name, pointers, vector_width, partitioned)
+        shape = shape_of(op.operands[0])
+    n = shape[-1]
+    assert isinstance(n, int), f"{op.name}: the normalized axis is gamma's, static"
+    rows = runtime_rows(kb, shape[:-1])
     x, gamma, *rest = args
     beta = rest[0] if has_beta else None
     eps = float(op.eps.value.data)  # type: ignore[attr-defined]
@@ -620,7 +772,7 @@ def _normalize_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAVal
     _row_map(kb, n, body)
 
 
-@kernel(lir.RmsNormOp, partitioned=True)
+@kernel(lir.RmsNormOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_rms_norm(op: Operation, name: str, vector_width: int,
                    partitioned: bool = False) -> llvm.FuncOp:
     """Per row: one pass for the sum of squares (FMAs into vector accumulators), one pass
@@ -636,7 +788,7 @@ def build_rms_norm(op: Operation, name: str, vector_width: int,
     return kb.finish()
 
 
-@kernel(lir.LayerNormOp, partitioned=True)
+@kernel(lir.LayerNormOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_layer_norm(op: Operation, name: str, vector_width: int,
                      partitioned: bool = False) -> llvm.FuncOp:
     """Per row: a sum pass gives a first mean m0; a second pass sums d = x - m0 and d²
