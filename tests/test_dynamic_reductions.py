@@ -297,3 +297,17 @@ def test_a_product_over_s_is_a_clean_error():
     g.output(g.transpose(x, (1, 0)) @ x)
     with pytest.raises(rlx.RlxError, match=r"lir\.matmul .*K = S must be static"):
         rlx.jit(g, max_dims={"S": 8}, threads=2)
+
+
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_a_norm_over_a_symbolic_axis_is_a_clean_error(norm):
+    """Normalizing over S (gamma of S) has no kernel: an RlxError naming the op (it was an
+    AssertionError in the kernel builder); the reference runs it."""
+    g = rlx.Graph("norm_s")
+    x, w = g.input("x", (4, "S")), g.input("w", ("S",))
+    g.output(g.rms_norm(x, w) if norm == "rms_norm" else g.layer_norm(x, w, w))
+    x, w = _normal(4, 3), _normal(3)
+    assert rlx.reference(g)(x=x, w=w).shape == (4, 3)
+    with pytest.raises(rlx.RlxError, match=rf"lir\.{norm}: the normalized \(last\) axis must "
+                                           r"be static, got x \[4, S\]"):
+        rlx.jit(g, max_dims={"S": 8})
