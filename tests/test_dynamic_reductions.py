@@ -257,6 +257,27 @@ def test_concat_along_a_symbolic_axis(build):
     _check_sizes(build, lambda s: (s, 4))
 
 
+@pytest.mark.parametrize(("shape_at", "axis"), [
+    (lambda s: (s, 5), 0),        # the first token of a sequence (CLS pooling)
+    (lambda s: (3, s, 4), 1),     # the symbol behind a static dim
+    (lambda s: (4, s), 1),
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_narrow_to_the_first_row_of_a_symbolic_axis(shape_at, axis, threads):
+    """narrow(x, axis, 0, 1) along a symbol: every symbol binds >= 1, so the first row
+    always exists (no call-time check needed); other slices along it stay refused."""
+    g = rlx.Graph("first")
+    x = g.input("x", shape_at("S"))
+    h = g.exp(x)
+    g.output(g.narrow(h, axis, 0, 1), g.reduce_sum(g.narrow(h, axis, 0, 1), axis))
+    model, ref = rlx.jit(g, max_dims={"S": 64}, threads=threads), rlx.reference(g)
+    for s in SIZES:
+        x = _normal(*shape_at(s))
+        _agree(model(x=x), ref(x=x), f"S = {s}")
+    with pytest.raises(ShapeError, match="narrow needs a static axis"):
+        g.narrow(h, axis, 1, 1)
+
+
 def test_row_separable_ops_stay_row_driven():
     """A symbol leading every shape: the row driver serves the op as before."""
     g = rlx.Graph("rows")
@@ -276,3 +297,17 @@ def test_a_product_over_s_is_a_clean_error():
     g.output(g.transpose(x, (1, 0)) @ x)
     with pytest.raises(rlx.RlxError, match=r"lir\.matmul .*K = S must be static"):
         rlx.jit(g, max_dims={"S": 8}, threads=2)
+
+
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_a_norm_over_a_symbolic_axis_is_a_clean_error(norm):
+    """Normalizing over S (gamma of S) has no kernel: an RlxError naming the op (it was an
+    AssertionError in the kernel builder); the reference runs it."""
+    g = rlx.Graph("norm_s")
+    x, w = g.input("x", (4, "S")), g.input("w", ("S",))
+    g.output(g.rms_norm(x, w) if norm == "rms_norm" else g.layer_norm(x, w, w))
+    x, w = _normal(4, 3), _normal(3)
+    assert rlx.reference(g)(x=x, w=w).shape == (4, 3)
+    with pytest.raises(rlx.RlxError, match=rf"lir\.{norm}: the normalized \(last\) axis must "
+                                           r"be static, got x \[4, S\]"):
+        rlx.jit(g, max_dims={"S": 8})

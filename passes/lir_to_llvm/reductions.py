@@ -58,9 +58,11 @@ from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
+    DynamicKernelError,
     RuntimeDims,
     is_dynamic,
     kernel_symbols,
+    operand_shapes,
     runtime_rows,
 )
 from rlx_mlir.passes.lir_to_llvm.elementwise import Share
@@ -739,7 +741,9 @@ def _norm_setup(op: Operation, name: str, vector_width: int, partitioned: bool):
         kb, args, share = _kernel(name, pointers, vector_width, partitioned)
         shape = shape_of(op.operands[0])
     n = shape[-1]
-    assert isinstance(n, int), f"{op.name}: the normalized axis is gamma's, static"
+    if not isinstance(n, int):  # the row kernels take n (gamma's length) at compile time
+        raise DynamicKernelError(f"{op.name}: the normalized (last) axis must be static, got "
+                                 f"x {rules.fmt(operand_shapes(op)[0])}")
     rows = runtime_rows(kb, shape[:-1])
     x, gamma, *rest = args
     beta = rest[0] if has_beta else None

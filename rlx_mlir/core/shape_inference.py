@@ -639,8 +639,11 @@ def narrow(input: Shape, axis: int, start: int, length: int) -> Shape:
     x = input
     ax = normalize_axis("axis", axis, len(x))
     if not is_static(x[ax]):
+        if (start, length) == (0, 1):  # every symbol binds >= 1: the first row always exists
+            return x[:ax] + (1,) + x[ax + 1 :]
         raise ShapeError(
-            f"narrow: axis {ax} of {fmt(x)} is symbolic ({x[ax]}); narrow needs a static axis"
+            f"narrow: axis {ax} of {fmt(x)} is symbolic ({x[ax]}); narrow needs a static axis "
+            f"(or start=0, length=1: the first row), got start={start}, length={length}"
         )
     if start < 0 or length < 1 or start + length > x[ax]:  # pyright: ignore[reportOperatorIssue]
         raise ShapeError(
