@@ -59,6 +59,7 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.pattern_rewriter import RewritePattern
 from xdsl.traits import (
@@ -79,7 +80,11 @@ from rlx_mlir.dialects.common import (
     ATTENTION_DEFAULTS,
     ROPE_DEFAULTS,
     defined_ops,
+    dtype_of,
+    rule_errors,
     shape_of,
+    tensor_type,
+    verify_result,
 )
 from rlx_mlir.dialects.rlx import (
     ActivationAttr,
@@ -1209,6 +1214,94 @@ class SampleOp(IndexOperandsMixin):
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"logits": FLOAT, "temperature": FLOAT, "top_k": ("i32",), "top_p": FLOAT,
          "seed": ("i64",), "result": ("i32",)})
+
+
+@irdl_op_definition
+class SharedInputMatmulOp(VerifiesSignature):
+    """One input `x` [..., K] times N >= 2 `weights`, one f32 result each, computed by one
+    kernel that reads x once (q/k/v, gate/up; mir-fuse forms it from sibling matmuls).
+    f32 weights [K, N_i] give `x @ w_i`; with a `scheme`, every weight is the raw GGUF
+    blocks of that scheme, ui8 [N_i, K/values·bytes], giving `x @ dequant(w_i)^T` as
+    `mir.dequant_matmul` with the same `activations`.
+
+    ```mlir
+    %q, %k = mir.shared_input_matmul %x, %wq, %wk : (tensor<4x64xf32>, tensor<64x32xf32>, tensor<64x16xf32>) -> (tensor<4x32xf32>, tensor<4x16xf32>)
+    %g, %u = mir.shared_input_matmul %x, %wg, %wu scheme q4_0 activations q8 : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    ```
+    """
+
+    name = "mir.shared_input_matmul"
+    RULE = si.shared_input_matmul
+
+    x = operand_def(TensorType)
+    weights = var_operand_def(TensorType)
+    products = var_result_def(TensorType)
+
+    scheme = opt_prop_def(QuantSchemeAttr)
+    activations = opt_prop_def(QuantActivationsAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $weights (`scheme` $scheme^)? (`activations` $activations^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    RESULT: ClassVar[str] = "products"
+    ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+
+    # The results are variadic (one per weight): the rule gives their shapes as a list.
+    @classmethod
+    def rule_shapes(cls, shapes: Mapping[str, Any], properties: Mapping[str, Any]
+                    ) -> list[si.Shape | None]:
+        return list(cls.rule_shape(shapes, properties))
+
+    @classmethod
+    def infer_result_types(cls, operands: Mapping[str, Any],
+                           properties: Mapping[str, Attribute]) -> list[Attribute]:
+        shapes = {"x": shape_of(operands["x"]), "weights": [shape_of(w) for w in operands["weights"]]}
+        # one group: the variadic `products`
+        return [[tensor_type(shape, "f32") for shape in cls.rule_shapes(shapes, properties)]]  # pyright: ignore[reportReturnType]
+
+    def infer_shape(self) -> si.Shape:
+        return self.infer_shapes()["products[0]"]
+
+    def infer_shapes(self) -> dict[str, si.Shape]:
+        with rule_errors(self):
+            shapes = self.rule_shapes(
+                {"x": shape_of(self.x), "weights": [shape_of(w) for w in self.weights]},
+                {"scheme": self.scheme})
+        return {f"products[{i}]": shape for i, shape in enumerate(shapes)}
+
+    def declared_shape(self) -> si.Shape:
+        return shape_of(self.products[0])
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        weight = "ui8" if self.scheme is not None else "f32"
+        for label, value in [("x", self.x), *((f"weights[{i}]", w) for i, w in enumerate(self.weights)),
+                             *((f"products[{i}]", r) for i, r in enumerate(self.products))]:
+            want = weight if label.startswith("weights") else "f32"
+            got = dtype_of(value)
+            if got != want:
+                raise VerifyException(f"'{self.name}': {label}: expected element type {want}, got {got}")
+
+    def verify_attributes(self) -> None:
+        if self.scheme is None and activations_of(self) != QuantActivations.F32:
+            raise VerifyException(f"'{self.name}': activations needs a scheme (f32 weights "
+                                  f"take x as given), got activations {activations_of(self).value}")
+        if activations_of(self) == QuantActivations.Q8 and self.scheme.data.value not in VEC_DOT_TYPES:
+            raise VerifyException(
+                f"'{self.name}': activations q8 needs a block-quantized scheme "
+                f"({', '.join(VEC_DOT_TYPES)}), got {self.scheme.data.value}")
+
+    def verify_results(self) -> None:
+        with rule_errors(self):
+            shapes = self.infer_shapes()
+        if len(self.products) != len(shapes):
+            raise VerifyException(f"'{self.name}': expected {len(shapes)} results (one per "
+                                  f"weight), got {len(self.products)}")
+        for (label, shape), value in zip(shapes.items(), self.products, strict=True):
+            verify_result(self, value, lambda shape=shape: shape, label)
 
 
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(

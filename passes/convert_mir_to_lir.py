@@ -449,6 +449,28 @@ class AssignLowering(RewritePattern):
         rewriter.erase(op)
 
 
+class SharedInputMatmulLowering(RewritePattern):
+    """`mir.shared_input_matmul` -> one kernel per weight on the same x buffer:
+    `lir.dequant_matmul` of the scheme (and activations) or `lir.matmul` of an f32 weight.
+    (Not yet one kernel reading x once: see docs/modules.md "shared_linear_pair and
+    linear_fused".)"""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /) -> None:
+        ops: list[Operation] = []
+        outs: list[SSAValue] = []
+        for w, product in zip(op.weights, op.products, strict=True):
+            made, out = destination(product)
+            if op.scheme is None:
+                kernel: Operation = lir.MatmulOp(op.x, w, out)
+            else:
+                kernel = lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme,
+                                             activations=op.activations)
+            ops += [*made, kernel]
+            outs.append(out)
+        rewriter.replace(op, ops, outs)
+
+
 OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.FusedElementwiseOp: FusedElementwiseLowering,
     mir.ConstantOp: ConstantLowering,
@@ -458,6 +480,7 @@ OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.ExtractRowsOp: ExtractRowsLowering,
     mir.AssignOp: AssignLowering,
     mir.ScanOp: ScanLowering,
+    mir.SharedInputMatmulOp: SharedInputMatmulLowering,
 }
 """The pattern of each mir op whose registry record says `Lowering.PATTERN`."""
 
