@@ -1267,41 +1267,63 @@ class SharedInputMatmulOp(VerifiesSignature):
         return self.infer_shapes()["products[0]"]
 
     def infer_shapes(self) -> dict[str, si.Shape]:
-        with rule_errors(self):
-            shapes = self.rule_shapes(
-                {"x": shape_of(self.x), "weights": [shape_of(w) for w in self.weights]},
-                {"scheme": self.scheme})
-        return {f"products[{i}]": shape for i, shape in enumerate(shapes)}
+        return shared_products_shapes(self)
 
     def declared_shape(self) -> si.Shape:
         return shape_of(self.products[0])
 
     def verify_element_types(self, named: list[Operand]) -> None:
-        weight = "ui8" if self.scheme is not None else "f32"
-        for label, value in [("x", self.x), *((f"weights[{i}]", w) for i, w in enumerate(self.weights)),
-                             *((f"products[{i}]", r) for i, r in enumerate(self.products))]:
-            want = weight if label.startswith("weights") else "f32"
-            got = dtype_of(value)
-            if got != want:
-                raise VerifyException(f"'{self.name}': {label}: expected element type {want}, got {got}")
+        verify_shared_products(self, self.products, "products")
 
     def verify_attributes(self) -> None:
-        if self.scheme is None and activations_of(self) != QuantActivations.F32:
-            raise VerifyException(f"'{self.name}': activations needs a scheme (f32 weights "
-                                  f"take x as given), got activations {activations_of(self).value}")
-        if activations_of(self) == QuantActivations.Q8 and self.scheme.data.value not in VEC_DOT_TYPES:
-            raise VerifyException(
-                f"'{self.name}': activations q8 needs a block-quantized scheme "
-                f"({', '.join(VEC_DOT_TYPES)}), got {self.scheme.data.value}")
+        verify_shared_activations(self)
 
     def verify_results(self) -> None:
-        with rule_errors(self):
-            shapes = self.infer_shapes()
-        if len(self.products) != len(shapes):
-            raise VerifyException(f"'{self.name}': expected {len(shapes)} results (one per "
-                                  f"weight), got {len(self.products)}")
-        for (label, shape), value in zip(shapes.items(), self.products, strict=True):
-            verify_result(self, value, lambda shape=shape: shape, label)
+        """One product per weight, each of the shape the rule gives."""
+
+
+def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
+    """The shape of each product of a shared-input matmul (mir op or lir kernel), by
+    label `products[i]` (the rule's errors name `op`)."""
+    x, weights = op.operands[0], op.weights
+    with rule_errors(op):
+        shapes = si.shared_input_matmul(shape_of(x), [shape_of(w) for w in weights],
+                                        _scheme_name(op))
+    return {f"{label}[{i}]": shape for i, shape in enumerate(shapes)}
+
+
+def _scheme_name(op: IRDLOperation) -> str | None:
+    scheme = op.properties.get("scheme")
+    return None if scheme is None else scheme.data.value  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
+    """A shared-input matmul's element types (f32 x and products; weights f32, or ui8 with
+    a scheme) and its products: one per weight, of the rule's shapes."""
+    weight = "f32" if _scheme_name(op) is None else "ui8"
+    x, weights = op.operands[0], op.weights
+    for name, value, want in [("x", x, "f32"),
+                              *((f"weights[{i}]", w, weight) for i, w in enumerate(weights)),
+                              *((f"{label}[{i}]", r, "f32") for i, r in enumerate(products))]:
+        if (got := dtype_of(value)) != want:
+            raise VerifyException(f"'{op.name}': {name}: expected element type {want}, got {got}")
+    shapes = shared_products_shapes(op, label)
+    if len(products) != len(shapes):
+        raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight), "
+                              f"got {len(products)}")
+    for (name, shape), value in zip(shapes.items(), products, strict=True):
+        verify_result(op, value, lambda shape=shape: shape, name)
+
+
+def verify_shared_activations(op: IRDLOperation) -> None:
+    """`activations` only with a scheme, q8 only for a block-quantized one."""
+    scheme, form = _scheme_name(op), activations_of(op)
+    if scheme is None and form != QuantActivations.F32:
+        raise VerifyException(f"'{op.name}': activations needs a scheme (f32 weights take x "
+                              f"as given), got activations {form.value}")
+    if form == QuantActivations.Q8 and scheme not in VEC_DOT_TYPES:
+        raise VerifyException(f"'{op.name}': activations q8 needs a block-quantized scheme "
+                              f"({', '.join(VEC_DOT_TYPES)}), got {scheme}")
 
 
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(

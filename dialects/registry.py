@@ -198,8 +198,9 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _kernel(mir.TopKOp, lir.TopKOp, K.top_k),
     _kernel(mir.SampleOp, lir.SampleOp, K.sample),
     # one input, several products (docs/modules.md "shared_linear_pair and linear_fused"):
-    # for now one lir.matmul / lir.dequant_matmul per weight
-    MirOpRecord(mir.SharedInputMatmulOp, K.shared_input_matmul, Lowering.PATTERN, None),
+    # one kernel reading x once where it has one (q8 activations), else one per weight
+    MirOpRecord(mir.SharedInputMatmulOp, K.shared_input_matmul, Lowering.PATTERN,
+                lir.SharedInputMatmulOp),
 )
 """One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
 

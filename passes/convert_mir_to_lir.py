@@ -68,7 +68,7 @@ from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT, ROLE_ST
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
-from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.dialects.rlx import ElementwiseFn, QuantActivations
 from rlx_mlir.dialects.verifier import grouped_operands, symbolic_shapes
 from rlx_mlir.passes.phases import WithPhases, module_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
@@ -450,26 +450,28 @@ class AssignLowering(RewritePattern):
 
 
 class SharedInputMatmulLowering(RewritePattern):
-    """`mir.shared_input_matmul` -> one kernel per weight on the same x buffer:
-    `lir.dequant_matmul` of the scheme (and activations) or `lir.matmul` of an f32 weight.
-    (Not yet one kernel reading x once: see docs/modules.md "shared_linear_pair and
-    linear_fused".)"""
+    """`mir.shared_input_matmul` -> with `activations q8`, one `lir.shared_input_matmul`
+    kernel (x read and quantized once, one out per weight); otherwise one kernel per weight
+    on the same x buffer (`lir.dequant_matmul` of the scheme, or `lir.matmul`): the f32
+    forms have no kernel of their own yet (docs/modules.md "shared_linear_pair and
+    linear_fused")."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /) -> None:
         ops: list[Operation] = []
         outs: list[SSAValue] = []
-        for w, product in zip(op.weights, op.products, strict=True):
+        for product in op.products:
             made, out = destination(product)
-            if op.scheme is None:
-                kernel: Operation = lir.MatmulOp(op.x, w, out)
-            else:
-                kernel = lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme,
-                                             activations=op.activations)
-            ops += [*made, kernel]
+            ops += made
             outs.append(out)
+        if mir.activations_of(op) == QuantActivations.Q8:
+            ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
+                                               activations=op.activations))
+        else:
+            ops += [lir.MatmulOp(op.x, w, out) if op.scheme is None else
+                    lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme)
+                    for w, out in zip(op.weights, outs, strict=True)]
         rewriter.replace(op, ops, outs)
-
 
 OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.FusedElementwiseOp: FusedElementwiseLowering,

@@ -94,9 +94,8 @@ def test_every_mir_op_has_an_interpreter_a_lowering_and_a_kernel_builder(op):
     if record.kernel is not None:
         assert record.kernel in kernel_builders(), f"{record.kernel.name} has no kernel builder"
     else:
-        # the ops that are always a view, the scan (a loop around its body's kernels), and
-        # the shared-input matmul (for now one matmul/dequant_matmul kernel per weight)
-        assert op in (mir.ReshapeOp, mir.ExtractRowsOp, mir.ScanOp, mir.SharedInputMatmulOp)
+        # the ops that are always a view, and the scan (a loop around its body's kernels)
+        assert op in (mir.ReshapeOp, mir.ExtractRowsOp, mir.ScanOp)
 
 
 def _accepts_i32(op: type[Operation]) -> bool:
