@@ -14,6 +14,8 @@ import rlx_mlir as rlx
 from rlx_mlir import FusionPolicy, GraphModule
 from rlx_mlir.core.errors import ShapeError
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
+from rlx_mlir.dialects import lir
+from rlx_mlir.passes.lir_parallelize import PARALLEL_MIN_WORK, splits
 
 RNG = np.random.default_rng(22)
 SHARED = "mir.shared_input_matmul"
@@ -140,4 +142,31 @@ def test_mir_fuse_merges_dequant_siblings(scheme, activations):
     assert counts[SHARED] == 1 and counts["mir.dequant_matmul"] == 1
     assert SHARED not in _counts(g, False)
     for rows in (1, 3):
+        _check(g, ws, {"x": _f32(rows, k)}, threads=2)
+
+
+# ----------------------------------------------------------------------------- the q8 kernel
+
+
+@pytest.mark.parametrize("cpu", [None, "haswell"])
+@pytest.mark.parametrize("scheme", ["q4_0", "q4_1", "q8_0", "q4_k"])
+def test_q8_kernel_reads_x_once(scheme, cpu, monkeypatch):
+    """One lir.shared_input_matmul kernel (VNNI where the CPU has it, else the emulation),
+    split across two threads over the weights' joint columns (N not a multiple of the
+    tile), one and several rows, equal to the reference and to the separate kernels."""
+    if cpu is not None:
+        monkeypatch.setenv("RLX_TARGET_CPU", cpu)
+    k = 512
+    ns = (500, 129, 129)
+    g = rlx.Graph("q8")
+    x = g.input("x", ("S", k))
+    ws = {f"w{i}": blocks(scheme, n, k) for i, n in enumerate(ns)}
+    g.output(*(g.dequant_matmul(x, g.param(name, w.shape, "ui8"), scheme, "q8")
+               for name, w in ws.items()))
+    lowered = GraphModule.from_graph(g).into_lir()
+    kernels = [op for op in lowered.walk() if isinstance(op, lir.KernelOp)
+               and "matmul" in op.name]
+    assert [op.name for op in kernels] == ["lir.shared_input_matmul"]
+    assert splits(kernels[0], PARALLEL_MIN_WORK)  # threads=2 splits it
+    for rows in (1, 6):
         _check(g, ws, {"x": _f32(rows, k)}, threads=2)
