@@ -64,6 +64,7 @@ from xdsl.irdl import (
     OptResultDef,
     PropertyDef,
     VarOperandDef,
+    VarResultDef,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -124,7 +125,8 @@ def named_values(op: IRDLOperation) -> list[Operand]:
     named: list[Operand] = []
     for name, definition in [*op_def.operands, *op_def.results]:
         value = getattr(op, name)
-        if isinstance(definition, VarOperandDef) and not isinstance(definition, OptionalDef):
+        if (isinstance(definition, VarOperandDef | VarResultDef)
+                and not isinstance(definition, OptionalDef)):
             labelled = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
             named.append(Operand(name, labelled, True))
         else:

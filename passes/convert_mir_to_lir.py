@@ -460,17 +460,17 @@ class SharedInputMatmulLowering(RewritePattern):
     def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /) -> None:
         ops: list[Operation] = []
         outs: list[SSAValue] = []
-        for product in op.products:
+        q8 = mir.activations_of(op) == QuantActivations.Q8
+        for w, product in zip(op.weights, op.products, strict=True):
             made, out = destination(product)
-            ops += made
+            ops += made  # each out right before its kernel (the separate kernels' order)
             outs.append(out)
-        if mir.activations_of(op) == QuantActivations.Q8:
+            if not q8:
+                ops.append(lir.MatmulOp(op.x, w, out) if op.scheme is None else
+                           lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme))
+        if q8:
             ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
                                                activations=op.activations))
-        else:
-            ops += [lir.MatmulOp(op.x, w, out) if op.scheme is None else
-                    lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme)
-                    for w, out in zip(op.weights, outs, strict=True)]
         rewriter.replace(op, ops, outs)
 
 OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
