@@ -111,6 +111,23 @@ def test_symbolic_rows():
         _check(g, params, {"x": _f32(rows, 20)}, threads=2)
 
 
+@pytest.mark.parametrize("activations", ["f32", "q8"])
+def test_symbolic_intermediate_products(activations):
+    """Products used inside the graph get buffers of the run-time row count (their
+    symbolic shapes come from the op's rule)."""
+    k = 64
+    g = rlx.Graph("mid")
+    x = g.input("x", ("S", k))
+    ws = {"wa": blocks("q4_1", 16, k), "wb": blocks("q4_1", 16, k)}
+    a, b = (g.dequant_matmul(x, g.param(name, w.shape, "ui8"), "q4_1", activations)
+            for name, w in ws.items())
+    c, d = g.shared_linear_pair(x, g.param("w1", (k, 9)), g.param("w2", (k, 9)))
+    g.output(g.silu(a) * b, c - d)
+    ws.update(w1=_f32(k, 9), w2=_f32(k, 9))
+    for rows in (1, 7):
+        _check(g, ws, {"x": _f32(rows, k)}, threads=2)
+
+
 def test_epilogue_matmul_stays_fused():
     """A matmul fused with its bias/activation stays a fused_matmul (the epilogue round
     runs first); the plain sibling then has no partner left."""
