@@ -1187,13 +1187,13 @@ class SharedInputMatmulOp(KernelOp):
         return shape_of(self.out[0])
 
     def verify_element_types(self, named: list[Operand]) -> None:
-        mir.verify_shared_products(self, self.out, "out")
+        mir.verify_shared_dtypes(self, self.out, "out")
 
     def verify_attributes(self) -> None:
         mir.verify_shared_activations(self)
 
     def verify_results(self) -> None:
-        """One out per weight, of the rule's shapes (checked with the element types)."""
+        mir.verify_shared_products(self, self.out, "out")
 
 
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)

@@ -1273,13 +1273,13 @@ class SharedInputMatmulOp(VerifiesSignature):
         return shape_of(self.products[0])
 
     def verify_element_types(self, named: list[Operand]) -> None:
-        verify_shared_products(self, self.products, "products")
+        verify_shared_dtypes(self, self.products, "products")
 
     def verify_attributes(self) -> None:
         verify_shared_activations(self)
 
     def verify_results(self) -> None:
-        """One product per weight, each of the shape the rule gives."""
+        verify_shared_products(self, self.products, "products")
 
 
 def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
@@ -1297,9 +1297,9 @@ def _scheme_name(op: IRDLOperation) -> str | None:
     return None if scheme is None else scheme.data.value  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
-    """A shared-input matmul's element types (f32 x and products; weights f32, or ui8 with
-    a scheme) and its products: one per weight, of the rule's shapes."""
+def verify_shared_dtypes(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
+    """A shared-input matmul's element types: f32 x and products (`label`), the weights
+    f32, or ui8 with a scheme."""
     weight = "f32" if _scheme_name(op) is None else "ui8"
     x, weights = op.operands[0], op.weights
     for name, value, want in [("x", x, "f32"),
@@ -1307,6 +1307,10 @@ def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], labe
                               *((f"{label}[{i}]", r, "f32") for i, r in enumerate(products))]:
         if (got := dtype_of(value)) != want:
             raise VerifyException(f"'{op.name}': {name}: expected element type {want}, got {got}")
+
+
+def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
+    """A shared-input matmul's products (`label`): one per weight, of the rule's shapes."""
     shapes = shared_products_shapes(op, label)
     if len(products) != len(shapes):
         raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight), "
