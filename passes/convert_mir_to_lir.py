@@ -45,6 +45,7 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FunctionType,
+    FusedLoc,
     MemRefType,
     ModuleOp,
     StringAttr,
@@ -461,13 +462,19 @@ class SharedInputMatmulLowering(RewritePattern):
         ops: list[Operation] = []
         outs: list[SSAValue] = []
         q8 = mir.activations_of(op) == QuantActivations.Q8
-        for w, product in zip(op.weights, op.products, strict=True):
+        # merged by mir-fuse: located at every product; each kernel then at its own
+        located = (op.location.locations.data if isinstance(op.location, FusedLoc)
+                   and len(op.location.locations) == len(op.products) else None)
+        for i, (w, product) in enumerate(zip(op.weights, op.products, strict=True)):
             made, out = destination(product)
             ops += made  # each out right before its kernel (the separate kernels' order)
             outs.append(out)
             if not q8:
-                ops.append(lir.MatmulOp(op.x, w, out) if op.scheme is None else
-                           lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme))
+                kernel = (lir.MatmulOp(op.x, w, out) if op.scheme is None else
+                          lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme))
+                if located is not None:
+                    kernel.location = located[i]
+                ops.append(kernel)
         if q8:
             ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
                                                activations=op.activations))
