@@ -38,6 +38,7 @@ from xdsl.irdl import (
     operand_def,
     opt_operand_def,
     opt_prop_def,
+    opt_result_def,
     prop_def,
     result_def,
     traits_def,
@@ -581,6 +582,51 @@ class Qwen35MtpHeadOp(HirOp):
         printer.print_string(" : ")
         printer.print_function_type(self.operand_types, self.result_types)
 
+
+# ----------------------------------------------------------------------------- shared input, fused linear
+
+
+@irdl_op_definition
+class SharedLinearPairOp(HirOp):
+    """`(x[..., K] @ w_first[K, N_1], x @ w_second[K, N_2])`: two projections of one input
+    (gate/up, k/v) as one op; it lowers to `mir.shared_input_matmul`, whose kernel reads x
+    once."""
+
+    name = "hir.shared_linear_pair"
+    RULE = rules.shared_linear_pair
+
+    x = operand_def(TensorType)
+    w_first = operand_def(TensorType)
+    w_second = operand_def(TensorType)
+    result = result_def(TensorType)
+    second = opt_result_def(TensorType)
+    """Always present (optional in the definition only: extra results are)."""
+
+    assembly_format = "$x `,` $w_first `,` $w_second attr-dict `:` functional-type(operands, results)"
+
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("second",)
+
+
+@irdl_op_definition
+class LinearFusedOp(HirOp):
+    """`activation(x[..., K] @ w[K, N] + bias[N])` as `hir.linear`, but lowered to one
+    `mir.fused_matmul` whatever the fusion policy (the fused linear as one op)."""
+
+    name = "hir.linear_fused"
+    RULE = rules.linear
+
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    activation = opt_prop_def(ActivationAttr)
+
+    assembly_format = (
+        "$x `,` $w (`bias` $bias^)? (`activation` $activation^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+
 HIR_OPS: tuple[type[HirOp], ...] = defined_ops(globals(), "hir.", HirOp)
 
 HIR = Dialect("hir", list(HIR_OPS), [])
@@ -594,10 +640,12 @@ __all__ = [
     "EmbeddingOp",
     "HirOp",
     "LayerNormOp",
+    "LinearFusedOp",
     "LinearOp",
     "LlamaDecoderBlockOp",
     "ResidualRmsNormOp",
     "RmsNormOp",
     "RopeOp",
+    "SharedLinearPairOp",
     "SwigluFfnOp",
 ]

@@ -86,6 +86,9 @@ from rlx_mlir.dialects.rlx import (
     ArenaStrategyAttr,
     ElementwiseFn,
     ElementwiseFnAttr,
+    QuantActivations,
+    QuantActivationsAttr,
+    QuantSchemeAttr,
 )
 from rlx_mlir.dialects.verifier import (
     BODY_DIALECTS,
@@ -1138,6 +1141,59 @@ class SampleOp(kernel_twin(mir.SampleOp)):
 
     def verify_element_types(self, named: list[Operand]) -> None:
         self.ELEMENT_TYPES.verify(self, [o for o in named if o.name != "position"])
+
+
+@irdl_op_definition
+class SharedInputMatmulOp(KernelOp):
+    """out[i] = `x` @ `weights`[i] (f32 [K, N_i]) or, with a `scheme`, x @ dequant(w_i)ᵀ
+    (ui8 GGUF blocks [N_i, K/values·bytes], `activations q8`: x quantized once) for every
+    weight: one kernel that reads (and quantizes) x once (`mir.shared_input_matmul`).
+
+    ```mlir
+    lir.shared_input_matmul q4_0 ins(%x, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
+    ```
+    """
+
+    name = "lir.shared_input_matmul"
+    RULE = si.shared_input_matmul
+    MIR_OP: ClassVar = mir.SharedInputMatmulOp
+
+    x = operand_def(MemRefType)
+    weights = var_operand_def(MemRefType)
+    out = var_operand_def(MemRefType)
+
+    scheme = opt_prop_def(QuantSchemeAttr)
+    activations = opt_prop_def(QuantActivationsAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+
+    assembly_format = (
+        "($scheme^)? `ins` `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
+        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)? attr-dict"
+    )
+
+    @property
+    def outs(self) -> tuple[SSAValue, ...]:
+        return tuple(self.out)
+
+    def infer_shape(self) -> Shape:
+        return self.infer_shapes()["out[0]"]
+
+    def infer_shapes(self) -> dict[str, Shape]:
+        return mir.shared_products_shapes(self, "out")
+
+    def declared_shape(self) -> Shape:
+        return shape_of(self.out[0])
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        mir.verify_shared_dtypes(self, self.out, "out")
+
+    def verify_attributes(self) -> None:
+        mir.verify_shared_activations(self)
+
+    def verify_results(self) -> None:
+        mir.verify_shared_products(self, self.out, "out")
 
 
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)

@@ -59,6 +59,7 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.pattern_rewriter import RewritePattern
 from xdsl.traits import (
@@ -79,7 +80,11 @@ from rlx_mlir.dialects.common import (
     ATTENTION_DEFAULTS,
     ROPE_DEFAULTS,
     defined_ops,
+    dtype_of,
+    rule_errors,
     shape_of,
+    tensor_type,
+    verify_result,
 )
 from rlx_mlir.dialects.rlx import (
     ActivationAttr,
@@ -1209,6 +1214,120 @@ class SampleOp(IndexOperandsMixin):
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"logits": FLOAT, "temperature": FLOAT, "top_k": ("i32",), "top_p": FLOAT,
          "seed": ("i64",), "result": ("i32",)})
+
+
+@irdl_op_definition
+class SharedInputMatmulOp(VerifiesSignature):
+    """One input `x` [..., K] times N >= 2 `weights`, one f32 result each, computed by one
+    kernel that reads x once (q/k/v, gate/up; mir-fuse forms it from sibling matmuls).
+    f32 weights [K, N_i] give `x @ w_i`; with a `scheme`, every weight is the raw GGUF
+    blocks of that scheme, ui8 [N_i, K/values·bytes], giving `x @ dequant(w_i)^T` as
+    `mir.dequant_matmul` with the same `activations`.
+
+    ```mlir
+    %q, %k = mir.shared_input_matmul %x, %wq, %wk : (tensor<4x64xf32>, tensor<64x32xf32>, tensor<64x16xf32>) -> (tensor<4x32xf32>, tensor<4x16xf32>)
+    %g, %u = mir.shared_input_matmul %x, %wg, %wu scheme q4_0 activations q8 : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    ```
+    """
+
+    name = "mir.shared_input_matmul"
+    RULE = si.shared_input_matmul
+
+    x = operand_def(TensorType)
+    weights = var_operand_def(TensorType)
+    products = var_result_def(TensorType)
+
+    scheme = opt_prop_def(QuantSchemeAttr)
+    activations = opt_prop_def(QuantActivationsAttr)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$x `,` $weights (`scheme` $scheme^)? (`activations` $activations^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    RESULT: ClassVar[str] = "products"
+    ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+
+    # The results are variadic (one per weight): the rule gives their shapes as a list.
+    @classmethod
+    def rule_shapes(cls, shapes: Mapping[str, Any], properties: Mapping[str, Any]
+                    ) -> list[si.Shape | None]:
+        return list(cls.rule_shape(shapes, properties))
+
+    @classmethod
+    def infer_result_types(cls, operands: Mapping[str, Any],
+                           properties: Mapping[str, Attribute]) -> list[Attribute]:
+        shapes = {"x": shape_of(operands["x"]), "weights": [shape_of(w) for w in operands["weights"]]}
+        # one group: the variadic `products`
+        return [[tensor_type(shape, "f32") for shape in cls.rule_shapes(shapes, properties)]]  # pyright: ignore[reportReturnType]
+
+    def infer_shape(self) -> si.Shape:
+        return self.infer_shapes()["products[0]"]
+
+    def infer_shapes(self) -> dict[str, si.Shape]:
+        return shared_products_shapes(self)
+
+    def declared_shape(self) -> si.Shape:
+        return shape_of(self.products[0])
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        verify_shared_dtypes(self, self.products, "products")
+
+    def verify_attributes(self) -> None:
+        verify_shared_activations(self)
+
+    def verify_results(self) -> None:
+        verify_shared_products(self, self.products, "products")
+
+
+def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
+    """The shape of each product of a shared-input matmul (mir op or lir kernel), by
+    label `products[i]` (the rule's errors name `op`)."""
+    x, weights = op.operands[0], op.weights
+    with rule_errors(op):
+        shapes = si.shared_input_matmul(shape_of(x), [shape_of(w) for w in weights],
+                                        _scheme_name(op))
+    return {f"{label}[{i}]": shape for i, shape in enumerate(shapes)}
+
+
+def _scheme_name(op: IRDLOperation) -> str | None:
+    scheme = op.properties.get("scheme")
+    return None if scheme is None else scheme.data.value  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def verify_shared_dtypes(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
+    """A shared-input matmul's element types: f32 x and products (`label`), the weights
+    f32, or ui8 with a scheme."""
+    weight = "f32" if _scheme_name(op) is None else "ui8"
+    x, weights = op.operands[0], op.weights
+    for name, value, want in [("x", x, "f32"),
+                              *((f"weights[{i}]", w, weight) for i, w in enumerate(weights)),
+                              *((f"{label}[{i}]", r, "f32") for i, r in enumerate(products))]:
+        if (got := dtype_of(value)) != want:
+            raise VerifyException(f"'{op.name}': {name}: expected element type {want}, got {got}")
+
+
+def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
+    """A shared-input matmul's products (`label`): one per weight, of the rule's shapes."""
+    shapes = shared_products_shapes(op, label)
+    if len(products) != len(shapes):
+        raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight), "
+                              f"got {len(products)}")
+    for (name, shape), value in zip(shapes.items(), products, strict=True):
+        verify_result(op, value, lambda shape=shape: shape, name)
+
+
+def verify_shared_activations(op: IRDLOperation) -> None:
+    """`activations` only with a scheme, q8 only for a block-quantized one."""
+    scheme, form = _scheme_name(op), activations_of(op)
+    if scheme is None and form != QuantActivations.F32:
+        raise VerifyException(f"'{op.name}': activations needs a scheme (f32 weights take x "
+                              f"as given), got activations {form.value}")
+    if form == QuantActivations.Q8 and scheme not in VEC_DOT_TYPES:
+        raise VerifyException(f"'{op.name}': activations q8 needs a block-quantized scheme "
+                              f"({', '.join(VEC_DOT_TYPES)}), got {scheme}")
 
 
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(

@@ -152,6 +152,9 @@ HIR_RECORDS: tuple[HirOpRecord, ...] = (
     HirOpRecord(hir.EmbeddingOp, K.embedding),
     HirOpRecord(hir.DepthwiseConv1dCausalOp, K.depthwise_conv1d_causal),
     HirOpRecord(hir.Qwen35MtpHeadOp, K.qwen35_mtp_head),
+    # one input, several products (docs/modules.md "shared_linear_pair and linear_fused")
+    HirOpRecord(hir.SharedLinearPairOp, K.shared_linear_pair),
+    HirOpRecord(hir.LinearFusedOp, K.linear),
 )
 """One record per hir op."""
 
@@ -194,6 +197,10 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _kernel(mir.ArgmaxOp, lir.ArgmaxOp, K.argmax),
     _kernel(mir.TopKOp, lir.TopKOp, K.top_k),
     _kernel(mir.SampleOp, lir.SampleOp, K.sample),
+    # one input, several products (docs/modules.md "shared_linear_pair and linear_fused"):
+    # one kernel reading x once where it has one (q8 activations), else one per weight
+    MirOpRecord(mir.SharedInputMatmulOp, K.shared_input_matmul, Lowering.PATTERN,
+                lir.SharedInputMatmulOp),
 )
 """One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
 

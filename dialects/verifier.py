@@ -64,6 +64,7 @@ from xdsl.irdl import (
     OptResultDef,
     PropertyDef,
     VarOperandDef,
+    VarResultDef,
     operand_def,
     opt_operand_def,
     opt_prop_def,
@@ -124,7 +125,8 @@ def named_values(op: IRDLOperation) -> list[Operand]:
     named: list[Operand] = []
     for name, definition in [*op_def.operands, *op_def.results]:
         value = getattr(op, name)
-        if isinstance(definition, VarOperandDef) and not isinstance(definition, OptionalDef):
+        if (isinstance(definition, VarOperandDef | VarResultDef)
+                and not isinstance(definition, OptionalDef)):
             labelled = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
             named.append(Operand(name, labelled, True))
         else:
@@ -591,13 +593,23 @@ def symbolic_shapes(fn: func.FuncOp) -> dict[SSAValue, Shape]:
             except RlxError:
                 continue
             for name, shape in inferred.items():
-                value = getattr(op, name, None)
+                value = _named_result(op, name)
                 if not isinstance(value, SSAValue) or value not in op.results:
                     continue
                 declared = shape_of(value)
                 if not rules.is_static_shape(declared) and len(shape) == len(declared):
                     shapes[value] = tuple(map(rules.unify, declared, shape))
     return shapes
+
+
+def _named_result(op: IRDLOperation, name: str) -> Any:
+    """The result `name` of `op`, or `name[i]`: the i-th of a variadic result."""
+    base, _, index = name.partition("[")
+    value = getattr(op, base, None)
+    if index and isinstance(value, Sequence):
+        position = int(index.rstrip("]"))
+        return value[position] if position < len(value) else None
+    return value
 
 
 # ----------------------------------------------------------------------------- twins

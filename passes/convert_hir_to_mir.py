@@ -300,6 +300,24 @@ class DepthwiseConv1dCausalLowering(RewritePattern):
         _replace(rewriter, op, seq)
 
 
+class SharedLinearPairLowering(RewritePattern):
+    """`hir.shared_linear_pair` -> one `mir.shared_input_matmul` of the two weights."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.SharedLinearPairOp, rewriter: PatternRewriter, /) -> None:
+        rewriter.replace(op, mir.SharedInputMatmulOp(op.x, [op.w_first, op.w_second]))
+
+
+class LinearFusedLowering(RewritePattern):
+    """`hir.linear_fused` -> one `mir.fused_matmul` (bias and activation in its epilogue),
+    whatever mir-fuse's policy."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: hir.LinearFusedOp, rewriter: PatternRewriter, /) -> None:
+        rewriter.replace(op, mir.FusedMatmulOp(op.x, op.w, op.bias, activation=op.activation,
+                                               result_type=op.result.type))
+
+
 HIR_TO_MIR: dict[type[hir.HirOp], type[RewritePattern]] = {
     hir.LinearOp: LinearLowering,
     hir.SwigluFfnOp: SwigluFfnLowering,
@@ -313,6 +331,8 @@ HIR_TO_MIR: dict[type[hir.HirOp], type[RewritePattern]] = {
     hir.DequantMatmulOp: TwinLowering,
     hir.DepthwiseConv1dCausalOp: DepthwiseConv1dCausalLowering,
     hir.Qwen35MtpHeadOp: Qwen35MtpHeadLowering,
+    hir.SharedLinearPairOp: SharedLinearPairLowering,
+    hir.LinearFusedOp: LinearFusedLowering,
 }
 """The pattern of each hir op (every op of the registry has one: checked at import)."""
 

@@ -45,6 +45,7 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FunctionType,
+    FusedLoc,
     MemRefType,
     ModuleOp,
     StringAttr,
@@ -68,7 +69,7 @@ from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT, ROLE_ST
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
-from rlx_mlir.dialects.rlx import ElementwiseFn
+from rlx_mlir.dialects.rlx import ElementwiseFn, QuantActivations
 from rlx_mlir.dialects.verifier import grouped_operands, symbolic_shapes
 from rlx_mlir.passes.phases import WithPhases, module_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
@@ -449,6 +450,36 @@ class AssignLowering(RewritePattern):
         rewriter.erase(op)
 
 
+class SharedInputMatmulLowering(RewritePattern):
+    """`mir.shared_input_matmul` -> with `activations q8`, one `lir.shared_input_matmul`
+    kernel (x read and quantized once, one out per weight); otherwise one kernel per weight
+    on the same x buffer (`lir.dequant_matmul` of the scheme, or `lir.matmul`): the f32
+    forms have no kernel of their own yet (docs/modules.md "shared_linear_pair and
+    linear_fused")."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /) -> None:
+        ops: list[Operation] = []
+        outs: list[SSAValue] = []
+        q8 = mir.activations_of(op) == QuantActivations.Q8
+        # merged by mir-fuse: located at every product; each kernel then at its own
+        located = (op.location.locations.data if isinstance(op.location, FusedLoc)
+                   and len(op.location.locations) == len(op.products) else None)
+        for i, (w, product) in enumerate(zip(op.weights, op.products, strict=True)):
+            made, out = destination(product)
+            ops += made  # each out right before its kernel (the separate kernels' order)
+            outs.append(out)
+            if not q8:
+                kernel = (lir.MatmulOp(op.x, w, out) if op.scheme is None else
+                          lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme))
+                if located is not None:
+                    kernel.location = located[i]
+                ops.append(kernel)
+        if q8:
+            ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
+                                               activations=op.activations))
+        rewriter.replace(op, ops, outs)
+
 OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.FusedElementwiseOp: FusedElementwiseLowering,
     mir.ConstantOp: ConstantLowering,
@@ -458,6 +489,7 @@ OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.ExtractRowsOp: ExtractRowsLowering,
     mir.AssignOp: AssignLowering,
     mir.ScanOp: ScanLowering,
+    mir.SharedInputMatmulOp: SharedInputMatmulLowering,
 }
 """The pattern of each mir op whose registry record says `Lowering.PATTERN`."""
 

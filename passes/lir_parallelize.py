@@ -65,6 +65,8 @@ def estimate_work(op: Operation) -> int:
     if isinstance(op, lir.MatmulOp | lir.FusedMatmulOp | lir.DequantMatmulOp):
         k = shape_of(op.operands[0])[-1]
         return out * (1 if k == UNKNOWN else k)  # a `?` K (a product over S) counts 1
+    if isinstance(op, lir.SharedInputMatmulOp):  # every product, K each
+        return sum(_numel(o) for o in outs) * shape_of(op.x)[-1]
     if isinstance(op, lir.AttentionOp):
         keys = shape_of(op.operands[1])[-2]
         return out * (DECODE_KEYS if keys == UNKNOWN else keys)

@@ -20,6 +20,11 @@ an elementwise chain first:
    values of a smaller (broadcast) shape stay outside the tree, so no value is computed
    more than once per element; option `fuse-broadcast=true` takes them in too. A tree of
    one op is left as it is.
+3. shared inputs (option `shared-input`), after the epilogue round so that a matmul
+   fused with its bias/activation stays a `mir.fused_matmul`: the sibling `mir.matmul`s
+   with a 2-D rhs on one lhs value, and the sibling `mir.dequant_matmul`s of one scheme and
+   activation form on one x, become one `mir.shared_input_matmul` (all of them, N >= 2;
+   q/k/v, gate/up) whose kernel reads the input once.
 """
 
 from __future__ import annotations
@@ -28,7 +33,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, Float32Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    FusedLoc,
+    ModuleOp,
+    NoneAttr,
+    TensorType,
+)
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -38,7 +50,9 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
+from rlx_mlir.core.locations import loc_names
 from rlx_mlir.dialects import mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import BODIES, ScalarBody
@@ -257,13 +271,70 @@ class FuseElementwiseTree(RewritePattern):
                 rewriter.erase(constant)
 
 
+# ----------------------------------------------------------------------------- shared inputs
+
+
+def _sibling_key(op: Operation) -> tuple[object, ...] | None:
+    """What must agree for two products of one input to merge: the kind, and a
+    dequant_matmul's scheme and activation form (None: `op` cannot merge)."""
+    if isinstance(op, mir.MatmulOp) and len(shape_of(op.rhs)) == 2 and len(shape_of(op.lhs)) >= 1:
+        return ("f32",)
+    if isinstance(op, mir.DequantMatmulOp):
+        return ("gguf", op.scheme.data, mir.activations_of(op))
+    return None
+
+
+class FuseSharedInput(RewritePattern):
+    """The sibling products of one input (`_sibling_key` equal), read in block order, ->
+    one `mir.shared_input_matmul` placed at the first of them (its weights are defined
+    before it: a matmul's weight dominates the matmul; the first one only is the bound,
+    so siblings whose weight is computed between them are left out)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        key = _sibling_key(op)
+        if key is None:
+            return
+        x = op.operands[0]
+        siblings = [use.operation for use in x.uses
+                    if use.index == 0 and use.operation.parent_block() is op.parent_block()
+                    and _sibling_key(use.operation) == key]
+        block = op.parent_block()
+        assert block is not None
+        order = {o: i for i, o in enumerate(block.ops)}
+        siblings = sorted(dict.fromkeys(siblings), key=order.__getitem__)
+        if len(siblings) < 2 or siblings[0] is not op:
+            return
+        siblings = [s for s in siblings if _defined_before(s.operands[1], op, order)]
+        if len(siblings) < 2:
+            return
+        weights = [s.operands[1] for s in siblings]
+        if key[0] == "f32":
+            merged = mir.SharedInputMatmulOp(x, weights)
+        else:
+            merged = mir.SharedInputMatmulOp(x, weights, scheme=op.scheme,
+                                             activations=op.properties.get("activations"))
+        located = [s.location for s in siblings if loc_names(s.location)]
+        if len(located) > 1:  # at every product it replaces (else Derive.FUSE's, the first's)
+            merged.location = FusedLoc(located, NoneAttr())
+        rewriter.insert(merged, InsertPoint.before(op))
+        for sibling, product in zip(siblings, merged.products, strict=True):
+            rewriter.replace(sibling, [], [product])
+
+
+def _defined_before(value: SSAValue, op: Operation, order: dict[Operation, int]) -> bool:
+    """Whether `value` is available at `op` (a block argument, or defined before it)."""
+    owner = value.owner
+    return not isinstance(owner, Operation) or owner not in order or order[owner] < order[op]
+
+
 # ----------------------------------------------------------------------------- the pass
 
 
 @dataclass(frozen=True)
 class MirFusePass(ModulePass):
     """Fuse matmul epilogues (bias, activation) into `mir.fused_matmul`, then trees of
-    elementwise ops into `mir.fused_elementwise`. Each family of patterns has its option
+    elementwise ops into `mir.fused_elementwise`, then sibling products of one input into
+    `mir.shared_input_matmul` (after the epilogues: a fused matmul stays as it is). Each family of patterns has its option
     (the fields of `rlx.FusionPolicy`); all off leaves the module as it is."""
 
     name = "mir-fuse"
@@ -291,5 +362,11 @@ class MirFusePass(ModulePass):
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
                     [FuseElementwiseTree(self.fuse_broadcast)], dce_enabled=False
+                ), Derive.FUSE)
+            ).rewrite_module(op)
+        if self.shared_input:  # after the epilogues: a fused matmul keeps its epilogue
+            PatternRewriteWalker(
+                with_provenance(GreedyRewritePatternApplier(
+                    [FuseSharedInput()], dce_enabled=False
                 ), Derive.FUSE)
             ).rewrite_module(op)

@@ -755,6 +755,26 @@ class Graph:
         return self._op("dequant_matmul", hir.DequantMatmulOp, x=x, w=w, scheme=attr,
                         activations=form)
 
+    # ------------------------------------------------------------------ shared input, fused linear
+
+    def shared_linear_pair(self, x: Value, w_first: Value, w_second: Value) -> tuple[Value, Value]:
+        """(x[..., K] @ w_first[K, N_1], x @ w_second[K, N_2]) as one op whose kernel reads x
+        once (gate/up, k/v); f32. mir-fuse forms the same op from sibling matmuls on one x
+        under `FusionPolicy(shared_input=True)` (the default)."""
+        self._f32_operands("shared_linear_pair", ["x", "w_first", "w_second"], [x, w_first, w_second])
+        first, second = self._op_results("shared_linear_pair", hir.SharedLinearPairOp, x=x,
+                                         w_first=w_first, w_second=w_second)
+        return first, second
+
+    def linear_fused(self, x: Value, w: Value, b: Value | None = None,
+                     activation: str | None = None) -> Value:
+        """activation(x[..., K] @ w[K, N] + b[N]) as `linear`, but always one fused matmul
+        kernel (bias and activation in its epilogue), whatever the fusion policy."""
+        self._f32_operands("linear_fused", ["x", "w", "b"], [x, w, b])
+        with _context("linear_fused"):
+            act = None if activation is None else _enum(Activation, ActivationAttr, activation, "activation")
+        return self._op("linear_fused", hir.LinearFusedOp, x=x, w=w, bias=b, activation=act)
+
     # ------------------------------------------------------------------ reductions, norms
 
     def _reduce(self, method: str, kind: ReduceKind, x: Value, axes: int | Sequence[int],

@@ -432,6 +432,8 @@ def every_method_graph() -> rlx.Graph:
     y = g.div(g.sub(g.mul(y, 2.0), 0.5), g.add(y, 3.0))
     w = g.param("w", (32, 32))
     y = g.linear(y, w, g.param("b", (32,)), activation="silu") + g.matmul(y, w)
+    first, second = g.shared_linear_pair(y, w, g.param("w_pair", (32, 32)))
+    y = g.linear_fused(first, w, g.param("b_fused", (32,)), activation="gelu") + second
     y = g.rms_norm(y, g.param("g1", (32,)))
     y = g.residual_rms_norm(y, x, g.param("g2", (32,)), g.param("b2", (32,)))
     y = g.layer_norm(y, g.param("g3", (32,)), g.param("b3", (32,)))

@@ -400,8 +400,12 @@ def test_llama_block_after_hir_to_mir():
     module = g.to_module()
     ConvertHirToMirPass().apply(make_context(), module)
     before = Counter(op_names(module))
+    apart = Counter(op_names(fuse(module.clone(), shared_input=False)))
+    assert sum(apart.values()) == sum(before.values()) - 1
     fused = fuse(module)
     after = Counter(op_names(fused))
-    assert sum(after.values()) == sum(before.values()) - 1
+    # shared-input: q/k/v (three matmuls of the normed x) become one op
+    assert sum(after.values()) == sum(before.values()) - 3
     assert after["mir.fused_matmul"] == 1 and "mir.silu" not in after
+    assert after["mir.shared_input_matmul"] == 1
     assert_same_numerics(g, fused)

@@ -340,3 +340,23 @@ func.func @dequant_matmul_q8_activations(%x: tensor<3x64xf32>, %w: tensor<8x44xu
   %y = hir.dequant_matmul q5_0 %x, %w activations q8 : (tensor<3x64xf32>, tensor<8x44xui8>) -> tensor<3x8xf32>
   func.return %y : tensor<3x8xf32>
 }
+
+// shared_linear_pair: one mir.shared_input_matmul of both weights.
+// CHECK-LABEL: func.func @shared_linear_pair(
+// CHECK-SAME:    %[[X:[^:]*]]: tensor<3x8xf32>, %[[A:[^:]*]]: tensor<8x5xf32>, %[[B:[^:]*]]: tensor<8x2xf32>)
+// CHECK-NEXT:    %[[P:.*]], %[[Q:.*]] = mir.shared_input_matmul %[[X]], %[[A]], %[[B]] : (tensor<3x8xf32>, tensor<8x5xf32>, tensor<8x2xf32>) -> (tensor<3x5xf32>, tensor<3x2xf32>)
+// CHECK-NEXT:    func.return %[[P]], %[[Q]]
+func.func @shared_linear_pair(%x: tensor<3x8xf32>, %a: tensor<8x5xf32>, %b: tensor<8x2xf32>) -> (tensor<3x5xf32>, tensor<3x2xf32>) {
+  %p, %q = hir.shared_linear_pair %x, %a, %b : (tensor<3x8xf32>, tensor<8x5xf32>, tensor<8x2xf32>) -> (tensor<3x5xf32>, tensor<3x2xf32>)
+  func.return %p, %q : tensor<3x5xf32>, tensor<3x2xf32>
+}
+
+// linear_fused: one mir.fused_matmul (no matmul + add + activation for mir-fuse to fold).
+// CHECK-LABEL: func.func @linear_fused(
+// CHECK-SAME:    %[[X:[^:]*]]: tensor<3x8xf32>, %[[W:[^:]*]]: tensor<8x5xf32>, %[[B:[^:]*]]: tensor<5xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = mir.fused_matmul %[[X]], %[[W]], %[[B]] activation silu : (tensor<3x8xf32>, tensor<8x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @linear_fused(%x: tensor<3x8xf32>, %w: tensor<8x5xf32>, %b: tensor<5xf32>) -> tensor<3x5xf32> {
+  %y = hir.linear_fused %x, %w bias %b activation silu : (tensor<3x8xf32>, tensor<8x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+  func.return %y : tensor<3x5xf32>
+}

@@ -276,3 +276,24 @@ func.func @dequant_matmul_q8_activations(%x: tensor<3x64xf32>, %w: tensor<8x44xu
   %y = mir.dequant_matmul %x, %w scheme q5_0 activations q8 : (tensor<3x64xf32>, tensor<8x44xui8>) -> tensor<3x8xf32>
   func.return %y : tensor<3x8xf32>
 }
+
+// A shared-input matmul with q8 activations is one kernel (x quantized once), one out per
+// weight; the f32 forms are one kernel per weight on the same x.
+// CHECK-LABEL: func.func @shared_input_q8(
+// CHECK-SAME:      %[[X:.*]]: memref<2x64xf32>, %[[G:.*]]: memref<6x36xui8>, %[[U:.*]]: memref<4x36xui8>, %[[O0:.*]]: memref<2x6xf32> {{.*}}, %[[O1:.*]]: memref<2x4xf32> {{.*}}) {
+// CHECK-NEXT:    lir.shared_input_matmul q4_0 ins(%[[X]], %[[G]], %[[U]] : memref<2x64xf32>, memref<6x36xui8>, memref<4x36xui8>) outs(%[[O0]], %[[O1]] : memref<2x6xf32>, memref<2x4xf32>) activations q8
+// CHECK-NEXT:    func.return
+func.func @shared_input_q8(%x: tensor<2x64xf32>, %g: tensor<6x36xui8>, %u: tensor<4x36xui8>) -> (tensor<2x6xf32>, tensor<2x4xf32>) {
+  %a, %b = mir.shared_input_matmul %x, %g, %u scheme q4_0 activations q8 : (tensor<2x64xf32>, tensor<6x36xui8>, tensor<4x36xui8>) -> (tensor<2x6xf32>, tensor<2x4xf32>)
+  func.return %a, %b : tensor<2x6xf32>, tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @shared_input_f32(
+// CHECK-SAME:      %[[X:.*]]: memref<2x8xf32>, %[[A:.*]]: memref<8x3xf32>, %[[B:.*]]: memref<8x5xf32>, %[[O0:.*]]: memref<2x3xf32> {{.*}}, %[[O1:.*]]: memref<2x5xf32> {{.*}}) {
+// CHECK-NEXT:    lir.matmul ins(%[[X]], %[[A]] : memref<2x8xf32>, memref<8x3xf32>) outs(%[[O0]] : memref<2x3xf32>)
+// CHECK-NEXT:    lir.matmul ins(%[[X]], %[[B]] : memref<2x8xf32>, memref<8x5xf32>) outs(%[[O1]] : memref<2x5xf32>)
+// CHECK-NEXT:    func.return
+func.func @shared_input_f32(%x: tensor<2x8xf32>, %a: tensor<8x3xf32>, %b: tensor<8x5xf32>) -> (tensor<2x3xf32>, tensor<2x5xf32>) {
+  %p, %q = mir.shared_input_matmul %x, %a, %b : (tensor<2x8xf32>, tensor<8x3xf32>, tensor<8x5xf32>) -> (tensor<2x3xf32>, tensor<2x5xf32>)
+  func.return %p, %q : tensor<2x3xf32>, tensor<2x5xf32>
+}

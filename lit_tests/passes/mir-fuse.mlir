@@ -4,8 +4,13 @@
 // before and after fusion:
 // RUN: rlx-opt %s | sed -n '/func.func @llama_block/,/func.return/p' | grep -c ' = mir\.' | filecheck %s --check-prefix=LLAMA-BEFORE --match-full-lines
 // RUN: rlx-opt %s -p mir-fuse | sed -n '/func.func @llama_block/,/func.return/p' | grep -c ' = mir\.' | filecheck %s --check-prefix=LLAMA-AFTER --match-full-lines
+// RUN: rlx-opt %s -p 'mir-fuse{shared-input=false}' | sed -n '/func.func @llama_block/,/func.return/p' | grep -c ' = mir\.' | filecheck %s --check-prefix=LLAMA-APART --match-full-lines
+// Sibling products of one input (shared-input, on by default), and with the option off:
+// RUN: rlx-opt %s -p mir-fuse | filecheck %s --check-prefix=SHARED
+// RUN: rlx-opt %s -p 'mir-fuse{shared-input=false}' | filecheck %s --check-prefix=APART
 // LLAMA-BEFORE: 16
-// LLAMA-AFTER: 15
+// LLAMA-AFTER: 13
+// LLAMA-APART: 15
 
 // ----------------------------------------------------------------------------- matmul epilogues
 
@@ -102,9 +107,9 @@ func.func @not_a_bias(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %r: tensor<4x16
 }
 
 // CHECK-LABEL: func.func @not_a_bias
-// CHECK-NEXT:    %[[M:.*]] = mir.matmul
+// (the two unfused products of %x then share it: shared-input)
+// CHECK-NEXT:    %[[M:.*]], %[[N:.*]] = mir.shared_input_matmul
 // CHECK-NEXT:    %{{.*}} = mir.add %[[M]], %{{.*}} : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
-// CHECK-NEXT:    %[[N:.*]] = mir.matmul
 // CHECK-NEXT:    %{{.*}} = mir.add %[[N]], %{{.*}} : (tensor<4x16xf32>, tensor<1x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT:    %[[P:.*]] = mir.matmul
 // CHECK-NEXT:    %{{.*}} = mir.add %[[P]], %{{.*}} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -455,3 +460,45 @@ func.func @llama_block(%x: tensor<32x512xf32>, %cos: tensor<32x32xf32>, %sin: te
 // CHECK-NEXT:    %[[DOWN:.*]] = mir.matmul %[[H]], %{{.*}} : (tensor<32x1408xf32>, tensor<1408x512xf32>) -> tensor<32x512xf32>
 // CHECK-NEXT:    %[[OUT:.*]] = mir.add %{{.*}}, %[[DOWN]] : (tensor<32x512xf32>, tensor<32x512xf32>) -> tensor<32x512xf32>
 // CHECK-NEXT:    func.return %[[OUT]] : tensor<32x512xf32>
+
+// ----------------------------------------------------------------------------- shared inputs
+
+// q/k/v: three matmuls of one x (2-D weights) -> one shared_input_matmul at the first;
+// a matmul with a bias stays a fused_matmul (the epilogue round runs first); a batched
+// (3-D) weight stays apart.
+func.func @qkv(%x: tensor<3x8xf32>, %wq: tensor<8x8xf32>, %wk: tensor<8x4xf32>, %wv: tensor<8x4xf32>, %wb: tensor<8x5xf32>, %b: tensor<5xf32>, %w3: tensor<3x8x2xf32>) -> (tensor<3x8xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x5xf32>, tensor<3x3x2xf32>) {
+  %q = mir.matmul %x, %wq : (tensor<3x8xf32>, tensor<8x8xf32>) -> tensor<3x8xf32>
+  %k = mir.matmul %x, %wk : (tensor<3x8xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
+  %m = mir.matmul %x, %wb : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
+  %y = mir.add %m, %b : (tensor<3x5xf32>, tensor<5xf32>) -> tensor<3x5xf32>
+  %v = mir.matmul %x, %wv : (tensor<3x8xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
+  %z = mir.matmul %x, %w3 : (tensor<3x8xf32>, tensor<3x8x2xf32>) -> tensor<3x3x2xf32>
+  func.return %q, %k, %v, %y, %z : tensor<3x8xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x5xf32>, tensor<3x3x2xf32>
+}
+
+// SHARED-LABEL: func.func @qkv
+// SHARED-SAME:    (%[[X:.*]]: tensor<3x8xf32>, %[[WQ:.*]]: tensor<8x8xf32>, %[[WK:.*]]: tensor<8x4xf32>, %[[WV:.*]]: tensor<8x4xf32>,
+// SHARED-NEXT:    %[[Q:.*]], %[[K:.*]], %[[V:.*]] = mir.shared_input_matmul %[[X]], %[[WQ]], %[[WK]], %[[WV]] : (tensor<3x8xf32>, tensor<8x8xf32>, tensor<8x4xf32>, tensor<8x4xf32>) -> (tensor<3x8xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+// SHARED-NEXT:    %[[Y:.*]] = mir.fused_matmul %[[X]]
+// SHARED-NEXT:    %[[Z:.*]] = mir.matmul %[[X]]
+// SHARED-NEXT:    func.return %[[Q]], %[[K]], %[[V]], %[[Y]], %[[Z]]
+// APART-LABEL:  func.func @qkv
+// APART-NOT:      mir.shared_input_matmul
+// APART:          func.return
+
+// gate/up as dequant_matmuls of one scheme and activation form; another form stays apart.
+func.func @gate_up(%x: tensor<2x32xf32>, %wg: tensor<6x18xui8>, %wu: tensor<6x18xui8>, %wo: tensor<6x18xui8>) -> (tensor<2x6xf32>, tensor<2x6xf32>, tensor<2x6xf32>) {
+  %g = mir.dequant_matmul %x, %wg scheme q4_0 activations q8 : (tensor<2x32xf32>, tensor<6x18xui8>) -> tensor<2x6xf32>
+  %o = mir.dequant_matmul %x, %wo scheme q4_0 : (tensor<2x32xf32>, tensor<6x18xui8>) -> tensor<2x6xf32>
+  %u = mir.dequant_matmul %x, %wu scheme q4_0 activations q8 : (tensor<2x32xf32>, tensor<6x18xui8>) -> tensor<2x6xf32>
+  func.return %g, %u, %o : tensor<2x6xf32>, tensor<2x6xf32>, tensor<2x6xf32>
+}
+
+// SHARED-LABEL: func.func @gate_up
+// SHARED-SAME:    (%[[X:.*]]: tensor<2x32xf32>, %[[WG:.*]]: tensor<6x18xui8>, %[[WU:.*]]: tensor<6x18xui8>, %[[WO:.*]]: tensor<6x18xui8>)
+// SHARED-NEXT:    %[[G:.*]], %[[U:.*]] = mir.shared_input_matmul %[[X]], %[[WG]], %[[WU]] scheme q4_0 activations q8 : (tensor<2x32xf32>, tensor<6x18xui8>, tensor<6x18xui8>) -> (tensor<2x6xf32>, tensor<2x6xf32>)
+// SHARED-NEXT:    %[[O:.*]] = mir.dequant_matmul %[[X]], %[[WO]] scheme q4_0 :
+// SHARED-NEXT:    func.return %[[G]], %[[U]], %[[O]]
+// APART-LABEL:  func.func @gate_up
+// APART-NOT:      mir.shared_input_matmul
+// APART:          func.return

@@ -18,6 +18,7 @@ from rlx_mlir.passes.lir_to_llvm import (  # noqa: F401  (each registers its ker
     reductions,
     sampling,
     sequence,
+    shared_matmul,
 )
 from rlx_mlir.passes.lir_to_llvm.dynamic import OPERAND_DIMS, memref_operands, row_prefix
 from rlx_mlir.passes.lir_to_llvm.record import RECORDS, KernelBuilderFn, KernelRecord

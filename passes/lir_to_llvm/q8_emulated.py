@@ -33,6 +33,8 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     SCRATCH_BYTES,
     RowPlan,
     chunked_rows,
+    product_buffers,
+    q8_products,
     q8_scale,
     round_half_away,
     round_to_f16,
@@ -131,24 +133,25 @@ def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
     kb.store(d, scratch.d_at(kb, dst, blk))
 
 
-def build_q8_emulated(op: lir.DequantMatmulOp, name: str, vector_width: int,
-                      partitioned: bool) -> llvm.FuncOp:
+def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str,
+                      vector_width: int, partitioned: bool) -> llvm.FuncOp:
     """The q8 form of any block scheme at any width, without integer dot instructions
-    (see above); same ABI as the f32 path's: (x, w, out, [sizes...], [part, parts])."""
+    (see above); same ABI as the f32 path's: (x, w, out, [sizes...], [part, parts]); a
+    shared_input_matmul's: (x, w_0..w_n-1, out_0..out_n-1, ...), x quantized once."""
     scheme_name = op.scheme.data.value
     scheme = SCHEMES[scheme_name]
     k_type = VEC_DOT_TYPES[scheme_name] == "Q8_K"
     with_s = VEC_DOT_TYPES[scheme_name] == "Q8_1"
     width = vector_width
-    dynamic = is_dynamic(op)
-    xs, ws = row_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
-    k, n = xs[-1], ws[0]
-    symbols = kernel_symbols(op) if dynamic else ()
+    ns, k = q8_products(op)
+    symbols = kernel_symbols(op) if is_dynamic(op) else ()
+    dynamic = bool(symbols)
+    xs = row_operands(op)[0] if dynamic else shape_of(op.x)
     blocks = k // scheme.values
     row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + [i64, i64] * partitioned,
-                       vector_width=width)
-    x, wq, out = kb.args[:3]
+    kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
+                       + [i64, i64] * partitioned, vector_width=width)
+    x = kb.args[0]
     probe = EmulatedScratch(x, k, scheme.values)
     chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // (4 * probe.row_floats)))
     static_m = None if dynamic else math.prod(xs[:-1])
@@ -173,7 +176,11 @@ def build_q8_emulated(op: lir.DequantMatmulOp, name: str, vector_width: int,
             with kb.loop(0, rows) as loop:
                 one_row(loop.iv)
 
-    def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
+    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, *EMULATED_TILES[width])
+
+    def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
+        wq, out = product_buffers(kb, plan, product)
+        n = ns[product]
         w_rows = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(cols)]
         x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
         accs = [kb.vconst(0.0)] * (rows * cols) + [kb.fconst(0.0)] * (rows * cols)
@@ -211,7 +218,6 @@ def build_q8_emulated(op: lir.DequantMatmulOp, name: str, vector_width: int,
                 at = r * cols + c
                 kb.store(kb.fadd(kb.hsum(results[at]), results[rows * cols + at]), base, r * n + c)
 
-    chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
-                                  *EMULATED_TILES[width]), quantize, tile)
+    chunked_rows(kb, op, plan, quantize, tile)
     kb.ret()
     return kb.finish()

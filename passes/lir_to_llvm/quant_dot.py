@@ -173,7 +173,8 @@ def int8_dot_isa(target: Target, width: int) -> str | None:
 
 
 def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
-    """Mark every lir.dequant_matmul with `activations q8` of an int8 scheme with INT8_DOT
+    """Mark every lir.dequant_matmul (and shared_input_matmul) with `activations q8` of an
+    int8 scheme with INT8_DOT
     when the target has the instructions (the others with q8 run the emulation of
     q8_emulated.py: the same numbers); returns how many were marked."""
     isa = int8_dot_isa(target, width)
@@ -181,14 +182,15 @@ def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
         return 0
     marked = 0
     for op in module.walk():
-        if (isinstance(op, lir.DequantMatmulOp) and activations_of(op) == QuantActivations.Q8
+        if (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
+                and activations_of(op) == QuantActivations.Q8
                 and op.scheme.data.value in INT8_SCHEMES):
             op.attributes[INT8_DOT] = StringAttr(isa)
             marked += 1
     return marked
 
 
-def uses_int8_dot(op: lir.DequantMatmulOp, width: int) -> bool:
+def uses_int8_dot(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, width: int) -> bool:
     """Whether the kernel of `op` takes the VNNI path (q8 activations, marked, an int8
     scheme, W 16 or 8)."""
     return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
@@ -504,23 +506,24 @@ def _dpbusd(kb: KernelBuilder, acc: SSAValue, unsigned: SSAValue, signed: SSAVal
 # ----------------------------------------------------------------------------- kernel
 
 
-def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
-                       partitioned: bool) -> llvm.FuncOp:
+def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str,
+                       vector_width: int, partitioned: bool) -> llvm.FuncOp:
     """The dequant_matmul kernel of the int8 path (see the module docstring); same ABI as
-    the f32 path's: (x, w, out, [sizes...], [part, parts])."""
+    the f32 path's: (x, w, out, [sizes...], [part, parts]). A shared_input_matmul takes
+    (x, w_0..w_n-1, out_0..out_n-1, ...): x is quantized once for every weight."""
     scheme = INT8_SCHEMES[op.scheme.data.value]
     width = vector_width
-    dynamic = is_dynamic(op)
-    xs, ws = row_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
-    k, n = xs[-1], ws[0]
-    symbols = kernel_symbols(op) if dynamic else ()
+    ns, k = q8_products(op)
+    symbols = kernel_symbols(op) if is_dynamic(op) else ()
     per_step = width // 8  # blocks per vector
     blocks = k // BLOCK
     steps = -(-blocks // per_step)
     row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + [i64, i64] * partitioned,
-                       vector_width=width)
-    x, wq, out = kb.args[:3]
+    kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
+                       + [i64, i64] * partitioned, vector_width=width)
+    x = kb.args[0]
+    dynamic = bool(symbols)
+    xs = row_operands(op)[0] if dynamic else shape_of(op.x)
     step_bytes = 4 * width
     chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // (3 * steps * step_bytes)))
     static_m = None if dynamic else math.prod(xs[:-1])
@@ -529,8 +532,13 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
     scratch = Scratch(*(kb.alloca(chunk * steps * step_bytes, i8) for _ in range(3)), steps, width)
     ivec = _vec(width, i32)
 
-    def tile(first: Index, i: Index, j: Index, rows: int, cols: int) -> None:
+    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, SINGLE_ROW_COLS),
+                   MULTI_ROW_TILES[width])
+
+    def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
+        wq, out = product_buffers(kb, plan, product)
+        n = ns[product]
         w_rows = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(cols)]
         x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
 
@@ -574,20 +582,21 @@ def build_int8_dequant(op: lir.DequantMatmulOp, name: str, vector_width: int,
             for c in range(cols):
                 kb.store(kb.hsum(accs[r * cols + c]), base, r * n + c)
 
-    chunked_rows(kb, op, RowPlan(n, chunk, static_m, len(symbols), partitioned,
-                                  (1, SINGLE_ROW_COLS), MULTI_ROW_TILES[width]),
-                  lambda first, rows: _quantize_rows(kb, scheme, x, k, first, rows, scratch), tile)
+    chunked_rows(kb, op, plan,
+                 lambda first, rows: _quantize_rows(kb, scheme, x, k, first, rows, scratch), tile)
     kb.ret()
     return kb.finish()
 
 
 @dataclass(frozen=True)
 class RowPlan:
-    """How a q8 kernel walks out: `n` weight rows; x's rows quantized `chunk` at a time
-    (`static_m` rows, None when run-time); tiles of (rows of x, weight rows) for one row
-    of x (`single`) and for more (`multi`); partitioned kernels split the weight rows."""
+    """How a q8 kernel walks its outs: the weight rows `ns` of each product (one for a
+    dequant_matmul, one per weight of a shared_input_matmul, whose weights are one virtual
+    range of columns); x's rows quantized `chunk` at a time (`static_m` rows, None when
+    run-time), once for every product; tiles of (rows of x, weight rows) for one row of x
+    (`single`) and for more (`multi`); partitioned kernels split the virtual weight rows."""
 
-    n: int
+    ns: tuple[int, ...]
     chunk: int
     static_m: int | None
     symbols: int
@@ -595,27 +604,59 @@ class RowPlan:
     single: tuple[int, int]
     multi: tuple[int, int]
 
+    @property
+    def pointers(self) -> int:
+        """The kernel's pointer arguments: x, a weight and an out per product."""
+        return 1 + 2 * len(self.ns)
 
-def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
-                  quantize: Callable[[Index, Index], None],
-                  tile: Callable[[Index, Index, Index, int, int], None]) -> None:
-    """Chunk by chunk of x's rows: quantize(first, rows) into the scratch, then
-    tile(first, i, j, rows, cols) over the chunk's rows × this part's weight rows."""
-    n, chunk = plan.n, plan.chunk
+
+def q8_products(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp
+                ) -> tuple[tuple[int, ...], int]:
+    """The weight rows of each product of a q8 kernel and K (x's last dim, static)."""
+    weights = op.weights if isinstance(op, lir.SharedInputMatmulOp) else [op.w]
+    return tuple(int(shape_of(w)[0]) for w in weights), int(shape_of(op.x)[-1])
+
+
+def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSAValue, SSAValue]:
+    """The weight and out pointers of one product: (x, w_0..w_n-1, out_0..out_n-1, ...)."""
+    count = len(plan.ns)
+    return kb.args[1 + product], kb.args[1 + count + product]
+
+
+ProductTile = Callable[[Index, Index, Index, int, int, int], None]
+"""tile(first, i, j, rows, cols, product): out_product[first + i + r, j + c]."""
+
+
+def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMatmulOp,
+                 plan: RowPlan, quantize: Callable[[Index, Index], None], tile: ProductTile) -> None:
+    """Chunk by chunk of x's rows: quantize(first, rows) into the scratch (once for every
+    product), then tile(first, i, j, rows, cols, product) over the chunk's rows × this
+    part's weight rows of each product. A part's share is a range of column panels of
+    the products' virtual column range, cut at each product's bounds."""
+    ns, chunk = plan.ns, plan.chunk
 
     def rows_case(m: Index, single: bool) -> None:
         """out for `m` rows of x (1, a static count or a run-time one), chunk by chunk."""
         rows_per_tile, cols = plan.single if single else plan.multi
+        panels = [-(-n // cols) for n in ns]
 
-        def emit(weight_rows: Span) -> None:
+        def emit(spans: list[tuple[Span, SSAValue | None]]) -> None:
+            """spans: each product's weight rows, and when they may be empty, the test."""
             def chunk_body(first: Index, rows: Index) -> None:
                 quantize(first, rows)
+                for product, (weight_rows, present) in enumerate(spans):
+                    n = ns[product]
 
-                def weight_tile(j: Index, ncols: int) -> None:
-                    kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows, rows_per_tile,
-                           lambda i, size: tile(first, i, j, size, ncols))
+                    def weight_tile(j: Index, ncols: int, product: int = product) -> None:
+                        kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows,
+                                      rows_per_tile,
+                                      lambda i, size: tile(first, i, j, size, ncols, product))
 
-                kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
+                    if present is None:
+                        kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
+                    else:
+                        with kb.if_(present):
+                            kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
 
             if isinstance(m, int) and m <= chunk:
                 chunk_body(0, m)
@@ -624,16 +665,27 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp, plan: RowPlan,
                     chunk_body(loop.iv, kb.fold_min(kb.index(chunk), kb.sub(m, loop.iv)))
 
         if not plan.partitioned:
-            emit((0, n))
+            emit([((0, n), None) for n in ns])
             return
         part, parts = kb.args[-2:]
-        lo, hi = kb.part_range(-(-n // cols), part, parts)
+        lo, hi = kb.part_range(sum(panels), part, parts)
         with kb.if_(kb.icmp("slt", lo, hi)):
-            emit((kb.mul(lo, cols), kb.fold_min(kb.mul(hi, cols), kb.index(n))))
+            if len(ns) == 1:
+                emit([((kb.mul(lo, cols), kb.fold_min(kb.mul(hi, cols), kb.index(ns[0]))), None)])
+                return
+            spans: list[tuple[Span, SSAValue | None]] = []
+            offset = 0
+            for n, count in zip(ns, panels, strict=True):
+                first = kb.fold_min(kb.fold_max(kb.sub(lo, offset), 0), count)
+                last = kb.fold_min(kb.fold_max(kb.sub(hi, offset), 0), count)
+                spans.append(((kb.mul(first, cols), kb.fold_min(kb.mul(last, cols), kb.index(n))),
+                              kb.icmp("slt", first, last)))
+                offset += count
+            emit(spans)
 
     if plan.static_m is not None:
         rows_case(plan.static_m, plan.static_m == 1)
     else:
-        sizes = RuntimeDims.of(op, kb.args[3:3 + plan.symbols])
+        sizes = RuntimeDims.of(op, kb.args[plan.pointers:plan.pointers + plan.symbols])
         rows_classes(kb, runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
                       None, lambda m: rows_case(m, False))

@@ -1061,6 +1061,23 @@ def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: A
     return np.array(ids, np.int32).reshape(x.shape[:-1])
 
 
+def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | None = None,
+                        activations: str = "f32") -> tuple[np.ndarray, ...]:
+    """One result per weight: x @ w_i (f32 weights [K, N_i], as `matmul`) or, with a
+    `scheme`, x @ dequant(w_i)ᵀ (raw GGUF blocks, as `dequant_matmul`, same `activations`)."""
+    rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights], scheme)
+    if scheme is None:
+        return tuple(matmul(x, w) for w in weights)
+    return tuple(dequant_matmul(x, w, scheme, activations) for w in weights)
+
+
+def shared_linear_pair(x: ArrayLike, w_first: ArrayLike, w_second: ArrayLike
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """(x @ w_first, x @ w_second): `shared_input_matmul` of two f32 weights."""
+    first, second = shared_input_matmul(x, [w_first, w_second])
+    return first, second
+
+
 __all__ = [
     "ACTIVATIONS", "BINARY_OPS", "DEQUANTIZE", "DEQUANT_SCHEMES", "ELEMENTWISE", "MASK_KINDS", "QUANTIZE",
     "QUANT_SCHEMES", "REDUCE_KINDS", "ROPE_STYLES", "UNARY_OPS",
@@ -1069,6 +1086,6 @@ __all__ = [
     "embedding", "exp", "fused_matmul", "gather", "gated_delta_net", "gelu", "gelu_tanh", "layer_norm", "linear",
     "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",
     "power", "quantize_q4_0", "qwen35_mtp_head", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",
-    "rms_norm", "rope", "rsqrt", "selective_scan", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
+    "rms_norm", "rope", "rsqrt", "selective_scan", "shared_input_matmul", "shared_linear_pair", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
     "tanh", "transpose",
 ]

@@ -888,3 +888,28 @@ def sample(logits: Shape, temperature: Shape, top_k: Shape, top_p: Shape, seed: 
         if tuple(shape) != ():
             raise ShapeError(f"{name}: expected a rank-0 tensor, got {fmt(shape)}")
     return tuple(logits[:-1])
+
+
+# ----------------------------------------------------------------------------- shared-input matmul
+
+
+def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = None) -> list[Shape]:
+    """One x [..., K] times N >= 2 weights, one result each: f32 weights [K, N_i] give
+    x[..., :] @ w_i -> [..., N_i]; with a `scheme`, raw GGUF blocks ui8 [N_i, K/values·bytes]
+    give x @ dequant(w_i)^T -> [..., N_i] (as `dequant_matmul`)."""
+    if len(weights) < 2:
+        raise ShapeError(f"weights: expected at least 2 (one input shared by several "
+                         f"products), got {len(weights)}")
+    out: list[Shape] = []
+    for i, w in enumerate(weights):
+        try:
+            out.append(linear(x, w) if scheme is None else dequant_matmul(x, w, scheme))
+        except ShapeError as error:
+            raise ShapeError(f"weights[{i}]: {error}") from None
+    return out
+
+
+def shared_linear_pair(x: Shape, w_first: Shape, w_second: Shape) -> tuple[Shape, Shape]:
+    """(x @ w_first, x @ w_second) with f32 weights [K, N_1] and [K, N_2]."""
+    first, second = shared_input_matmul(x, [w_first, w_second])
+    return first, second
