@@ -26,7 +26,7 @@ STAGES = [
     ("mir", ["convert-hir-to-mir"]),
     ("canonicalized", ["canonicalize", "cse"]),
     ("fused", ["mir-fuse"]),
-    ("lir", ["convert-mir-to-lir"]),
+    ("lir", ["mir-inline-functions", "convert-mir-to-lir"]),
     ("planned", ["lir-plan-arena"]),
 ]
 
@@ -58,7 +58,8 @@ def test_every_stage_agrees(name):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6,
                                        err_msg=f"{name}: output {i} after the {stage} stage")
     naive = graph.to_module()
-    for pass_name in ["convert-hir-to-mir", "canonicalize", "cse", "mir-fuse", "convert-mir-to-lir"]:
+    for pass_name in ["convert-hir-to-mir", "canonicalize", "cse", "mir-fuse", "mir-inline-functions",
+                      "convert-mir-to-lir"]:
         make_pass(pass_name, PipelineOptions()).apply(ctx, naive)
     make_pass("lir-plan-arena", PipelineOptions(strategy="naive")).apply(ctx, naive)
     for a, b in zip(run_module(naive, arrays), expected, strict=True):
