@@ -93,12 +93,11 @@ def mir_twin(mir_op: type[VerifiesSignature], **defaults: Attribute) -> type[Hir
 # ----------------------------------------------------------------------------- linear layers
 
 
-@irdl_op_definition
-class LinearOp(HirOp):
-    """A dense layer `activation(x[..., K] @ w[K, N] + bias[N])` of operands `x`, `w` and
-    the optional `bias`; no activation means identity."""
+class DenseLayer(HirOp, ABC):
+    """The signature of a dense layer `activation(x[..., K] @ w[K, N] + bias[N])`:
+    operands `x`, `w` and the optional `bias`; no activation means identity. Shared by
+    `hir.linear` and `hir.linear_fused`, which differ only in their lowering."""
 
-    name = "hir.linear"
     RULE = rules.linear
 
     x = operand_def(TensorType)
@@ -111,6 +110,14 @@ class LinearOp(HirOp):
         "$x `,` $w (`bias` $bias^)? (`activation` $activation^)? attr-dict"
         " `:` functional-type(operands, results)"
     )
+
+
+@irdl_op_definition
+class LinearOp(DenseLayer):
+    """A dense layer (`DenseLayer`), lowered to matmul, add and the activation for
+    mir-fuse to fuse per the fusion policy."""
+
+    name = "hir.linear"
 
 @irdl_op_definition
 class SwigluFfnOp(HirOp):
@@ -608,23 +615,11 @@ class SharedLinearPairOp(HirOp):
 
 
 @irdl_op_definition
-class LinearFusedOp(HirOp):
-    """`activation(x[..., K] @ w[K, N] + bias[N])` as `hir.linear`, but lowered to one
-    `mir.fused_matmul` whatever the fusion policy (the fused linear as one op)."""
+class LinearFusedOp(DenseLayer):
+    """A dense layer (`DenseLayer`) as `hir.linear`, but lowered to one `mir.fused_matmul`
+    whatever the fusion policy (the fused linear as one op)."""
 
     name = "hir.linear_fused"
-    RULE = rules.linear
-
-    x = operand_def(TensorType)
-    w = operand_def(TensorType)
-    bias = opt_operand_def(TensorType)
-    result = result_def(TensorType)
-    activation = opt_prop_def(ActivationAttr)
-
-    assembly_format = (
-        "$x `,` $w (`bias` $bias^)? (`activation` $activation^)? attr-dict"
-        " `:` functional-type(operands, results)"
-    )
 
 
 HIR_OPS: tuple[type[HirOp], ...] = defined_ops(globals(), "hir.", HirOp)

@@ -22,12 +22,12 @@ from xdsl.dialects.builtin import ModuleOp
 from rlx_mlir.backend import cache_key, compile_module, load_cached
 from rlx_mlir.compiled_graph import CompiledGraph
 from rlx_mlir.core.abi import EntryABI, entry_function
-from rlx_mlir.core.errors import OptionError, RlxError
+from rlx_mlir.core.errors import OptionError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.core.target import Target, host_target, parse_target
 from rlx_mlir.graph import Graph
 from rlx_mlir.graph_module import DEFAULT_FUSION, GraphModule, GraphStage, compile_input
-from rlx_mlir.ir import module_text, parse_module
+from rlx_mlir.ir import module_text, parse_module, parse_user_module
 from rlx_mlir.pipeline import (
     PipelineOptions,
     Timings,
@@ -70,12 +70,7 @@ def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_leve
                  fusion: FusionPolicy | None = None, time_passes: bool = False) -> CompiledGraph:
     """Compile module text at any stage (hir, mir, lir or llvm) to native code; the
     options are `jit`'s (`fusion` applies to text at the hir stage)."""
-    if not isinstance(text, str):
-        raise RlxError(f"compile_mlir: expected module text (str), got {type(text).__name__}")
-    try:
-        module = parse_module(text)
-    except Exception as err:  # xDSL's ParseError / VerifyException carry the location
-        raise RlxError(f"compile_mlir: the module does not parse or verify:\n{err}") from err
+    module = parse_user_module("compile_mlir", text)
     return _compile(module, params, opt_level,
                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
                                     _max_dims_option(module, max_dims),

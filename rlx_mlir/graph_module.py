@@ -38,7 +38,7 @@ from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.dialects import lir
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.introspection import arena_slots
-from rlx_mlir.ir import module_text, parse_module
+from rlx_mlir.ir import module_text, parse_user_module
 from rlx_mlir.pipeline import (
     STAGE_ATTR,
     PipelineOptions,
@@ -144,12 +144,7 @@ class GraphModule:
         (as `lower()` and `str(m)` write it), else HIR (a Graph's `x @ w` is a mir op
         before any pass ran; the tensor passes are idempotent). llvm text is an RlxError
         (`rlx.compile_mlir` runs it)."""
-        if not isinstance(text, str):
-            raise RlxError(f"from_mlir: expected module text (str), got {type(text).__name__}")
-        try:
-            module = parse_module(text)
-        except Exception as err:  # xDSL's ParseError / VerifyException carry the location
-            raise RlxError(f"from_mlir: the module does not parse or verify:\n{err}") from err
+        module = parse_user_module("from_mlir", text)
         stage = stage_of(module)
         if stage == "llvm":
             raise RlxError("from_mlir: expected a module at the hir, mir or lir stage, got an "

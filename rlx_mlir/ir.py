@@ -9,6 +9,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 
+from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import register_all_dialects
 
 
@@ -33,6 +34,17 @@ def parse_module(text: str, name: str = "<string>") -> ModuleOp:
     module = Parser(make_context(), text, name).parse_module()
     module.verify()
     return module
+
+
+def parse_user_module(what: str, text: object) -> ModuleOp:
+    """`parse_module` of text a user passed to `what` (an API function): anything but a
+    str, or text that does not parse or verify, is an RlxError naming `what`."""
+    if not isinstance(text, str):
+        raise RlxError(f"{what}: expected module text (str), got {type(text).__name__}")
+    try:
+        return parse_module(text)
+    except Exception as err:  # xDSL's ParseError / VerifyException carry the location
+        raise RlxError(f"{what}: the module does not parse or verify:\n{err}") from err
 
 
 def module_text(module: ModuleOp, debuginfo: bool = False) -> str:
