@@ -1,6 +1,7 @@
 """Per-token greedy decode time at 1 thread, SmolLM2 Q4_1 (fetched on first use):
-logits out + numpy argmax (the old path), ids with fresh output arrays, and ids written
-into outputs allocated once (the path `generate` takes). Run:
+logits out + numpy argmax (the path before in-graph sampling), the whole decoder's
+outputs (logits and ids) written into arrays allocated once, and the ids-only entry
+(`CompiledGraph.entry("next_ids")`, the path `generate` takes). Run:
 `python benchmarks/greedy_step.py`."""
 
 import time
@@ -21,17 +22,19 @@ def old_logits_argmax(lm, prompt):
     return (time.perf_counter() - start) / TOKENS
 
 
-def ids_fresh_arrays(lm, prompt):
+def logits_and_ids_preallocated(lm, prompt):
     lm.reset()
     token = lm._next_id(np.array(prompt, np.int32), None)
+    outs = (np.empty((1, lm.config.n_vocab), np.float32), np.empty(1, np.int32))
     start = time.perf_counter()
     for _ in range(TOKENS):
         inputs = lm._inputs(np.array([token], np.int32), np.array([0], np.int32), None)
-        token = int(lm.runner(**inputs)[1][0])
+        lm.runner.run(**inputs, out=outs)
+        token = int(outs[1][0])
     return (time.perf_counter() - start) / TOKENS
 
 
-def ids_preallocated(lm, prompt):
+def ids_entry(lm, prompt):
     lm.reset()
     token = lm._next_id(np.array(prompt, np.int32), None)
     start = time.perf_counter()
@@ -43,7 +46,7 @@ def ids_preallocated(lm, prompt):
 def main() -> None:
     lm = rlx.models.load_gguf("smollm2-135m-instruct", max_seq=512, threads=1)
     prompt = lm.tokenizer.encode("The capital of France is")
-    paths = (old_logits_argmax, ids_fresh_arrays, ids_preallocated)
+    paths = (old_logits_argmax, logits_and_ids_preallocated, ids_entry)
     for path in paths:
         path(lm, prompt)  # warm up
     for _ in range(3):  # back to back, so the machine's load hits each path alike

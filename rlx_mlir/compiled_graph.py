@@ -44,7 +44,7 @@ from rlx_mlir.core.abi import (
     EntryABI,
 )
 from rlx_mlir.core.dtypes import numpy_type
-from rlx_mlir.core.errors import ArgumentError, RlxError
+from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
 from rlx_mlir.core.packing import pack_rhs
 from rlx_mlir.core.target import Target
 from rlx_mlir.ir import module_text, parse_module
@@ -57,9 +57,10 @@ if TYPE_CHECKING:
 
 ARENA_ALIGNMENT = 64
 
-Rebuild = Callable[[PipelineOptions, "dict[str, np.ndarray]", "int | None"], "CompiledGraph"]
-"""How the compiler builds this model's source again with other options, the same bound
-params and threads (given by the compiler, so this module needs none of it)."""
+Rebuild = Callable[..., "CompiledGraph"]
+"""How the compiler builds this model's source again: `rebuild(options, bound, threads,
+results=())` with other options (or only the named results), the same bound params and
+threads (given by the compiler, so this module needs none of it)."""
 
 
 class CompiledGraph:
@@ -87,6 +88,7 @@ class CompiledGraph:
         self._stages = stages
         self._rebuild = rebuild
         self._recompiled: dict[PipelineOptions, CompiledGraph] = {}
+        self._entries: dict[tuple[str, ...], CompiledGraph] = {}
         self.signature = Signature.of_abi(abi)
         self.arena_bytes: int = abi.arena_bytes
         """Bytes of the planned arena of intermediate buffers."""
@@ -184,6 +186,34 @@ class CompiledGraph:
         if build is None:
             build = self._recompiled[options] = self._rebuild(options, self._bound, self.threads)
         return build
+
+    def entry(self, *results: str) -> CompiledGraph:
+        """Another entry of this model that returns only the named `results`, e.g. a
+        decoder's sampled `next_ids` without its vocabulary-sized logits: the same source
+        built once more (then kept; from the disk cache after the first time), with what
+        only the other results needed left out. It shares this model's bound params,
+        threads, state, position and arena, so calls of either entry continue one
+        sequence (they are serialized, as calls of one model are)."""
+        if results == self.output_names:
+            return self
+        build = self._entries.get(results)
+        if build is None:
+            if self._rebuild is None:
+                raise RlxError("entry: this model was not built by rlx.jit or rlx.compile_mlir")
+            try:
+                build = self._rebuild(self._options, self._bound, self.threads, results=results)
+            except GraphError as err:
+                raise ArgumentError(f"entry: {err}") from None
+            build._share_with(self)
+            self._entries[results] = build
+        return build
+
+    def _share_with(self, other: CompiledGraph) -> None:
+        """Use `other`'s state, lock and (when large enough) arena: one sequence, two
+        entries, never running at once."""
+        self._state, self._stateful, self._lock = other._state, other._stateful, other._lock
+        if other._arena.nbytes >= self.arena_bytes:
+            self._arena, self._arena_address = other._arena, other._arena_address
 
     # ------------------------------------------------------------------ state
 

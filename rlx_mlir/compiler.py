@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from rlx_mlir.backend import cache_key, compile_module, load_cached
 from rlx_mlir.compiled_graph import CompiledGraph
-from rlx_mlir.core.abi import EntryABI, entry_function
+from rlx_mlir.core.abi import EntryABI, entry_function, keep_results
 from rlx_mlir.core.errors import OptionError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.core.target import Target, host_target, parse_target
@@ -154,9 +154,14 @@ def _resolve_target(options: PipelineOptions) -> tuple[PipelineOptions, Target]:
 
 
 def _recompile(source: str, opt_level: int, options: PipelineOptions,
-               bound: dict[str, np.ndarray], threads: int | None) -> CompiledGraph:
-    """`CompiledGraph.recompile`: the same source with other options, the same bound params."""
-    return _compile(parse_module(source), None, opt_level, options, False, threads, bound=bound)
+               bound: dict[str, np.ndarray], threads: int | None,
+               results: tuple[str, ...] = ()) -> CompiledGraph:
+    """`CompiledGraph.recompile` and `.entry`: the same source with other options (or
+    only some of its results), the same bound params."""
+    module = parse_module(source)
+    if results:
+        keep_results(module, results)
+    return _compile(module, None, opt_level, options, False, threads, bound=bound)
 
 
 __all__ = ["CompiledGraph", "compile_mlir", "jit"]

@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+)
 
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.dtypes import element_name
@@ -162,6 +169,35 @@ def entry_function(module: Any) -> func.FuncOp | llvm.FuncOp:
         names = ", ".join(f.sym_name.data for f in candidates) or "none"
         raise GraphError(f"expected exactly one graph function in the module, got {len(candidates)} ({names})")
     return candidates[0]
+
+
+def keep_results(module: ModuleOp, names: tuple[str, ...]) -> None:
+    """Make the graph function (at hir or mir) return only the results `names`, in that
+    order, in place: another entry of the same graph (e.g. a decoder's sampled ids without
+    its logits). Each kept result keeps its `rlx.name`; what only the dropped results used
+    is left for the pipeline's dead-code elimination. An unknown name is a GraphError."""
+    fn = entry_function(module)
+    if not isinstance(fn, func.FuncOp) or not fn.function_type.outputs.data:
+        raise GraphError("keep_results: expected a graph function with results (hir or mir)")
+    old_attrs = list(fn.res_attrs.data) if fn.res_attrs is not None else []
+    count = len(fn.function_type.outputs.data)
+    old_attrs += [DictionaryAttr({})] * (count - len(old_attrs))
+    known = [_string(a.data, ARG_NAME) or f"out{i}" for i, a in enumerate(old_attrs)]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names or len(set(names)) != len(names):
+        raise GraphError(f"keep_results: expected distinct result names among "
+                         f"{', '.join(known)}, got {', '.join(names) or 'none'}")
+    keep = [known.index(n) for n in names]
+    ret = fn.body.block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    values = [ret.operands[i] for i in keep]
+    ret.detach()
+    ret.erase()
+    fn.body.block.add_op(func.ReturnOp(*values))
+    fn.function_type = FunctionType.from_lists(
+        list(fn.function_type.inputs.data), [v.type for v in values])
+    fn.res_attrs = ArrayAttr([DictionaryAttr({**old_attrs[i].data, ARG_NAME: StringAttr(known[i])})
+                              for i in keep])
 
 
 def _is_entry(fn: llvm.FuncOp) -> bool:

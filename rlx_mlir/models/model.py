@@ -36,6 +36,8 @@ from rlx_mlir.models.tokenizer import Tokenizer
 from rlx_mlir.runnable import Runnable
 
 ENGINES = ("jit", "reference")
+IDS_ENTRY = "next_ids"
+"""The decoder output that generation reads: the model's second entry returns only it."""
 """How the graph runs: compiled to native code, or by the numpy reference executor."""
 
 CHATML_TEMPLATE = (
@@ -151,11 +153,14 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
     bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
 
     def compile_model():
-        return jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
+        model = jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
+        model.entry(IDS_ENTRY)  # built now, so that the child's disk cache holds it too
+        return model
 
     _compile_in_child(compile_model)
     model = compile_model()  # from the disk cache the child filled (or compiled here)
-    model.release_stages()  # a 30-layer module's IR is tens of MB; mlir() rebuilds it
+    for build in (model, model.entry(IDS_ENTRY)):
+        build.release_stages()  # a 30-layer module's IR is tens of MB; mlir() rebuilds it
     return model
 
 
@@ -204,9 +209,12 @@ class LanguageModel:
         """The compiled model (or reference executor) the calls go to."""
         self.stats = GenerationStats()
         self._cos, self._sin = rope
-        self._step_outputs = (np.empty((1, config.n_vocab), np.float32), np.empty(1, np.int32))
-        """Where a generation step's call writes (logits of the last row, the drawn id):
-        allocated once, so a step hands Python one id and never a fresh logits array."""
+        run_ids = getattr(runner, "entry", None)  # the reference executor has one entry
+        self._ids_runner = run_ids(IDS_ENTRY) if run_ids is not None else None
+        """The model's entry that returns the drawn ids only (`CompiledGraph.entry`): no
+        vocabulary-sized output; it shares the runner's state and position."""
+        self._next_ids = np.empty(1, np.int32)
+        """Where a generation step's call writes the drawn id: allocated once."""
 
     def __repr__(self) -> str:
         c = self.config
@@ -259,13 +267,12 @@ class LanguageModel:
     def _next_id(self, ids: np.ndarray, sampling: SamplingParams) -> int:
         """Append `ids` (checked int32) to the KV cache; the next token drawn in the
         graph (`g.sample` of the last row's logits): one id out of the native call, not
-        the vocabulary's logits."""
+        the vocabulary's logits: the call runs the model's ids-only entry."""
         inputs = self._inputs(ids, np.array([ids.size - 1], np.int32), sampling)
-        run = getattr(self.runner, "run", None)  # the reference executor has no `run`
-        if run is None:
+        if self._ids_runner is None:
             return int(self.runner(**inputs)[1][0])
-        run(**inputs, out=self._step_outputs)
-        return int(self._step_outputs[1][0])
+        self._ids_runner.run(**inputs, out=self._next_ids)
+        return int(self._next_ids[0])
 
     def _forward(self, tokens: np.ndarray, rows: np.ndarray,
                  sampling: SamplingParams | None = None) -> tuple[np.ndarray, np.ndarray]:
