@@ -944,11 +944,20 @@ class Graph:
                         num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
                         mask_kind=mask_kind, scale=scale)
 
-    def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None) -> Value:
-        """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C]."""
+    def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None,
+                                return_state: bool = False) -> Value | tuple[Value, Value]:
+        """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C] (zeros
+        when absent). With `return_state`, returns (y, window): the window [B, K-1, C] is
+        the last K-1 rows of concat(left_pad, x) over time, for any S (symbolic, or below
+        K-1: then rows of left_pad among them), the next call's `left_pad` (keep it in a
+        `g.state`, write it back with `g.assign`)."""
         self._f32_operands("depthwise_conv1d_causal", ["x", "w", "left_pad"], [x, w, left_pad])
-        return self._op("depthwise_conv1d_causal", hir.DepthwiseConv1dCausalOp, x=x, w=w,
-                        left_pad=left_pad)
+        results = self._op_results("depthwise_conv1d_causal", hir.DepthwiseConv1dCausalOp,
+                                   x=x, w=w, left_pad=left_pad, return_state=return_state)
+        if not return_state:
+            return results[0]
+        y, window = results
+        return y, window
 
     # ------------------------------------------------------------------ sequence ops
 

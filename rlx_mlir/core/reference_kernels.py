@@ -841,28 +841,33 @@ QUANTIZE: dict[str, Callable[[ArrayLike], np.ndarray]] = {
 
 
 @_quiet
-def depthwise_conv1d(x_padded: ArrayLike, w: ArrayLike) -> np.ndarray:
+def depthwise_conv1d(x_padded: ArrayLike, w: ArrayLike, return_state: bool = False
+                     ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Valid depthwise conv over time: x [B, S+K−1, C], w [K, C] -> y[b, t, c] =
-    Σₖ w[k, c]·x[b, t+k, c], shape [B, S, C]."""
+    Σₖ w[k, c]·x[b, t+k, c], shape [B, S, C]; with `return_state` (y, the window
+    x[:, S:, :] [B, K−1, C], the last K−1 rows of x)."""
     x, w = _f64(x_padded), _f64(w)
-    b, s, c = rules.depthwise_conv1d(_shape(x), _shape(w))
+    (b, s, c), _ = rules.depthwise_conv1d(_shape(x), _shape(w), return_state)
     y = np.zeros((b, s, c), dtype=F64)
     for tap in range(w.shape[0]):
         y += w[tap] * x[:, tap : tap + s, :]
-    return _out(y)
+    return _sequence_result(y, x[:, s:, :], return_state)
 
 
 def depthwise_conv1d_causal(
-    x: ArrayLike, w: ArrayLike, left_pad: ArrayLike | None = None
-) -> np.ndarray:
+    x: ArrayLike, w: ArrayLike, left_pad: ArrayLike | None = None, return_state: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Causal depthwise conv: x [B, S, C], w [K, C], left_pad [B, K−1, C] (zeros if absent);
-    y = depthwise_conv1d(concat(left_pad, x) over time, w), shape [B, S, C]."""
+    y = depthwise_conv1d(concat(left_pad, x) over time, w), shape [B, S, C]; with
+    `return_state` (y, the window: the last K−1 rows of concat(left_pad, x), [B, K−1, C],
+    for any S — rows of left_pad among them when S < K−1)."""
     x, w = _f32(x), _f32(w)
     pad = None if left_pad is None else _f32(left_pad)
-    rules.depthwise_conv1d_causal(_shape(x), _shape(w), None if pad is None else _shape(pad))
+    rules.depthwise_conv1d_causal(_shape(x), _shape(w), None if pad is None else _shape(pad),
+                                  return_state)
     if pad is None:
         pad = np.zeros((x.shape[0], w.shape[0] - 1, x.shape[2]), dtype=F32)
-    return depthwise_conv1d(np.concatenate([pad, x], axis=1), w)
+    return depthwise_conv1d(np.concatenate([pad, x], axis=1), w, return_state)
 
 
 # ----------------------------------------------------------------------------- sequence ops
