@@ -240,12 +240,13 @@ class LayerNormOp(mir_twin(mir.LayerNormOp)):
 class AttentionOp(mir_twin(mir.AttentionOp, mask_kind=MaskKindAttr(MaskKind.NONE))):
     """Grouped-query scaled dot-product attention of `q` [B, S, H*D], `k` and `v`
     [B, T, Hkv*D] (B optional) with the optional `mask` ([S, T] or [1|B, 1|H, S, T],
-    present exactly when `mask_kind` is custom or bias); result has q's shape."""
+    present exactly when `mask_kind` is custom or bias); result has q's shape. `window`
+    W (causal only): query i sees the keys i + (T−S) − W < j ≤ i + (T−S)."""
 
     assembly_format = (
         "$q `,` $k `,` $v (`mask` $mask^)? (`mask_kind` $mask_kind^)?"
         " `num_heads` $num_heads `num_kv_heads` $num_kv_heads `head_dim` $head_dim"
-        " `scale` $scale attr-dict `:` functional-type(operands, results)"
+        " `scale` $scale (`window` $window^)? attr-dict `:` functional-type(operands, results)"
     )
 
 @irdl_op_definition

@@ -889,10 +889,12 @@ class RopeOp(kernel_twin(mir.RopeOp)):
 @irdl_op_definition
 class AttentionOp(kernel_twin(mir.AttentionOp)):
     """out = grouped-query attention of `q` over `k`/`v` (heads packed in the last axis),
-    scores scaled by `scale` and masked by `mask_kind` (with `mask` for custom|bias).
+    scores scaled by `scale` and masked by `mask_kind` (with `mask` for custom|bias); with
+    `window` W (causal) a query reads only the W keys ending at its own.
 
     ```mlir
     lir.attention ins(%q, %k, %v : memref<4x16xf32>, memref<4x8xf32>, memref<4x8xf32>) outs(%o : memref<4x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 mask_kind causal scale 3.535534e-01
+    lir.attention ins(%q, %k, %v : memref<4x16xf32>, memref<4x8xf32>, memref<4x8xf32>) outs(%o : memref<4x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 mask_kind causal scale 3.535534e-01 window 2
     ```
     """
 

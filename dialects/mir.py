@@ -663,13 +663,16 @@ class AttentionOp(VerifiesSignature):
     num_kv_heads = prop_def(IntegerAttr[I64])
     mask_kind = prop_def(MaskKindAttr)
     scale = prop_def(FloatAttr[Float32Type])
+    window = opt_prop_def(IntegerAttr[I64])
+    """Sliding-window attention (causal only): query i sees the keys j with
+    i + (T−S) − window < j ≤ i + (T−S); absent: every causal key."""
 
     traits = traits_def(Pure())
 
     assembly_format = (
         "$q `,` $k `,` $v (`,` $mask^)? `num_heads` $num_heads `head_dim` $head_dim"
-        " `num_kv_heads` $num_kv_heads `mask_kind` $mask_kind `scale` $scale attr-dict"
-        " `:` functional-type(operands, results)"
+        " `num_kv_heads` $num_kv_heads `mask_kind` $mask_kind `scale` $scale"
+        " (`window` $window^)? attr-dict `:` functional-type(operands, results)"
     )
 
 # ----------------------------------------------------------------------------- data movement

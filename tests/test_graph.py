@@ -441,6 +441,8 @@ def every_method_graph() -> rlx.Graph:
     q = g.rope(y, cos, sin, head_dim=8)
     kv = g.rope(g.narrow(y, 2, 0, 16), cos, sin, head_dim=8, style="interleaved")
     a = g.attention(q, kv, kv, num_heads=4, head_dim=8, num_kv_heads=2, mask_kind="causal")
+    a = a + g.attention(q, kv, kv, num_heads=4, head_dim=8, num_kv_heads=2, mask_kind="causal",
+                        window=2)
     a = a + g.attention(q, kv, kv, g.input("mask", (4, 4)), num_heads=4, head_dim=8,
                         num_kv_heads=2, mask_kind="bias")
     a = g.swiglu_ffn(a, g.param("up", (32, 48)), g.param("gate", (32, 48)), g.param("down", (48, 32)))

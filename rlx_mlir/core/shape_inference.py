@@ -394,8 +394,10 @@ def attention(
     head_dim: int,
     num_kv_heads: int,
     mask_kind: str,
+    window: int | None = None,
 ) -> Shape:
-    """Grouped-query attention with heads packed in the last axis; returns q's shape."""
+    """Grouped-query attention with heads packed in the last axis; returns q's shape.
+    `window` (sliding-window attention, causal only) is checked by `attention_window`."""
     check_rank("q", q, (2, 3))
     check_rank("k", k, (len(q),))
     check_rank("v", v, (len(q),))
@@ -428,7 +430,21 @@ def attention(
         raise ShapeError(f"causal attention needs S <= T, got S={seq_q} > T={seq_k}")
     if mask is not None:
         _check_mask(mask, batch, num_heads, seq_q, seq_k)
+    attention_window(window, mask_kind)
     return q
+
+
+def attention_window(window: int | None, mask_kind: str) -> None:
+    """A sliding window W: query i sees the keys j with i + (T−S) − W < j ≤ i + (T−S), so
+    W ≥ 1 and the mask causal (W ≥ T is full causal attention)."""
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ShapeError(f"window: expected an integer >= 1 (the keys a query sees), "
+                         f"got {window!r}")
+    if mask_kind != "causal":
+        raise ShapeError(f"window: a sliding window needs mask_kind 'causal', got "
+                         f"mask_kind {mask_kind!r}")
 
 
 def _check_mask(mask: Shape, batch: Shape, heads: int, seq_q: Dim, seq_k: Dim) -> None:
