@@ -174,3 +174,17 @@ def test_window_errors():
     with pytest.raises(ShapeError, match="window"):
         R.attention(np.ones((3, 16)), np.ones((5, 8)), np.ones((5, 8)), np.ones((3, 5)),
                     num_heads=2, head_dim=8, num_kv_heads=1, mask_kind="bias", window=2)
+
+
+@pytest.mark.parametrize("vector_width", [4, 8, 16])
+@pytest.mark.parametrize("steps, keys, window", [(5, 12, 3), (17, 30, 8), (1, 40, 7), (3, 3, 2)])
+def test_window_at_each_vector_width(vector_width, steps, keys, window):
+    """The blocks of W keys, the last overlapping block and the key-by-key tail at
+    vector widths 4, 8 and 16, static and through the lir interpreter."""
+    graph = window_graph(1, steps, keys, 5, window)
+    data = inputs(np.random.default_rng(vector_width + keys), 1, steps, keys, 5)
+    want = window_attention_np(**data, window=window, dim=5)
+    np.testing.assert_allclose(rlx.jit(graph, vector_width=vector_width)(**data), want,
+                               rtol=RTOL, atol=ATOL)
+    planned = lower(window_graph(1, steps, keys, 5, window).to_module(), "lir")
+    np.testing.assert_allclose(rlx.reference(planned)(**data), want, rtol=RTOL, atol=ATOL)

@@ -143,3 +143,14 @@ def test_return_state_errors():
         g.depthwise_conv1d_causal(x, g.param("w1", (1, 3)), return_state=True)
     with pytest.raises(ShapeError, match="K=1"):
         R.depthwise_conv1d_causal(np.ones((1, 4, 3)), np.ones((1, 3)), return_state=True)
+
+
+@pytest.mark.parametrize("vector_width", [4, 8])
+@pytest.mark.parametrize("steps", [1, 2, 9])
+def test_window_at_narrower_vectors(vector_width, steps):
+    """The window copy and the convolution's channel tail at vector widths 4 and 8 (33
+    channels: a scalar tail at both), over a symbolic S."""
+    model = rlx.jit(conv_graph(2, "S", 33, 4, True), vector_width=vector_width,
+                    max_dims={"S": 9})
+    data = conv_inputs(np.random.default_rng(steps), 2, steps, 33, 4, True)
+    check(model(**data), conv_np(data["x"], data["w"], data["pad"]))
