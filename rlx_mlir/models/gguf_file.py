@@ -349,6 +349,13 @@ class ModelConfig:
     context_length: int
     file_type: int
     """`general.file_type` (a gguf.LlamaFileType value; -1 when absent)."""
+    ssm_conv_kernel: int = 0
+    """State-space models (`mamba`; 0 otherwise): the causal conv's taps K
+    (`{arch}.ssm.conv_kernel`), the inner width I, the SSM state size N and the time-step
+    rank R (`.ssm.inner_size`, `.ssm.state_size`, `.ssm.time_step_rank`)."""
+    ssm_inner_size: int = 0
+    ssm_state_size: int = 0
+    ssm_time_step_rank: int = 0
 
     @property
     def file_type_name(self) -> str:
@@ -366,9 +373,13 @@ class ModelConfig:
         arch = metadata.get("general.architecture")
         if arch is None:
             raise ModelError(f"{source}: no general.architecture in the metadata")
+        if arch == "mamba":  # a state-space model: its own module
+            from rlx_mlir.models.arch_mamba import mamba_config
+
+            return mamba_config(metadata, source)
         if arch not in ROPE_STYLES:
             raise ModelError(f"{source}: unsupported architecture {arch!r}; supported: "
-                             f"{', '.join(ROPE_STYLES)}")
+                             f"{', '.join([*ROPE_STYLES, 'mamba'])}")
 
         def key(name: str, default: Any = None) -> Any:
             value = metadata.get(f"{arch}.{name}", default)
@@ -408,6 +419,10 @@ def expected_tensors(config: ModelConfig,
                      has_output: bool) -> list[tuple[str, tuple[int, ...]]]:
     """(name, row-major shape) of every tensor a model of `config` needs; without
     `output.weight` the output projection is tied to `token_embd.weight`."""
+    if config.architecture == "mamba":
+        from rlx_mlir.models.arch_mamba import mamba_tensors
+
+        return mamba_tensors(config, has_output)
     c = config
     q_dim, kv_dim = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
     needed = [("token_embd.weight", (c.n_vocab, c.n_embd)), ("output_norm.weight", (c.n_embd,))]
