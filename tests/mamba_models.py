@@ -146,3 +146,78 @@ def write_mamba_gguf(path: Path, state: dict[str, np.ndarray], config: dict[str,
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+# --- without torch: a random state dict and an independent numpy forward ------------------------
+
+
+def random_mamba(vocab_size: int = N_VOCAB, hidden_size: int = 64, state_size: int = 12,
+                 num_hidden_layers: int = 2, time_step_rank: int = 6,
+                 seed: int = 0) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(state dict, config) of a random Mamba model in Hugging Face's names, numpy only."""
+    rng = np.random.default_rng(seed)
+    d, inner, n, rank, taps = hidden_size, 2 * hidden_size, state_size, time_step_rank, 4
+    config = {"vocab_size": vocab_size, "hidden_size": d, "intermediate_size": inner,
+              "state_size": n, "time_step_rank": rank, "conv_kernel": taps,
+              "num_hidden_layers": num_hidden_layers, "layer_norm_epsilon": 1e-5}
+
+    def normal(*shape, std=0.1):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    state = {"backbone.embeddings.weight": normal(vocab_size, d, std=1.0),
+             "backbone.norm_f.weight": 1 + normal(d)}
+    for i in range(num_hidden_layers):
+        p = f"backbone.layers.{i}."
+        state |= {
+            p + "norm.weight": 1 + normal(d, std=0.2), p + "mixer.in_proj.weight": normal(2 * inner, d),
+            p + "mixer.conv1d.weight": normal(inner, 1, taps, std=0.3),
+            p + "mixer.conv1d.bias": normal(inner), p + "mixer.x_proj.weight": normal(rank + 2 * n, inner),
+            p + "mixer.dt_proj.weight": normal(inner, rank, std=0.3),
+            p + "mixer.dt_proj.bias": normal(inner, std=0.5) - 2,
+            p + "mixer.A_log": np.log(np.arange(1, n + 1, dtype=np.float32))[None].repeat(inner, 0)
+            + normal(inner, n, std=0.3),
+            p + "mixer.D": 1 + normal(inner, std=0.5), p + "mixer.out_proj.weight": normal(d, inner),
+        }
+    return state, config
+
+
+def numpy_mamba_logits(path: Path, ids: list[int]) -> np.ndarray:
+    """Logits [len(ids), n_vocab] of the `mamba` file at `path` from an empty state, float64,
+    written from the Mamba paper / llama.cpp's mamba.cpp with nothing of rlx_mlir."""
+    reader = gguf.GGUFReader(path)
+    w = {t.name: np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), np.float64)
+         .reshape([int(d) for d in reversed(t.shape)]) for t in reader.tensors}
+    eps = float(reader.fields["mamba.attention.layer_norm_rms_epsilon"].parts[-1][0])
+    n_layer = int(reader.fields["mamba.block_count"].parts[-1][0])
+    rank = int(reader.fields["mamba.ssm.time_step_rank"].parts[-1][0])
+
+    def rms_norm(x, gamma):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+    def silu(x):
+        return x / (1 + np.exp(-x))
+
+    h = w["token_embd.weight"][ids]
+    s = len(ids)
+    for i in range(n_layer):
+        p = {k.split(".", 2)[2]: v for k, v in w.items() if k.startswith(f"blk.{i}.")}
+        xz = rms_norm(h, p["attn_norm.weight"]) @ p["ssm_in.weight"].T
+        inner = xz.shape[1] // 2
+        x, z = xz[:, :inner], xz[:, inner:]
+        conv_w = p["ssm_conv1d.weight"]  # [I, K]
+        taps = conv_w.shape[1]
+        padded = np.concatenate([np.zeros((taps - 1, inner)), x])
+        x = silu(sum(padded[k:k + s] * conv_w[:, k] for k in range(taps)) + p["ssm_conv1d.bias"])
+        dbl = x @ p["ssm_x.weight"].T
+        n = (dbl.shape[1] - rank) // 2
+        dt, b, c = dbl[:, :rank], dbl[:, rank:rank + n], dbl[:, rank + n:]
+        delta = np.logaddexp(0, dt @ p["ssm_dt.weight"].T + p["ssm_dt.bias"])
+        state = np.zeros((inner, n))
+        y = np.empty_like(x)
+        for t in range(s):
+            state = np.exp(delta[t][:, None] * p["ssm_a"]) * state \
+                + (delta[t] * x[t])[:, None] * b[t][None]
+            y[t] = state @ c[t]
+        h = h + ((y + x * p["ssm_d"]) * silu(z)) @ p["ssm_out.weight"].T
+    out = w.get("output.weight", w["token_embd.weight"])
+    return rms_norm(h, w["output_norm.weight"]) @ out.T
