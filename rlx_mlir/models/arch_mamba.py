@@ -33,9 +33,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlx_mlir.graph import Graph, Value
-from rlx_mlir.models.architectures import TRANSPOSED, DecoderGraph, _DecoderBuilder
+from rlx_mlir.models.architectures import TRANSPOSED, DecoderBuilder, DecoderGraph
 from rlx_mlir.models.errors import ModelError
-from rlx_mlir.models.gguf_file import ModelConfig, TensorInfo
+from rlx_mlir.models.gguf_file import (
+    ARCHITECTURE_MODULES,
+    ArchitectureModule,
+    ModelConfig,
+    TensorInfo,
+)
 
 ARCHITECTURE = "mamba"
 
@@ -144,8 +149,8 @@ def build_mamba(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_s
     return _MambaBuilder(config, tensors, max_seq, 0, activations).build()
 
 
-class _MambaBuilder(_DecoderBuilder):
-    """`_DecoderBuilder` (weights, projections, the head) with Mamba layers and no rope."""
+class _MambaBuilder(DecoderBuilder):
+    """`DecoderBuilder` (weights, projections, the head) with Mamba layers and no rope."""
 
     PROJECTIONS = {"in_proj": "ssm_in.weight", "x_proj": "ssm_x.weight",
                    "dt_proj": "ssm_dt.weight", "out_proj": "ssm_out.weight"}
@@ -181,5 +186,7 @@ class _MambaBuilder(_DecoderBuilder):
             ssm_state=g.state(f"blk{i}_ssm", (1, inner, n)))
         return g.add(h, g.reshape(mixed, ("S", c.n_embd)))
 
+
+ARCHITECTURE_MODULES[ARCHITECTURE] = ArchitectureModule(mamba_config, mamba_tensors, build_mamba)
 
 __all__ = ["build_mamba", "mamba_config", "mamba_mixer", "mamba_tensors"]

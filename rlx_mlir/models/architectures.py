@@ -40,7 +40,7 @@ from rlx_mlir.core.quants import QUANT_TYPES, VEC_DOT_TYPES
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.models.errors import ModelError
-from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo
+from rlx_mlir.models.gguf_file import ARCHITECTURE_MODULES, GGUFFile, ModelConfig, TensorInfo
 
 MATRIX_SCHEMES = frozenset(name.upper() for name in QUANT_BLOCKS)
 """ggml types a weight matrix may have besides F32 (those `dequant_matmul` reads)."""
@@ -111,15 +111,14 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
-    if config.architecture == "mamba":  # a state-space model: its own module
-        from rlx_mlir.models.arch_mamba import build_mamba
-
-        return build_mamba(config, tensors, max_seq=max_seq, activations=activations)
-    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
+    module = ARCHITECTURE_MODULES.get(config.architecture)
+    if module is not None:  # an architecture of its own module (arch_<name>.py)
+        return module.build(config, tensors, max_seq=max_seq, activations=activations)
+    return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
                            activations).build()
 
 
-class _DecoderBuilder:
+class DecoderBuilder:
     """Builds the decoder graph layer by layer, recording each param's file tensor."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
@@ -242,4 +241,4 @@ class _DecoderBuilder:
         return self._values[key]
 
 
-__all__ = ["DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
+__all__ = ["DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
