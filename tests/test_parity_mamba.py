@@ -213,3 +213,28 @@ def test_writer_matches_llama_cpp_converter(model, tmp_path):
             np.testing.assert_allclose(ours.array(name), theirs.array(name), rtol=1e-6,
                                        atol=0, err_msg=name)
     assert set(gguf_tensors(*hf_state(model))) == set(theirs_by_type[T.F32].tensors)
+
+
+def test_llama_quantize_q4_k_m_file(tmp_path):
+    """A file that llama.cpp's own `llama-quantize` made Q4_K_M (K-quant matrices, Q6_K
+    embedding, F16 fallback for ssm_dt's 16-value rows; llama.cpp's loader reading our
+    writer's file on the way) against HF loading it: 1e-4 with f32 activations, the SPEC's
+    agreement with q8 activations. Needs LLAMA_QUANTIZE (the path of the binary)."""
+    binary = os.environ.get("LLAMA_QUANTIZE")
+    if not binary or not Path(binary).is_file():
+        pytest.skip("LLAMA_QUANTIZE does not name llama.cpp's llama-quantize")
+    model = tiny_mamba(hidden_size=256, time_step_rank=16)  # rows that fill 256-value blocks
+    source = write_mamba_gguf(tmp_path / "f32.gguf", *hf_state(model))
+    path = tmp_path / "q4_k_m.gguf"
+    subprocess.run([binary, str(source), str(path), "Q4_K_M"], check=True, capture_output=True)
+    types = {t.type_name for t in read_gguf(path).tensors.values()}
+    assert {"Q4_K", "Q6_K", "F16"} <= types
+    ids = prompt(40, seed=7)
+    want = hf_logits(hf_from_gguf(path), ids)
+    for exact in (True, False):
+        got = load_gguf(path, max_seq=64, exact_dequant=exact).logits(ids)
+        error, (mean_kl, decisive, same) = relative_error(got, want), agreement(got, want)
+        print(f"\nmamba Q4_K_M by llama-quantize ({'f32' if exact else 'q8'} activations): "
+              f"rel. error {error:.1e}, mean KL {mean_kl:.1e}, top-1 {same}/{decisive}")
+        assert error <= REL_TOL or not exact
+        assert mean_kl <= MAX_MEAN_KL and same == decisive
