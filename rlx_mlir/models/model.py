@@ -204,13 +204,13 @@ class LanguageModel:
         """The model's Graph (inputs ids, cos, sin, rows; KV caches as state)."""
         self.runner = runner
         """The compiled model (or reference executor) the calls go to."""
-        self.stats = GenerationStats()
-        self._cos, self._sin = rope
         self._rope = "cos" in decoder.graph.inputs
         self._kv_cache = decoder.kv_cache
         self._counted = 0
         """Tokens seen since the last reset, for a model without KV cache (whose runner
         has no position)."""
+        self.stats = GenerationStats()
+        self._cos, self._sin = rope
         self._step_outputs = (np.empty((1, config.n_vocab), np.float32), np.empty(1, np.int32))
         """Where a generation step's call writes (logits of the last row, the drawn id):
         allocated once, so a step hands Python one id and never a fresh logits array."""
@@ -277,12 +277,9 @@ class LanguageModel:
         inputs = self._inputs(ids, np.array([ids.size - 1], np.int32), sampling)
         run = getattr(self.runner, "run", None)  # the reference executor has no `run`
         if run is None:
-            token = int(self.runner(**inputs)[1][0])
-        else:
-            run(**inputs, out=self._step_outputs)
-            token = int(self._step_outputs[1][0])
-        self._advance(ids.size)
-        return token
+            return int(self.runner(**inputs)[1][0])
+        run(**inputs, out=self._step_outputs)
+        return int(self._step_outputs[1][0])
 
     def _forward(self, tokens: np.ndarray, rows: np.ndarray,
                  sampling: SamplingParams | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -406,6 +403,7 @@ class LanguageModel:
         self.reset()
         start = time.perf_counter()
         token = self._next_id(prompt, sampling)
+        self._advance(prompt.size)
         stats.prompt_seconds = time.perf_counter() - start
         start = time.perf_counter()
         eog = self.tokenizer.eog_ids
@@ -415,6 +413,7 @@ class LanguageModel:
                     or self.position >= self.max_seq:
                 break
             token = self._next_id(np.array([token], np.int32), sampling)
+            self._advance(1)
         stats.generated_seconds = time.perf_counter() - start
 
 
