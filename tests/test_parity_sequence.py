@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mamba_models import tiny_mamba
 
 import rlx_mlir as rlx
+from rlx_mlir.models.arch_mamba import mamba_mixer
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -36,23 +38,6 @@ def _t(tensor) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- Mamba
-
-
-def tiny_mamba():
-    if not hasattr(transformers, "MambaForCausalLM"):
-        pytest.skip("transformers has no MambaForCausalLM")
-    config = transformers.MambaConfig(
-        vocab_size=96, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4,
-        expand=2, time_step_rank=4, use_mambapy=False, tie_word_embeddings=True,
-    )
-    torch.manual_seed(0)
-    model = transformers.MambaForCausalLM(config).eval()
-    with torch.no_grad():  # HF's init leaves A, D and the norms regular: randomize them too
-        for layer in model.backbone.layers:
-            layer.mixer.A_log.add_(0.3 * torch.randn_like(layer.mixer.A_log))
-            layer.mixer.D.add_(0.5 * torch.randn_like(layer.mixer.D))
-            layer.norm.weight.add_(0.2 * torch.randn_like(layer.norm.weight))
-    return model
 
 
 class MambaWeights:
@@ -105,31 +90,16 @@ def mamba_graph(w: MambaWeights, batch: int, steps: int, *, with_state: bool):
     for i, lw in enumerate(w.layers):
         p = {k: param(f"l{i}_{k}", v) for k, v in lw.items()}
         x = g.rms_norm(h, p["norm"], eps=cfg.layer_norm_epsilon)
-        proj = g.matmul(x, p["in_proj"])
-        xs, z = g.narrow(proj, 2, 0, inner), g.narrow(proj, 2, inner, inner)
-        left = states[i][0] if with_state else None
-        xc = g.silu(g.depthwise_conv1d_causal(xs, p["conv_w"], left) + p["conv_b"])
-        dbl = g.matmul(xc, p["x_proj"])
-        dt = g.narrow(dbl, 2, 0, rank)
-        B, C = g.narrow(dbl, 2, rank, n), g.narrow(dbl, 2, rank + n, n)
-        delta = g.softplus(g.linear(dt, p["dt_proj"], p["dt_bias"]))
-        if with_state:
-            y, ssm = g.selective_scan(xc, delta, p["A"], B, C, initial_state=states[i][1],
-                                      return_state=True)
-            window = g.concat([states[i][0], xs], axis=1)
-            g.assign(states[i][0], g.narrow(window, 1, steps, taps - 1))
-            g.assign(states[i][1], ssm)
-        else:
-            y = g.selective_scan(xc, delta, p["A"], B, C)
-        y = (y + xc * p["D"]) * g.silu(z)
-        h = h + g.matmul(y, p["out_proj"])
+        conv, ssm = states[i] if with_state else (None, None)
+        h = h + mamba_mixer(g, x, p, lambda v, name, p=p: g.matmul(v, p[name]), d_inner=inner,
+                            d_state=n, dt_rank=rank, conv_state=conv, ssm_state=ssm)
     h = g.rms_norm(h, param("norm_f", w.norm_f), eps=cfg.layer_norm_epsilon)
     g.output(g.matmul(h, param("lm_head", w.lm_head)))
     return g, params
 
 
 def test_mamba_prefill_and_decode_match_hf():
-    model = tiny_mamba()
+    model = tiny_mamba(vocab_size=96, hidden_size=32, state_size=8, time_step_rank=4)
     w = MambaWeights(model)
     cfg = model.config
     rng = np.random.default_rng(0)

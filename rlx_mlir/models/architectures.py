@@ -40,7 +40,7 @@ from rlx_mlir.core.quants import QUANT_TYPES, VEC_DOT_TYPES
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.models.errors import ModelError
-from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo
+from rlx_mlir.models.gguf_file import ARCHITECTURE_MODULES, GGUFFile, ModelConfig, TensorInfo
 
 MATRIX_SCHEMES = frozenset(name.upper() for name in QUANT_BLOCKS)
 """ggml types a weight matrix may have besides F32 (those `dequant_matmul` reads)."""
@@ -72,6 +72,9 @@ class DecoderGraph:
     max_seq: int
     weights: dict[str, WeightBinding]
     """Graph param name -> the file tensor it holds."""
+    kv_cache: bool = True
+    """Whether the graph keeps KV caches (the runner's position counts the tokens); a
+    recurrent model (`mamba`) has only assigned states, and its caller counts them."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form
@@ -108,11 +111,14 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
-    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
+    module = ARCHITECTURE_MODULES.get(config.architecture)
+    if module is not None:  # an architecture of its own module (arch_<name>.py)
+        return module.build(config, tensors, max_seq=max_seq, activations=activations)
+    return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
                            activations).build()
 
 
-class _DecoderBuilder:
+class DecoderBuilder:
     """Builds the decoder graph layer by layer, recording each param's file tensor."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
@@ -137,6 +143,13 @@ class _DecoderBuilder:
         for i in range(c.n_layer):
             with g.scope(f"layer{i}"):
                 h = self.layer(i, h, cos, sin)
+        self.head(h, rows)
+        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
+
+    def head(self, h: Value, rows: Value) -> None:
+        """The graph's outputs: the logits of the hidden `rows` (output norm and projection)
+        and the next ids drawn from them."""
+        c, g = self.config, self.g
         with g.scope("head"):
             out = g.gather(h, rows, axis=0)
             out = g.rms_norm(out, self.vector("output_norm.weight"), eps=c.eps)
@@ -147,7 +160,6 @@ class _DecoderBuilder:
                                top_k=g.input("top_k", (), "i32"), top_p=g.input("top_p", (), "f32"),
                                seed=g.input("seed", (), "i64"))
         g.output(logits=logits, next_ids=sampled)
-        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
 
     # --- one decoder layer ----------------------------------------------------------------
 
@@ -229,4 +241,4 @@ class _DecoderBuilder:
         return self._values[key]
 
 
-__all__ = ["DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
+__all__ = ["DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]

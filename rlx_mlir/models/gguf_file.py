@@ -17,6 +17,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -349,6 +350,13 @@ class ModelConfig:
     context_length: int
     file_type: int
     """`general.file_type` (a gguf.LlamaFileType value; -1 when absent)."""
+    ssm_conv_kernel: int = 0
+    """State-space models (`mamba`; 0 otherwise): the causal conv's taps K
+    (`{arch}.ssm.conv_kernel`), the inner width I, the SSM state size N and the time-step
+    rank R (`.ssm.inner_size`, `.ssm.state_size`, `.ssm.time_step_rank`)."""
+    ssm_inner_size: int = 0
+    ssm_state_size: int = 0
+    ssm_time_step_rank: int = 0
 
     @property
     def file_type_name(self) -> str:
@@ -366,9 +374,11 @@ class ModelConfig:
         arch = metadata.get("general.architecture")
         if arch is None:
             raise ModelError(f"{source}: no general.architecture in the metadata")
+        if arch in ARCHITECTURE_MODULES:
+            return ARCHITECTURE_MODULES[arch].config(metadata, source)
         if arch not in ROPE_STYLES:
             raise ModelError(f"{source}: unsupported architecture {arch!r}; supported: "
-                             f"{', '.join(ROPE_STYLES)}")
+                             f"{', '.join([*ROPE_STYLES, *ARCHITECTURE_MODULES])}")
 
         def key(name: str, default: Any = None) -> Any:
             value = metadata.get(f"{arch}.{name}", default)
@@ -408,6 +418,8 @@ def expected_tensors(config: ModelConfig,
                      has_output: bool) -> list[tuple[str, tuple[int, ...]]]:
     """(name, row-major shape) of every tensor a model of `config` needs; without
     `output.weight` the output projection is tied to `token_embd.weight`."""
+    if config.architecture in ARCHITECTURE_MODULES:
+        return ARCHITECTURE_MODULES[config.architecture].tensors(config, has_output)
     c = config
     q_dim, kv_dim = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
     needed = [("token_embd.weight", (c.n_vocab, c.n_embd)), ("output_norm.weight", (c.n_embd,))]
@@ -429,3 +441,21 @@ def expected_tensors(config: ModelConfig,
                       ("attn_k_norm.weight", (c.head_dim,))]
         needed += [(f"blk.{i}.{name}", shape) for name, shape in layer]
     return needed
+
+
+@dataclass(frozen=True)
+class ArchitectureModule:
+    """An architecture defined in its own module (`rlx_mlir/models/arch_<name>.py`), which
+    registers it in ARCHITECTURE_MODULES when `rlx_mlir.models` is imported: how its
+    config is read, which tensors it needs, and its graph."""
+
+    config: Callable[[Mapping[str, Any], str], ModelConfig]
+    """(metadata, source) -> ModelConfig; ModelError naming what is missing or wrong."""
+    tensors: Callable[[ModelConfig, bool], list[tuple[str, tuple[int, ...]]]]
+    """(config, has_output) -> (name, row-major shape) of every tensor (`expected_tensors`)."""
+    build: Callable[..., Any]
+    """(config, tensors, *, max_seq, activations) -> DecoderGraph (`build_decoder`)."""
+
+
+ARCHITECTURE_MODULES: dict[str, ArchitectureModule] = {}
+"""Architecture name -> its ArchitectureModule (`mamba`: rlx_mlir/models/arch_mamba.py)."""

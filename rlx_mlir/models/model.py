@@ -121,6 +121,8 @@ def _check_file(file: GGUFFile) -> tuple[ModelConfig, int, float, np.ndarray | N
     tensors and their types, and the rope parameters (n_rot, position scale, freq factors)."""
     config = file.check_model()
     check_tensor_types(config, file.tensors, str(file.path))
+    if config.rope_style == "none":  # no attention, no rope (mamba)
+        return config, 0, 1.0, None
     arch, meta = config.architecture, file.metadata
     n_rot = int(meta.get(f"{arch}.rope.dimension_count", config.head_dim))
     if n_rot % 2 or not 2 <= n_rot <= config.head_dim:
@@ -207,6 +209,11 @@ class LanguageModel:
         """The model's Graph (inputs ids, cos, sin, rows; KV caches as state)."""
         self.runner = runner
         """The compiled model (or reference executor) the calls go to."""
+        self._rope = "cos" in decoder.graph.inputs
+        self._kv_cache = decoder.kv_cache
+        self._counted = 0
+        """Tokens seen since the last reset, for a model without KV cache (whose runner
+        has no position)."""
         self.stats = GenerationStats()
         self._cos, self._sin = rope
         run_ids = getattr(runner, "entry", None)  # the reference executor has one entry
@@ -226,11 +233,18 @@ class LanguageModel:
     @property
     def position(self) -> int:
         """How many tokens the KV cache holds (the position of the next one)."""
-        return int(self.runner.position)
+        return int(self.runner.position) if self._kv_cache else self._counted
 
     def reset(self) -> None:
-        """Empty the KV cache."""
+        """Empty the KV cache (a recurrent model: zero its states)."""
         self.runner.reset()
+        self._counted = 0
+
+    def _advance(self, tokens: int) -> None:
+        """After a successful call of `tokens` tokens (the runner counts them itself when
+        the model has KV caches)."""
+        if not self._kv_cache:
+            self._counted += tokens
 
     def logits(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Logits [len(ids), n_vocab] of every position of `ids`, from position 0 (the cache
@@ -277,7 +291,9 @@ class LanguageModel:
     def _forward(self, tokens: np.ndarray, rows: np.ndarray,
                  sampling: SamplingParams | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(logits [R, n_vocab], next ids [R]) of `rows` after appending `tokens`."""
-        return self.runner(**self._inputs(tokens, rows, sampling))
+        out = self.runner(**self._inputs(tokens, rows, sampling))
+        self._advance(tokens.size)
+        return out
 
     def _inputs(self, tokens: np.ndarray, rows: np.ndarray,
                 sampling: SamplingParams | None) -> dict[str, np.ndarray]:
@@ -297,10 +313,12 @@ class LanguageModel:
         from them with `sampling` (default greedy)."""
         end = start + tokens.size
         p = sampling or SamplingParams(temperature=0.0, top_k=0, top_p=1.0, seed=0)
-        return {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
-                "rows": rows, "temperature": np.float32(p.temperature),
-                "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
-                "seed": np.int64(p.seed or 0)}
+        inputs = {"ids": tokens, "rows": rows, "temperature": np.float32(p.temperature),
+                  "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
+                  "seed": np.int64(p.seed or 0)}
+        if self._rope:  # the rope rows of the positions [start, end)
+            inputs |= {"cos": self._cos[start:end], "sin": self._sin[start:end]}
+        return inputs
 
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
         """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
@@ -392,6 +410,7 @@ class LanguageModel:
         self.reset()
         start = time.perf_counter()
         token = self._next_id(prompt, sampling)
+        self._advance(prompt.size)
         stats.prompt_seconds = time.perf_counter() - start
         start = time.perf_counter()
         eog = self.tokenizer.eog_ids
@@ -401,6 +420,7 @@ class LanguageModel:
                     or self.position >= self.max_seq:
                 break
             token = self._next_id(np.array([token], np.int32), sampling)
+            self._advance(1)
         stats.generated_seconds = time.perf_counter() - start
 
 

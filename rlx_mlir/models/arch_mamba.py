@@ -1,0 +1,192 @@
+"""`mamba` (Mamba 1) from GGUF: its config, its tensors and its graph.
+
+A file as llama.cpp's converter writes it (`conversion/mamba.py`, `src/models/mamba.cpp`):
+
+```
+metadata  mamba.embedding_length d, .block_count, .ssm.conv_kernel K, .ssm.inner_size I,
+          .ssm.state_size N, .ssm.time_step_rank R, .attention.layer_norm_rms_epsilon,
+          .ssm.dt_b_c_rms (Falcon Mamba's extra norms: refused)
+tensors   token_embd.weight [V, d], output_norm.weight [d], output.weight [V, d] (absent when
+          tied), and per layer blk.N.: attn_norm.weight [d], ssm_in.weight [2I, d],
+          ssm_conv1d.weight [I, K] + .bias [I], ssm_x.weight [R + 2N, I],
+          ssm_dt.weight [I, R] + .bias [I], ssm_a [I, N] (already -exp(A_log)),
+          ssm_d [I], ssm_out.weight [d, I]
+```
+
+The graph (`build_mamba`) has no rope and no KV cache: each layer's conv window
+[1, K-1, I] and SSM state [1, I, N] are states (`g.state`, `g.assign`), so one compiled
+graph prefills any number of tokens (a symbolic S) and decodes token by token:
+
+```
+inputs  ids i32 (S,), rows i32 (R,), temperature, top_k, top_p, seed (as `build_decoder`'s)
+state   blk{i}_conv f32 (1, K-1, I), blk{i}_ssm f32 (1, I, N)
+output  logits f32 (R, n_vocab), next_ids i32 (R,)
+```
+
+Per layer: h + mixer(rms_norm(h)), the mixer being `mamba_mixer` (also what the
+hand-built Hugging Face stack of tests/test_parity_sequence.py runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rlx_mlir.graph import Graph, Value
+from rlx_mlir.models.architectures import TRANSPOSED, DecoderBuilder, DecoderGraph
+from rlx_mlir.models.errors import ModelError
+from rlx_mlir.models.gguf_file import (
+    ARCHITECTURE_MODULES,
+    ArchitectureModule,
+    ModelConfig,
+    TensorInfo,
+)
+
+ARCHITECTURE = "mamba"
+
+
+def mamba_mixer(g: Graph, x: Value, weights: Mapping[str, Value],
+                project: Callable[[Value, str], Value], *, d_inner: int, d_state: int,
+                dt_rank: int, conv_state: Value | None = None,
+                ssm_state: Value | None = None) -> Value:
+    """Mamba's mixer on x [B, S, d] (already normed) -> [B, S, d].
+
+    `weights`: conv_w [K, I], conv_b [I], dt_bias [I], A [I, N] (negative: -exp(A_log)),
+    D [I]; `project(v, name)` multiplies v by the matrix `name` (in_proj d -> 2I, x_proj
+    I -> R+2N, dt_proj R -> I, out_proj I -> d). With `conv_state` [B, K-1, I] and
+    `ssm_state` [B, I, N] (graph states), the conv and the scan start from them and the
+    call's final window and state are assigned back: the model decodes with state."""
+    xz = project(x, "in_proj")
+    xs, z = g.narrow(xz, 2, 0, d_inner), g.narrow(xz, 2, d_inner, d_inner)
+    if conv_state is None:
+        conv = g.depthwise_conv1d_causal(xs, weights["conv_w"])
+    else:
+        conv, window = g.depthwise_conv1d_causal(xs, weights["conv_w"], conv_state,
+                                                 return_state=True)
+        g.assign(conv_state, window)
+    xc = g.silu(g.add(conv, weights["conv_b"]))
+    dbl = project(xc, "x_proj")
+    dt = g.narrow(dbl, 2, 0, dt_rank)
+    b, c = g.narrow(dbl, 2, dt_rank, d_state), g.narrow(dbl, 2, dt_rank + d_state, d_state)
+    delta = g.softplus(g.add(project(dt, "dt_proj"), weights["dt_bias"]))
+    if ssm_state is None:
+        y = g.selective_scan(xc, delta, weights["A"], b, c)
+    else:
+        y, final = g.selective_scan(xc, delta, weights["A"], b, c, initial_state=ssm_state,
+                                    return_state=True)
+        g.assign(ssm_state, final)
+    y = g.mul(g.add(y, g.mul(xc, weights["D"])), g.silu(z))
+    return project(y, "out_proj")
+
+
+# --- the file: config and tensors ---------------------------------------------------------
+
+
+def mamba_config(metadata: Mapping[str, Any], source: str) -> ModelConfig:
+    """The ModelConfig of a `mamba` file (no attention: n_head, head_dim, n_ff are 0, rope
+    style "none"); ModelError naming a missing or unsupported key."""
+    arch = ARCHITECTURE
+
+    def key(name: str, default: Any = None) -> Any:
+        value = metadata.get(f"{arch}.{name}", default)
+        if value is None:
+            raise ModelError(f"{source}: missing metadata {arch}.{name}")
+        return value
+
+    if bool(metadata.get(f"{arch}.ssm.dt_b_c_rms", False)):
+        raise ModelError(f"{source}: {arch}.ssm.dt_b_c_rms is true (Falcon Mamba's RMS norms on "
+                         f"dt, B and C), which rlx-mlir does not support")
+    sizes = {name: int(key(name)) for name in
+             ("embedding_length", "block_count", "ssm.conv_kernel", "ssm.inner_size",
+              "ssm.state_size", "ssm.time_step_rank")}
+    bad = [f"{arch}.{name} = {value}" for name, value in sizes.items() if value <= 0]
+    if sizes["ssm.conv_kernel"] < 2:
+        bad.append(f"{arch}.ssm.conv_kernel = {sizes['ssm.conv_kernel']} (expected >= 2)")
+    if bad:
+        raise ModelError(f"{source}: expected positive sizes, got {', '.join(bad)}")
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    vocab = metadata.get(f"{arch}.vocab_size", len(tokens) if tokens is not None else None)
+    if vocab is None:
+        raise ModelError(f"{source}: neither {arch}.vocab_size nor tokenizer.ggml.tokens "
+                         f"gives the vocabulary size")
+    return ModelConfig(
+        architecture=arch, n_layer=sizes["block_count"], n_embd=sizes["embedding_length"],
+        n_head=0, n_head_kv=0, head_dim=0, n_ff=0, n_vocab=int(vocab), rope_theta=0.0,
+        rope_style="none", eps=float(key("attention.layer_norm_rms_epsilon")),
+        context_length=int(key("context_length", 0)),
+        file_type=int(metadata.get("general.file_type", -1)),
+        ssm_conv_kernel=sizes["ssm.conv_kernel"], ssm_inner_size=sizes["ssm.inner_size"],
+        ssm_state_size=sizes["ssm.state_size"], ssm_time_step_rank=sizes["ssm.time_step_rank"])
+
+
+def mamba_tensors(config: ModelConfig, has_output: bool) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, row-major shape) of every tensor of a `mamba` model (`expected_tensors`)."""
+    c = config
+    d, inner, n = c.n_embd, c.ssm_inner_size, c.ssm_state_size
+    rank, taps = c.ssm_time_step_rank, c.ssm_conv_kernel
+    needed = [("token_embd.weight", (c.n_vocab, d)), ("output_norm.weight", (d,))]
+    if has_output:
+        needed.append(("output.weight", (c.n_vocab, d)))
+    layer = [
+        ("attn_norm.weight", (d,)), ("ssm_in.weight", (2 * inner, d)),
+        ("ssm_conv1d.weight", (inner, taps)), ("ssm_conv1d.bias", (inner,)),
+        ("ssm_x.weight", (rank + 2 * n, inner)), ("ssm_dt.weight", (inner, rank)),
+        ("ssm_dt.bias", (inner,)), ("ssm_a", (inner, n)), ("ssm_d", (inner,)),
+        ("ssm_out.weight", (d, inner)),
+    ]
+    for i in range(c.n_layer):
+        needed += [(f"blk.{i}.{name}", shape) for name, shape in layer]
+    return needed
+
+
+# --- the graph --------------------------------------------------------------------------------
+
+
+def build_mamba(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
+                activations: str = "q8") -> DecoderGraph:
+    """The graph of a `mamba` model (see the module docstring); `max_seq` bounds the tokens
+    of one call and of a sequence, as for the transformer decoders."""
+    return _MambaBuilder(config, tensors, max_seq, 0, activations).build()
+
+
+class _MambaBuilder(DecoderBuilder):
+    """`DecoderBuilder` (weights, projections, the head) with Mamba layers and no rope."""
+
+    PROJECTIONS = {"in_proj": "ssm_in.weight", "x_proj": "ssm_x.weight",
+                   "dt_proj": "ssm_dt.weight", "out_proj": "ssm_out.weight"}
+
+    def build(self) -> DecoderGraph:
+        g = self.g
+        ids = g.input("ids", ("S",), "i32")
+        rows = g.input("rows", ("R",), "i32")
+        with g.scope("embed"):
+            h = self.embed("token_embd.weight", ids)
+        for i in range(self.config.n_layer):
+            with g.scope(f"layer{i}"):
+                h = self.mamba_layer(i, h)
+        self.head(h, rows)
+        return DecoderGraph(self.g, self.config, 0, self.max_seq, self.weights, kv_cache=False)
+
+    def mamba_layer(self, i: int, h: Value) -> Value:
+        c, g = self.config, self.g
+        blk = f"blk.{i}."
+        inner, n, taps = c.ssm_inner_size, c.ssm_state_size, c.ssm_conv_kernel
+        x = g.reshape(g.rms_norm(h, self.vector(blk + "attn_norm.weight"), eps=c.eps),
+                      (1, "S", c.n_embd))
+        weights = {
+            "conv_w": self.param(blk + "ssm_conv1d.weight", TRANSPOSED),  # [K, I]
+            "conv_b": self.vector(blk + "ssm_conv1d.bias"),
+            "dt_bias": self.vector(blk + "ssm_dt.bias"),
+            "A": self.vector(blk + "ssm_a"), "D": self.vector(blk + "ssm_d"),
+        }
+        mixed = mamba_mixer(
+            g, x, weights, lambda v, name: self.project(v, blk + self.PROJECTIONS[name]),
+            d_inner=inner, d_state=n, dt_rank=c.ssm_time_step_rank,
+            conv_state=g.state(f"blk{i}_conv", (1, taps - 1, inner)),
+            ssm_state=g.state(f"blk{i}_ssm", (1, inner, n)))
+        return g.add(h, g.reshape(mixed, ("S", c.n_embd)))
+
+
+ARCHITECTURE_MODULES[ARCHITECTURE] = ArchitectureModule(mamba_config, mamba_tensors, build_mamba)
+
+__all__ = ["build_mamba", "mamba_config", "mamba_mixer", "mamba_tensors"]
