@@ -403,7 +403,7 @@ class LanguageModel:
                        stop: str | Sequence[str] | None,
                        stream: Callable[[str], Any] | None) -> str:
         sampling = SamplingParams(temperature, top_k, top_p, seed).check().seeded()
-        text = _StopText(self.tokenizer, _check_stop(stop), stream)
+        text = StopText(self.tokenizer, check_stop(stop), stream)
         self._decode(self._tokens(ids), max_new_tokens, sampling, text.push)
         return text.finish()
 
@@ -437,7 +437,7 @@ class LanguageModel:
         stats.generated_seconds = time.perf_counter() - start
 
 
-class _StopText:
+class StopText:
     """The generated text, streamed piece by piece, cut before the first stop string.
 
     Text that might be the start of a stop string is held back until it is known not to
@@ -506,7 +506,7 @@ def _check_slots(slots: Any) -> None:
                             f"got slots={slots}, only slots=1 is supported")
 
 
-def _check_stop(stop: str | Sequence[str] | None) -> list[str]:
+def check_stop(stop: str | Sequence[str] | None) -> list[str]:
     if stop is None:
         return []
     items = [stop] if isinstance(stop, str) else stop
@@ -554,4 +554,5 @@ def _compile_template(source: str) -> Any:
     return template
 
 
-__all__ = ["CHATML_TEMPLATE", "ENGINES", "GenerationStats", "LanguageModel", "load_gguf"]
+__all__ = ["CHATML_TEMPLATE", "ENGINES", "GenerationStats", "LanguageModel", "StopText",
+           "check_stop", "load_gguf"]

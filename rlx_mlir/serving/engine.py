@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
-from rlx_mlir.models.model import LanguageModel
+from rlx_mlir.models.model import IDS_ENTRY, LanguageModel
 from rlx_mlir.models.sampling import SamplingParams
 from rlx_mlir.models.tokenizer import Tokenizer
 
@@ -113,6 +113,10 @@ class LanguageModelEngine(Engine):
         self._prefilled = False
         self._cache: list[int] = []
         """The tokens whose KV rows the cache holds, in order (for prompt caching)."""
+        entry = getattr(model.runner, "entry", None)  # the reference executor has one entry
+        self._ids_runner = entry(IDS_ENTRY) if entry is not None else None
+        """The model's entry that returns only the drawn id (no vocabulary-sized output)."""
+        self._next_id = np.empty(1, np.int32)
 
     @property
     def free_slots(self) -> int:
@@ -163,11 +167,21 @@ class LanguageModelEngine(Engine):
         return keep
 
     def _run(self, tokens: np.ndarray, sequence: EngineSequence) -> StepOutput:
+        """Append `tokens` to the cache; what the last one's logits draw. One native call:
+        the ids-only entry (`next_ids`) unless the sequence asks for logprobs."""
         model = self.model
-        if sequence.top_logprobs is None:
-            return StepOutput(model._next_id(tokens, sequence.sampling))
+        start = model.position
+        if start + tokens.size > self.max_seq:
+            raise ArgumentError(f"cache full: {tokens.size} tokens at position {start} need "
+                                f"{start + tokens.size} rows but max_seq is {self.max_seq}")
         rows = np.array([tokens.size - 1], np.int32)
-        logits, ids = model.runner(**model._inputs(tokens, rows, sequence.sampling))
+        inputs = model.runner_inputs(tokens, start, rows, sequence.sampling)
+        if sequence.top_logprobs is None and self._ids_runner is not None:
+            self._ids_runner.run(**inputs, out=self._next_id)
+            return StepOutput(int(self._next_id[0]))
+        logits, ids = model.runner(**inputs)
+        if sequence.top_logprobs is None:
+            return StepOutput(int(ids[0]))
         return logprob_output(int(ids[0]), logits[0], sequence.top_logprobs)
 
 

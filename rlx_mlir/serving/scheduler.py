@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError, RlxError
-from rlx_mlir.models.model import _check_int, _check_stop, _StopText
+from rlx_mlir.models.model import StopText, check_stop
 from rlx_mlir.models.sampling import SamplingParams
 from rlx_mlir.serving.engine import MAX_TOP_LOGPROBS, Engine, EngineSequence, StepOutput
 
@@ -83,6 +83,13 @@ class Usage:
 
 Event = Delta | Finished
 
+_REQUEST_IDS = itertools.count(1)
+
+
+def _check_count(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ArgumentError(f"{name}: expected an int >= {minimum}, got {value!r}")
+
 
 class Request:
     """One generation: prompt ids, sampling, limits; then its events and results.
@@ -90,16 +97,14 @@ class Request:
     Iterate it (`for event in request`, or `async for` in an event loop) to stream its
     events; `on_event(event)` is also called on the scheduler's thread for each one."""
 
-    _ids = itertools.count(1)
-
     def __init__(self, prompt: Sequence[int] | np.ndarray, max_tokens: int = 16, *,
                  temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,
                  seed: int | None = None, stop: str | Sequence[str] | None = None,
                  logprobs: int | None = None,
                  on_event: Callable[[Event], object] | None = None):
-        _check_int("max_tokens", max_tokens, 1)
+        _check_count("max_tokens", max_tokens, 1)
         if logprobs is not None:
-            _check_int("logprobs", logprobs, 0)
+            _check_count("logprobs", logprobs, 0)
             if logprobs > MAX_TOP_LOGPROBS:
                 raise ArgumentError(f"logprobs: expected at most {MAX_TOP_LOGPROBS} "
                                     f"alternatives, got {logprobs}")
@@ -107,11 +112,11 @@ class Request:
         if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
             raise ArgumentError(f"prompt: expected a non-empty list of token ids, got "
                                 f"{prompt!r:.80}")
-        self.id = next(Request._ids)
+        self.id = next(_REQUEST_IDS)
         self.prompt = ids.astype(np.int32)
         self.max_tokens = max_tokens
         self.sampling = SamplingParams(temperature, top_k, top_p, seed).check().seeded()
-        self.stop = _check_stop(stop)
+        self.stop = check_stop(stop)
         self.logprobs = logprobs
         self.on_event = on_event
         self.tokens: list[int] = []
@@ -124,6 +129,7 @@ class Request:
         self.time_to_first_token: float | None = None
         """Seconds from `submit` to the first generated token."""
         self.cancelled = False
+        self._scheduler: Scheduler | None = None
         self._events: list[Event] = []
         self._condition = threading.Condition()
         self._wakers: list[Callable[[], None]] = []
@@ -137,9 +143,8 @@ class Request:
         """Stop generating: the scheduler frees the request's slot before its next step (or
         drops it from the queue) and ends it with finish_reason "cancelled"."""
         self.cancelled = True
-        scheduler = getattr(self, "_scheduler", None)
-        if scheduler is not None:
-            scheduler._wake()
+        if self._scheduler is not None:
+            self._scheduler.wake()
 
     def result(self, timeout: float | None = None) -> Request:
         """Wait until the request has ended; itself."""
@@ -211,7 +216,7 @@ class _Active:
 
     request: Request
     sequence: EngineSequence
-    text: _StopText
+    text: StopText
     pieces: list[str] = field(default_factory=list)
     stopped: bool = False
 
@@ -221,7 +226,7 @@ class Scheduler:
 
     def __init__(self, engine: Engine, max_queue: int = 64,
                  on_finish: Callable[[Request], object] | None = None):
-        _check_int("max_queue", max_queue, 1)
+        _check_count("max_queue", max_queue, 1)
         self.engine = engine
         self.max_queue = max_queue
         self.on_finish = on_finish
@@ -280,7 +285,8 @@ class Scheduler:
             self._condition.notify_all()
         return request
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Let the worker thread look at its requests again (one was cancelled)."""
         with self._condition:
             self._condition.notify_all()
 
@@ -320,7 +326,7 @@ class Scheduler:
             sequence = EngineSequence(request.id, request.prompt, request.sampling,
                                       request.logprobs)
             active = _Active(request, sequence, None)  # type: ignore[arg-type]
-            active.text = _StopText(self.engine.tokenizer, request.stop, active.pieces.append)
+            active.text = StopText(self.engine.tokenizer, request.stop, active.pieces.append)
             self.engine.add(sequence)
             self._active[request.id] = active
 
