@@ -131,14 +131,14 @@ def test_health_models_and_metrics(client, lm):
         assert name in text
 
 
-def test_health_is_503_until_loaded(engine):
+def test_health_is_503_until_loaded(lm):
     from fastapi.testclient import TestClient
 
     loaded = threading.Event()
 
     def load():
         loaded.wait(30)
-        return engine
+        return LanguageModelEngine(lm)
 
     with TestClient(create_app(load, alias="tiny")) as client:
         assert client.get("/health").status_code == 503
@@ -171,13 +171,14 @@ def test_stop_and_max_seq_finish_reasons(client, lm):
     body = client.post("/v1/completions", json=greedy(PROMPTS[0], stop=stop)).json()
     assert body["choices"][0]["text"] == text[:text.find(stop)]
     assert body["choices"][0]["finish_reason"] == "stop"
-    ids = lm.tokenizer.encode(PROMPTS[0])
-    body = client.post("/v1/chat/completions", json={
-        "messages": [{"role": "user", "content": "hi"}], "temperature": 0}).json()
-    assert body["choices"][0]["finish_reason"] in ("stop", "length")
-    usage = body["usage"]
-    assert usage["prompt_tokens"] + usage["completion_tokens"] <= MAX_SEQ + 1
-    assert ids
+    messages = [{"role": "user", "content": "hi"}]  # no max_tokens: the rest of the context
+    body = client.post("/v1/chat/completions", json={"messages": messages,
+                                                     "temperature": 0}).json()
+    usage, reason = body["usage"], body["choices"][0]["finish_reason"]
+    lm.chat(messages, max_new_tokens=MAX_SEQ - usage["prompt_tokens"])
+    assert reason == lm.stats.finish_reason
+    assert usage["completion_tokens"] == lm.stats.generated_tokens
+    assert usage["total_tokens"] == MAX_SEQ if reason == "length" else usage["total_tokens"] < MAX_SEQ
 
 
 def test_chat_equals_lm_chat(client, lm):
@@ -258,21 +259,27 @@ def test_logprobs_are_log_softmax_of_the_logits(client, lm):
     np.testing.assert_allclose(streamed, logprobs["token_logprobs"], atol=1e-5)
 
 
-def test_concurrent_clients_get_their_sequential_outputs(client, lm):
-    expected = {p: lm.generate(p, max_new_tokens=10) for p in PROMPTS}
+def test_eight_concurrent_clients_get_their_sequential_outputs(lm):
+    prompts = [f"{p} {w}" for p in PROMPTS[:4] for w in ("cat", "mat")]
+    expected = {p: lm.generate(p, max_new_tokens=10) for p in prompts}
+    live = LiveServer(create_app(LanguageModelEngine(lm), alias="tiny", max_queue=8))
     results: dict[str, str] = {}
 
     def work(prompt):
-        with httpx.Client(base_url=str(client.base_url), timeout=60) as own:
-            body = own.post("/v1/completions", json=greedy(prompt)).json()
-        results[prompt] = body["choices"][0]["text"]
+        with httpx.Client(base_url=live.url, timeout=60) as own:
+            with own.stream("POST", "/v1/completions", json=greedy(prompt, stream=True)) as r:
+                chunks = sse(r.iter_lines())
+        results[prompt] = "".join(c["choices"][0]["text"] for c in chunks)
 
-    threads = [threading.Thread(target=work, args=(p,)) for p in PROMPTS[:2]]  # queue: 2
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert results == {p: expected[p] for p in PROMPTS[:2]}
+    threads = [threading.Thread(target=work, args=(p,)) for p in prompts]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        live.close()
+    assert results == expected
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -381,8 +388,8 @@ def test_a_disconnected_stream_frees_its_slot(client, server, engine, lm):
     assert body["choices"][0]["text"] == lm.generate(PROMPTS[0], max_new_tokens=10)
 
 
-def test_api_key(engine):
-    live = LiveServer(create_app(engine, alias="tiny", api_key=KEY))
+def test_api_key(lm):
+    live = LiveServer(create_app(LanguageModelEngine(lm), alias="tiny", api_key=KEY))
     try:
         client = live.client
         assert client.get("/v1/models").status_code == 401
@@ -414,3 +421,33 @@ def test_openai_client(client, server, lm):
 def test_cli_rejects_slots_above_one(tiny_path):
     with pytest.raises(RlxError, match="batched decoding"):
         run([str(tiny_path), "--slots", "4"])
+
+
+def test_smollm2_end_to_end():
+    """The real model behind the real client: `rlx-serve smollm2-135m-instruct` as the README
+    runs it (in-process app, same code)."""
+    openai = pytest.importorskip("openai")
+    from rlx_mlir.models import ModelError, fetch
+
+    try:
+        path = fetch("smollm2-135m-instruct", quiet=True)
+    except ModelError as error:
+        pytest.skip(f"SmolLM2 is not cached and cannot be downloaded: {error}")
+    live = LiveServer(create_app(lambda: load_gguf(path, max_seq=256),
+                                 alias="smollm2-135m-instruct"))
+    try:
+        deadline = time.monotonic() + 600
+        while live.client.get("/health").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        api = openai.OpenAI(base_url=live.url + "/v1", api_key="unused")
+        reply = api.completions.create(model="smollm2-135m-instruct", max_tokens=8,
+                                       prompt="The capital of France is", temperature=0)
+        assert reply.choices[0].text.startswith(" Paris"), reply.choices[0].text
+        assert reply.usage.prompt_tokens == 5
+        chat = api.chat.completions.create(
+            model="smollm2-135m-instruct", max_tokens=24, temperature=0,
+            messages=[{"role": "user", "content": "What is 2 + 2?"}])
+        assert "4" in chat.choices[0].message.content
+    finally:
+        live.close()
