@@ -370,11 +370,24 @@ def test_a_disconnected_stream_frees_its_slot(client, server, engine, lm):
     finished = []
     scheduler.on_finish, on_finish = (lambda r: (finished.append(r), on_finish(r))), \
         scheduler.on_finish
+    other: list[str] = []
+
+    def another_client():  # queued behind the one that leaves; it must go on
+        with httpx.Client(base_url=server.url, timeout=60) as own:
+            body = own.post("/v1/completions", json=greedy(PROMPTS[1])).json()
+        other.append(body["choices"][0]["text"])
+
+    waiting = threading.Thread(target=another_client)
     try:
         with client.stream("POST", "/v1/completions", json=greedy(
                 PROMPTS[0], max_tokens=50, stream=True)) as response:
             for line in response.iter_lines():
                 if line.startswith("data: "):
+                    waiting.start()
+                    deadline = time.monotonic() + 30
+                    while scheduler.queue_depth == 0:
+                        assert time.monotonic() < deadline
+                        time.sleep(0.01)
                     break  # the client goes away after the first token
         deadline = time.monotonic() + 30
         while not finished or scheduler.active:
@@ -383,7 +396,9 @@ def test_a_disconnected_stream_frees_its_slot(client, server, engine, lm):
     finally:
         scheduler.on_finish = on_finish
         engine.delay = 0.0
+    waiting.join()
     assert finished[0].finish_reason == "cancelled" and len(finished[0].tokens) < 50
+    assert other == [lm.generate(PROMPTS[1], max_new_tokens=10)]
     body = client.post("/v1/completions", json=greedy(PROMPTS[0])).json()
     assert body["choices"][0]["text"] == lm.generate(PROMPTS[0], max_new_tokens=10)
 
