@@ -325,8 +325,9 @@ class Scheduler:
             request = self._queue.popleft()
             sequence = EngineSequence(request.id, request.prompt, request.sampling,
                                       request.logprobs)
-            active = _Active(request, sequence, None)  # type: ignore[arg-type]
-            active.text = StopText(self.engine.tokenizer, request.stop, active.pieces.append)
+            pieces: list[str] = []
+            text = StopText(self.engine.tokenizer, request.stop, pieces.append)
+            active = _Active(request, sequence, text, pieces)
             self.engine.add(sequence)
             self._active[request.id] = active
 
