@@ -165,6 +165,7 @@ def test_logprobs_are_log_softmax_of_the_logits(lm, scheduler, alone):
 def test_prompt_caching_equals_a_fresh_run(lm, scheduler):
     base = lm.tokenizer.encode("hello the cat sat on the mat")
     longer = base + lm.tokenizer.encode(" the world", add_bos=False)
+    assert scheduler.engine.rewindable  # every state of the llama is a KV cache
     first = scheduler.submit(Request(base, 4)).result(timeout=60)
     assert first.usage.cached_tokens == 0 or first.usage.cached_tokens < len(base)
     cached = scheduler.submit(Request(longer, 8, logprobs=2)).result(timeout=60)

@@ -90,6 +90,9 @@ class Engine(ABC):
         """Slots that `add` may fill now."""
 
 
+KV_CACHE_SUFFIXES = ("_k_cache", "_v_cache")
+"""How the decoders name their KV cache states (`architectures.build_decoder`)."""
+
 _CACHE_WRITER: weakref.WeakKeyDictionary[LanguageModel, LanguageModelEngine] = \
     weakref.WeakKeyDictionary()
 """The engine that last wrote each model's KV cache: another engine's rows are not reused."""
@@ -155,22 +158,33 @@ class LanguageModelEngine(Engine):
         """Rewind the cache to the longest prefix of `prompt` it holds, short of the whole
         prompt (its last token is run again: its logits draw the first new token)."""
         model = self.model
-        if _CACHE_WRITER.get(model) is not self or model.position != len(self._cache):
+        if _CACHE_WRITER.get(model) is not self or model.position != len(self._cache) \
+                or not self.rewindable:
             self._cache = []  # someone else used the model: its rows are not ours
         _CACHE_WRITER[model] = self
         keep = 0
         limit = min(len(self._cache), prompt.size - 1)
         while keep < limit and self._cache[keep] == prompt[keep]:
             keep += 1
-        model.runner.reset(keep)
+        if keep:
+            model.runner.reset(keep)  # later rows are overwritten by the next call
+        else:
+            model.reset()
         del self._cache[keep:]
         return keep
+
+    @property
+    def rewindable(self) -> bool:
+        """Whether prompt caching may rewind the model: only if all its state is KV caches
+        (rows per position). A recurrent state or a conv window holds no earlier
+        positions, so such a model reuses nothing (each sequence starts from a reset)."""
+        return all(name.endswith(KV_CACHE_SUFFIXES) for name in self.model.runner.state)
 
     def _run(self, tokens: np.ndarray, sequence: EngineSequence) -> StepOutput:
         """Append `tokens` to the cache; what the last one's logits draw. One native call:
         the ids-only entry (`next_ids`) unless the sequence asks for logprobs."""
         model = self.model
-        start = model.position
+        start = len(self._cache)  # the model's position (checked by _rewind)
         if start + tokens.size > self.max_seq:
             raise ArgumentError(f"cache full: {tokens.size} tokens at position {start} need "
                                 f"{start + tokens.size} rows but max_seq is {self.max_seq}")
