@@ -1,5 +1,6 @@
 """`python -m benchmarks`: see benchmarks/README.md (`python -m benchmarks llm`: the LLM
-speed benchmark of benchmarks/llm.py)."""
+speed benchmark of benchmarks/llm.py; `python -m benchmarks serve`: rlx-serve under
+concurrent clients, benchmarks/serve.py)."""
 
 import sys
 
@@ -8,6 +9,10 @@ if __name__ == "__main__":
         from benchmarks.llm import main as llm_main
 
         llm_main(sys.argv[2:])
+    elif sys.argv[1:2] == ["serve"]:
+        from benchmarks.serve import main as serve_main
+
+        serve_main(sys.argv[2:])
     else:
         from benchmarks.cli import main
 

@@ -17,7 +17,9 @@ quantized bytes. Rope tables, sampling and detokenization are numpy/Python aroun
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,6 +60,9 @@ class GenerationStats:
     generated_seconds: float = 0.0
     load_seconds: float = 0.0
     """Reading, checking and compiling the model (once, at load)."""
+    finish_reason: str | None = None
+    """Why the last generation ended: "stop" (an end-of-generation token or a stop string)
+    or "length" (`max_new_tokens` reached, or the cache's `max_seq`)."""
 
     @property
     def prompt_tokens_per_second(self) -> float:
@@ -70,7 +75,8 @@ class GenerationStats:
 
 
 def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int | None = None,
-              *, engine: str = "jit", exact_dequant: bool = False) -> LanguageModel:
+              *, engine: str = "jit", exact_dequant: bool = False,
+              slots: int = 1) -> LanguageModel:
     """The language model of a GGUF file (a path), or of a known model's name
     (`rlx.models.KNOWN_MODELS`, fetched once into the cache).
 
@@ -80,8 +86,10 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     exact_dequant: quantized matrices multiply f32 activations (default: activations
     quantized to 8-bit blocks as llama.cpp does, `dequant_matmul(..., activations="q8")`,
     the same numbers on every CPU; docs/semantics.md, dequant_matmul).
+    slots: sequences decoded together; only 1 for now (batched decoding is not implemented).
     """
     _check_int("max_seq", max_seq, 1)
+    _check_slots(slots)
     if threads is not None:
         _check_int("threads", threads, 1)
     if engine not in ENGINES:
@@ -196,6 +204,17 @@ def _rope_tables(theta: float, n_rot: int, max_seq: int, position_scale: float,
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
+def _locked(method: Callable) -> Callable:
+    """`method` run holding the model's lock (`LanguageModel.lock`)."""
+
+    @functools.wraps(method)
+    def locked(self: LanguageModel, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class LanguageModel:
     """A compiled GGUF language model with its tokenizer (see `load_gguf`)."""
 
@@ -222,6 +241,9 @@ class LanguageModel:
         vocabulary-sized output; it shares the runner's state and position."""
         self._next_ids = np.empty(1, np.int32)
         """Where a generation step's call writes the drawn id: allocated once."""
+        self.lock = threading.RLock()
+        """Held by every public call (re-entrant): calls from several threads run one after
+        another, never interleaving their tokens. Hold it to make several calls one."""
 
     def __repr__(self) -> str:
         c = self.config
@@ -235,6 +257,7 @@ class LanguageModel:
         """How many tokens the KV cache holds (the position of the next one)."""
         return int(self.runner.position) if self._kv_cache else self._counted
 
+    @_locked
     def reset(self) -> None:
         """Empty the KV cache (a recurrent model: zero its states)."""
         self.runner.reset()
@@ -246,6 +269,7 @@ class LanguageModel:
         if not self._kv_cache:
             self._counted += tokens
 
+    @_locked
     def logits(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Logits [len(ids), n_vocab] of every position of `ids`, from position 0 (the cache
         is reset first and holds `ids` after)."""
@@ -253,11 +277,13 @@ class LanguageModel:
         self.reset()
         return self._forward(tokens, np.arange(tokens.size, dtype=np.int32))[0]
 
+    @_locked
     def prefill(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Append `ids` to the KV cache; the logits [n_vocab] of the last one."""
         tokens = self._tokens(ids)
         return self._forward(tokens, np.array([tokens.size - 1], np.int32))[0][0]
 
+    @_locked
     def step(self, token_id: int) -> np.ndarray:
         """One decode step: append `token_id`; its logits [n_vocab]."""
         if isinstance(token_id, bool) or not isinstance(token_id, int | np.integer):
@@ -320,6 +346,7 @@ class LanguageModel:
             inputs |= {"cos": self._cos[start:end], "sin": self._sin[start:end]}
         return inputs
 
+    @_locked
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
         """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
         decode step after it, grouped by layer and by phase (`.to_markdown()`,
@@ -331,6 +358,7 @@ class LanguageModel:
 
     # --- generation ----------------------------------------------------------------------
 
+    @_locked
     def generate(self, prompt: str, max_new_tokens: int = 64, temperature: float = 0.0,
                  top_k: int = 40, top_p: float = 0.95, seed: int | None = None,
                  stop: str | Sequence[str] | None = None,
@@ -348,6 +376,7 @@ class LanguageModel:
         return self._generate_text(ids, max_new_tokens, temperature, top_k, top_p, seed, stop,
                                    stream)
 
+    @_locked
     def generate_ids(self, ids: Sequence[int] | np.ndarray, max_new_tokens: int = 64,
                      temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,
                      seed: int | None = None) -> list[int]:
@@ -358,6 +387,7 @@ class LanguageModel:
         self._decode(self._tokens(ids), max_new_tokens, sampling, lambda t: new.append(t))
         return new
 
+    @_locked
     def chat(self, messages: Sequence[Mapping[str, str]], max_new_tokens: int = 256,
              temperature: float = 0.0, top_k: int = 40, top_p: float = 0.95,
              seed: int | None = None, stop: str | Sequence[str] | None = None,
@@ -391,7 +421,7 @@ class LanguageModel:
                        stop: str | Sequence[str] | None,
                        stream: Callable[[str], Any] | None) -> str:
         sampling = SamplingParams(temperature, top_k, top_p, seed).check().seeded()
-        text = _StopText(self.tokenizer, _check_stop(stop), stream)
+        text = StopText(self.tokenizer, check_stop(stop), stream)
         self._decode(self._tokens(ids), max_new_tokens, sampling, text.push)
         return text.finish()
 
@@ -414,17 +444,20 @@ class LanguageModel:
         stats.prompt_seconds = time.perf_counter() - start
         start = time.perf_counter()
         eog = self.tokenizer.eog_ids
+        stats.finish_reason = "length"
         for count in range(max_new_tokens):
             stats.generated_tokens += 1
-            if on_token(token) or token in eog or count + 1 == max_new_tokens \
-                    or self.position >= self.max_seq:
+            if on_token(token) or token in eog:
+                stats.finish_reason = "stop"
+                break
+            if count + 1 == max_new_tokens or self.position >= self.max_seq:
                 break
             token = self._next_id(np.array([token], np.int32), sampling)
             self._advance(1)
         stats.generated_seconds = time.perf_counter() - start
 
 
-class _StopText:
+class StopText:
     """The generated text, streamed piece by piece, cut before the first stop string.
 
     Text that might be the start of a stop string is held back until it is known not to
@@ -486,7 +519,14 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise ArgumentError(f"{name}: expected an int >= {minimum}, got {value!r}")
 
 
-def _check_stop(stop: str | Sequence[str] | None) -> list[str]:
+def _check_slots(slots: Any) -> None:
+    _check_int("slots", slots, 1)
+    if slots > 1:
+        raise ArgumentError(f"slots: batched decoding (slots > 1) is not implemented yet; "
+                            f"got slots={slots}, only slots=1 is supported")
+
+
+def check_stop(stop: str | Sequence[str] | None) -> list[str]:
     if stop is None:
         return []
     items = [stop] if isinstance(stop, str) else stop
@@ -534,4 +574,5 @@ def _compile_template(source: str) -> Any:
     return template
 
 
-__all__ = ["CHATML_TEMPLATE", "ENGINES", "GenerationStats", "LanguageModel", "load_gguf"]
+__all__ = ["CHATML_TEMPLATE", "ENGINES", "GenerationStats", "LanguageModel", "StopText",
+           "check_stop", "load_gguf"]
