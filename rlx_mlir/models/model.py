@@ -308,7 +308,11 @@ class LanguageModel:
         """Append `ids` (checked int32) to the KV cache; the next token drawn in the
         graph (`g.sample` of the last row's logits): one id out of the native call, not
         the vocabulary's logits: the call runs the model's ids-only entry."""
-        inputs = self._inputs(ids, np.array([ids.size - 1], np.int32), sampling)
+        return self.draw_next_id(self._inputs(ids, np.array([ids.size - 1], np.int32), sampling))
+
+    def draw_next_id(self, inputs: Mapping[str, np.ndarray]) -> int:
+        """One call on `runner_inputs(...)` of a single row: the id drawn in the graph,
+        through the ids-only entry (the full one on the reference executor)."""
         if self._ids_runner is None:
             return int(self.runner(**inputs)[1][0])
         self._ids_runner.run(**inputs, out=self._next_ids)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
-from rlx_mlir.models.model import IDS_ENTRY, LanguageModel
+from rlx_mlir.models.model import LanguageModel
 from rlx_mlir.models.sampling import SamplingParams
 from rlx_mlir.models.tokenizer import Tokenizer
 
@@ -116,10 +116,6 @@ class LanguageModelEngine(Engine):
         self._prefilled = False
         self._cache: list[int] = []
         """The tokens whose KV rows the cache holds, in order (for prompt caching)."""
-        entry = getattr(model.runner, "entry", None)  # the reference executor has one entry
-        self._ids_runner = entry(IDS_ENTRY) if entry is not None else None
-        """The model's entry that returns only the drawn id (no vocabulary-sized output)."""
-        self._next_id = np.empty(1, np.int32)
 
     @property
     def free_slots(self) -> int:
@@ -190,12 +186,9 @@ class LanguageModelEngine(Engine):
                                 f"{start + tokens.size} rows but max_seq is {self.max_seq}")
         rows = np.array([tokens.size - 1], np.int32)
         inputs = model.runner_inputs(tokens, start, rows, sequence.sampling)
-        if sequence.top_logprobs is None and self._ids_runner is not None:
-            self._ids_runner.run(**inputs, out=self._next_id)
-            return StepOutput(int(self._next_id[0]))
-        logits, ids = model.runner(**inputs)
         if sequence.top_logprobs is None:
-            return StepOutput(int(ids[0]))
+            return StepOutput(model.draw_next_id(inputs))
+        logits, ids = model.runner(**inputs)
         return logprob_output(int(ids[0]), logits[0], sequence.top_logprobs)
 
 
