@@ -72,6 +72,8 @@ class DecoderGraph:
     max_seq: int
     weights: dict[str, WeightBinding]
     """Graph param name -> the file tensor it holds."""
+    mtp: DecoderGraph | None = None
+    """A second graph run beside the decoder: a qwen35 file's MTP head (arch_qwen35)."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form
@@ -108,6 +110,11 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
+    if config.architecture == "qwen35":
+        from rlx_mlir.models import arch_qwen35
+
+        return arch_qwen35.build_decoder(config, tensors, max_seq=max_seq,
+                                         n_rot=n_rot or config.head_dim, activations=activations)
     return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
                            activations).build()
 

@@ -92,11 +92,16 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
         decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
                                 activations="f32" if exact_dequant else "q8")
         runner = _compile(decoder, decoder.params(file), engine, threads)
+        mtp = None
+        if decoder.mtp is not None:  # a qwen35 file's MTP layer: its own small graph
+            from rlx_mlir.models.arch_qwen35 import compile_mtp
+
+            mtp = compile_mtp(decoder, file, lambda d, p: _compile(d, p, engine, threads))
     finally:
         # The compiled model holds what it needs; a view still alive keeps the mapping.
         file.close()
     rope = _rope_tables(config.rope_theta, n_rot, max_seq, rope_scale, freq_factors)
-    model = LanguageModel(config, tokenizer, decoder, runner, rope, Path(file.path))
+    model = LanguageModel(config, tokenizer, decoder, runner, rope, Path(file.path), mtp=mtp)
     model.stats.load_seconds = time.perf_counter() - start
     return model
 
@@ -148,7 +153,7 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
         return reference(decoder.graph, params=params)
     from rlx_mlir.compiler import jit
 
-    bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
+    bounds = {"S": decoder.max_seq, "R": decoder.max_seq}  # (graphs without them ignore them)
 
     def compile_model():
         return jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
@@ -193,7 +198,8 @@ class LanguageModel:
     """A compiled GGUF language model with its tokenizer (see `load_gguf`)."""
 
     def __init__(self, config: ModelConfig, tokenizer: Tokenizer, decoder: DecoderGraph,
-                 runner: Runnable, rope: tuple[np.ndarray, np.ndarray], path: Path):
+                 runner: Runnable, rope: tuple[np.ndarray, np.ndarray], path: Path,
+                 mtp: Any = None):
         self.config = config
         self.tokenizer = tokenizer
         self.path = path
@@ -207,6 +213,10 @@ class LanguageModel:
         self._step_outputs = (np.empty((1, config.n_vocab), np.float32), np.empty(1, np.int32))
         """Where a generation step's call writes (logits of the last row, the drawn id):
         allocated once, so a step hands Python one id and never a fresh logits array."""
+        self.mtp = mtp
+        """The compiled multi-token-prediction head (qwen35 files with one), else None."""
+        self._takes_last = "last" in self.graph.inputs
+        """The graph keeps the last row's hidden state for the MTP head (input `last`)."""
 
     def __repr__(self) -> str:
         c = self.config
@@ -290,10 +300,32 @@ class LanguageModel:
         from them with `sampling` (default greedy)."""
         end = start + tokens.size
         p = sampling or SamplingParams(temperature=0.0, top_k=0, top_p=1.0, seed=0)
-        return {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
-                "rows": rows, "temperature": np.float32(p.temperature),
-                "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
-                "seed": np.int64(p.seed or 0)}
+        inputs = {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
+                  "rows": rows, "temperature": np.float32(p.temperature),
+                  "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
+                  "seed": np.int64(p.seed or 0)}
+        if self._takes_last:
+            inputs["last"] = np.array([tokens.size - 1], np.int32)
+        return inputs
+
+    def rope_rows(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rope tables' rows (cos, sin) of positions [start, end)."""
+        return self._cos[start:end], self._sin[start:end]
+
+    def mtp_logits(self, next_id: int) -> np.ndarray:
+        """The multi-token-prediction head's logits [n_vocab] for the token after
+        `next_id`, from the last position's hidden state (before the output norm) after
+        `prefill`/`step`, and `next_id`'s embedding (SPEC "More model families");
+        ModelError when the file has no MTP layer."""
+        if self.mtp is None:
+            raise ModelError(f"{self.path.name}: this {self.config.architecture} model has no "
+                             f"multi-token-prediction layer (no nextn tensors), so no "
+                             f"mtp_logits")
+        if isinstance(next_id, bool) or not isinstance(next_id, int | np.integer) \
+                or not 0 <= next_id < self.config.n_vocab:
+            raise ArgumentError(f"next_id: expected a token id in [0, {self.config.n_vocab}), "
+                                f"got {next_id!r}")
+        return self.mtp.logits(self, int(next_id))
 
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:
         """Per-kernel profiles of a prefill of `ids` (from an empty cache) and of one
