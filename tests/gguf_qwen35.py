@@ -50,6 +50,7 @@ def tiny_model(seed: int = 0):
         for name, p in model.named_parameters():
             if "norm" in name or "A_log" in name or "dt_bias" in name:
                 p.add_(0.2 * torch.randn_like(p))
+        model.lm_head.weight.mul_(30.0)  # logits of a few units: top-two margins that decide
     d, f, hd = config.hidden_size, config.intermediate_size, config.head_dim
     q_out, kv_out = 2 * config.num_attention_heads * hd, config.num_key_value_heads * hd
 

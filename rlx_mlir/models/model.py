@@ -153,7 +153,7 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
         return reference(decoder.graph, params=params)
     from rlx_mlir.compiler import jit
 
-    bounds = {"S": decoder.max_seq, "R": decoder.max_seq}  # (graphs without them ignore them)
+    bounds = {name: decoder.max_seq for name in ("S", "R") if name in decoder.graph.symbols}
 
     def compile_model():
         return jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
