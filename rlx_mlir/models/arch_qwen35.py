@@ -31,20 +31,20 @@ token's embedding, gives `lm.mtp_logits(next_id)`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.models.architectures import (
     VALUES,
+    DecoderBuilder,
     DecoderGraph,
     WeightBinding,
-    _DecoderBuilder,
 )
-from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo
+from rlx_mlir.models.qwen35_config import params_of
 
 if TYPE_CHECKING:
     from rlx_mlir.models.model import LanguageModel
@@ -52,115 +52,6 @@ if TYPE_CHECKING:
 
 L2_EPS = 1e-6
 """The epsilon of the l2 normalization of q and k (Hugging Face's `l2norm`)."""
-
-
-@dataclass(frozen=True)
-class Qwen35Params:
-    """The gated-delta-net hyper-parameters of a `qwen35` file (`qwen35.ssm.*`) and which
-    main layers are recurrent."""
-
-    conv_kernel: int
-    head_k_dim: int
-    """`ssm.state_size`: the key head size n (the delta rule's state is n × n)."""
-    n_k_heads: int
-    """`ssm.group_count`."""
-    n_v_heads: int
-    """`ssm.time_step_rank`."""
-    head_v_dim: int
-    """`ssm.inner_size` / n_v_heads."""
-    recurrent: tuple[bool, ...]
-    """Per main layer: a gated-delta-net layer (else gated full attention)."""
-
-    @property
-    def key_dim(self) -> int:
-        return self.n_k_heads * self.head_k_dim
-
-    @property
-    def value_dim(self) -> int:
-        return self.n_v_heads * self.head_v_dim
-
-    @property
-    def conv_dim(self) -> int:
-        return 2 * self.key_dim + self.value_dim
-
-    @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any], n_layer: int,
-                      source: str) -> Qwen35Params:
-        """The params of a `qwen35` file of `n_layer` main layers; ModelError naming the
-        missing or inconsistent key."""
-        def key(name: str) -> int:
-            value = metadata.get(f"qwen35.{name}")
-            if value is None:
-                raise ModelError(f"{source}: missing metadata qwen35.{name}")
-            return int(value)
-
-        n_v, inner, n = key("ssm.time_step_rank"), key("ssm.inner_size"), key("ssm.state_size")
-        n_k = key("ssm.group_count")
-        if n_v <= 0 or n_k <= 0 or inner % n_v or n_v % n_k:
-            raise ModelError(f"{source}: qwen35.ssm.inner_size {inner} must split into "
-                             f"ssm.time_step_rank {n_v} value heads, a multiple of "
-                             f"ssm.group_count {n_k} key heads")
-        if inner // n_v != n:
-            raise ModelError(f"{source}: value heads of {inner // n_v} (qwen35.ssm.inner_size "
-                             f"/ ssm.time_step_rank) differ from key heads of {n} "
-                             f"(ssm.state_size); the gated delta net needs them equal")
-        flags = metadata.get("qwen35.attention.recurrent_layers")
-        if flags is not None:
-            recurrent = tuple(bool(f) for f in list(flags)[:n_layer])
-            if len(recurrent) != n_layer:
-                raise ModelError(f"{source}: qwen35.attention.recurrent_layers has "
-                                 f"{len(list(flags))} entries, expected at least {n_layer}")
-        else:
-            interval = int(metadata.get("qwen35.full_attention_interval", 4))
-            recurrent = tuple((i + 1) % interval != 0 for i in range(n_layer))
-        return cls(key("ssm.conv_kernel"), n, n_k, n_v, inner // n_v, recurrent)
-
-
-def _params(config: ModelConfig) -> Qwen35Params:
-    params = config.arch_params
-    if not isinstance(params, Qwen35Params):
-        raise ModelError(f"a qwen35 config needs Qwen35Params, got {params!r}")
-    return params
-
-
-def check_config(config: ModelConfig, source: str) -> None:
-    """ModelError for what the graph cannot run: more than one MTP layer."""
-    if config.n_mtp > 1:
-        raise ModelError(f"{source}: qwen35.nextn_predict_layers is {config.n_mtp}; rlx-mlir "
-                         f"runs one MTP layer (as llama.cpp)")
-
-
-def expected_tensors(config: ModelConfig,
-                     has_output: bool) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, row-major shape) of every tensor a `qwen35` model of `config` needs, the MTP
-    layer's included (its optional nextn.embed_tokens / shared_head_* are not listed)."""
-    c, p = config, _params(config)
-    d, hd = c.n_embd, c.head_dim
-    needed = [("token_embd.weight", (c.n_vocab, d)), ("output_norm.weight", (d,))]
-    if has_output:
-        needed.append(("output.weight", (c.n_vocab, d)))
-    ffn = [("attn_norm.weight", (d,)), ("post_attention_norm.weight", (d,)),
-           ("ffn_gate.weight", (c.n_ff, d)), ("ffn_up.weight", (c.n_ff, d)),
-           ("ffn_down.weight", (d, c.n_ff))]
-    attention = [("attn_q.weight", (2 * c.n_head * hd, d)),
-                 ("attn_k.weight", (c.n_head_kv * hd, d)),
-                 ("attn_v.weight", (c.n_head_kv * hd, d)),
-                 ("attn_output.weight", (d, c.n_head * hd)),
-                 ("attn_q_norm.weight", (hd,)), ("attn_k_norm.weight", (hd,))]
-    delta_net = [("attn_qkv.weight", (p.conv_dim, d)), ("attn_gate.weight", (p.value_dim, d)),
-                 ("ssm_conv1d.weight", (p.conv_dim, p.conv_kernel)),
-                 ("ssm_dt.bias", (p.n_v_heads,)), ("ssm_a", (p.n_v_heads,)),
-                 ("ssm_beta.weight", (p.n_v_heads, d)), ("ssm_alpha.weight", (p.n_v_heads, d)),
-                 ("ssm_norm.weight", (p.head_v_dim,)), ("ssm_out.weight", (d, p.value_dim))]
-    nextn = [("nextn.eh_proj.weight", (d, 2 * d)), ("nextn.enorm.weight", (d,)),
-             ("nextn.hnorm.weight", (d,))]
-    for i in range(c.n_layer + c.n_mtp):
-        if i >= c.n_layer:
-            layer = ffn + attention + nextn
-        else:
-            layer = ffn + (delta_net if p.recurrent[i] else attention)
-        needed += [(f"blk.{i}.{name}", shape) for name, shape in layer]
-    return needed
 
 
 def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
@@ -179,7 +70,7 @@ def l2_normalize(g: Graph, x: Value, eps: float = L2_EPS) -> Value:
     return x * g.rsqrt(g.reduce_sum(x * x, -1, keepdim=True) + eps)
 
 
-class _Qwen35Builder(_DecoderBuilder):
+class _Qwen35Builder(DecoderBuilder):
     """The decoder: gated-delta-net and gated-attention layers (module docstring)."""
 
     def build(self) -> DecoderGraph:
@@ -211,7 +102,7 @@ class _Qwen35Builder(_DecoderBuilder):
         c, g = self.config, self.g
         blk = f"blk.{i}."
         x = g.rms_norm(h, self.vector(blk + "attn_norm.weight"), eps=c.eps)
-        if _params(c).recurrent[i]:
+        if params_of(c).recurrent[i]:
             h = h + self.delta_net(i, x)
         else:
             h = h + self.gated_attention(i, x, cos, sin)
@@ -222,7 +113,7 @@ class _Qwen35Builder(_DecoderBuilder):
 
     def delta_net(self, i: int, x: Value) -> Value:
         """The gated-delta-net mixer of layer i on x (S, d) -> (S, d)."""
-        g, p, blk = self.g, _params(self.config), f"blk.{i}."
+        g, p, blk = self.g, params_of(self.config), f"blk.{i}."
         n, nk, nv = p.head_k_dim, p.n_k_heads, p.n_v_heads
         qkv = g.reshape(self.project(x, blk + "attn_qkv.weight"), (1, "S", p.conv_dim))
         window = g.state(f"blk{i}_conv", (1, p.conv_kernel - 1, p.conv_dim))
@@ -358,7 +249,7 @@ class MtpHead:
         position after it (its rope row; one row attends to itself only)."""
         position = lm.position
         if position == 0:
-            raise ModelError("mtp_logits: the model holds no tokens yet; call prefill first")
+            raise ArgumentError("mtp_logits: the model holds no tokens yet; call prefill first")
         hidden = np.asarray(lm.runner.state["mtp_hidden"], np.float32).reshape(1, 1, -1)
         row = min(position, lm.max_seq - 1)
         cos, sin = lm.rope_rows(row, row + 1)
@@ -375,5 +266,4 @@ def compile_mtp(decoder: DecoderGraph, file: GGUFFile, compile_graph: Any) -> Mt
     return MtpHead(compile_graph(decoder.mtp, decoder.mtp.params(file)))
 
 
-__all__ = ["MtpHead", "Qwen35Params", "build_decoder", "check_config", "compile_mtp",
-           "expected_tensors", "l2_normalize"]
+__all__ = ["MtpHead", "build_decoder", "compile_mtp", "l2_normalize"]

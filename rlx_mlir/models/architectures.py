@@ -110,16 +110,11 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
-    if config.architecture == "qwen35":
-        from rlx_mlir.models import arch_qwen35
-
-        return arch_qwen35.build_decoder(config, tensors, max_seq=max_seq,
-                                         n_rot=n_rot or config.head_dim, activations=activations)
-    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
+    return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
                            activations).build()
 
 
-class _DecoderBuilder:
+class DecoderBuilder:
     """Builds the decoder graph layer by layer, recording each param's file tensor."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
@@ -236,4 +231,4 @@ class _DecoderBuilder:
         return self._values[key]
 
 
-__all__ = ["DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
+__all__ = ["DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]

@@ -161,7 +161,7 @@ class GGUFFile:
                                  f"{info.type_name}; supported: "
                                  f"{', '.join(sorted(SUPPORTED_TENSOR_TYPES))}")
         if config.architecture == "qwen35":
-            from rlx_mlir.models.arch_qwen35 import check_config
+            from rlx_mlir.models.qwen35_config import check_config
 
             check_config(config, str(self.path))
         return config
@@ -406,7 +406,7 @@ class ModelConfig:
         n_layer = int(key("block_count")) - n_mtp
         arch_params = None
         if arch == "qwen35":
-            from rlx_mlir.models.arch_qwen35 import Qwen35Params
+            from rlx_mlir.models.qwen35_config import Qwen35Params
 
             arch_params = Qwen35Params.from_metadata(metadata, n_layer, source)
         return cls(
@@ -426,9 +426,9 @@ def expected_tensors(config: ModelConfig,
     `output.weight` the output projection is tied to `token_embd.weight`."""
     c = config
     if c.architecture == "qwen35":
-        from rlx_mlir.models import arch_qwen35
+        from rlx_mlir.models import qwen35_config
 
-        return arch_qwen35.expected_tensors(c, has_output)
+        return qwen35_config.expected_tensors(c, has_output)
     q_dim, kv_dim = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
     needed = [("token_embd.weight", (c.n_vocab, c.n_embd)), ("output_norm.weight", (c.n_embd,))]
     if has_output:

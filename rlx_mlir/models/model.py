@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.models import arch_qwen35
 from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_tensor_types
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
@@ -89,14 +90,13 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     try:
         config, n_rot, rope_scale, freq_factors = _check_file(file)
         tokenizer = Tokenizer.from_gguf(file)
-        decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
-                                activations="f32" if exact_dequant else "q8")
+        build = arch_qwen35.build_decoder if config.architecture == "qwen35" else build_decoder
+        decoder = build(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
+                        activations="f32" if exact_dequant else "q8")
         runner = _compile(decoder, decoder.params(file), engine, threads)
         mtp = None
         if decoder.mtp is not None:  # a qwen35 file's MTP layer: its own small graph
-            from rlx_mlir.models.arch_qwen35 import compile_mtp
-
-            mtp = compile_mtp(decoder, file, lambda d, p: _compile(d, p, engine, threads))
+            mtp = arch_qwen35.compile_mtp(decoder, file, lambda d, p: _compile(d, p, engine, threads))
     finally:
         # The compiled model holds what it needs; a view still alive keeps the mapping.
         file.close()
