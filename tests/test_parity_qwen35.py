@@ -134,20 +134,26 @@ def test_generate_is_hf_greedy(lm, hf):
     assert got == ids[len(prompt):]
 
 
-def hf_mtp_logits(model, mtp: dict, ids: list[int], next_id: int) -> np.ndarray:
-    """The MTP head assembled from HF's modules (as vLLM's Qwen3.5 MTP): the last
-    position's hidden state before the final norm (hooked), hnorm / enorm (HF's 1 + w
-    RMS norms), fc over concat(e, h), a full-attention Qwen3_5DecoderLayer at next_id's
-    position, the head norm and lm_head."""
-    from transformers.models.qwen3_5 import modeling_qwen3_5 as q
-
-    c = model.config
+def prenorm_hidden(model, ids: list[int]) -> torch.Tensor:
+    """HF's hidden states [1, len(ids), d] before the final norm (hooked)."""
     captured = {}
     hook = model.model.norm.register_forward_pre_hook(
         lambda module, args: captured.setdefault("h", args[0]))
     with torch.no_grad():
         model(torch.tensor([ids]))
     hook.remove()
+    return captured["h"]
+
+
+def hf_mtp_head(model, mtp: dict, hidden: torch.Tensor, next_ids: list[int],
+                positions: list[int]) -> np.ndarray:
+    """The MTP head assembled from HF's modules (as vLLM's Qwen3.5 MTP) on rows of hidden
+    states [1, n, d] and the tokens after them: hnorm / enorm (HF's 1 + w RMS norms), fc
+    over concat(e, h), a full-attention Qwen3_5DecoderLayer at `positions` with a causal
+    mask, the head norm and lm_head -> logits [n, V]."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as q
+
+    c = model.config
 
     def norm(name):
         module = q.Qwen3_5RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
@@ -157,19 +163,23 @@ def hf_mtp_logits(model, mtp: dict, ids: list[int], next_id: int) -> np.ndarray:
     layer = q.Qwen3_5DecoderLayer(c, layer_idx=c.layer_types.index("full_attention")).eval()
     layer.load_state_dict({k.removeprefix("mtp.layers.0."): v for k, v in mtp.items()
                            if k.startswith("mtp.layers.0.")})
+    n = len(next_ids)
+    mask = torch.full((n, n), float("-inf")).triu(1)[None, None]
     with torch.no_grad():
         e = norm("mtp.pre_fc_norm_embedding.weight")(model.model.embed_tokens(
-            torch.tensor([[next_id]])))
-        h = norm("mtp.pre_fc_norm_hidden.weight")(captured["h"][:, -1:])
+            torch.tensor([next_ids])))
+        h = norm("mtp.pre_fc_norm_hidden.weight")(hidden)
         x = torch.cat([e, h], -1) @ mtp["mtp.fc.weight"].T
-        position = torch.tensor([[len(ids)]])
+        position = torch.tensor([positions])
         x = layer(x, position_embeddings=model.model.rotary_emb(x, position),
-                  position_ids=position)
+                  attention_mask=mask, position_ids=position)
         x = x[0] if isinstance(x, tuple) else x
-        return model.lm_head(norm("mtp.norm.weight")(x))[0, -1].numpy()
+        return model.lm_head(norm("mtp.norm.weight")(x))[0].numpy()
 
 
 def test_mtp_logits_match_hf_modules(lm, hf):
+    """After prefill and after a step: the head on the last position's hidden state and
+    next_id (at the position after it)."""
     model, mtp = hf
     ids = [int(i) for i in np.random.default_rng(4).integers(0, model.config.vocab_size, 7)]
     lm.reset()
@@ -177,10 +187,28 @@ def test_mtp_logits_match_hf_modules(lm, hf):
     got = [lm.mtp_logits(ids[5])]
     lm.step(ids[5])
     got.append(lm.mtp_logits(ids[6]))
-    want = [hf_mtp_logits(model, mtp, ids[:5], ids[5]), hf_mtp_logits(model, mtp, ids[:6], ids[6])]
+    want = [hf_mtp_head(model, mtp, prenorm_hidden(model, ids[:n])[:, -1:], [ids[n]], [n])[0]
+            for n in (5, 6)]
     check(np.stack(got), np.stack(want), "mtp head")
     with pytest.raises(ArgumentError, match="next_id"):
         lm.mtp_logits(model.config.vocab_size)
+
+
+def test_mtp_head_over_a_symbolic_length_matches_hf_modules(lm, hf):
+    """The compiled head (one compile, S read at run time) on S rows of hidden states and
+    the tokens after them, causal over the rows: the logits of row `last` at S = 6 and 3."""
+    model, mtp = hf
+    ids = [int(i) for i in np.random.default_rng(5).integers(0, model.config.vocab_size, 7)]
+    hidden = prenorm_hidden(model, ids[:6])
+    want = hf_mtp_head(model, mtp, hidden, ids[1:7], list(range(1, 7)))
+    got, expected = [], []
+    for s, last in ((6, 5), (6, 2), (3, 2), (3, 0), (1, 0)):
+        cos, sin = lm.rope_rows(1, 1 + s)
+        logits = lm.mtp.runner(h=hidden[:, :s].numpy(), ids=np.array([ids[1:1 + s]], np.int32),
+                               cos=cos, sin=sin, last=np.array([last], np.int32))
+        got.append(np.asarray(logits[0] if isinstance(logits, tuple) else logits)[0])
+        expected.append(want[last])
+    check(np.stack(got), np.stack(expected), "mtp head, symbolic S")
 
 
 def test_a_file_without_nextn_has_no_mtp_logits(hf, tmp_path):

@@ -61,7 +61,7 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     MTP head graph as `.mtp`."""
     decoder = _Qwen35Builder(config, tensors, max_seq, n_rot, activations).build()
     if config.n_mtp:
-        decoder.mtp = _MtpBuilder(config, tensors, n_rot).build()
+        decoder.mtp = _MtpBuilder(config, tensors, n_rot, max_seq).build()
     return decoder
 
 
@@ -181,12 +181,16 @@ class _Qwen35Builder(DecoderBuilder):
 # --- the MTP head ----------------------------------------------------------------------
 
 class _MtpBuilder:
-    """The graph of `hir.qwen35_mtp_head` on one row: inputs h (1, 1, d) (the hidden
-    state before the output norm), ids (1, 1), cos/sin (1, n_rot/2), last (1,); output
-    logits (1, n_vocab). Its weights are f32 params ([in, out] where the op says so)."""
+    """The graph of `hir.qwen35_mtp_head` over a symbolic S (`mtp_logits` runs S = 1):
+    inputs h (1, S, d) (hidden states before the output norm), ids (1, S) (the tokens
+    after them), cos/sin (S, n_rot/2), last (1,) (the row whose logits are wanted);
+    output logits (1, n_vocab). Its weights are f32 params ([in, out] where the op says
+    so): on a quantized file the head holds f32 copies of its matrices, the embedding
+    and the output projection."""
 
-    def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], n_rot: int):
-        self.config, self.tensors, self.n_rot = config, tensors, n_rot
+    def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], n_rot: int,
+                 max_seq: int):
+        self.config, self.tensors, self.n_rot, self.max_seq = config, tensors, n_rot, max_seq
         self.g = Graph("qwen35_mtp")
         self.weights: dict[str, WeightBinding] = {}
 
@@ -205,9 +209,9 @@ class _MtpBuilder:
         blk = f"blk.{c.n_layer}."
         t = "transposed"
         output = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
-        h = g.input("h", (1, 1, c.n_embd))
-        ids = g.input("ids", (1, 1), "i32")
-        cos, sin = g.input("cos", (1, self.n_rot // 2)), g.input("sin", (1, self.n_rot // 2))
+        h = g.input("h", (1, "S", c.n_embd))
+        ids = g.input("ids", (1, "S"), "i32")
+        cos, sin = g.input("cos", ("S", self.n_rot // 2)), g.input("sin", ("S", self.n_rot // 2))
         last = g.input("last", (1,), "i32")
         with g.scope("mtp"):
             logits = g.qwen35_mtp_head(
@@ -234,7 +238,7 @@ class _MtpBuilder:
                 num_heads=c.n_head, num_kv_heads=c.n_head_kv, head_dim=c.head_dim,
                 n_rot=self.n_rot, eps=c.eps)
         g.output(logits=logits)
-        return DecoderGraph(g, c, self.n_rot, 1, self.weights)
+        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
 
 
 class MtpHead:
