@@ -145,9 +145,11 @@ def _attention(sd: dict, p: str, b: str) -> dict[str, np.ndarray]:
 
 
 def write_qwen35(path: Path, model, mtp: dict | None = None, *, drop: str | None = None,
-                 extra: dict | None = None) -> Path:
+                 extra: dict | None = None, quant: gguf.GGMLQuantizationType | None = None
+                 ) -> Path:
     """The GGUF file of `model` (and its MTP weights `mtp`, when given) at `path`, f32, with
-    the converter's metadata; `drop` leaves a tensor out, `extra` overrides metadata."""
+    the converter's metadata; `drop` leaves a tensor out, `extra` overrides metadata,
+    `quant` quantizes every matrix but the conv's (rows of K values) with gguf.quants."""
     c = model.config
     n_mtp = 1 if mtp else 0
     writer = gguf.GGUFWriter(path, "qwen35")
@@ -186,8 +188,13 @@ def write_qwen35(path: Path, model, mtp: dict | None = None, *, drop: str | None
     for key, value in (extra or {}).items():
         writer.add_uint32(key, value)
     for name, data in gguf_tensors(model, mtp).items():
-        if name != drop:
-            writer.add_tensor(name, np.ascontiguousarray(data, np.float32))
+        data = np.ascontiguousarray(data, np.float32)
+        if name == drop:
+            continue
+        if quant is not None and data.ndim == 2 and "ssm_conv1d" not in name:
+            writer.add_tensor(name, gguf.quants.quantize(data, quant), raw_dtype=quant)
+        else:
+            writer.add_tensor(name, data)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -211,6 +211,29 @@ def test_mtp_head_over_a_symbolic_length_matches_hf_modules(lm, hf):
     check(np.stack(got), np.stack(expected), "mtp head, symbolic S")
 
 
+def test_a_q8_0_file_agrees_with_hf(hf, tmp_path):
+    """Every matrix Q8_0 (the conv's stays F32, as llama.cpp keeps it): the SPEC's criterion
+    against HF's f32 model, prefill and decode, and the MTP head (f32 copies of its weights)."""
+    import gguf
+
+    model, mtp = hf
+    path = write_qwen35(tmp_path / "q8.gguf", model, mtp, quant=gguf.GGMLQuantizationType.Q8_0)
+    lm = load_gguf(path, max_seq=16)
+    ids = [int(i) for i in np.random.default_rng(6).integers(0, model.config.vocab_size, 12)]
+    want = hf_logits(model, ids)
+    for what, got in (("prefill", lm.logits(ids)),
+                      ("decode", np.stack([lm.reset() or lm.prefill(ids[:4])]
+                                          + [lm.step(t) for t in ids[4:]]))):
+        kl, decisive, same = agreement(got, want[-len(got):])
+        print(f"qwen35 Q8_0 {what}: KL {kl:.2e}, top-1 {same}/{decisive}")
+        assert kl <= 0.01 and same == decisive > 0, (what, kl, same, decisive)
+    got = lm.mtp_logits(7)
+    kl, decisive, same = agreement(got[None], hf_mtp_head(
+        model, mtp, prenorm_hidden(model, ids)[:, -1:], [7], [len(ids)]))
+    print(f"qwen35 Q8_0 mtp head: KL {kl:.2e}, top-1 {same}/{decisive}")
+    assert kl <= 0.01 and same == decisive, (kl, same, decisive)
+
+
 def test_a_file_without_nextn_has_no_mtp_logits(hf, tmp_path):
     model, _ = hf
     lm = load_gguf(write_qwen35(tmp_path / "no-mtp.gguf", model), engine="reference")
