@@ -183,6 +183,8 @@ def test_mtp_logits_match_hf_modules(lm, hf):
     model, mtp = hf
     ids = [int(i) for i in np.random.default_rng(4).integers(0, model.config.vocab_size, 7)]
     lm.reset()
+    with pytest.raises(ArgumentError, match="call prefill first"):
+        lm.mtp_logits(ids[0])
     lm.prefill(ids[:5])
     got = [lm.mtp_logits(ids[5])]
     lm.step(ids[5])
