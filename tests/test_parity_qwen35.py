@@ -83,7 +83,7 @@ def check(got: np.ndarray, want: np.ndarray, what: str) -> None:
 def test_config_counts_main_and_mtp_layers(lm):
     c = lm.config
     assert (c.architecture, c.n_layer, c.n_mtp, c.head_dim) == ("qwen35", 4, 1, 16)
-    assert c.arch_params.recurrent == (True, True, True, False)
+    assert (c.arch_params.recurrent, c.arch_params.n_rot) == ((True, True, True, False), 4)
 
 
 def test_prefill_over_a_symbolic_length_matches_hf(lm, hf):

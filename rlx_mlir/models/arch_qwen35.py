@@ -55,10 +55,11 @@ L2_EPS = 1e-6
 
 
 def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                  n_rot: int, activations: str = "q8") -> DecoderGraph:
+                  n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
     """The `qwen35` decoder graph (the interface of `architectures.build_decoder`, plus
     the input `last` and the state `mtp_hidden` when the file has an MTP layer), with its
-    MTP head graph as `.mtp`."""
+    MTP head graph as `.mtp`. `n_rot` defaults to the file's `rope.dimension_count`."""
+    n_rot = n_rot or params_of(config).n_rot or config.head_dim
     decoder = _Qwen35Builder(config, tensors, max_seq, n_rot, activations).build()
     if config.n_mtp:
         decoder.mtp = _MtpBuilder(config, tensors, n_rot, max_seq).build()

@@ -30,6 +30,8 @@ class Qwen35Params:
     """`ssm.inner_size` / n_v_heads."""
     recurrent: tuple[bool, ...]
     """Per main layer: a gated-delta-net layer (else gated full attention)."""
+    n_rot: int = 0
+    """`rope.dimension_count`: the rotated dims of each attention head (0: not given)."""
 
     @property
     def key_dim(self) -> int:
@@ -73,7 +75,8 @@ class Qwen35Params:
         else:
             interval = int(metadata.get("qwen35.full_attention_interval", 4))
             recurrent = tuple((i + 1) % interval != 0 for i in range(n_layer))
-        return cls(key("ssm.conv_kernel"), n, n_k, n_v, inner // n_v, recurrent)
+        n_rot = int(metadata.get("qwen35.rope.dimension_count", 0))
+        return cls(key("ssm.conv_kernel"), n, n_k, n_v, inner // n_v, recurrent, n_rot)
 
 
 def params_of(config: ModelConfig) -> Qwen35Params:
