@@ -35,6 +35,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from rlx_mlir.core.abi import CACHE_DIMS
+from rlx_mlir.core.shape_inference import DYNAMIC, UNKNOWN
 from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import Activation, MaskKind, MaskKindAttr, RopeStyleAttr
@@ -234,8 +235,10 @@ class Qwen35MtpHeadLowering(RewritePattern):
         ty = op.h_pre_norm.type
         assert isinstance(ty, TensorType)
 
-        def tensor(*shape: int, like: TensorType = ty) -> TensorType:
-            return TensorType(like.get_element_type(), shape)
+        def tensor(*shape: int | str, like: TensorType = ty) -> TensorType:
+            # a symbolic S (shape_of's UNKNOWN) is the type's `?`
+            return TensorType(like.get_element_type(),
+                              [DYNAMIC if d == UNKNOWN else d for d in shape])
 
         def per_head(x: SSAValue, gamma: SSAValue, beta: SSAValue | None, n: int) -> SSAValue:
             split = seq.emit(mir.ReshapeOp(x, tensor(batch, steps, n, d_head)))

@@ -22,6 +22,7 @@ from mamba_models import tiny_mamba
 
 import rlx_mlir as rlx
 from rlx_mlir.models.arch_mamba import mamba_mixer
+from rlx_mlir.models.arch_qwen35 import l2_normalize
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -207,10 +208,6 @@ def qwen35_graph(model, steps: int, *, decode: bool = False, capacity: int = 16)
     h = norm(h, "model.norm.weight")
     g.output(g.matmul(h, weight("lm_head.weight")))
     return g, params
-
-
-def l2_normalize(g, x, eps=1e-6):
-    return x * g.rsqrt(g.reduce_sum(x * x, -1, keepdim=True) + eps)
 
 
 def linear_attention(g, cfg, sd, x, p, weight, param, steps, state_name=None):

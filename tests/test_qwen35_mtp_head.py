@@ -158,3 +158,28 @@ def test_mtp_head_errors():
     with pytest.raises(DTypeError, match="qwen35_mtp_head: last_token_idx: expected element type"):
         head_graph({**o, "last_token_idx": o["last_token_idx"].astype(np.float32)}, heads,
                    kv_heads, d, n_rot)
+
+
+def test_mtp_head_over_a_symbolic_s():
+    """One compiled head with S symbolic (h, input_ids, cos, sin): every S up to the bound,
+    S = 1 included, matches the SPEC at every batch row's last_token_idx."""
+    B, dm, heads, kv_heads, d, n_rot, vocab, ffn = 2, 32, 4, 2, 8, 4, 40, 48
+    symbolic = {"h_pre_norm": (B, "S", dm), "input_ids": (B, "S"), "cos": ("S", n_rot // 2),
+                "sin": ("S", n_rot // 2)}
+    o = operands(np.random.default_rng(7), B, 1, dm, heads, kv_heads, d, n_rot, vocab, ffn, True)
+    g = rlx.Graph("mtp_s")
+    values = {}
+    for name, array in o.items():
+        dtype = {"i": "i64" if array.dtype == np.int64 else "i32"}.get(array.dtype.kind, "f32")
+        declare = g.param if name not in symbolic and name != "last_token_idx" else g.input
+        values[name] = declare(name, symbolic.get(name, array.shape), dtype)
+    g.output(g.qwen35_mtp_head(*values.values(), num_heads=heads, num_kv_heads=kv_heads,
+                               head_dim=d, n_rot=n_rot, eps=EPS))
+    model = rlx.jit(g, max_dims={"S": 9})
+    for s in (1, 6, 9, 2):
+        o = operands(np.random.default_rng(s), B, s, dm, heads, kv_heads, d, n_rot, vocab, ffn,
+                     True)
+        args = {k: v for k, v in o.items() if k in symbolic or k == "last_token_idx"}
+        params = {k: v for k, v in o.items() if k not in args}
+        np.testing.assert_allclose(model(**args, **params), mtp_head_np(o, heads, kv_heads, d, n_rot),
+                                   rtol=1e-4, atol=1e-4, err_msg=f"S={s}")

@@ -75,6 +75,8 @@ class DecoderGraph:
     kv_cache: bool = True
     """Whether the graph keeps KV caches (the runner's position counts the tokens); a
     recurrent model (`mamba`) has only assigned states, and its caller counts them."""
+    mtp: DecoderGraph | None = None
+    """A second graph run beside the decoder: a qwen35 file's MTP head (arch_qwen35)."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form

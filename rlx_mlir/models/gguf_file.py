@@ -161,6 +161,10 @@ class GGUFFile:
                 raise ModelError(f"{self.path}: tensor {name!r} has unsupported type "
                                  f"{info.type_name}; supported: "
                                  f"{', '.join(sorted(SUPPORTED_TENSOR_TYPES))}")
+        if config.architecture == "qwen35":
+            from rlx_mlir.models.qwen35_config import check_config
+
+            check_config(config, str(self.path))
         return config
 
 
@@ -326,7 +330,7 @@ def _tensor_info(cursor: _Cursor, index: int) -> tuple[str, GGMLQuantizationType
 
 # --- model configuration -----------------------------------------------------------------
 
-ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half"}
+ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half", "qwen35": "half"}
 """How each supported architecture rotates q/k: llama.cpp's NORM rope on adjacent pairs for
 `llama` (the converter permuted the weights for it), NEOX halves for qwen2/qwen3."""
 
@@ -357,6 +361,10 @@ class ModelConfig:
     ssm_inner_size: int = 0
     ssm_state_size: int = 0
     ssm_time_step_rank: int = 0
+    n_mtp: int = 0
+    """Multi-token-prediction layers after the `n_layer` main ones (`nextn_predict_layers`)."""
+    arch_params: Any = None
+    """Architecture-specific hyper-parameters (qwen35: arch_qwen35.Qwen35Params)."""
 
     @property
     def file_type_name(self) -> str:
@@ -395,7 +403,7 @@ class ModelConfig:
         if n_head_kv <= 0 or n_head % n_head_kv:
             raise ModelError(f"{source}: {arch}.attention.head_count {n_head} is not a multiple "
                              f"of head_count_kv {n_head_kv}")
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen35"):
             head_dim = int(key("attention.key_length"))
         else:
             head_dim = int(key("attention.key_length", n_embd // n_head))
@@ -404,14 +412,22 @@ class ModelConfig:
         if vocab is None:
             raise ModelError(f"{source}: neither {arch}.vocab_size nor tokenizer.ggml.tokens "
                              f"gives the vocabulary size")
+        n_mtp = int(metadata.get(f"{arch}.nextn_predict_layers", 0))
+        n_layer = int(key("block_count")) - n_mtp
+        arch_params = None
+        if arch == "qwen35":
+            from rlx_mlir.models.qwen35_config import Qwen35Params
+
+            arch_params = Qwen35Params.from_metadata(metadata, n_layer, source)
         return cls(
-            architecture=arch, n_layer=int(key("block_count")), n_embd=n_embd, n_head=n_head,
+            architecture=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
             n_head_kv=n_head_kv, head_dim=head_dim, n_ff=int(key("feed_forward_length")),
             n_vocab=int(vocab), rope_theta=float(key("rope.freq_base", 10000.0)),
             rope_style=ROPE_STYLES[arch],
             eps=float(key("attention.layer_norm_rms_epsilon")),
             context_length=int(key("context_length")),
-            file_type=int(metadata.get("general.file_type", -1)))
+            file_type=int(metadata.get("general.file_type", -1)), n_mtp=n_mtp,
+            arch_params=arch_params)
 
 
 def expected_tensors(config: ModelConfig,
@@ -421,6 +437,10 @@ def expected_tensors(config: ModelConfig,
     if config.architecture in ARCHITECTURE_MODULES:
         return ARCHITECTURE_MODULES[config.architecture].tensors(config, has_output)
     c = config
+    if c.architecture == "qwen35":
+        from rlx_mlir.models import qwen35_config
+
+        return qwen35_config.expected_tensors(c, has_output)
     q_dim, kv_dim = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
     needed = [("token_embd.weight", (c.n_vocab, c.n_embd)), ("output_norm.weight", (c.n_embd,))]
     if has_output:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.models import arch_qwen35
 from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_tensor_types
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
@@ -99,14 +100,18 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     try:
         config, n_rot, rope_scale, freq_factors = _check_file(file)
         tokenizer = Tokenizer.from_gguf(file)
-        decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
-                                activations="f32" if exact_dequant else "q8")
+        build = arch_qwen35.build_decoder if config.architecture == "qwen35" else build_decoder
+        decoder = build(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
+                        activations="f32" if exact_dequant else "q8")
         runner = _compile(decoder, decoder.params(file), engine, threads)
+        mtp = None
+        if decoder.mtp is not None:  # a qwen35 file's MTP layer: its own small graph
+            mtp = arch_qwen35.compile_mtp(decoder, file, lambda d, p: _compile(d, p, engine, threads))
     finally:
         # The compiled model holds what it needs; a view still alive keeps the mapping.
         file.close()
     rope = _rope_tables(config.rope_theta, n_rot, max_seq, rope_scale, freq_factors)
-    model = LanguageModel(config, tokenizer, decoder, runner, rope, Path(file.path))
+    model = LanguageModel(config, tokenizer, decoder, runner, rope, Path(file.path), mtp=mtp)
     model.stats.load_seconds = time.perf_counter() - start
     return model
 
@@ -160,7 +165,7 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
         return reference(decoder.graph, params=params)
     from rlx_mlir.compiler import jit
 
-    bounds = {"S": decoder.max_seq, "R": decoder.max_seq}
+    bounds = {name: decoder.max_seq for name in ("S", "R") if name in decoder.graph.symbols}
 
     def compile_model():
         model = jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
@@ -219,7 +224,8 @@ class LanguageModel:
     """A compiled GGUF language model with its tokenizer (see `load_gguf`)."""
 
     def __init__(self, config: ModelConfig, tokenizer: Tokenizer, decoder: DecoderGraph,
-                 runner: Runnable, rope: tuple[np.ndarray, np.ndarray], path: Path):
+                 runner: Runnable, rope: tuple[np.ndarray, np.ndarray], path: Path,
+                 mtp: Any = None):
         self.config = config
         self.tokenizer = tokenizer
         self.path = path
@@ -244,6 +250,10 @@ class LanguageModel:
         self.lock = threading.RLock()
         """Held by every public call (re-entrant): calls from several threads run one after
         another, never interleaving their tokens. Hold it to make several calls one."""
+        self.mtp = mtp
+        """The compiled multi-token-prediction head (qwen35 files with one), else None."""
+        self._takes_last = "last" in self.graph.inputs
+        """The graph keeps the last row's hidden state for the MTP head (input `last`)."""
 
     def __repr__(self) -> str:
         c = self.config
@@ -348,7 +358,29 @@ class LanguageModel:
                   "seed": np.int64(p.seed or 0)}
         if self._rope:  # the rope rows of the positions [start, end)
             inputs |= {"cos": self._cos[start:end], "sin": self._sin[start:end]}
+        if self._takes_last:
+            inputs["last"] = np.array([tokens.size - 1], np.int32)
         return inputs
+
+    def rope_rows(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rope tables' rows (cos, sin) of positions [start, end)."""
+        return self._cos[start:end], self._sin[start:end]
+
+    @_locked
+    def mtp_logits(self, next_id: int) -> np.ndarray:
+        """The multi-token-prediction head's logits [n_vocab] for the token after
+        `next_id`, from the last position's hidden state (before the output norm) after
+        `prefill`/`step`, and `next_id`'s embedding (SPEC "More model families");
+        ModelError when the file has no MTP layer."""
+        if self.mtp is None:
+            raise ModelError(f"{self.path.name}: this {self.config.architecture} model has no "
+                             f"multi-token-prediction layer (no nextn tensors), so no "
+                             f"mtp_logits")
+        if isinstance(next_id, bool) or not isinstance(next_id, int | np.integer) \
+                or not 0 <= next_id < self.config.n_vocab:
+            raise ArgumentError(f"next_id: expected a token id in [0, {self.config.n_vocab}), "
+                                f"got {next_id!r}")
+        return self.mtp.logits(self, int(next_id))
 
     @_locked
     def profile(self, ids: Sequence[int] | np.ndarray, repeat: int = 5) -> Any:

@@ -69,6 +69,9 @@ _GPT2 = PreTokenizer((_GPT2_SPLIT,))
 _SMOLLM = PreTokenizer(("\\p{N}", _GPT2_SPLIT))
 _LLAMA3 = PreTokenizer((_LLAMA3_SPLIT,), ignore_merges=True, add_bos=True)
 _QWEN2 = PreTokenizer((_QWEN2_SPLIT,))
+_QWEN35 = PreTokenizer((  # llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN35 (letters with marks)
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"
+    "[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",))
 
 PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     "default": _DEFAULT,
@@ -78,6 +81,7 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     "llama-bpe": _LLAMA3, "llama3": _LLAMA3, "llama-v3": _LLAMA3, "falcon3": _LLAMA3,
     "pixtral": _LLAMA3,
     "qwen2": _QWEN2, "deepseek-r1-qwen": _QWEN2, "stablelm2": _QWEN2,
+    "qwen35": _QWEN35,
 }
 """The `tokenizer.ggml.pre` values supported, with llama.cpp's regexes for each."""
 
