@@ -167,14 +167,17 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
 
     bounds = {name: decoder.max_seq for name in ("S", "R") if name in decoder.graph.symbols}
 
+    samples = IDS_ENTRY in decoder.graph.output_names  # a decoder; not an MTP head
+
     def compile_model():
         model = jit(decoder.graph, params=params, threads=threads, max_dims=bounds)
-        model.entry(IDS_ENTRY)  # built now, so that the child's disk cache holds it too
+        if samples:
+            model.entry(IDS_ENTRY)  # built now, so that the child's disk cache holds it too
         return model
 
     _compile_in_child(compile_model)
     model = compile_model()  # from the disk cache the child filled (or compiled here)
-    for build in (model, model.entry(IDS_ENTRY)):
+    for build in (model, model.entry(IDS_ENTRY)) if samples else (model,):
         build.release_stages()  # a 30-layer module's IR is tens of MB; mlir() rebuilds it
     return model
 
