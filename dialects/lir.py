@@ -1147,7 +1147,8 @@ class SampleOp(kernel_twin(mir.SampleOp)):
 class SharedInputMatmulOp(KernelOp):
     """out[i] = `x` @ `weights`[i] (f32 [K, N_i]) or, with a `scheme`, x @ dequant(w_i)ᵀ
     (ui8 GGUF blocks [N_i, K/values·bytes], `activations q8`: x quantized once) for every
-    weight: one kernel that reads (and quantizes) x once (`mir.shared_input_matmul`).
+    weight: one kernel that reads (and quantizes) x once (`mir.shared_input_matmul`);
+    `packed_rhs` (f32 weights): every weight buffer is prepacked, as `lir.matmul`'s rhs.
 
     ```mlir
     lir.shared_input_matmul q4_0 ins(%x, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
@@ -1164,13 +1165,16 @@ class SharedInputMatmulOp(KernelOp):
 
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
+    packed_rhs = PACKED_RHS["packed_rhs"]
+    """f32 weights only: every weight buffer holds its weight prepacked (as `lir.matmul`'s)."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
 
     assembly_format = (
         "($scheme^)? `ins` `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
-        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)? attr-dict"
+        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)?"
+        " (`packed_rhs` $packed_rhs^)? attr-dict"
     )
 
     @property
@@ -1191,6 +1195,9 @@ class SharedInputMatmulOp(KernelOp):
 
     def verify_attributes(self) -> None:
         mir.verify_shared_activations(self)
+        if self.packed_rhs is not None and self.scheme is not None:
+            raise VerifyException(f"'{self.name}': packed_rhs needs f32 weights, got scheme "
+                                  f"{self.scheme.data.value}")
 
     def verify_results(self) -> None:
         mir.verify_shared_products(self, self.out, "out")
