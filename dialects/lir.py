@@ -60,7 +60,16 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
 from xdsl.irdl.operations import _PropertyFieldDef  # pyright: ignore[reportPrivateUsage]
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
@@ -88,6 +97,7 @@ from rlx_mlir.dialects.rlx import (
     ElementwiseFnAttr,
     QuantActivations,
     QuantActivationsAttr,
+    QuantScheme,
     QuantSchemeAttr,
 )
 from rlx_mlir.dialects.verifier import (
@@ -1143,6 +1153,25 @@ class SampleOp(kernel_twin(mir.SampleOp)):
         self.ELEMENT_TYPES.verify(self, [o for o in named if o.name != "position"])
 
 
+@irdl_custom_directive
+class SchemeIns(CustomDirective):
+    """`[scheme] ins`: an optional leading scheme, then the keyword `ins` (the declarative
+    `($scheme^)? `ins`` cannot parse an absent enum: it reads `ins` as a scheme)."""
+
+    scheme: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        if parser.parse_optional_keyword("ins") is None:
+            self.scheme.set(state, QuantSchemeAttr(parser.parse_str_enum(QuantScheme)))
+            parser.parse_keyword("ins")
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        scheme = self.scheme.get(op)
+        printer.print_string(f"{scheme.data.value} ins" if isinstance(scheme, QuantSchemeAttr)
+                             else "ins")
+
+
 @irdl_op_definition
 class SharedInputMatmulOp(KernelOp):
     """out[i] = `x` @ `weights`[i] (f32 [K, N_i]) or, with a `scheme`, x @ dequant(w_i)ᵀ
@@ -1170,9 +1199,10 @@ class SharedInputMatmulOp(KernelOp):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+    custom_directives = (SchemeIns,)
 
     assembly_format = (
-        "($scheme^)? `ins` `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
+        "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
         " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)?"
         " (`packed_rhs` $packed_rhs^)? attr-dict"
     )
