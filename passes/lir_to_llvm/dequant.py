@@ -15,7 +15,8 @@ widened in registers plus a scalar tail of K % W values. No dequantized weight m
 stored.
 
 **Partitioned dequant_matmul** splits the weight rows (whole tiles of them) unless they are
-too few to share. An op with `activations q8` (x quantized to q8 blocks first) is built
+too few to share. `emit_dequant_product` (one weight, one out, a range of weight rows) also
+builds the f32-activation form of `lir.shared_input_matmul` (shared_matmul.py). An op with `activations q8` (x quantized to q8 blocks first) is built
 by quant_dot.py (VNNI) or q8_emulated.py.
 
 **dequant_gather**: out[i, :] = dequant(table[ids[i], :]), decoding only the rows it reads.

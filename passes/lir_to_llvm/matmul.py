@@ -38,6 +38,8 @@ not grow per accumulator.
 spread over the (flattened) batch: whole column panels of NR·W columns for decode
 shapes (each thread streams its share of the weight matrix) and wherever there are at
 least as many panels as row tiles, else whole MR-row tiles (N == 1: always rows).
+`emit_gemm` (one weight, one out, a range of rows and of columns) also builds the f32 form
+of `lir.shared_input_matmul` (shared_matmul.py), one call per weight.
 """
 
 from __future__ import annotations
