@@ -60,7 +60,16 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
+from xdsl.irdl.declarative_assembly_format import (
+    AttributeVariable,
+    CustomDirective,
+    ParsingState,
+    PrintingState,
+    irdl_custom_directive,
+)
 from xdsl.irdl.operations import _PropertyFieldDef  # pyright: ignore[reportPrivateUsage]
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
@@ -88,6 +97,7 @@ from rlx_mlir.dialects.rlx import (
     ElementwiseFnAttr,
     QuantActivations,
     QuantActivationsAttr,
+    QuantScheme,
     QuantSchemeAttr,
 )
 from rlx_mlir.dialects.verifier import (
@@ -1149,11 +1159,31 @@ class SampleOp(kernel_twin(mir.SampleOp)):
         self.ELEMENT_TYPES.verify(self, [o for o in named if o.name != "position"])
 
 
+@irdl_custom_directive
+class SchemeIns(CustomDirective):
+    """`[scheme] ins`: an optional leading scheme, then the keyword `ins` (the declarative
+    `($scheme^)? `ins`` cannot parse an absent enum: it reads `ins` as a scheme)."""
+
+    scheme: AttributeVariable
+
+    def parse(self, parser: Parser, state: ParsingState) -> None:
+        if parser.parse_optional_keyword("ins") is None:
+            self.scheme.set(state, QuantSchemeAttr(parser.parse_str_enum(QuantScheme)))
+            parser.parse_keyword("ins")
+
+    def print(self, printer: Printer, state: PrintingState, op: IRDLOperation) -> None:
+        state.print_whitespace(printer)
+        scheme = self.scheme.get(op)
+        printer.print_string(f"{scheme.data.value} ins" if isinstance(scheme, QuantSchemeAttr)
+                             else "ins")
+
+
 @irdl_op_definition
 class SharedInputMatmulOp(KernelOp):
     """out[i] = `x` @ `weights`[i] (f32 [K, N_i]) or, with a `scheme`, x @ dequant(w_i)ᵀ
     (ui8 GGUF blocks [N_i, K/values·bytes], `activations q8`: x quantized once) for every
-    weight: one kernel that reads (and quantizes) x once (`mir.shared_input_matmul`).
+    weight: one kernel that reads (and quantizes) x once (`mir.shared_input_matmul`);
+    `packed_rhs` (f32 weights): every weight buffer is prepacked, as `lir.matmul`'s rhs.
 
     ```mlir
     lir.shared_input_matmul q4_0 ins(%x, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
@@ -1170,13 +1200,17 @@ class SharedInputMatmulOp(KernelOp):
 
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
+    packed_rhs = PACKED_RHS["packed_rhs"]
+    """f32 weights only: every weight buffer holds its weight prepacked (as `lir.matmul`'s)."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+    custom_directives = (SchemeIns,)
 
     assembly_format = (
-        "($scheme^)? `ins` `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
-        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)? attr-dict"
+        "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
+        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)?"
+        " (`packed_rhs` $packed_rhs^)? attr-dict"
     )
 
     @property
@@ -1197,6 +1231,9 @@ class SharedInputMatmulOp(KernelOp):
 
     def verify_attributes(self) -> None:
         mir.verify_shared_activations(self)
+        if self.packed_rhs is not None and self.scheme is not None:
+            raise VerifyException(f"'{self.name}': packed_rhs needs f32 weights, got scheme "
+                                  f"{self.scheme.data.value}")
 
     def verify_results(self) -> None:
         mir.verify_shared_products(self, self.out, "out")

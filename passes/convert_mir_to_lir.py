@@ -45,7 +45,6 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     FunctionType,
-    FusedLoc,
     MemRefType,
     ModuleOp,
     StringAttr,
@@ -69,7 +68,7 @@ from rlx_mlir.core.abi import ARG_DIMS, ARG_NAME, ARG_ROLE, ROLE_OUTPUT, ROLE_ST
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import lir, mir, registry
 from rlx_mlir.dialects.common import dims_attr, dims_from_attr, shape_of
-from rlx_mlir.dialects.rlx import ElementwiseFn, QuantActivations
+from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.dialects.verifier import grouped_operands, symbolic_shapes
 from rlx_mlir.passes.phases import WithPhases, module_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
@@ -451,34 +450,22 @@ class AssignLowering(RewritePattern):
 
 
 class SharedInputMatmulLowering(RewritePattern):
-    """`mir.shared_input_matmul` -> with `activations q8`, one `lir.shared_input_matmul`
-    kernel (x read and quantized once, one out per weight); otherwise one kernel per weight
-    on the same x buffer (`lir.dequant_matmul` of the scheme, or `lir.matmul`): the f32
-    forms have no kernel of their own yet (docs/modules.md "shared_linear_pair and
-    linear_fused")."""
+    """`mir.shared_input_matmul` -> one `lir.shared_input_matmul` kernel, one out per
+    weight, in every form (f32 weights, GGUF weights with f32 or q8 activations): x is
+    read (and quantized) once, in one parallel region (passes/lir_to_llvm/shared_matmul.py)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /) -> None:
         ops: list[Operation] = []
         outs: list[SSAValue] = []
-        q8 = mir.activations_of(op) == QuantActivations.Q8
-        # merged by mir-fuse: located at every product; each kernel then at its own
-        located = (op.location.locations.data if isinstance(op.location, FusedLoc)
-                   and len(op.location.locations) == len(op.products) else None)
-        for i, (w, product) in enumerate(zip(op.weights, op.products, strict=True)):
+        for product in op.products:
             made, out = destination(product)
-            ops += made  # each out right before its kernel (the separate kernels' order)
+            ops += made
             outs.append(out)
-            if not q8:
-                kernel = (lir.MatmulOp(op.x, w, out) if op.scheme is None else
-                          lir.DequantMatmulOp(op.x, w, out, scheme=op.scheme))
-                if located is not None:
-                    kernel.location = located[i]
-                ops.append(kernel)
-        if q8:
-            ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
-                                               activations=op.activations))
+        ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
+                                           activations=op.activations))
         rewriter.replace(op, ops, outs)
+
 
 OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.FusedElementwiseOp: FusedElementwiseLowering,

@@ -312,12 +312,10 @@ def test_lir_kernels_carry_their_mir_ops_phase(make):
             assert PHASE_ATTR in op.attributes, op.name
     # the kernels in order have the phases of the mir ops they come from (views and
     # in-place state writes make no kernel; the copies before the return are epilogue)
-    # (an f32 shared-input matmul is one lir.matmul per weight)
     elementwise = {"mir.add", "mir.exp", "mir.tanh", "mir.mul", "mir.relu"}
     expected = [("lir.elementwise" if n in elementwise else n.replace("mir.", "lir."), p)
                 for node, p in schedule.items() if isinstance(node, Operation)
-                for n in (["mir.matmul"] * len(node.results)
-                          if node.name == "mir.shared_input_matmul" else [node.name])
+                for n in [node.name]
                 if n not in ("mir.reshape", "mir.extract_rows", "mir.assign", "func.return")]
     kernels = _kernel_phases(lir_module)
     assert [k for k in kernels if k[0] != "lir.copy"] == expected

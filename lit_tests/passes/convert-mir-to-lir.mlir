@@ -277,8 +277,8 @@ func.func @dequant_matmul_q8_activations(%x: tensor<3x64xf32>, %w: tensor<8x44xu
   func.return %y : tensor<3x8xf32>
 }
 
-// A shared-input matmul with q8 activations is one kernel (x quantized once), one out per
-// weight; the f32 forms are one kernel per weight on the same x.
+// A shared-input matmul is one kernel in every form (x read, and with q8 activations
+// quantized, once), one out per weight.
 // CHECK-LABEL: func.func @shared_input_q8(
 // CHECK-SAME:      %[[X:.*]]: memref<2x64xf32>, %[[G:.*]]: memref<6x36xui8>, %[[U:.*]]: memref<4x36xui8>, %[[O0:.*]]: memref<2x6xf32> {{.*}}, %[[O1:.*]]: memref<2x4xf32> {{.*}}) {
 // CHECK-NEXT:    lir.shared_input_matmul q4_0 ins(%[[X]], %[[G]], %[[U]] : memref<2x64xf32>, memref<6x36xui8>, memref<4x36xui8>) outs(%[[O0]], %[[O1]] : memref<2x6xf32>, memref<2x4xf32>) activations q8
@@ -290,10 +290,20 @@ func.func @shared_input_q8(%x: tensor<2x64xf32>, %g: tensor<6x36xui8>, %u: tenso
 
 // CHECK-LABEL: func.func @shared_input_f32(
 // CHECK-SAME:      %[[X:.*]]: memref<2x8xf32>, %[[A:.*]]: memref<8x3xf32>, %[[B:.*]]: memref<8x5xf32>, %[[O0:.*]]: memref<2x3xf32> {{.*}}, %[[O1:.*]]: memref<2x5xf32> {{.*}}) {
-// CHECK-NEXT:    lir.matmul ins(%[[X]], %[[A]] : memref<2x8xf32>, memref<8x3xf32>) outs(%[[O0]] : memref<2x3xf32>)
-// CHECK-NEXT:    lir.matmul ins(%[[X]], %[[B]] : memref<2x8xf32>, memref<8x5xf32>) outs(%[[O1]] : memref<2x5xf32>)
+// CHECK-NEXT:    lir.shared_input_matmul ins(%[[X]], %[[A]], %[[B]] : memref<2x8xf32>, memref<8x3xf32>, memref<8x5xf32>) outs(%[[O0]], %[[O1]] : memref<2x3xf32>, memref<2x5xf32>)
+// CHECK-NOT:     lir.matmul
 // CHECK-NEXT:    func.return
 func.func @shared_input_f32(%x: tensor<2x8xf32>, %a: tensor<8x3xf32>, %b: tensor<8x5xf32>) -> (tensor<2x3xf32>, tensor<2x5xf32>) {
   %p, %q = mir.shared_input_matmul %x, %a, %b : (tensor<2x8xf32>, tensor<8x3xf32>, tensor<8x5xf32>) -> (tensor<2x3xf32>, tensor<2x5xf32>)
   func.return %p, %q : tensor<2x3xf32>, tensor<2x5xf32>
+}
+
+// GGUF weights with f32 activations (the exact form; here q6_k over 3 weights): one kernel.
+// CHECK-LABEL: func.func @shared_input_dequant_f32(
+// CHECK-SAME:      %[[X:.*]]: memref<?x256xf32> {{.*}}, %[[Q:.*]]: memref<8x210xui8>, %[[K:.*]]: memref<4x210xui8>, %[[V:.*]]: memref<1x210xui8>, %[[O0:.*]]: memref<?x8xf32> {{.*}}, %[[O1:.*]]: memref<?x4xf32> {{.*}}, %[[O2:.*]]: memref<?x1xf32> {{.*}}
+// CHECK-NEXT:    lir.shared_input_matmul q6_k ins(%[[X]], %[[Q]], %[[K]], %[[V]] : memref<?x256xf32>, memref<8x210xui8>, memref<4x210xui8>, memref<1x210xui8>) outs(%[[O0]], %[[O1]], %[[O2]] : memref<?x8xf32>, memref<?x4xf32>, memref<?x1xf32>)
+// CHECK-NEXT:    func.return
+func.func @shared_input_dequant_f32(%x: tensor<?x256xf32> {rlx.dims = ["S", 256]}, %q: tensor<8x210xui8>, %k: tensor<4x210xui8>, %v: tensor<1x210xui8>) -> (tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x1xf32>) {
+  %a, %b, %c = mir.shared_input_matmul %x, %q, %k, %v scheme q6_k : (tensor<?x256xf32>, tensor<8x210xui8>, tensor<4x210xui8>, tensor<1x210xui8>) -> (tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x1xf32>)
+  func.return %a, %b, %c : tensor<?x8xf32>, tensor<?x4xf32>, tensor<?x1xf32>
 }

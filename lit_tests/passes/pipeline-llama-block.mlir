@@ -21,10 +21,13 @@
 // The in-place residual add still verifies: the slots' live ranges moved with their ops.
 // Every kernel carries its phase (convert-mir-to-lir): the residual add after the last
 // matmul is the epilogue.
+// q/k/v (sibling matmuls of the normed x) are one shared-input kernel with three outs.
 // PAR:      lir.rms_norm
 // PAR-NEXT: %{{.*}} = lir.slot
+// PAR-NEXT: %{{.*}} = lir.slot
+// PAR-NEXT: %{{.*}} = lir.slot
 // PAR-NEXT: lir.barrier
-// PAR-NEXT: lir.matmul {{.*}} {rlx.phase = "steady_state", rlx.parallel}
+// PAR-NEXT: lir.shared_input_matmul ins(%{{.*}}, %q_w, %k_w, %v_w : {{.*}}) {rlx.phase = "steady_state", rlx.parallel}
 // PAR:      lir.attention {{.*}} {rlx.phase = "steady_state", rlx.parallel}
 // PAR:      %[[PROJ:.*]] = lir.slot %arena[360448]
 // PAR-NEXT: lir.barrier

@@ -15,7 +15,8 @@ widened in registers plus a scalar tail of K % W values. No dequantized weight m
 stored.
 
 **Partitioned dequant_matmul** splits the weight rows (whole tiles of them) unless they are
-too few to share. An op with `activations q8` (x quantized to q8 blocks first) is built
+too few to share. `emit_dequant_product` (one weight, one out, a range of weight rows) also
+builds the f32-activation form of `lir.shared_input_matmul` (shared_matmul.py). An op with `activations q8` (x quantized to q8 blocks first) is built
 by quant_dot.py (VNNI) or q8_emulated.py.
 
 **dequant_gather**: out[i, :] = dequant(table[ids[i], :]), decoding only the rows it reads.
@@ -24,10 +25,12 @@ by quant_dot.py (VNNI) or q8_emulated.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i1, i8, i32, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
@@ -55,7 +58,7 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import build_int8_dequant, uses_int8_
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 
-def _dequant_cols(rows: int, width: int) -> int:
+def dequant_cols(rows: int, width: int) -> int:
     """Weight rows per tile: R·C accumulators + C weight vectors + 1 x vector fit the
     vector registers (32 with 16 lanes, else 16), at most 4."""
     registers = 32 if width >= 16 else 16
@@ -64,6 +67,99 @@ def _dequant_cols(rows: int, width: int) -> int:
 
 DEQUANT_ROWS = 4
 """Rows of x per dequant_matmul tile."""
+
+
+@dataclass(frozen=True)
+class F32Dequant:
+    """How the f32-activation kernels read the weights of one scheme against x[..., K]:
+    blocks of `values` values (`block_bytes` bytes; the float types: one vector, plus a
+    scalar `tail` of K % W values), groups of `group` values sharing scale and offset,
+    `row_bytes` per weight row."""
+
+    scheme: DequantScheme
+    k: int
+    values: int
+    group: int
+    block_bytes: int
+    row_bytes: int
+    tail: int
+
+    @classmethod
+    def of(cls, name: str, scheme_name: str, k: int, width: int) -> F32Dequant:
+        scheme = SCHEMES[scheme_name]
+        # float types are read in "blocks" of one vector, plus a scalar tail of K % W values
+        values = max(scheme.values, width)
+        if scheme.group % width and scheme.values > 1:
+            raise ValueError(f"{name}: vector width {width} does not divide a block")
+        return cls(scheme, k, values, max(scheme.group, width),
+                   values // scheme.values * scheme.bytes, k // scheme.values * scheme.bytes,
+                   k % values)
+
+
+def _dequant_tile(kb: KernelBuilder, layout: F32Dequant, x: SSAValue, wq: SSAValue,
+                  out: SSAValue, n: int, i: Index, j: Index, rows: int, ncols: int) -> None:
+    """out[i + r, j + c] = Σ_k x[i + r, k]·dequant(w)[j + c, k] for r < rows, c < ncols
+    (out's row stride `n`), in rows·ncols vector accumulators."""
+    scheme, k, values, group, w_lanes = (layout.scheme, layout.k, layout.values, layout.group,
+                                         kb.vector_width)
+    x_rows = [kb.address(x, kb.fold_mul(kb.fold_add(i, r), k)) for r in range(rows)]
+    w_rows = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), layout.row_bytes), i8)
+              for c in range(ncols)]
+    accs = [kb.vconst(0.0)] * (rows * ncols)
+    with kb.loop(0, k // values, carried=accs) as loop:
+        blk = loop.iv
+        blocks = [kb.gep(w_rows[c], kb.mul(blk, layout.block_bytes), i8) for c in range(ncols)]
+        x_off = kb.mul(blk, values)
+        cur = list(loop.carried)
+        for g in range(values // group):
+            firsts = range(g * group, (g + 1) * group, w_lanes)
+            weights = [dequant_weights(kb, scheme, blocks[c], g, firsts) for c in range(ncols)]
+            for chunk, first in enumerate(firsts):
+                for r in range(rows):
+                    xv = kb.load(x_rows[r], kb.fold_add(x_off, first), vector=True)
+                    for c in range(ncols):
+                        cur[r * ncols + c] = kb.fma(xv, weights[c][chunk], cur[r * ncols + c])
+        loop.yield_(*cur)
+    sums = [kb.hsum(acc) for acc in loop.results]
+    for t in range(k - layout.tail, k):  # float types only: K % W values, one at a time
+        weights = [scheme.scalar(kb, kb.gep(w_rows[c], t * scheme.bytes, i8)) for c in range(ncols)]
+        for r in range(rows):
+            xs_t = kb.load(x_rows[r], t)
+            for c in range(ncols):
+                sums[r * ncols + c] = kb.fma(xs_t, weights[c], sums[r * ncols + c])
+    c_base = kb.address(out, kb.fold_add(kb.fold_mul(i, n), j))
+    for r in range(rows):
+        for c in range(ncols):
+            kb.store(sums[r * ncols + c], c_base, r * n + c)
+
+
+def emit_dequant_product(kb: KernelBuilder, layout: F32Dequant, x: SSAValue, wq: SSAValue,
+                         out: SSAValue, n: int, m: Index, mr: int, rows: Span,
+                         weight_rows: Span) -> None:
+    """out[rows, weight_rows] of out[M, N] = x[M, K] @ dequant(w)[N, K]ᵀ: tiles of `mr`
+    rows of x (the rest of `m`, static or run-time, as static tiles) × `dequant_cols(mr)`
+    weight rows, weight rows innermost. `rows` and `weight_rows` start at a multiple of
+    their tile and end at one or at the end."""
+    cols = dequant_cols(mr, kb.vector_width)
+
+    def row_tile(i: Index, size: int) -> None:
+        kb.tile_sweep(weight_rows, n // cols * cols, n, cols,
+                      lambda j, ncols: _dequant_tile(kb, layout, x, wq, out, n, i, j, size, ncols))
+
+    kb.tile_sweep(rows, kb.round_down(m, mr), m, mr, row_tile)
+
+
+def dequant_rows(kb: KernelBuilder, op: Operation, static_rows: int | None, pointers: int,
+                 rows_case: Callable[[Index, int], None]) -> None:
+    """rows_case(M, MR) for x's M rows in tiles of MR: a static M (`static_rows`), or the
+    run-time M read from the size arguments after the `pointers` pointers: one row runs
+    the static code of M = 1, more DEQUANT_ROWS-row tiles."""
+    if static_rows is not None:
+        rows_case(static_rows, min(DEQUANT_ROWS, static_rows))
+        return
+    sizes = RuntimeDims.of(op, kb.args[pointers:pointers + len(kernel_symbols(op))])
+    rows_classes(kb, runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, 1),
+                 None, lambda m: rows_case(m, DEQUANT_ROWS))
 
 
 @kernel(lir.DequantMatmulOp, partitioned=True, runtime_dims=True)
@@ -76,65 +172,22 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int,
     with `activations q8` (x quantized to q8 blocks first) goes to `_build_q8`."""
     if activations_of(op) == QuantActivations.Q8:
         return _build_q8(op, name, vector_width, partitioned)
-    scheme = SCHEMES[op.scheme.data.value]
     dynamic = is_dynamic(op)
     xs, ws = row_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
     k, n = xs[-1], ws[0]
     symbols = kernel_symbols(op) if dynamic else ()
-    w_lanes = vector_width
-    # float types are read in "blocks" of one vector, plus a scalar tail of K % W values
-    values = max(scheme.values, w_lanes)
-    group = max(scheme.group, w_lanes)
-    block_bytes = values // scheme.values * scheme.bytes
-    row_bytes = k // scheme.values * scheme.bytes
-    if scheme.group % w_lanes and scheme.values > 1:
-        raise ValueError(f"dequant_matmul: vector width {w_lanes} does not divide a block")
-    tail = k % values
+    layout = F32Dequant.of("dequant_matmul", op.scheme.data.value, k, vector_width)
     kb = KernelBuilder(name, [PTR] * 3 + [i64] * len(symbols) + ([i64, i64] if partitioned else []),
                        vector_width=vector_width)
     x, wq, out = kb.args[:3]
 
-    def tile(i: Index, j: Index, rows: int, ncols: int) -> None:
-        x_rows = [kb.address(x, kb.fold_mul(kb.fold_add(i, r), k)) for r in range(rows)]
-        w_rows = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(ncols)]
-        accs = [kb.vconst(0.0)] * (rows * ncols)
-        with kb.loop(0, k // values, carried=accs) as loop:
-            blk = loop.iv
-            blocks = [kb.gep(w_rows[c], kb.mul(blk, block_bytes), i8) for c in range(ncols)]
-            x_off = kb.mul(blk, values)
-            cur = list(loop.carried)
-            for g in range(values // group):
-                firsts = range(g * group, (g + 1) * group, w_lanes)
-                weights = [dequant_weights(kb, scheme, blocks[c], g, firsts) for c in range(ncols)]
-                for chunk, first in enumerate(firsts):
-                    for r in range(rows):
-                        xv = kb.load(x_rows[r], kb.fold_add(x_off, first), vector=True)
-                        for c in range(ncols):
-                            cur[r * ncols + c] = kb.fma(xv, weights[c][chunk], cur[r * ncols + c])
-            loop.yield_(*cur)
-        sums = [kb.hsum(acc) for acc in loop.results]
-        for t in range(k - tail, k):  # float types only: K % W values, one at a time
-            weights = [scheme.scalar(kb, kb.gep(w_rows[c], t * scheme.bytes, i8)) for c in range(ncols)]
-            for r in range(rows):
-                xs_t = kb.load(x_rows[r], t)
-                for c in range(ncols):
-                    sums[r * ncols + c] = kb.fma(xs_t, weights[c], sums[r * ncols + c])
-        c_base = kb.address(out, kb.fold_add(kb.fold_mul(i, n), j))
-        for r in range(rows):
-            for c in range(ncols):
-                kb.store(sums[r * ncols + c], c_base, r * n + c)
-
     def rows_case(m: Index, mr: int) -> None:
         """out for `m` rows of x (static, or run-time with `mr` = DEQUANT_ROWS) in tiles of
         `mr` rows × `cols` weight rows; partitioned: this part's share."""
-        cols = _dequant_cols(mr, w_lanes)  # weight rows per tile, the same for every row tile
+        cols = dequant_cols(mr, vector_width)  # weight rows per tile, the same for every row tile
 
         def emit(rows: Span, weight_rows: Span) -> None:
-            def row_tile(i: Index, size: int) -> None:
-                kb.tile_sweep(weight_rows, n // cols * cols, n, cols,
-                       lambda j, ncols: tile(i, j, size, ncols))
-
-            kb.tile_sweep(rows, kb.round_down(m, mr), m, mr, row_tile)
+            emit_dequant_product(kb, layout, x, wq, out, n, m, mr, rows, weight_rows)
 
         if not partitioned:
             emit((0, m), (0, n))
@@ -157,12 +210,7 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int,
                               else kb.icmp("sge", kb.index(panels), kb.ceil_div(m, mr)))
             part_spans(kb, (mr, m), (cols, n), by_weight_rows, *kb.args[-2:], emit)
 
-    if not dynamic:
-        rows_case(math.prod(xs[:-1]), min(DEQUANT_ROWS, math.prod(xs[:-1])))
-    else:
-        sizes = RuntimeDims.of(op, kb.args[3:3 + len(symbols)])
-        rows_classes(kb, runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, 1),
-                      None, lambda m: rows_case(m, DEQUANT_ROWS))
+    dequant_rows(kb, op, None if dynamic else math.prod(xs[:-1]), 3, rows_case)
     kb.ret()
     return kb.finish()
 

@@ -330,3 +330,52 @@ def row_operands(op: Operation) -> list[si.Shape]:
             raise DynamicKernelError(f"{where}: the weight operands must be static, got "
                                      f"{si.fmt(shape)}")
     return shapes
+
+
+# ----------------------------------------------------------------------------- products
+# (several weights on one x, one out each: `lir.shared_input_matmul`; their columns —
+# a weight's N, or its weight rows — are one virtual range [0, N_0 + N_1 + ...))
+
+
+ColumnsCase = Callable[[int, Span], None]
+"""Emits product `p`'s work over a span of its columns."""
+
+
+def product_spans(kb: KernelBuilder, ns: Sequence[int], unit: int, lo: Index,
+                  hi: Index) -> list[tuple[Span, SSAValue | None]]:
+    """Each product's columns in the units [lo, hi) of the products' virtual column
+    range (the `ns` columns of each product cut into units of `unit`, a product's first
+    unit starting a new one), with the i1 test that its span is not empty (None for a
+    single product, whose span never is when lo < hi)."""
+    if len(ns) == 1:
+        return [((kb.mul(lo, unit), kb.fold_min(kb.mul(hi, unit), kb.index(ns[0]))), None)]
+    spans: list[tuple[Span, SSAValue | None]] = []
+    offset = 0
+    for n in ns:
+        count = -(-n // unit)
+        first = kb.fold_min(kb.fold_max(kb.sub(lo, offset), 0), count)
+        last = kb.fold_min(kb.fold_max(kb.sub(hi, offset), 0), count)
+        spans.append(((kb.mul(first, unit), kb.fold_min(kb.mul(last, unit), kb.index(n))),
+                      kb.icmp("slt", first, last)))
+        offset += count
+    return spans
+
+
+def product_columns(kb: KernelBuilder, ns: Sequence[int], unit: int,
+                    share: Sequence[SSAValue] | None, product: ColumnsCase) -> None:
+    """product(p, columns) for every product over all of its columns or, with `share`
+    (part, parts), over this part's share of the virtual column range: whole units of
+    `unit` columns split evenly (a product whose columns the part does not own is
+    skipped)."""
+    if share is None:
+        for p, n in enumerate(ns):
+            product(p, (0, n))
+        return
+    lo, hi = kb.part_range(sum(-(-n // unit) for n in ns), *share)
+    with kb.if_(kb.icmp("slt", lo, hi)):
+        for p, (span, present) in enumerate(product_spans(kb, ns, unit, lo, hi)):
+            if present is None:
+                product(p, span)
+            else:
+                with kb.if_(present):
+                    product(p, span)

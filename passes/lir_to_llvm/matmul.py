@@ -38,6 +38,8 @@ not grow per accumulator.
 spread over the (flattened) batch: whole column panels of NR·W columns for decode
 shapes (each thread streams its share of the weight matrix) and wherever there are at
 least as many panels as row tiles, else whole MR-row tiles (N == 1: always rows).
+`emit_gemm` (one weight, one out, a range of rows and of columns) also builds the f32 form
+of `lir.shared_input_matmul` (shared_matmul.py), one call per weight.
 """
 
 from __future__ import annotations
@@ -449,9 +451,21 @@ def _is_dot(mats: Matrices, n: int) -> bool:
     return n == 1 and mats.ldb == 1
 
 
+def _k_block(k: int, plan: GemmPlan) -> int:
+    """K rows per block: near-equal blocks of at most plan.kc, whole unrolled steps."""
+    kc = -(-k // -(-k // plan.kc))
+    return -(-kc // K_UNROLL) * K_UNROLL
+
+
+def pack_buffer_floats(k: int, plan: GemmPlan, width: int) -> int:
+    """Floats of the stack buffer a packing plan (`plan.pack`) packs a B panel into."""
+    return min(_k_block(k, plan), k) * plan.nr * width
+
+
 def emit_gemm(kb: KernelBuilder, mats: Matrices, m: Index, n: int, k: int,
               epilogue: Epilogue = NO_EPILOGUE, plan: GemmPlan | None = None,
-              rows: Span | None = None, cols: Span | None = None) -> None:
+              rows: Span | None = None, cols: Span | None = None,
+              pack_buffer: SSAValue | None = None) -> None:
     """C[rows, cols] = epilogue(A[rows, :] @ B[:, cols]) of C[M, N] = A[M, K] @ B[K, N].
 
     `rows` (default: all) is non-empty, starts at a multiple of MR and ends at one or at
@@ -462,7 +476,8 @@ def emit_gemm(kb: KernelBuilder, mats: Matrices, m: Index, n: int, k: int,
     With a prepacked B (`mats.packed`, see `pack_rhs`) every panel is already contiguous:
     column panels → K blocks → row tiles, nothing packed at run time. A run-time `m`
     (an i64; `plan` then given) loops over its whole row tiles and gives the rest the
-    static tile of its size."""
+    static tile of its size. `pack_buffer`: the stack buffer of `plan.pack` (at least
+    `pack_buffer_floats` floats; default: one of its own), for products sharing one."""
     w = kb.vector_width
     plan = plan or gemm_plan(m, n, k, w, mats.packed)
     rows = rows if rows is not None else (0, m)
@@ -477,9 +492,10 @@ def emit_gemm(kb: KernelBuilder, mats: Matrices, m: Index, n: int, k: int,
     n_full = n // nb * nb
     rest = n - n_full
     blocks = -(-k // plan.kc)
-    kc = -(-k // blocks)
-    kc = -(-kc // K_UNROLL) * K_UNROLL  # near-equal blocks, whole unrolled steps
-    buffer = kb.alloca(min(kc, k) * nb) if plan.pack and n_full else None
+    kc = _k_block(k, plan)
+    buffer = None
+    if plan.pack and n_full:
+        buffer = pack_buffer if pack_buffer is not None else kb.alloca(pack_buffer_floats(k, plan, w))
     prefetch = PREFETCH_C and (plan.pack or (mats.packed and blocks > 1))
 
     def k_blocks(body: Callable[[KBlock], None]) -> None:

@@ -83,6 +83,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     RuntimeDims,
     is_dynamic,
     kernel_symbols,
+    product_spans,
     row_operands,
     rows_classes,
     runtime_rows,
@@ -670,18 +671,7 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
         part, parts = kb.args[-2:]
         lo, hi = kb.part_range(sum(panels), part, parts)
         with kb.if_(kb.icmp("slt", lo, hi)):
-            if len(ns) == 1:
-                emit([((kb.mul(lo, cols), kb.fold_min(kb.mul(hi, cols), kb.index(ns[0]))), None)])
-                return
-            spans: list[tuple[Span, SSAValue | None]] = []
-            offset = 0
-            for n, count in zip(ns, panels, strict=True):
-                first = kb.fold_min(kb.fold_max(kb.sub(lo, offset), 0), count)
-                last = kb.fold_min(kb.fold_max(kb.sub(hi, offset), 0), count)
-                spans.append(((kb.mul(first, cols), kb.fold_min(kb.mul(last, cols), kb.index(n))),
-                              kb.icmp("slt", first, last)))
-                offset += count
-            emit(spans)
+            emit(product_spans(kb, ns, cols, lo, hi))
 
     if plan.static_m is not None:
         rows_case(plan.static_m, plan.static_m == 1)

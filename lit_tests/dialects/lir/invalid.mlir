@@ -1217,3 +1217,11 @@ lir.selective_scan ins(%x, %x, %a, %b, %b : memref<1x4x8xf32>, memref<1x4x8xf32>
 lir.gated_delta_net ins(%q, %q, %q, %g, %g : memref<1x3x2x4xf32>, memref<1x3x2x4xf32>, memref<1x3x2x4xf32>, memref<1x3x2xf32>, memref<1x3x2xf32>) outs(%o, %s : memref<1x3x2x4xf32>, memref<1x4x2x4xf32>) return_state
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.gated_delta_net': state_out: expected shape [1, 2, 4, 4], got [1, 4, 2, 4]
+
+// -----
+
+// lir.shared_input_matmul: packed_rhs is for f32 weights only
+%x, %g, %o = "test.op"() : () -> (memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>)
+lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) packed_rhs
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.shared_input_matmul': packed_rhs needs f32 weights, got scheme q4_1
