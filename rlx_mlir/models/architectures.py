@@ -32,7 +32,7 @@ params (transposed to [in, out]) used with `matmul`; 1-D tensors (norms, biases)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -72,6 +72,9 @@ class DecoderGraph:
     max_seq: int
     weights: dict[str, WeightBinding]
     """Graph param name -> the file tensor it holds."""
+    extra_rope: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """More rope tables the graph reads: inputs `cos_{name}`, `sin_{name}` [S, n_rot/2] of
+    base theta and position scale (name -> (theta, scale)); gemma3's local layers."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form
@@ -108,6 +111,10 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
+    if config.architecture == "gemma3":
+        from rlx_mlir.models.arch_gemma3 import Gemma3Builder
+        return Gemma3Builder(config, tensors, max_seq, n_rot or config.head_dim,
+                             activations).build()
     return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
                            activations).build()
 

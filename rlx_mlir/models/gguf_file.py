@@ -325,7 +325,7 @@ def _tensor_info(cursor: _Cursor, index: int) -> tuple[str, GGMLQuantizationType
 
 # --- model configuration -----------------------------------------------------------------
 
-ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half"}
+ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half", "gemma3": "half"}
 """How each supported architecture rotates q/k: llama.cpp's NORM rope on adjacent pairs for
 `llama` (the converter permuted the weights for it), NEOX halves for qwen2/qwen3."""
 
@@ -349,6 +349,15 @@ class ModelConfig:
     context_length: int
     file_type: int
     """`general.file_type` (a gguf.LlamaFileType value; -1 when absent)."""
+    # Sliding-window attention and logit soft-capping (gemma3; the defaults mean none).
+    sliding_window: int = 0
+    """W of the local layers' windows (0: every layer attends to all earlier keys)."""
+    swa_layers: tuple[bool, ...] = ()
+    """Which layers are local (sliding-window) ones; empty when none is."""
+    rope_theta_swa: float = 10000.0
+    """Rope base of the local layers (their position scale is always 1)."""
+    logit_softcap: float = 0.0
+    """cap > 0: logits become cap * tanh(logits / cap)."""
 
     @property
     def file_type_name(self) -> str:
@@ -394,7 +403,7 @@ class ModelConfig:
         if vocab is None:
             raise ModelError(f"{source}: neither {arch}.vocab_size nor tokenizer.ggml.tokens "
                              f"gives the vocabulary size")
-        return cls(
+        config = cls(
             architecture=arch, n_layer=int(key("block_count")), n_embd=n_embd, n_head=n_head,
             n_head_kv=n_head_kv, head_dim=head_dim, n_ff=int(key("feed_forward_length")),
             n_vocab=int(vocab), rope_theta=float(key("rope.freq_base", 10000.0)),
@@ -402,6 +411,10 @@ class ModelConfig:
             eps=float(key("attention.layer_norm_rms_epsilon")),
             context_length=int(key("context_length")),
             file_type=int(metadata.get("general.file_type", -1)))
+        if arch == "gemma3":
+            from rlx_mlir.models.arch_gemma3 import gemma3_config
+            config = gemma3_config(config, metadata, source)
+        return config
 
 
 def expected_tensors(config: ModelConfig,
@@ -424,8 +437,11 @@ def expected_tensors(config: ModelConfig,
         if c.architecture == "qwen2":
             layer += [("attn_q.bias", (q_dim,)), ("attn_k.bias", (kv_dim,)),
                       ("attn_v.bias", (kv_dim,))]
-        if c.architecture == "qwen3":
+        if c.architecture in ("qwen3", "gemma3"):
             layer += [("attn_q_norm.weight", (c.head_dim,)),
                       ("attn_k_norm.weight", (c.head_dim,))]
+        if c.architecture == "gemma3":
+            layer += [("post_attention_norm.weight", (c.n_embd,)),
+                      ("post_ffw_norm.weight", (c.n_embd,))]
         needed += [(f"blk.{i}.{name}", shape) for name, shape in layer]
     return needed

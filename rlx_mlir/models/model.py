@@ -204,6 +204,8 @@ class LanguageModel:
         """The compiled model (or reference executor) the calls go to."""
         self.stats = GenerationStats()
         self._cos, self._sin = rope
+        self._extra_rope = {name: _rope_tables(theta, decoder.n_rot, self.max_seq, scale, None)
+                            for name, (theta, scale) in decoder.extra_rope.items()}
         self._step_outputs = (np.empty((1, config.n_vocab), np.float32), np.empty(1, np.int32))
         """Where a generation step's call writes (logits of the last row, the drawn id):
         allocated once, so a step hands Python one id and never a fresh logits array."""
@@ -290,7 +292,9 @@ class LanguageModel:
         from them with `sampling` (default greedy)."""
         end = start + tokens.size
         p = sampling or SamplingParams(temperature=0.0, top_k=0, top_p=1.0, seed=0)
-        return {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
+        extra = {f"{part}_{name}": table[start:end] for name, tables in self._extra_rope.items()
+                 for part, table in zip(("cos", "sin"), tables, strict=True)}
+        return extra | {"ids": tokens, "cos": self._cos[start:end], "sin": self._sin[start:end],
                 "rows": rows, "temperature": np.float32(p.temperature),
                 "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
                 "seed": np.int64(p.seed or 0)}
