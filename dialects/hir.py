@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     TensorType,
+    UnitAttr,
     f32,
     i64,
 )
@@ -169,7 +170,8 @@ class EmbeddingOp(HirOp):
 class DepthwiseConv1dCausalOp(HirOp):
     """Causal depthwise convolution over time of `x` [B, S, C] with kernel `w` [K, C],
     the optional `left_pad` [B, K-1, C] standing for the previous steps (zeros when
-    absent); result [B, S, C]."""
+    absent); result [B, S, C]. With `return_state`, a second result `final_state`
+    [B, K-1, C]: the last K-1 rows of concat(left_pad, x) over time, for any S."""
 
     name = "hir.depthwise_conv1d_causal"
     RULE = rules.depthwise_conv1d_causal
@@ -178,9 +180,14 @@ class DepthwiseConv1dCausalOp(HirOp):
     w = operand_def(TensorType)
     left_pad = opt_operand_def(TensorType)
     result = result_def(TensorType)
+    final_state = opt_result_def(TensorType)
+    return_state = opt_prop_def(UnitAttr)
+
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("final_state",)
 
     assembly_format = (
-        "$x `,` $w (`left_pad` $left_pad^)? attr-dict `:` functional-type(operands, results)"
+        "$x `,` $w (`left_pad` $left_pad^)? (`return_state` $return_state^)? attr-dict"
+        " `:` functional-type(operands, results)"
     )
 
 # ----------------------------------------------------------------------------- norms
@@ -233,12 +240,13 @@ class LayerNormOp(mir_twin(mir.LayerNormOp)):
 class AttentionOp(mir_twin(mir.AttentionOp, mask_kind=MaskKindAttr(MaskKind.NONE))):
     """Grouped-query scaled dot-product attention of `q` [B, S, H*D], `k` and `v`
     [B, T, Hkv*D] (B optional) with the optional `mask` ([S, T] or [1|B, 1|H, S, T],
-    present exactly when `mask_kind` is custom or bias); result has q's shape."""
+    present exactly when `mask_kind` is custom or bias); result has q's shape. `window`
+    W (causal only): query i sees the keys i + (T−S) − W < j ≤ i + (T−S)."""
 
     assembly_format = (
         "$q `,` $k `,` $v (`mask` $mask^)? (`mask_kind` $mask_kind^)?"
         " `num_heads` $num_heads `num_kv_heads` $num_kv_heads `head_dim` $head_dim"
-        " `scale` $scale attr-dict `:` functional-type(operands, results)"
+        " `scale` $scale (`window` $window^)? attr-dict `:` functional-type(operands, results)"
     )
 
 @irdl_op_definition

@@ -889,10 +889,12 @@ class RopeOp(kernel_twin(mir.RopeOp)):
 @irdl_op_definition
 class AttentionOp(kernel_twin(mir.AttentionOp)):
     """out = grouped-query attention of `q` over `k`/`v` (heads packed in the last axis),
-    scores scaled by `scale` and masked by `mask_kind` (with `mask` for custom|bias).
+    scores scaled by `scale` and masked by `mask_kind` (with `mask` for custom|bias); with
+    `window` W (causal) a query reads only the W keys ending at its own.
 
     ```mlir
     lir.attention ins(%q, %k, %v : memref<4x16xf32>, memref<4x8xf32>, memref<4x8xf32>) outs(%o : memref<4x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 mask_kind causal scale 3.535534e-01
+    lir.attention ins(%q, %k, %v : memref<4x16xf32>, memref<4x8xf32>, memref<4x8xf32>) outs(%o : memref<4x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 mask_kind causal scale 3.535534e-01 window 2
     ```
     """
 
@@ -1051,21 +1053,25 @@ class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
     ```
     """
 
-@irdl_op_definition
-class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp)):
-    """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c]: a valid depthwise convolution
-    over time of the pre-padded `input` [B, S+K-1, C] with `weight` [K, C].
-
-    ```mlir
-    lir.depthwise_conv1d ins(%x, %w : memref<1x10x8xf32>, memref<3x8xf32>) outs(%o : memref<1x8x8xf32>)
-    ```
-    """
-
 def _given_state_out(arguments: Mapping[str, Any]) -> bool:
     """A sequence kernel's `return_state` when left out: whether a `state_out` is given
     (its constructor's arguments by name)."""
     return arguments.get("state_out") is not None
 
+
+@irdl_op_definition
+class DepthwiseConv1dOp(kernel_twin(mir.DepthwiseConv1dOp, outs=("out", "state_out"))):
+    """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c]: a valid depthwise convolution
+    over time of the pre-padded `input` [B, S+K-1, C] with `weight` [K, C]; with
+    `return_state`, the input's last K-1 rows go to `state_out` [B, K-1, C].
+
+    ```mlir
+    lir.depthwise_conv1d ins(%x, %w : memref<1x10x8xf32>, memref<3x8xf32>) outs(%o : memref<1x8x8xf32>)
+    lir.depthwise_conv1d ins(%x, %w : memref<1x10x8xf32>, memref<3x8xf32>) outs(%o, %s : memref<1x8x8xf32>, memref<1x2x8xf32>) return_state
+    ```
+    """
+
+    DERIVED: ClassVar = {"return_state": _given_state_out}
 
 @irdl_op_definition
 class SelectiveScanOp(kernel_twin(mir.SelectiveScanOp, outs=("out", "state_out"))):

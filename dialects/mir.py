@@ -438,7 +438,9 @@ def activations_of(op: IRDLOperation) -> QuantActivations:
 @irdl_op_definition
 class DepthwiseConv1dOp(VerifiesSignature):
     """Valid depthwise convolution over time: `input` [B, S+K-1, C] (pre-padded), `weight`
-    [K, C] -> [B, S, C], `y[b, t, c] = sum_k weight[k, c] * input[b, t+k, c]` (f32)."""
+    [K, C] -> [B, S, C], `y[b, t, c] = sum_k weight[k, c] * input[b, t+k, c]` (f32); with
+    `return_state`, a second result `final_state` [B, K-1, C]: the input's last K-1 rows
+    (the window a causal convolution carries to its next call)."""
 
     name = "mir.depthwise_conv1d"
     RULE = si.depthwise_conv1d
@@ -446,10 +448,17 @@ class DepthwiseConv1dOp(VerifiesSignature):
     input = operand_def(TensorType)
     weight = operand_def(TensorType)
     result = result_def(TensorType)
+    final_state = opt_result_def(TensorType)
+    return_state = opt_prop_def(UnitAttr)
 
     traits = traits_def(Pure())
 
-    assembly_format = "$input `,` $weight attr-dict `:` functional-type(operands, results)"
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("final_state",)
+
+    assembly_format = (
+        "$input `,` $weight (`return_state` $return_state^)? attr-dict"
+        " `:` functional-type(operands, results)"
+    )
 
 # ----------------------------------------------------------------------------- sequence ops
 
@@ -654,13 +663,16 @@ class AttentionOp(VerifiesSignature):
     num_kv_heads = prop_def(IntegerAttr[I64])
     mask_kind = prop_def(MaskKindAttr)
     scale = prop_def(FloatAttr[Float32Type])
+    window = opt_prop_def(IntegerAttr[I64])
+    """Sliding-window attention (causal only): query i sees the keys j with
+    i + (T−S) − window < j ≤ i + (T−S); absent: every causal key."""
 
     traits = traits_def(Pure())
 
     assembly_format = (
         "$q `,` $k `,` $v (`,` $mask^)? `num_heads` $num_heads `head_dim` $head_dim"
-        " `num_kv_heads` $num_kv_heads `mask_kind` $mask_kind `scale` $scale attr-dict"
-        " `:` functional-type(operands, results)"
+        " `num_kv_heads` $num_kv_heads `mask_kind` $mask_kind `scale` $scale"
+        " (`window` $window^)? attr-dict `:` functional-type(operands, results)"
     )
 
 # ----------------------------------------------------------------------------- data movement

@@ -281,7 +281,8 @@ class Qwen35MtpHeadLowering(RewritePattern):
 
 class DepthwiseConv1dCausalLowering(RewritePattern):
     """`hir.depthwise_conv1d_causal` -> `mir.concat(left_pad or zeros [B, K-1, C], x)` along
-    time, then a valid `mir.depthwise_conv1d`; with K = 1 there is nothing to pad."""
+    time, then a valid `mir.depthwise_conv1d`; with K = 1 there is nothing to pad. With
+    `return_state` the conv also returns the padded input's last K-1 rows (the window)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
@@ -296,7 +297,9 @@ class DepthwiseConv1dCausalLowering(RewritePattern):
             if pad is None:
                 pad = seq.emit(splat_constant((batch, taps - 1, channels)))
             padded = seq.emit(mir.ConcatOp([pad, op.x], 1))
-        seq.emit(mir.DepthwiseConv1dOp(padded, op.w, op.result.type))
+        types = [r.type for r in op.results]
+        seq.emit(mir.DepthwiseConv1dOp(padded, op.w, return_state=op.return_state,
+                                       result_types=types + [None] * (2 - len(types))))
         _replace(rewriter, op, seq)
 
 

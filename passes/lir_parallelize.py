@@ -69,7 +69,9 @@ def estimate_work(op: Operation) -> int:
         return sum(_numel(o) for o in outs) * shape_of(op.x)[-1]
     if isinstance(op, lir.AttentionOp):
         keys = shape_of(op.operands[1])[-2]
-        return out * (DECODE_KEYS if keys == UNKNOWN else keys)
+        keys = DECODE_KEYS if keys == UNKNOWN else keys
+        # a sliding window reads at most `window` keys a row
+        return out * (keys if op.window is None else min(keys, op.window.value.data))
     return max(out, *(_numel(v) for v in ins)) if ins else out
 
 

@@ -932,23 +932,36 @@ class Graph:
 
     def attention(self, q: Value, k: Value, v: Value, mask: Value | None = None, *,
                   num_heads: int, head_dim: int, num_kv_heads: int | None = None,
-                  mask_kind: str = "none", scale: float | None = None) -> Value:
+                  mask_kind: str = "none", scale: float | None = None,
+                  window: int | None = None) -> Value:
         """Grouped-query attention with heads packed in the last axis: query head h reads kv
         head h // (num_heads / num_kv_heads); masks, causal offset and scale as in
-        docs/semantics.md ("Grouped-query attention")."""
+        docs/semantics.md ("Grouped-query attention"). `window` W (an int >= 1, with
+        mask_kind "causal"): sliding-window attention, query i sees the keys j with
+        i + (T−S) − W < j ≤ i + (T−S) (llama.cpp's n_swa, HF's sliding_window); the
+        kernel reads only those keys."""
         self._f32_operands("attention", ["q", "k", "v", "mask"], [q, k, v, mask])
         # The rule checks mask_kind (a string) before the constructor makes it an attribute.
         with _context("attention"):
             scale = None if scale is None else _finite("scale", scale)
         return self._op("attention", hir.AttentionOp, q=q, k=k, v=v, mask=mask,
                         num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
-                        mask_kind=mask_kind, scale=scale)
+                        mask_kind=mask_kind, scale=scale, window=window)
 
-    def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None) -> Value:
-        """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C]."""
+    def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None,
+                                return_state: bool = False) -> Value | tuple[Value, Value]:
+        """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C] (zeros
+        when absent). With `return_state`, returns (y, window): the window [B, K-1, C] is
+        the last K-1 rows of concat(left_pad, x) over time, for any S (symbolic, or below
+        K-1: then rows of left_pad among them), the next call's `left_pad` (keep it in a
+        `g.state`, write it back with `g.assign`)."""
         self._f32_operands("depthwise_conv1d_causal", ["x", "w", "left_pad"], [x, w, left_pad])
-        return self._op("depthwise_conv1d_causal", hir.DepthwiseConv1dCausalOp, x=x, w=w,
-                        left_pad=left_pad)
+        results = self._op_results("depthwise_conv1d_causal", hir.DepthwiseConv1dCausalOp,
+                                   x=x, w=w, left_pad=left_pad, return_state=return_state)
+        if not return_state:
+            return results[0]
+        y, window = results
+        return y, window
 
     # ------------------------------------------------------------------ sequence ops
 

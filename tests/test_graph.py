@@ -441,10 +441,14 @@ def every_method_graph() -> rlx.Graph:
     q = g.rope(y, cos, sin, head_dim=8)
     kv = g.rope(g.narrow(y, 2, 0, 16), cos, sin, head_dim=8, style="interleaved")
     a = g.attention(q, kv, kv, num_heads=4, head_dim=8, num_kv_heads=2, mask_kind="causal")
+    a = a + g.attention(q, kv, kv, num_heads=4, head_dim=8, num_kv_heads=2, mask_kind="causal",
+                        window=2)
     a = a + g.attention(q, kv, kv, g.input("mask", (4, 4)), num_heads=4, head_dim=8,
                         num_kv_heads=2, mask_kind="bias")
     a = g.swiglu_ffn(a, g.param("up", (32, 48)), g.param("gate", (32, 48)), g.param("down", (48, 32)))
-    a = g.depthwise_conv1d_causal(a, g.param("cw", (3, 32)), g.input("pad", (2, 2, 32)))
+    a, window = g.depthwise_conv1d_causal(a, g.param("cw", (3, 32)), g.input("pad", (2, 2, 32)),
+                                          return_state=True)
+    a = a + g.reduce_mean(window, (0, 1, 2))
     a = g.depthwise_conv1d_causal(a, g.param("cw1", (2, 32)))
     a = g.selective_scan(a, g.sigmoid(a), g.param("ssm_a", (32, 3)), g.narrow(a, 2, 0, 3),
                          g.narrow(a, 2, 3, 3))

@@ -83,7 +83,7 @@ def gather_op(x_shape, x_dtype, ids_shape, ids_dtype, axis):
 def conv_op(batch, steps, channels, taps):
     x_shape, w_shape = (batch, steps + taps - 1, channels), (taps, channels)
     x, w, out = dummy_args(memref_type(x_shape), memref_type(w_shape),
-                           memref_type(depthwise_conv1d(x_shape, w_shape)))
+                           memref_type(depthwise_conv1d(x_shape, w_shape)[0]))
     op = lir.DepthwiseConv1dOp(x, w, out)
     op.verify()
     return op

@@ -8,7 +8,9 @@ and never materializes the S×T scores.  Keys arrive in blocks of W:
 * W dot products q·k_j, vectorized along D; their W partial vectors are reduced with
   a transpose-add tree into ONE vector of W scores (instead of W horizontal sums);
 * scores are scaled, masked (custom: a 0 drops the key; bias: added, −inf allowed;
-  causal: keys past i + (T − S) are not visited, or masked off in the last block),
+  causal: keys past i + (T − S) are not visited, or masked off in the last block; a
+  sliding window W: keys up to i + (T − S) − W are not visited either, the blocks start
+  at max(0, i + (T − S) − W + 1), so a row costs about W keys, not T),
   then `p = exp(scores − m_new)` is ONE vector exp, and `exp(m_old − m_new)` one
   scalar exp rescales `total` and `acc`;
 * acc = acc·alpha + Σ_j p_j·v_j with vector FMAs along D.
@@ -228,6 +230,7 @@ class _Attention:
         self.group = self.heads // self.kv_heads
         self.kind = MaskKind(op.mask_kind.data)
         self.scale = op.scale.value.data
+        self.window: int | None = None if op.window is None else op.window.value.data
         self.n_vec, self.d_tail = divmod(self.dim, w)
         self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
@@ -319,17 +322,19 @@ class _Attention:
         """Feed the keys row s sees into its state, T known at compile time."""
         kb, w = self.kb, self.w
         if self.kind == MaskKind.CAUSAL:
-            # Query s sees keys j < s + (T - S) + 1 (>= 1 since S <= T): full blocks up
-            # to a multiple of W, then one block masked to [full_end, visible).
+            # Query s sees keys first <= j < s + (T - S) + 1 (>= 1 since S <= T; first = 0
+            # without a sliding window): full blocks up to a multiple of W from first,
+            # then one block masked to [full_end, visible).
             visible = kb.add(s, self.causal_offset)
-            full_end = kb.sub(visible, kb.srem(visible, w))
-            state = self.block_loop(full_end, state)
+            first, full_end = self.visible_blocks(visible)
+            state = self.block_loop(full_end, state, first)
             if seq_k >= w:
                 start = vmath.select(kb, kb.icmp("slt", full_end, seq_k - w), full_end,
                                      kb.index(seq_k - w))
                 state = self.block(start, w, state, (full_end, visible))
             else:
-                state = self.block(kb.index(0), seq_k, state, (kb.index(0), visible))
+                lo = kb.index(0) if self.window is None else full_end
+                state = self.block(kb.index(0), seq_k, state, (lo, visible))
         else:
             full_end = seq_k // w * w
             if full_end:
@@ -345,8 +350,8 @@ class _Attention:
         by key (T < W), so no row >= T is read."""
         kb, w = self.kb, self.w
         visible = kb.add(s, self.causal_offset) if self.kind == MaskKind.CAUSAL else seq_k
-        full_end = kb.sub(visible, kb.srem(visible, w))
-        state = self.block_loop(full_end, state)
+        first, full_end = self.visible_blocks(visible)
+        state = self.block_loop(full_end, state, first)
         last_start = kb.sub(seq_k, w)
         whole_block = kb.insert(llvm.AndOp(kb.icmp("sge", seq_k, w),
                                            kb.icmp("slt", full_end, visible)))
@@ -355,6 +360,18 @@ class _Attention:
             whole_block, state,
             lambda st: self.block(start, w, st, (full_end, visible)),
             lambda st: self.key_loop(full_end, visible, st))
+
+    def visible_blocks(self, visible: SSAValue) -> tuple[Value, SSAValue]:
+        """(first, full_end) of a row that sees the keys [first, visible): `first` is 0,
+        or with a sliding window W max(0, visible − W), so the keys before it are never
+        read (a window costs W keys a row, not T); full_end ends the whole blocks of W
+        from first."""
+        kb, w = self.kb, self.w
+        if self.window is None:
+            return 0, kb.sub(visible, kb.srem(visible, w))
+        start = kb.sub(visible, self.window)
+        first = vmath.select(kb, kb.icmp("sgt", start, 0), start, kb.index(0))
+        return first, kb.sub(visible, kb.srem(kb.sub(visible, first), w))
 
     def key_loop(self, start: SSAValue, stop: SSAValue, state: _RowState) -> _RowState:
         """Feed keys [start, stop) one at a time."""
@@ -395,8 +412,9 @@ class _Attention:
             return row
         return kb.add(kb.mul(index, plane), row)
 
-    def block_loop(self, stop: Value, state: _RowState) -> _RowState:
-        with self.kb.loop(0, stop, self.w, carried=state.values()) as loop:
+    def block_loop(self, stop: Value, state: _RowState, start: Value = 0) -> _RowState:
+        """Feed whole blocks of W keys from `start` to `stop` (a multiple of W apart)."""
+        with self.kb.loop(start, stop, self.w, carried=state.values()) as loop:
             loop.yield_(*self.block(loop.iv, self.w, state.like(loop.carried), None).values())
         return state.like(loop.results)
 

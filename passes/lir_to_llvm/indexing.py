@@ -112,18 +112,20 @@ def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
 def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[b, t, c] = Σₖ weight[k, c]·input[b, t+k, c] over the pre-padded input
     [B, S+K-1, C]: rows of out in order, W channels at a time with one FMA per tap,
-    then a scalar tail of channels."""
+    then a scalar tail of channels; with `state_out`, then the window: its last K-1 rows
+    (`_copy_window`). Takes `(input, weight, out[, state_out][, sizes])`."""
     assert isinstance(op, lir.DepthwiseConv1dOp)
     taps = shape_of(op.weight)[0]
     w = vector_width
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
-    kb = KernelBuilder(name, [PTR, PTR, PTR] + [i64] * len(symbols), vector_width=w)
+    pointers = 3 if op.state_out is None else 4
+    kb = KernelBuilder(name, [PTR] * pointers + [i64] * len(symbols), vector_width=w)
     x, weight, out = kb.args[:3]
     batch: Value
     padded: Value
     steps: Value
     if symbols:  # over `?` dims: B, S+K-1 and S read at run time (input, then out)
-        dims = RuntimeDims.of(op, kb.args[3:])
+        dims = RuntimeDims.of(op, kb.args[pointers:])
         batch, padded, channels = dims.shape(0)
         steps = dims.dim(2, 1)
         if not isinstance(channels, int):
@@ -162,8 +164,23 @@ def build_depthwise_conv1d(op: Operation, name: str, vector_width: int) -> llvm.
             row = kb.gep(x, kb.mul(kb.add(kb.mul(b_loop.iv, padded), t_loop.iv), channels))
             out_row = kb.gep(out, kb.mul(kb.add(kb.mul(b_loop.iv, steps), t_loop.iv), channels))
             kb.sweep(0, channels, lambda c, vector: convolve(row, out_row, c, vector=vector))
+    if op.state_out is not None:
+        _copy_window(kb, x, kb.args[3], batch, padded, taps - 1, channels)
     kb.ret()
     return kb.finish()
+
+
+def _copy_window(kb: KernelBuilder, x: SSAValue, window: SSAValue, batch: Value,
+                 padded: Value, rows: int, channels: int) -> None:
+    """window[b] = x[b, padded-rows : padded] for each b: the last `rows` rows over time
+    of the padded input [B, padded, C] (contiguous per b), copied after the convolution
+    has read x (x is the padding concat's own buffer, never the state the window is
+    assigned to, so the order only matters for clarity)."""
+    size = rows * channels
+    with kb.loop(0, batch) as b_loop:
+        first = kb.sub(kb.mul(kb.add(b_loop.iv, 1), padded), rows)  # row (b+1)·padded − rows
+        src = kb.gep(x, kb.mul(first, channels))
+        copy_elements(kb, src, kb.gep(window, kb.mul(b_loop.iv, size)), size)
 
 
 @kernel(lir.InsertRowsOp, runtime_dims=True)

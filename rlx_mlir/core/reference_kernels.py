@@ -455,7 +455,7 @@ def rope(
 
 def _attention64(
     q, k, v, mask, *, num_heads: int, head_dim: int, num_kv_heads: int, mask_kind: str,
-    scale: float,
+    scale: float, window: int | None = None,
 ) -> np.ndarray:
     unbatched = q.ndim == 2
     if unbatched:
@@ -470,6 +470,8 @@ def _attention64(
     scores = scale * (qh @ kh.transpose(0, 1, 3, 2))  # [B, H, S, T]
     if mask_kind == "causal":
         keep = np.arange(t)[None, :] <= np.arange(s)[:, None] + (t - s)
+        if window is not None:  # sliding window: also j > i + (T − S) − W
+            keep &= np.arange(t)[None, :] > np.arange(s)[:, None] + (t - s) - window
         scores = np.where(keep, scores, -np.inf)
     elif mask_kind == "custom":
         scores = np.where(mask != 0, scores, -np.inf)
@@ -496,13 +498,15 @@ def attention(
     num_kv_heads: int | None = None,
     mask_kind: str = "none",
     scale: float | None = None,
+    window: int | None = None,
 ) -> np.ndarray:
     """Grouped-query scaled dot-product attention, heads packed in the last axis.
 
-    q [B, S, H·D], k and v [B, T, Hkv·D] (B may be absent); causal: key j ≤ i + (T − S);
-    custom: a 0 in the mask drops, anything else keeps; bias: the mask is added to the
-    scaled scores.  The mask is [S, T] or [1|B, 1|H, S, T].  A row that drops every key
-    yields zeros.  The result has q's layout.
+    q [B, S, H·D], k and v [B, T, Hkv·D] (B may be absent); causal: key j ≤ i + (T − S),
+    and with a sliding `window` W also j > i + (T − S) − W; custom: a 0 in the mask
+    drops, anything else keeps; bias: the mask is added to the scaled scores.  The mask
+    is [S, T] or [1|B, 1|H, S, T].  A row that drops every key yields zeros.  The result
+    has q's layout.
     """
     _check_name("mask_kind", mask_kind, MASK_KINDS)
     q, k, v = _f64(q), _f64(k), _f64(v)
@@ -511,13 +515,13 @@ def attention(
     rules.attention(
         _shape(q), _shape(k), _shape(v), None if m is None else _shape(m),
         num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
-        mask_kind=mask_kind,
+        mask_kind=mask_kind, window=window,
     )
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
     return _out(
         _attention64(
             q, k, v, m, num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
-            mask_kind=mask_kind, scale=scale,
+            mask_kind=mask_kind, scale=scale, window=window,
         )
     )
 
@@ -841,28 +845,33 @@ QUANTIZE: dict[str, Callable[[ArrayLike], np.ndarray]] = {
 
 
 @_quiet
-def depthwise_conv1d(x_padded: ArrayLike, w: ArrayLike) -> np.ndarray:
+def depthwise_conv1d(x_padded: ArrayLike, w: ArrayLike, return_state: bool = False
+                     ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Valid depthwise conv over time: x [B, S+K−1, C], w [K, C] -> y[b, t, c] =
-    Σₖ w[k, c]·x[b, t+k, c], shape [B, S, C]."""
+    Σₖ w[k, c]·x[b, t+k, c], shape [B, S, C]; with `return_state` (y, the window
+    x[:, S:, :] [B, K−1, C], the last K−1 rows of x)."""
     x, w = _f64(x_padded), _f64(w)
-    b, s, c = rules.depthwise_conv1d(_shape(x), _shape(w))
+    (b, s, c), _ = rules.depthwise_conv1d(_shape(x), _shape(w), return_state)
     y = np.zeros((b, s, c), dtype=F64)
     for tap in range(w.shape[0]):
         y += w[tap] * x[:, tap : tap + s, :]
-    return _out(y)
+    return _sequence_result(y, x[:, s:, :], return_state)
 
 
 def depthwise_conv1d_causal(
-    x: ArrayLike, w: ArrayLike, left_pad: ArrayLike | None = None
-) -> np.ndarray:
+    x: ArrayLike, w: ArrayLike, left_pad: ArrayLike | None = None, return_state: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Causal depthwise conv: x [B, S, C], w [K, C], left_pad [B, K−1, C] (zeros if absent);
-    y = depthwise_conv1d(concat(left_pad, x) over time, w), shape [B, S, C]."""
+    y = depthwise_conv1d(concat(left_pad, x) over time, w), shape [B, S, C]; with
+    `return_state` (y, the window: the last K−1 rows of concat(left_pad, x), [B, K−1, C],
+    for any S — rows of left_pad among them when S < K−1)."""
     x, w = _f32(x), _f32(w)
     pad = None if left_pad is None else _f32(left_pad)
-    rules.depthwise_conv1d_causal(_shape(x), _shape(w), None if pad is None else _shape(pad))
+    rules.depthwise_conv1d_causal(_shape(x), _shape(w), None if pad is None else _shape(pad),
+                                  return_state)
     if pad is None:
         pad = np.zeros((x.shape[0], w.shape[0] - 1, x.shape[2]), dtype=F32)
-    return depthwise_conv1d(np.concatenate([pad, x], axis=1), w)
+    return depthwise_conv1d(np.concatenate([pad, x], axis=1), w, return_state)
 
 
 # ----------------------------------------------------------------------------- sequence ops

@@ -394,8 +394,10 @@ def attention(
     head_dim: int,
     num_kv_heads: int,
     mask_kind: str,
+    window: int | None = None,
 ) -> Shape:
-    """Grouped-query attention with heads packed in the last axis; returns q's shape."""
+    """Grouped-query attention with heads packed in the last axis; returns q's shape.
+    `window` (sliding-window attention, causal only) is checked by `attention_window`."""
     check_rank("q", q, (2, 3))
     check_rank("k", k, (len(q),))
     check_rank("v", v, (len(q),))
@@ -428,7 +430,21 @@ def attention(
         raise ShapeError(f"causal attention needs S <= T, got S={seq_q} > T={seq_k}")
     if mask is not None:
         _check_mask(mask, batch, num_heads, seq_q, seq_k)
+    attention_window(window, mask_kind)
     return q
+
+
+def attention_window(window: int | None, mask_kind: str) -> None:
+    """A sliding window W: query i sees the keys j with i + (T−S) − W < j ≤ i + (T−S), so
+    W ≥ 1 and the mask causal (W ≥ T is full causal attention)."""
+    if window is None:
+        return
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ShapeError(f"window: expected an integer >= 1 (the keys a query sees), "
+                         f"got {window!r}")
+    if mask_kind != "causal":
+        raise ShapeError(f"window: a sliding window needs mask_kind 'causal', got "
+                         f"mask_kind {mask_kind!r}")
 
 
 def _check_mask(mask: Shape, batch: Shape, heads: int, seq_q: Dim, seq_k: Dim) -> None:
@@ -533,8 +549,10 @@ def dequant_gather(table: Shape, ids: Shape, scheme: str) -> Shape:
     return tuple(ids) + (row_bytes // block_bytes * values,)
 
 
-def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape:
-    """x[B, S, C], w[K, C], left_pad[B, K-1, C] -> [B, S, C]."""
+def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None,
+                            return_state: bool | None = False) -> tuple[Shape, Shape | None]:
+    """x[B, S, C], w[K, C], left_pad[B, K-1, C] -> y [B, S, C], and with `return_state`
+    the window [B, K-1, C] (`depthwise_conv1d_window`; None without)."""
     check_rank("x", x, (3,))
     check_rank("w", w, (2,))
     check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")
@@ -545,13 +563,31 @@ def depthwise_conv1d_causal(x: Shape, w: Shape, left_pad: Shape | None) -> Shape
         check_exact("left_pad", left_pad, (x[0], taps - 1, x[2]), "[B, K-1, C]")
     elif taps > 1:
         require_static("x", x[0], "without left_pad (zero padding, a constant), the batch dim B")
-    return x
+    return x, depthwise_conv1d_window(x, w) if return_state else None
 
 
-def depthwise_conv1d(input: Shape, weight: Shape) -> Shape:
+def depthwise_conv1d(input: Shape, weight: Shape, return_state: bool | None = False
+                     ) -> tuple[Shape, Shape | None]:
     """Valid depthwise convolution over time: input[B, S+K-1, C], weight[K, C] -> [B, S, C]
-    (the messages name them x and w)."""
-    x, w = input, weight
+    (the messages name them x and w), and with `return_state` the window [B, K-1, C], the
+    input's last K-1 rows (`depthwise_conv1d_window`; None without)."""
+    out = _depthwise_conv1d_out(input, weight)
+    return out, depthwise_conv1d_window(input, weight) if return_state else None
+
+
+def depthwise_conv1d_window(x: Shape, w: Shape) -> Shape:
+    """The window a causal convolution keeps between calls (`return_state`): the last K-1
+    rows over time of its padded input, [B, K-1, C] for x [B, *, C] and w [K, C]; a kernel
+    of size K = 1 keeps none (an error)."""
+    taps = require_static("w", w[0], "the kernel size K")
+    if taps == 1:
+        raise ShapeError("return_state: a kernel of size K=1 keeps no window (K-1 = 0 rows); "
+                         "expected K >= 2")
+    return (x[0], taps - 1, x[2])
+
+
+def _depthwise_conv1d_out(x: Shape, w: Shape) -> Shape:
+    """The output [B, S, C] of a valid depthwise convolution of x [B, S+K-1, C] by w [K, C]."""
     check_rank("x", x, (3,))
     check_rank("w", w, (2,))
     check_exact("w", w, (w[0], x[2]), "[K, C] with C = channels of x")

@@ -1127,3 +1127,19 @@ mir.yield %a : f32
 %y = mir.dequant_matmul %x, %w scheme f16 : (tensor<2x5xf32>, tensor<8x5xui8>) -> tensor<2x8xf32>
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'mir.dequant_matmul': w: expected shape [8, 10] (f16: K/1 blocks of 2 bytes), got [8, 5]
+
+// -----
+
+// mir.attention: a sliding window needs the causal mask
+%q = "test.op"() : () -> tensor<6x32xf32>
+%z = mir.attention %q, %q, %q num_heads 4 head_dim 8 num_kv_heads 4 mask_kind none scale 0.125 window 2 : (tensor<6x32xf32>, tensor<6x32xf32>, tensor<6x32xf32>) -> tensor<6x32xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.attention': window: a sliding window needs mask_kind 'causal', got mask_kind 'none'
+
+// -----
+
+// mir.attention: a window of no keys
+%q = "test.op"() : () -> tensor<6x32xf32>
+%z = mir.attention %q, %q, %q num_heads 4 head_dim 8 num_kv_heads 4 mask_kind causal scale 0.125 window 0 : (tensor<6x32xf32>, tensor<6x32xf32>, tensor<6x32xf32>) -> tensor<6x32xf32>
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'mir.attention': window: expected an integer >= 1 (the keys a query sees), got 0
