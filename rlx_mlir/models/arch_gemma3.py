@@ -134,10 +134,9 @@ class Gemma3Builder(_DecoderBuilder):
         """Causal grouped-query attention over the cached keys; within the last `window`
         keys of each query when window > 0."""
         c = self.config
-        extra = {"window": window} if window > 0 else {}
         return self.g.attention(q, keys, values, num_heads=c.n_head, head_dim=c.head_dim,
                                 num_kv_heads=c.n_head_kv, mask_kind="causal",
-                                scale=attention_scale(c), **extra)
+                                scale=attention_scale(c), window=window or None)
 
 
 __all__ = ["Gemma3Builder", "attention_scale", "gemma3_config"]
