@@ -146,3 +146,17 @@ def test_missing_gemma3_tensor_is_an_error(tmp_path):
 def test_swa_pattern_as_llama_cpp_reads_it(pattern, local):
     from rlx_mlir.models.arch_gemma3 import _swa_layers
     assert _swa_layers(pattern, 14, "f") == local
+
+
+def test_chat_without_a_file_template_uses_gemma_turns(tmp_path):
+    path = write_tiny_model(tmp_path / "plain.gguf", "gemma3", extra=GEMMA3_KEYS,
+                            chat_template=None)
+    lm = load_gguf(path, max_seq=8, engine="reference")
+    bos = lm.tokenizer.tokens[lm.tokenizer.bos_id]
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi "}, {"role": "assistant", "content": "Hello"},
+                {"role": "user", "content": "Bye"}]
+    assert lm.chat_prompt(messages) == (
+        f"{bos}<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+        "<start_of_turn>model\nHello<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n"
+        "<start_of_turn>model\n")

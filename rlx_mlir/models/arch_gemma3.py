@@ -34,6 +34,21 @@ from rlx_mlir.models.architectures import DecoderGraph, _DecoderBuilder
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.gguf_file import ModelConfig
 
+GEMMA3_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- set prefix = messages[0]['content'] + '\n\n' -%}{%- set turns = messages[1:] -%}"
+    "{%- else -%}{%- set prefix = '' -%}{%- set turns = messages -%}{%- endif -%}"
+    "{%- for message in turns -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (prefix if loop.first else '') "
+    "+ message['content'] | trim + '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}")
+"""Gemma 3's turn format (Google's template: a system message joins the first user turn),
+used by `lm.chat` when a gemma3 file has no tokenizer.chat_template (the 270M Q4_K_M has
+none, and ChatML is not a format Gemma knows)."""
+
 DEFAULT_SWA_PERIOD = 6
 """llama.cpp's default: every 6th layer is global (load_swa_pattern(ml, 6))."""
 
@@ -139,4 +154,4 @@ class Gemma3Builder(_DecoderBuilder):
                                 scale=attention_scale(c), window=window or None)
 
 
-__all__ = ["Gemma3Builder", "attention_scale", "gemma3_config"]
+__all__ = ["GEMMA3_CHAT_TEMPLATE", "Gemma3Builder", "attention_scale", "gemma3_config"]

@@ -342,7 +342,8 @@ class LanguageModel:
              seed: int | None = None, stop: str | Sequence[str] | None = None,
              stream: Callable[[str], Any] | None = None) -> str:
         """The assistant's reply to `messages` ([{"role": ..., "content": ...}, ...]) formatted
-        with the file's chat template (ChatML when it has none), then `generate`d."""
+        with the file's chat template (when it has none: gemma3's turns for a gemma3
+        file, else ChatML), then `generate`d."""
         text = self.chat_prompt(messages)
         tok = self.tokenizer
         # A template that writes BOS itself must not get a second one from the tokenizer.
@@ -355,7 +356,7 @@ class LanguageModel:
         """The text the chat template makes of `messages`, ending with the assistant's cue."""
         messages = _check_messages(messages)
         tok = self.tokenizer
-        template = _compile_template(tok.chat_template or CHATML_TEMPLATE)
+        template = _compile_template(tok.chat_template or _default_template(self.config))
         bos = tok.tokens[tok.bos_id] if tok.bos_id is not None else ""
         eos = tok.tokens[tok.eos_id] if tok.eos_id is not None else ""
         try:
@@ -487,6 +488,15 @@ def _check_messages(messages: Any) -> list[dict[str, str]]:
 
 
 _TEMPLATES: dict[str, Any] = {}
+
+
+def _default_template(config: ModelConfig) -> str:
+    """The chat template of a file that has none: the architecture's own turn format where
+    it has one (gemma3), else ChatML."""
+    if config.architecture == "gemma3":
+        from rlx_mlir.models.arch_gemma3 import GEMMA3_CHAT_TEMPLATE
+        return GEMMA3_CHAT_TEMPLATE
+    return CHATML_TEMPLATE
 
 
 def _compile_template(source: str) -> Any:
