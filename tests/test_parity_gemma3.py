@@ -4,7 +4,8 @@ transformers dequantizes the file to float32 (`from_pretrained(dir, gguf_file=..
 Gemma3ForCausalLM); both read the same ids (our tokenizer, BOS first), teacher-forced over
 the first 64 tokens of a paragraph. The SPEC's bar: mean KL(HF || ours) per position <= 0.01
 and the same top-1 token wherever HF's top-two margin is >= 0.25, for the prefill (all
-positions' logits at once) and for decoding (one `step` per token after the first). Needs the
+positions' logits at once) and for decoding (one `step` per token after the first); and the
+prefill of a 600-token text, past the local layers' 512-key window. Needs the
 `[parity]` extra and the fetched file (skipped when it cannot be downloaded).
 """
 
@@ -17,6 +18,8 @@ from test_parity_hf import MARGIN, MAX_MEAN_KL, PARAGRAPH, hf_logits, log_softma
 from rlx_mlir.models import ModelError, fetch, load_gguf
 
 N_TOKENS = 64
+LONG_TOKENS = 600
+"""More than the sliding window (512): the local layers' windows slide."""
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,7 @@ def gemma3_path():
 
 @pytest.fixture(scope="module")
 def lm(gemma3_path):
-    return load_gguf(gemma3_path, max_seq=N_TOKENS)
+    return load_gguf(gemma3_path, max_seq=LONG_TOKENS)
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +68,11 @@ def test_decode_agrees_with_transformers(lm, teacher_forced):
     lm.reset()
     ours = np.stack([lm.prefill(ids[:1])] + [lm.step(token) for token in ids[1:]])
     check_agreement("decode", theirs, ours)
+
+
+def test_prefill_past_the_window_agrees_with_transformers(lm, gemma3_path):
+    text = " ".join(f"Chapter {n}. {PARAGRAPH}" for n in range(1, 9))
+    ids = lm.tokenizer.encode(text)[:LONG_TOKENS]
+    assert len(ids) == LONG_TOKENS > lm.config.sliding_window
+    check_agreement(f"prefill of {LONG_TOKENS} tokens", hf_logits(gemma3_path, ids),
+                    lm.logits(ids))
