@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from rlx_mlir.graph import Value
-from rlx_mlir.models.architectures import DecoderGraph, _DecoderBuilder
+from rlx_mlir.models.architectures import ARCHITECTURE_BUILDERS, DecoderBuilder, DecoderGraph
 from rlx_mlir.models.errors import ModelError
-from rlx_mlir.models.gguf_file import ModelConfig
+from rlx_mlir.models.gguf_file import CONFIG_HOOKS, ModelConfig
 
 GEMMA3_CHAT_TEMPLATE = (
     "{{ bos_token }}"
@@ -92,7 +92,7 @@ def attention_scale(config: ModelConfig) -> float:
     return 1.0 / math.sqrt(config.head_dim)
 
 
-class Gemma3Builder(_DecoderBuilder):
+class Gemma3Builder(DecoderBuilder):
     """The gemma3 decoder graph: the llama builder's weights and head, gemma3's layers."""
 
     def build(self) -> DecoderGraph:
@@ -153,5 +153,8 @@ class Gemma3Builder(_DecoderBuilder):
                                 num_kv_heads=c.n_head_kv, mask_kind="causal",
                                 scale=attention_scale(c), window=window or None)
 
+
+ARCHITECTURE_BUILDERS["gemma3"] = Gemma3Builder
+CONFIG_HOOKS["gemma3"] = gemma3_config
 
 __all__ = ["GEMMA3_CHAT_TEMPLATE", "Gemma3Builder", "attention_scale", "gemma3_config"]

@@ -111,15 +111,11 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
-    if config.architecture == "gemma3":
-        from rlx_mlir.models.arch_gemma3 import Gemma3Builder
-        return Gemma3Builder(config, tensors, max_seq, n_rot or config.head_dim,
-                             activations).build()
-    return _DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
-                           activations).build()
+    builder = ARCHITECTURE_BUILDERS.get(config.architecture, DecoderBuilder)
+    return builder(config, tensors, max_seq, n_rot or config.head_dim, activations).build()
 
 
-class _DecoderBuilder:
+class DecoderBuilder:
     """Builds the decoder graph layer by layer, recording each param's file tensor."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
@@ -236,4 +232,10 @@ class _DecoderBuilder:
         return self._values[key]
 
 
-__all__ = ["DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
+ARCHITECTURE_BUILDERS: dict[str, type[DecoderBuilder]] = {}
+"""DecoderBuilder subclasses of the architectures defined in their own modules
+(`rlx_mlir/models/arch_*.py`, which register themselves here when imported; the package's
+__init__ imports them), by `general.architecture`. The others use DecoderBuilder."""
+
+
+__all__ = ["ARCHITECTURE_BUILDERS", "DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -330,6 +331,11 @@ ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half", "gemma3
 `llama` (the converter permuted the weights for it), NEOX halves for qwen2/qwen3."""
 
 
+CONFIG_HOOKS: dict[str, Callable[[ModelConfig, dict[str, Any], str], ModelConfig]] = {}
+"""Per architecture, a function that completes the common config with its own metadata keys
+(registered by the `rlx_mlir/models/arch_*.py` modules: gemma3's sliding window)."""
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """The hyper-parameters of a decoder-only transformer read from GGUF metadata."""
@@ -411,10 +417,8 @@ class ModelConfig:
             eps=float(key("attention.layer_norm_rms_epsilon")),
             context_length=int(key("context_length")),
             file_type=int(metadata.get("general.file_type", -1)))
-        if arch == "gemma3":
-            from rlx_mlir.models.arch_gemma3 import gemma3_config
-            config = gemma3_config(config, metadata, source)
-        return config
+        hook = CONFIG_HOOKS.get(arch)
+        return config if hook is None else hook(config, metadata, source)
 
 
 def expected_tensors(config: ModelConfig,

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.models.arch_gemma3 import GEMMA3_CHAT_TEMPLATE
 from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_tensor_types
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
@@ -494,7 +495,6 @@ def _default_template(config: ModelConfig) -> str:
     """The chat template of a file that has none: the architecture's own turn format where
     it has one (gemma3), else ChatML."""
     if config.architecture == "gemma3":
-        from rlx_mlir.models.arch_gemma3 import GEMMA3_CHAT_TEMPLATE
         return GEMMA3_CHAT_TEMPLATE
     return CHATML_TEMPLATE
 
