@@ -93,8 +93,10 @@ def tensor_specs(arch: str, types: dict[str, T], tied: bool) -> dict[str, tuple[
     }
     if arch == "qwen2":
         layer |= {"attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,)}
-    if arch == "qwen3":
+    if arch in ("qwen3", "gemma3"):
         layer |= {"attn_q_norm.weight": (HEAD_DIM,), "attn_k_norm.weight": (HEAD_DIM,)}
+    if arch == "gemma3":
+        layer |= {"post_attention_norm.weight": (N_EMBD,), "post_ffw_norm.weight": (N_EMBD,)}
     shapes = {"token_embd.weight": (N_VOCAB, N_EMBD), "output_norm.weight": (N_EMBD,)}
     if not tied:
         shapes["output.weight"] = (N_VOCAB, N_EMBD)
@@ -125,7 +127,7 @@ def write_tiny_model(path: Path, arch: str = "llama", *, types: dict[str, T] | N
     writer.add_head_count_kv(N_HEAD_KV)
     writer.add_layer_norm_rms_eps(EPS)
     writer.add_rope_freq_base(ROPE_THETA)
-    if arch == "qwen3":
+    if arch in ("qwen3", "gemma3"):
         writer.add_key_length(HEAD_DIM)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     tokens, token_types, merges = vocabulary()

@@ -2,7 +2,8 @@
 reading the file (`read_gguf`, `GGUFFile`, `ModelConfig`), the tokenizer of its vocabulary
 (`Tokenizer`), sampling (`Sampler`) and `fetch` for named models."""
 
-from rlx_mlir.models import arch_mamba  # noqa: F401  (registers the `mamba` architecture)
+# The arch_* modules register their architectures when imported.
+from rlx_mlir.models import arch_gemma3, arch_mamba  # noqa: F401
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
 from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo, read_gguf

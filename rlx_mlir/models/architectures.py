@@ -32,7 +32,7 @@ params (transposed to [in, out]) used with `matmul`; 1-D tensors (norms, biases)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,6 +77,9 @@ class DecoderGraph:
     recurrent model (`mamba`) has only assigned states, and its caller counts them."""
     mtp: DecoderGraph | None = None
     """A second graph run beside the decoder: a qwen35 file's MTP head (arch_qwen35)."""
+    extra_rope: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """More rope tables the graph reads: inputs `cos_{name}`, `sin_{name}` [S, n_rot/2] of
+    base theta and position scale (name -> (theta, scale)); gemma3's local layers."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form
@@ -116,8 +119,8 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     module = ARCHITECTURE_MODULES.get(config.architecture)
     if module is not None:  # an architecture of its own module (arch_<name>.py)
         return module.build(config, tensors, max_seq=max_seq, activations=activations)
-    return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
-                           activations).build()
+    builder = ARCHITECTURE_BUILDERS.get(config.architecture, DecoderBuilder)
+    return builder(config, tensors, max_seq, n_rot or config.head_dim, activations).build()
 
 
 class DecoderBuilder:
@@ -243,4 +246,10 @@ class DecoderBuilder:
         return self._values[key]
 
 
-__all__ = ["DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
+ARCHITECTURE_BUILDERS: dict[str, type[DecoderBuilder]] = {}
+"""DecoderBuilder subclasses of the architectures defined in their own modules
+(`rlx_mlir/models/arch_*.py`, which register themselves here when imported; the package's
+__init__ imports them), by `general.architecture`. The others use DecoderBuilder."""
+
+
+__all__ = ["ARCHITECTURE_BUILDERS", "DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]

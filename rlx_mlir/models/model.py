@@ -30,6 +30,7 @@ import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.models import arch_qwen35
+from rlx_mlir.models.arch_gemma3 import GEMMA3_CHAT_TEMPLATE
 from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_tensor_types
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
@@ -257,6 +258,8 @@ class LanguageModel:
         """The compiled multi-token-prediction head (qwen35 files with one), else None."""
         self._takes_last = "last" in self.graph.inputs
         """The graph keeps the last row's hidden state for the MTP head (input `last`)."""
+        self._extra_rope = {name: _rope_tables(theta, decoder.n_rot, self.max_seq, scale, None)
+                            for name, (theta, scale) in decoder.extra_rope.items()}
 
     def __repr__(self) -> str:
         c = self.config
@@ -361,6 +364,9 @@ class LanguageModel:
                   "seed": np.int64(p.seed or 0)}
         if self._rope:  # the rope rows of the positions [start, end)
             inputs |= {"cos": self._cos[start:end], "sin": self._sin[start:end]}
+        for name, tables in self._extra_rope.items():  # e.g. gemma3's local layers' rope
+            inputs |= {f"{part}_{name}": table[start:end]
+                       for part, table in zip(("cos", "sin"), tables, strict=True)}
         if self._takes_last:
             inputs["last"] = np.array([tokens.size - 1], np.int32)
         return inputs
@@ -432,7 +438,8 @@ class LanguageModel:
              seed: int | None = None, stop: str | Sequence[str] | None = None,
              stream: Callable[[str], Any] | None = None) -> str:
         """The assistant's reply to `messages` ([{"role": ..., "content": ...}, ...]) formatted
-        with the file's chat template (ChatML when it has none), then `generate`d."""
+        with the file's chat template (when it has none: gemma3's turns for a gemma3
+        file, else ChatML), then `generate`d."""
         text = self.chat_prompt(messages)
         tok = self.tokenizer
         # A template that writes BOS itself must not get a second one from the tokenizer.
@@ -445,7 +452,7 @@ class LanguageModel:
         """The text the chat template makes of `messages`, ending with the assistant's cue."""
         messages = _check_messages(messages)
         tok = self.tokenizer
-        template = _compile_template(tok.chat_template or CHATML_TEMPLATE)
+        template = _compile_template(tok.chat_template or _default_template(self.config))
         bos = tok.tokens[tok.bos_id] if tok.bos_id is not None else ""
         eos = tok.tokens[tok.eos_id] if tok.eos_id is not None else ""
         try:
@@ -589,6 +596,14 @@ def _check_messages(messages: Any) -> list[dict[str, str]]:
 
 
 _TEMPLATES: dict[str, Any] = {}
+
+
+def _default_template(config: ModelConfig) -> str:
+    """The chat template of a file that has none: the architecture's own turn format where
+    it has one (gemma3), else ChatML."""
+    if config.architecture == "gemma3":
+        return GEMMA3_CHAT_TEMPLATE
+    return CHATML_TEMPLATE
 
 
 def _compile_template(source: str) -> Any:
