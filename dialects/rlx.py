@@ -58,6 +58,10 @@ class QuantScheme(StrEnum):
     Q4_K = "q4_k"
     Q5_K = "q5_k"
     Q6_K = "q6_k"
+    Q2_K = "q2_k"
+    Q3_K = "q3_k"
+    IQ4_NL = "iq4_nl"
+    IQ4_XS = "iq4_xs"
 
 
 class QuantActivations(StrEnum):

@@ -736,8 +736,8 @@ class Graph:
 
     def dequant_matmul(self, x: Value, w: Value, scheme: str, activations: str = "f32") -> Value:
         """x[..., K] @ dequant(w)^T for raw GGUF data w: ui8[N, K/values · bytes] of one of the
-        schemes f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 (32-value blocks), q4_k, q5_k, q6_k
-        (256-value blocks); K must be a multiple of the scheme's block.
+        schemes f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl (32-value blocks), q4_k, q5_k,
+        q6_k, q2_k, q3_k, iq4_xs (256-value blocks); K must be a multiple of the scheme's block.
 
         `activations="f32"` multiplies x as given; `"q8"` first quantizes x as llama.cpp's
         CPU dot products do (ggml's `vec_dot_type` of the scheme: q8_0, q8_1 or q8_K, with

@@ -105,6 +105,8 @@ def _random(spec: ArgSpec, shape: tuple[int, ...], uses: list[tuple[Operation, i
 F16_FIELDS: dict[str, dict[int, float]] = {
     "q4_1": {0: 0.1, 2: 0.8}, "q5_0": {0: 0.1}, "q5_1": {0: 0.05, 2: 0.8},
     "q4_k": {0: 0.002, 2: 0.002}, "q5_k": {0: 0.001, 2: 0.002}, "q6_k": {208: 0.001},
+    "q2_k": {80: 0.01, 82: 0.01}, "q3_k": {108: 0.002}, "iq4_nl": {0: 0.001},
+    "iq4_xs": {0: 0.0002},
 }
 """Byte offsets of the f16 scale/min fields of a block, with the magnitude of random ones."""
 

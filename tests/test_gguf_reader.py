@@ -238,13 +238,13 @@ def test_untied_output_is_checked(tmp_path):
 
 
 def test_unsupported_tensor_type(tmp_path):
-    # IQ4_NL has 32-value blocks of 18 bytes; any bytes make a structurally valid tensor.
-    path = write_model(tmp_path / "iq.gguf", override={
-        "blk.0.ffn_up.weight": ((N_FF, N_EMBD), T.IQ4_NL)})
+    # Q8_1 has 32-value blocks of 40 bytes; any bytes make a structurally valid tensor.
+    path = write_model(tmp_path / "q81.gguf", override={
+        "blk.0.ffn_up.weight": ((N_FF, N_EMBD), T.Q8_1)})
     message = errors_of(path)
-    assert "'blk.0.ffn_up.weight' has unsupported type IQ4_NL" in message
+    assert "'blk.0.ffn_up.weight' has unsupported type Q8_1" in message
     with read_gguf(path) as file:
-        with pytest.raises(ModelError, match="IQ4_NL"):
+        with pytest.raises(ModelError, match="Q8_1"):
             file.array("blk.0.ffn_up.weight")
         with pytest.raises(ModelError, match="no tensor named 'nope'"):
             file.tensor("nope")

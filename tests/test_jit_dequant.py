@@ -21,7 +21,8 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.random_inputs import F16_FIELDS, random_blocks
 
-SCHEMES = ("f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k")
+SCHEMES = ("f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k",
+           "q2_k", "q3_k", "iq4_nl", "iq4_xs")
 GGUF_QUANTIZE = ("f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
 """Schemes gguf.quants.quantize can make (not the K-quants)."""
 RNG = np.random.default_rng(7)

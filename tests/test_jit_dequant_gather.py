@@ -77,7 +77,8 @@ def test_every_scheme_is_bit_exact(width):
                               ("i32", np.array(9, np.int32))):  # rank-0 ids: one row
             op = gather_op(scheme, table.shape, ids.shape, k, id_dtype)
             cases.append((scheme, table, ids, k, op))
-        special = special_blocks(scheme, ROWS, k) if scheme in ("q4_1", "q6_k", "q4_k") else None
+        special = special_blocks(scheme, ROWS, k) if scheme in ("q4_1", "q6_k", "q4_k",
+                                                                 "q2_k", "iq4_xs") else None
         if special is not None:  # zero, subnormal and normal f16 scales
             ids = np.arange(ROWS, dtype=np.int32)
             cases.append((scheme, special, ids, k, gather_op(scheme, special.shape, ids.shape, k)))
@@ -154,7 +155,7 @@ def embedding_graph(scheme: str, table_shape: tuple[int, int], ids_shape: tuple)
     return g
 
 
-@pytest.mark.parametrize("scheme", ("q8_0", "q4_1", "q6_k", "bf16"))
+@pytest.mark.parametrize("scheme", ("q8_0", "q4_1", "q6_k", "bf16", "q3_k", "iq4_nl"))
 def test_graph_embedding_with_a_scheme(scheme):
     k = row_values(scheme)
     table = blocks(scheme, 40, k)

@@ -213,9 +213,9 @@ def test_unsupported_architecture(tmp_path, no_compilation):
 
 
 def test_unsupported_matrix_type(tmp_path, no_compilation):
-    path = write_tiny_model(tmp_path / "m.gguf", types={"ffn_up.weight": T.Q2_K})
+    path = write_tiny_model(tmp_path / "m.gguf", types={"ffn_up.weight": T.TQ2_0})
     message = error_of(path)
-    assert "blk.0.ffn_up.weight" in message and "Q2_K" in message
+    assert "blk.0.ffn_up.weight" in message and "TQ2_0" in message
 
 
 def test_missing_tensor(tmp_path, no_compilation):

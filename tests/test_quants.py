@@ -21,6 +21,7 @@ from rlx_mlir.core.quants import QUANT_TYPES, dequantize, dequantize_rows, quant
 SCALE_OFFSETS = {
     "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
+    "IQ4_NL": [0], "IQ4_XS": [0],
 }
 
 

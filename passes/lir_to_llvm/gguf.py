@@ -13,9 +13,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, VectorType, f16, f32, i8, i16, i32
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    VectorType,
+    f16,
+    f32,
+    i8,
+    i16,
+    i32,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from rlx_mlir.core.quants import KVALUES_IQ4NL
 from rlx_mlir.passes.lir_to_llvm.builder import KernelBuilder, vector_type
 
 
@@ -207,6 +217,85 @@ def _bf16_values(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
     return _bf16_to_f32(kb, kb.load(block, first, vector=True, element=i16, align=2))
 
 
+def _crumbs(kb: KernelBuilder, block: SSAValue, offset: int, first: int) -> SSAValue:
+    """2-bit quants of W values from `first` (i8 vector) of q2_K/q3_K: per half of 128
+    values 32 bytes from `offset`, whose 2-bit fields at shifts 0, 2, 4, 6 are values 0-31,
+    32-63, 64-95, 96-127 of the half."""
+    half, within = divmod(first, 128)
+    raw = _bytes(kb, block, offset + half * 32 + within % 32)
+    return _and(kb, _lshr(kb, raw, 2 * (within // 32)), 3)
+
+
+def _q2_k(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return kb.sitofp(_crumbs(kb, block, 16, first), kb.vec)
+
+
+def _q2_k_affine(kb: KernelBuilder, block: SSAValue, g: int) -> Affine:
+    # scale byte g: low nibble the scale, high nibble the min of the 16 values
+    packed = _byte(kb, block, g)
+    d = kb.fmul(_f16_at(kb, block, 80), kb.sitofp(_and(kb, packed, 0x0F), f32))
+    dmin = kb.fmul(_f16_at(kb, block, 82), kb.sitofp(_lshr(kb, packed, 4), f32))
+    return d, kb.fneg(dmin)
+
+
+def _q3_k(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    # bit (first // 32) of hmask[first % 32 ...] set: q = low, clear: q = low - 4
+    high = _and(kb, _lshr(kb, _bytes(kb, block, first % 32), first // 32), 1)
+    q = kb.or_(_crumbs(kb, block, 32, first), _int_op(kb, llvm.ShlOp, high, 2))
+    return kb.sitofp(kb.sub(q, 4), kb.vec)
+
+
+def _q3_k_affine(kb: KernelBuilder, block: SSAValue, g: int) -> Affine:
+    # 6-bit scale g: low 4 bits a nibble of bytes 96-103 (g < 8 low, else high), top 2
+    # bits at shift 2·(g // 4) of byte 104 + g % 4; stored + 32
+    low = _byte(kb, block, 96 + g % 8)
+    low = _and(kb, low, 0x0F) if g < 8 else _lshr(kb, low, 4)
+    top = _and(kb, _lshr(kb, _byte(kb, block, 104 + g % 4), 2 * (g // 4)), 3)
+    scale = kb.sub(kb.or_(low, _int_op(kb, llvm.ShlOp, top, 4)), 32)
+    return kb.fmul(_f16_at(kb, block, 108), kb.sitofp(scale, f32)), None
+
+
+def _iq4_grid(kb: KernelBuilder, nibbles: SSAValue) -> SSAValue:
+    """kvalues_iq4nl[n] of an i8 vector of nibbles n, as f32: one `pshufb` of the 16-byte
+    grid on SSSE3 (every target with W >= 8), else a tree of 15 selects on the 4 bits."""
+    w = kb.vector_width
+    grid = KVALUES_IQ4NL
+    if w >= 8:
+        wide = vector_type(16, i8)
+        lanes = [t % w for t in range(16)]
+        index = nibbles if w == 16 else kb.insert(llvm.ShuffleVectorOp(
+            nibbles, nibbles, DenseArrayBase.from_list(i32, lanes), wide))
+        table = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(wide, list(grid)), wide))
+        looked = kb.insert(llvm.CallIntrinsicOp("llvm.x86.ssse3.pshuf.b.128", [table, index], [wide]))
+        if w == 8:
+            looked = kb.insert(llvm.ShuffleVectorOp(
+                looked, looked, DenseArrayBase.from_list(i32, list(range(w))), nibbles.type))
+        return kb.sitofp(looked, kb.vec)
+    level = [kb.constant(v, nibbles.type) for v in grid]
+    for bit in range(4):
+        taken = kb.icmp("ne", _and(kb, nibbles, 1 << bit), kb.constant(0, nibbles.type))
+        level = [kb.select(taken, level[p + 1], level[p]) for p in range(0, len(level), 2)]
+    return kb.sitofp(level[0], kb.vec)
+
+
+def _iq4_nl(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return _iq4_grid(kb, _nibbles(kb, block, 2, first, 16))
+
+
+def _iq4_xs(kb: KernelBuilder, block: SSAValue, first: int) -> SSAValue:
+    return _iq4_grid(kb, _nibbles(kb, block, 8, first, 16))
+
+
+def _iq4_xs_affine(kb: KernelBuilder, block: SSAValue, g: int) -> Affine:
+    # 6-bit scale g (stored + 32): low 4 bits the nibble g % 2 of byte 4 + g // 2, top 2
+    # bits at shift 2g of the little-endian u16 at bytes 2-3
+    low = _byte(kb, block, 4 + g // 2)
+    low = _and(kb, low, 0x0F) if g % 2 == 0 else _lshr(kb, low, 4)
+    top = _and(kb, _lshr(kb, _byte(kb, block, 2 + g // 4), 2 * (g % 4)), 3)
+    scale = kb.sub(kb.or_(low, _int_op(kb, llvm.ShlOp, top, 4)), 32)
+    return kb.fmul(f16_scale(kb, block), kb.sitofp(scale, f32)), None
+
+
 SCHEMES: dict[str, DequantScheme] = {
     "f16": DequantScheme(1, 2, 1, _f16_values,
                          scalar=lambda kb, p: _half_to_f32(kb, kb.load(p, element=i16, align=2))),
@@ -220,6 +309,10 @@ SCHEMES: dict[str, DequantScheme] = {
     "q4_k": DequantScheme(256, 144, 32, _q4_k, _k_scale_min),
     "q5_k": DequantScheme(256, 176, 32, _q5_k, _k_scale_min),
     "q6_k": DequantScheme(256, 210, 16, _q6_k, _q6_k_affine),
+    "q2_k": DequantScheme(256, 84, 16, _q2_k, _q2_k_affine),
+    "q3_k": DequantScheme(256, 110, 16, _q3_k, _q3_k_affine),
+    "iq4_nl": DequantScheme(32, 18, 32, _iq4_nl, _d_only),
+    "iq4_xs": DequantScheme(256, 136, 32, _iq4_xs, _iq4_xs_affine),
 }
 """Every scheme `lir.dequant_matmul` compiles, described once (see DequantScheme)."""
 

@@ -6,8 +6,8 @@ f32 rounding, without integer dot instructions.
 x is quantized per ggml's vec_dot_type into a stack scratch of f32 integers (exact), then
 per weight group (scheme.group values sharing scale and offset) an exact f32 integer dot
 Σ q_w·q_x is scaled by scale_w·d_x, plus offset_w·t_x with t_x q8_1's s (q4_1, q5_1) or
-d_x·Σq_x of the 32 values (the mins of q4_k, q5_k). A scratch row is K quants, then K/32
-t values, then one d per x block. The rows are driven as the VNNI kernel's
+d_x·Σq_x of the group's values (the mins of q4_k, q5_k: 32; q2_k: 16). A scratch row is
+K quants, then one t per 32 values (q2_k: 16), then one d per x block. The rows are driven as the VNNI kernel's
 (`quant_dot.chunked_rows`).
 """
 
@@ -56,10 +56,12 @@ class EmulatedScratch:
     k: int
     block: int
     """Values per x block (32 or 256)."""
+    t_span: int = BLOCK
+    """Values per t (q8_1's s per 32; q8_K: d·Σq per weight group, 16 for q2_k)."""
 
     @property
     def row_floats(self) -> int:
-        return self.k + self.k // BLOCK + self.k // self.block
+        return self.k + self.k // self.t_span + self.k // self.block
 
     def row(self, kb: KernelBuilder, r: Index) -> SSAValue:
         return kb.address(self.base, kb.fold_mul(r, self.row_floats))
@@ -68,7 +70,7 @@ class EmulatedScratch:
         return kb.address(row, kb.fold_add(index, self.k))
 
     def d_at(self, kb: KernelBuilder, row: SSAValue, index: Index) -> SSAValue:
-        return kb.address(row, kb.fold_add(index, self.k + self.k // BLOCK))
+        return kb.address(row, kb.fold_add(index, self.k + self.k // self.t_span))
 
 
 def _load_block(kb: KernelBuilder, src: SSAValue, count: int) -> tuple[list[SSAValue], SSAValue]:
@@ -100,7 +102,8 @@ def _emulate_q8_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue, scratch: 
 
 def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
                         scratch: EmulatedScratch, blk: Index) -> None:
-    """One q8_K block of 256 values at src (quantize_row_q8_K_ref), with d·Σq per 32."""
+    """One q8_K block of 256 values at src (quantize_row_q8_K_ref), with d·Σq per
+    scratch.t_span values."""
     w = kb.vector_width
     values, amax = _load_block(kb, src, QK_K)
     # the first value of largest magnitude (its sign matters): the least index of a lane at amax
@@ -119,8 +122,8 @@ def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
     d = kb.select(nonzero, kb.fdiv(kb.fconst(1.0), iscale), zero)
     quants = kb.address(dst, kb.fold_mul(blk, QK_K))
     magic, top = kb.vconst(MAGIC), kb.vconst(127.0)
-    per_sub = BLOCK // w
-    for sub in range(QK_K // BLOCK):
+    per_sub = scratch.t_span // w
+    for sub in range(QK_K // scratch.t_span):
         total = None
         for t in range(sub * per_sub, (sub + 1) * per_sub):
             scaled = kb.insert(llvm.FMulOp(kb.splat(iscale), values[t]))
@@ -129,7 +132,7 @@ def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
             kb.store(q, quants, t * w)
             total = q if total is None else kb.insert(llvm.FAddOp(total, q))
         kb.store(kb.insert(llvm.FMulOp(d, kb.hsum(total))),
-                 scratch.t_at(kb, dst, kb.fold_add(kb.fold_mul(blk, QK_K // BLOCK), sub)))
+                 scratch.t_at(kb, dst, kb.fold_add(kb.fold_mul(blk, QK_K // scratch.t_span), sub)))
     kb.store(d, scratch.d_at(kb, dst, blk))
 
 
@@ -152,12 +155,13 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
                        + [i64, i64] * partitioned, vector_width=width)
     x = kb.args[0]
-    probe = EmulatedScratch(x, k, scheme.values)
+    t_span = min(scheme.group, BLOCK) if k_type else BLOCK
+    probe = EmulatedScratch(x, k, scheme.values, t_span)
     chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // (4 * probe.row_floats)))
     static_m = None if dynamic else math.prod(xs[:-1])
     if static_m is not None:
         chunk = min(chunk, static_m)
-    scratch = EmulatedScratch(kb.alloca(chunk * probe.row_floats), k, scheme.values)
+    scratch = EmulatedScratch(kb.alloca(chunk * probe.row_floats), k, scheme.values, t_span)
 
     def quantize(first: Index, rows: Index) -> None:
         def one_row(r: Index) -> None:
@@ -207,7 +211,7 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
                         at = r * cols + c
                         vectors[at] = kb.fma(dots[at], kb.splat(kb.fmul(scale, d_x[r])), vectors[at])
                         if offset is not None:
-                            t_index = kb.fold_add(kb.mul(blk, scheme.values // BLOCK), g)
+                            t_index = kb.fold_add(kb.mul(blk, scheme.values // t_span), g)
                             t_x = kb.load(scratch.t_at(kb, x_rows[r], t_index))
                             scalars[at] = kb.fma(offset, t_x, scalars[at])
             loop.yield_(*vectors, *scalars)

@@ -6,7 +6,7 @@ give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
   marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
   W = 8): integer dot products with `vpdpbusd`;
 - **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (the
-  K-quants, targets without VNNI, W = 4): x quantized into a scratch of f32 integers,
+  K-quants, iq4_nl/iq4_xs, targets without VNNI, W = 4): x quantized into a scratch of f32 integers,
   exact f32 integer dots per weight group.
 
 dequant.py `build_dequant_matmul` picks the kernel. This module also holds what both

@@ -25,6 +25,8 @@ Block layouts (little-endian; d, dmin and m are f16):
 | Q4_K | 256 | 144 | d; dmin; 12 bytes of 8 6-bit scales and 8 6-bit mins; 128 bytes of nibbles |
 | Q5_K | 256 | 176 | d; dmin; 12 scale bytes; 32 bytes qh; 128 bytes of nibbles |
 | Q6_K | 256 | 210 | 128 bytes low nibbles; 64 bytes of 2-bit highs; 16 int8 scales; d |
+| IQ4_NL | 32 | 18 | d; nibbles as Q4_0, each an index into KVALUES_IQ4NL; v = d*kvalue |
+| IQ4_XS | 256 | 136 | d; u16 scales_h; 4 bytes scales_l (8 6-bit scales, -32); 128 bytes of nibbles, 16 per 32 values as Q4_0; v = (d*scale)*kvalue |
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ _TYPES = [
     QuantType("Q4_K", 12, QK_K, 144), QuantType("Q5_K", 13, QK_K, 176),
     QuantType("Q6_K", 14, QK_K, 210),
 ]
+_TYPES += [QuantType("IQ4_NL", 20, 32, 18), QuantType("IQ4_XS", 23, QK_K, 136)]
 QUANT_TYPES: dict[str, QuantType] = {t.name: t for t in _TYPES}
 """Every type this module dequantizes, by ggml name."""
 _BY_ID = {t.type_id: t for t in _TYPES}
@@ -273,6 +276,37 @@ _DEQUANTIZERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+KVALUES_IQ4NL = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
+"""ggml's `kvalues_iq4nl`: the non-linear 4-bit grid of IQ4_NL and IQ4_XS (index = nibble)."""
+
+
+def _iq4_grid(nibbles: np.ndarray) -> np.ndarray:
+    return np.array(KVALUES_IQ4NL, dtype=np.float32)[nibbles]
+
+
+def _iq4_nl(blocks: np.ndarray) -> np.ndarray:
+    return _f16(blocks, 0) * _iq4_grid(_nibbles(blocks[:, 2:18]))
+
+
+def iq4_xs_scales(blocks: np.ndarray) -> np.ndarray:
+    """The 8 signed 6-bit scales (ls - 32) of IQ4_XS blocks [n, 136] as int32 [n, 8]: low 4
+    bits in the nibbles of scales_l (bytes 4-7: sub-block 2i low, 2i+1 high), top 2 bits
+    in the little-endian u16 scales_h (bytes 2-3, shift 2i for sub-block i)."""
+    low = np.stack([blocks[:, 4:8] & 0x0F, blocks[:, 4:8] >> 4], axis=2).reshape(-1, 8)
+    high = blocks[:, 2:4].copy().view("<u2").astype(np.int32) >> (2 * np.arange(8))
+    return (low.astype(np.int32) | ((high & 3) << 4)) - 32
+
+
+def _iq4_xs(blocks: np.ndarray) -> np.ndarray:
+    n = blocks.shape[0]
+    dl = (_f16(blocks, 0) * iq4_xs_scales(blocks).astype(np.float32)).reshape(n, 8, 1)
+    q = _iq4_grid(_nibbles(blocks[:, 8:136].reshape(n * 8, 16))).reshape(n, 8, 32)
+    return (dl * q).reshape(n, QK_K)
+
+
+_DEQUANTIZERS.update({"IQ4_NL": _iq4_nl, "IQ4_XS": _iq4_xs})
+
+
 # --- activations quantized as ggml's CPU dot products read them (`activations="q8"`) ---
 #
 # ggml multiplies a quantized weight row by activations quantized to the weight type's
@@ -296,6 +330,7 @@ VEC_DOT_TYPES: dict[str, str] = {
     "q4_0": "Q8_0", "q5_0": "Q8_0", "q8_0": "Q8_0",
     "q4_1": "Q8_1", "q5_1": "Q8_1",
     "q4_k": "Q8_K", "q5_k": "Q8_K", "q6_k": "Q8_K",
+    "q2_k": "Q8_K", "q3_k": "Q8_K", "iq4_xs": "Q8_K", "iq4_nl": "Q8_0",
 }
 """ggml's `vec_dot_type` of each block-quantized dequant_matmul scheme: the type its
 activations take with `activations="q8"` (f16/bf16 weights take f32 activations only)."""

@@ -48,6 +48,7 @@ QUANT_BLOCKS: dict[str, tuple[int, int]] = {
     "q8_0": (32, 34), "q4_0": (32, 18), "f16": (1, 2), "bf16": (1, 2),
     "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24),
     "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+    "q2_k": (256, 84), "q3_k": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136),
 }
 """(values, bytes) of one GGUF block, per dequant_matmul scheme (ggml's block geometry)."""
 

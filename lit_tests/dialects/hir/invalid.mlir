@@ -880,4 +880,4 @@
 %x, %w = "test.op"() : () -> (tensor<2x5xf32>, tensor<8x10xui8>)
 %y = hir.dequant_matmul f16 %x, %w activations q8 : (tensor<2x5xf32>, tensor<8x10xui8>) -> tensor<2x8xf32>
 // CHECK: {{^// -{5}$}}
-// CHECK-NEXT: 'hir.dequant_matmul': activations q8 needs a block-quantized scheme (q4_0, q5_0, q8_0, q4_1, q5_1, q4_k, q5_k, q6_k), got f16
+// CHECK-NEXT: 'hir.dequant_matmul': activations q8 needs a block-quantized scheme (q4_0, q5_0, q8_0, q4_1, q5_1, q4_k, q5_k, q6_k, q2_k, q3_k, iq4_xs, iq4_nl), got f16
