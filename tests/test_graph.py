@@ -182,7 +182,7 @@ def test_dequant_matmul(g):
     with pytest.raises(rlx.DTypeError, match="w: expected element type ui8, got f32"):
         g.dequant_matmul(x, g.param("wf", (5, 68)), "q8_0")
     with pytest.raises(rlx.RlxError, match="scheme: expected one of"):
-        g.dequant_matmul(x, g.param("w6", (5, 68), "ui8"), "q3_k")  # (q5_k is a scheme now)
+        g.dequant_matmul(x, g.param("w6", (5, 68), "ui8"), "q4_2")  # (q3_k is a scheme now)
 
 
 # ---------------------------------------------------------------------------- reductions, norms

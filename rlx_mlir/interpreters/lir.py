@@ -87,14 +87,16 @@ def _view(op: Operation, args: list[Any], props: dict[str, Any]) -> np.ndarray:
 
 def _writing(compute: OpImpl) -> OpImpl:
     """A destination-passing kernel: compute from the inputs, write each result into its
-    out (the last operands: `out`, then the extra outs present)."""
+    out (the last operands: `out`, then the extra outs present; a variadic out, e.g.
+    `lir.shared_input_matmul`'s products, is a list of buffers, one per result)."""
 
     def run(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
         assert isinstance(op, lir.KernelOp)
         count = len(op.result_names())
         result = compute(op, args[:-count], props)
         results = result if isinstance(result, tuple) else (result,)
-        outs = [out for out in args[-count:] if out is not None]
+        outs = [buffer for out in args[-count:] if out is not None
+                for buffer in (out if isinstance(out, list) else [out])]
         for out, value in zip(outs, results, strict=True):
             out[...] = value
 
