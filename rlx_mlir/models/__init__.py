@@ -3,7 +3,7 @@ reading the file (`read_gguf`, `GGUFFile`, `ModelConfig`), the tokenizer of its 
 (`Tokenizer`), sampling (`Sampler`) and `fetch` for named models."""
 
 # The arch_* modules register their architectures when imported.
-from rlx_mlir.models import arch_gemma3, arch_mamba  # noqa: F401
+from rlx_mlir.models import arch_gemma3, arch_mamba, arch_qwen35  # noqa: F401
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
 from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo, read_gguf

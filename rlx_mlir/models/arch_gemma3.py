@@ -25,14 +25,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from rlx_mlir.graph import Value
-from rlx_mlir.models.architectures import ARCHITECTURE_BUILDERS, DecoderBuilder, DecoderGraph
+from rlx_mlir.models.architectures import DecoderBuilder, DecoderGraph
 from rlx_mlir.models.errors import ModelError
-from rlx_mlir.models.gguf_file import CONFIG_HOOKS, ModelConfig
+from rlx_mlir.models.gguf_file import (
+    ARCHITECTURE_MODULES,
+    ArchitectureModule,
+    ModelConfig,
+    TensorInfo,
+)
 
 GEMMA3_CHAT_TEMPLATE = (
     "{{ bos_token }}"
@@ -154,7 +160,12 @@ class Gemma3Builder(DecoderBuilder):
                                 scale=attention_scale(c), window=window or None)
 
 
-ARCHITECTURE_BUILDERS["gemma3"] = Gemma3Builder
-CONFIG_HOOKS["gemma3"] = gemma3_config
+def build_gemma3(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
+                 n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
+    """The `gemma3` decoder graph (the interface of `architectures.build_decoder`)."""
+    return Gemma3Builder(config, tensors, max_seq, n_rot or config.head_dim, activations).build()
 
-__all__ = ["GEMMA3_CHAT_TEMPLATE", "Gemma3Builder", "attention_scale", "gemma3_config"]
+
+ARCHITECTURE_MODULES["gemma3"] = ArchitectureModule(build_gemma3, refine=gemma3_config)
+
+__all__ = ["GEMMA3_CHAT_TEMPLATE", "Gemma3Builder", "attention_scale", "build_gemma3", "gemma3_config"]

@@ -143,9 +143,10 @@ def mamba_tensors(config: ModelConfig, has_output: bool) -> list[tuple[str, tupl
 
 
 def build_mamba(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                activations: str = "q8") -> DecoderGraph:
+                n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
     """The graph of a `mamba` model (see the module docstring); `max_seq` bounds the tokens
-    of one call and of a sequence, as for the transformer decoders."""
+    of one call and of a sequence, as for the transformer decoders (no rope: `n_rot` is
+    not used)."""
     return _MambaBuilder(config, tensors, max_seq, 0, activations).build()
 
 
@@ -187,6 +188,7 @@ class _MambaBuilder(DecoderBuilder):
         return g.add(h, g.reshape(mixed, ("S", c.n_embd)))
 
 
-ARCHITECTURE_MODULES[ARCHITECTURE] = ArchitectureModule(mamba_config, mamba_tensors, build_mamba)
+ARCHITECTURE_MODULES[ARCHITECTURE] = ArchitectureModule(build_mamba, config=mamba_config,
+                                                         tensors=mamba_tensors)
 
 __all__ = ["build_mamba", "mamba_config", "mamba_mixer", "mamba_tensors"]

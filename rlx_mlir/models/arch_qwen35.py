@@ -43,8 +43,14 @@ from rlx_mlir.models.architectures import (
     DecoderGraph,
     WeightBinding,
 )
-from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, TensorInfo
-from rlx_mlir.models.qwen35_config import params_of
+from rlx_mlir.models.gguf_file import (
+    ARCHITECTURE_MODULES,
+    ArchitectureModule,
+    GGUFFile,
+    ModelConfig,
+    TensorInfo,
+)
+from rlx_mlir.models.qwen35_config import expected_tensors, params_of, refine_config
 
 if TYPE_CHECKING:
     from rlx_mlir.models.model import LanguageModel
@@ -270,5 +276,9 @@ def compile_mtp(decoder: DecoderGraph, file: GGUFFile, compile_graph: Any) -> Mt
         return None
     return MtpHead(compile_graph(decoder.mtp, decoder.mtp.params(file)))
 
+
+
+ARCHITECTURE_MODULES["qwen35"] = ArchitectureModule(build_decoder, refine=refine_config,
+                                                   tensors=expected_tensors)
 
 __all__ = ["MtpHead", "build_decoder", "compile_mtp", "l2_normalize"]

@@ -118,9 +118,10 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
     module = ARCHITECTURE_MODULES.get(config.architecture)
     if module is not None:  # an architecture of its own module (arch_<name>.py)
-        return module.build(config, tensors, max_seq=max_seq, activations=activations)
-    builder = ARCHITECTURE_BUILDERS.get(config.architecture, DecoderBuilder)
-    return builder(config, tensors, max_seq, n_rot or config.head_dim, activations).build()
+        return module.build(config, tensors, max_seq=max_seq, n_rot=n_rot,
+                            activations=activations)
+    return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
+                          activations).build()
 
 
 class DecoderBuilder:
@@ -246,10 +247,4 @@ class DecoderBuilder:
         return self._values[key]
 
 
-ARCHITECTURE_BUILDERS: dict[str, type[DecoderBuilder]] = {}
-"""DecoderBuilder subclasses of the architectures defined in their own modules
-(`rlx_mlir/models/arch_*.py`, which register themselves here when imported; the package's
-__init__ imports them), by `general.architecture`. The others use DecoderBuilder."""
-
-
-__all__ = ["ARCHITECTURE_BUILDERS", "DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]
+__all__ = ["DecoderBuilder", "DecoderGraph", "WeightBinding", "build_decoder", "check_tensor_types"]

@@ -161,10 +161,6 @@ class GGUFFile:
                 raise ModelError(f"{self.path}: tensor {name!r} has unsupported type "
                                  f"{info.type_name}; supported: "
                                  f"{', '.join(sorted(SUPPORTED_TENSOR_TYPES))}")
-        if config.architecture == "qwen35":
-            from rlx_mlir.models.qwen35_config import check_config
-
-            check_config(config, str(self.path))
         return config
 
 
@@ -336,11 +332,6 @@ ROPE_STYLES = {"llama": "interleaved", "qwen2": "half", "qwen3": "half", "qwen35
 `llama` (the converter permuted the weights for it), NEOX halves for qwen2/qwen3."""
 
 
-CONFIG_HOOKS: dict[str, Callable[[ModelConfig, dict[str, Any], str], ModelConfig]] = {}
-"""Per architecture, a function that completes the common config with its own metadata keys
-(registered by the `rlx_mlir/models/arch_*.py` modules: gemma3's sliding window)."""
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """The hyper-parameters of a decoder-only transformer read from GGUF metadata."""
@@ -392,13 +383,15 @@ class ModelConfig:
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: str = "GGUF file") -> ModelConfig:
-        """The config of a `llama`, `qwen2` or `qwen3` file; ModelError naming the missing or
-        unsupported item otherwise."""
+        """The config of a file of a supported architecture: the transformer keys (llama,
+        qwen2, qwen3, and gemma3/qwen35 before their `refine`), or an ArchitectureModule's
+        own `config` (mamba); ModelError naming the missing or unsupported item otherwise."""
         arch = metadata.get("general.architecture")
         if arch is None:
             raise ModelError(f"{source}: no general.architecture in the metadata")
-        if arch in ARCHITECTURE_MODULES:
-            return ARCHITECTURE_MODULES[arch].config(metadata, source)
+        module = ARCHITECTURE_MODULES.get(arch)
+        if module is not None and module.config is not None:
+            return module.config(metadata, source)
         if arch not in ROPE_STYLES:
             raise ModelError(f"{source}: unsupported architecture {arch!r}; supported: "
                              f"{', '.join([*ROPE_STYLES, *ARCHITECTURE_MODULES])}")
@@ -429,11 +422,6 @@ class ModelConfig:
                              f"gives the vocabulary size")
         n_mtp = int(metadata.get(f"{arch}.nextn_predict_layers", 0))
         n_layer = int(key("block_count")) - n_mtp
-        arch_params = None
-        if arch == "qwen35":
-            from rlx_mlir.models.qwen35_config import Qwen35Params
-
-            arch_params = Qwen35Params.from_metadata(metadata, n_layer, source)
         config = cls(
             architecture=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
             n_head_kv=n_head_kv, head_dim=head_dim, n_ff=int(key("feed_forward_length")),
@@ -441,23 +429,20 @@ class ModelConfig:
             rope_style=ROPE_STYLES[arch],
             eps=float(key("attention.layer_norm_rms_epsilon")),
             context_length=int(key("context_length")),
-            file_type=int(metadata.get("general.file_type", -1)), n_mtp=n_mtp,
-            arch_params=arch_params)
-        hook = CONFIG_HOOKS.get(arch)
-        return config if hook is None else hook(config, metadata, source)
+            file_type=int(metadata.get("general.file_type", -1)), n_mtp=n_mtp)
+        if module is None or module.refine is None:
+            return config
+        return module.refine(config, metadata, source)
 
 
 def expected_tensors(config: ModelConfig,
                      has_output: bool) -> list[tuple[str, tuple[int, ...]]]:
     """(name, row-major shape) of every tensor a model of `config` needs; without
     `output.weight` the output projection is tied to `token_embd.weight`."""
-    if config.architecture in ARCHITECTURE_MODULES:
-        return ARCHITECTURE_MODULES[config.architecture].tensors(config, has_output)
+    module = ARCHITECTURE_MODULES.get(config.architecture)
+    if module is not None and module.tensors is not None:
+        return module.tensors(config, has_output)
     c = config
-    if c.architecture == "qwen35":
-        from rlx_mlir.models import qwen35_config
-
-        return qwen35_config.expected_tensors(c, has_output)
     q_dim, kv_dim = c.n_head * c.head_dim, c.n_head_kv * c.head_dim
     needed = [("token_embd.weight", (c.n_vocab, c.n_embd)), ("output_norm.weight", (c.n_embd,))]
     if has_output:
@@ -489,13 +474,20 @@ class ArchitectureModule:
     registers it in ARCHITECTURE_MODULES when `rlx_mlir.models` is imported: how its
     config is read, which tensors it needs, and its graph."""
 
-    config: Callable[[Mapping[str, Any], str], ModelConfig]
-    """(metadata, source) -> ModelConfig; ModelError naming what is missing or wrong."""
-    tensors: Callable[[ModelConfig, bool], list[tuple[str, tuple[int, ...]]]]
-    """(config, has_output) -> (name, row-major shape) of every tensor (`expected_tensors`)."""
     build: Callable[..., Any]
-    """(config, tensors, *, max_seq, activations) -> DecoderGraph (`build_decoder`)."""
+    """(config, tensors, *, max_seq, n_rot, activations) -> DecoderGraph (`build_decoder`)."""
+    config: Callable[[Mapping[str, Any], str], ModelConfig] | None = None
+    """(metadata, source) -> ModelConfig, for a model that is no attention transformer
+    (`mamba`); None: the transformer keys are read, then `refine` runs."""
+    refine: Callable[[ModelConfig, Mapping[str, Any], str], ModelConfig] | None = None
+    """(config, metadata, source) -> the config with the architecture's own keys read
+    (gemma3's windows, qwen35's delta-net sizes); ModelError naming what is wrong."""
+    tensors: Callable[[ModelConfig, bool], list[tuple[str, tuple[int, ...]]]] | None = None
+    """(config, has_output) -> (name, row-major shape) of every tensor; None: the
+    transformer's (`expected_tensors`)."""
 
 
 ARCHITECTURE_MODULES: dict[str, ArchitectureModule] = {}
-"""Architecture name -> its ArchitectureModule (`mamba`: rlx_mlir/models/arch_mamba.py)."""
+"""Architecture name -> its ArchitectureModule (gemma3, qwen35, mamba: arch_<name>.py, each
+registering itself when imported; `rlx_mlir.models` imports them all). The others
+(llama, qwen2, qwen3) are the plain transformer of `architectures.DecoderBuilder`."""

@@ -101,9 +101,8 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     try:
         config, n_rot, rope_scale, freq_factors = _check_file(file)
         tokenizer = Tokenizer.from_gguf(file)
-        build = arch_qwen35.build_decoder if config.architecture == "qwen35" else build_decoder
-        decoder = build(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
-                        activations="f32" if exact_dequant else "q8")
+        decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
+                                activations="f32" if exact_dequant else "q8")
         runner = _compile(decoder, decoder.params(file), engine, threads)
         mtp = None
         if decoder.mtp is not None:  # a qwen35 file's MTP layer: its own small graph

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -87,11 +88,14 @@ def params_of(config: ModelConfig) -> Qwen35Params:
     return params
 
 
-def check_config(config: ModelConfig, source: str) -> None:
-    """ModelError for what the graph cannot run: more than one MTP layer."""
+def refine_config(config: ModelConfig, metadata: Mapping[str, Any], source: str) -> ModelConfig:
+    """`config` with the qwen35 keys read (`arch_params`); ModelError for what the graph
+    cannot run: more than one MTP layer."""
     if config.n_mtp > 1:
         raise ModelError(f"{source}: qwen35.nextn_predict_layers is {config.n_mtp}; rlx-mlir "
                          f"runs one MTP layer (as llama.cpp)")
+    params = Qwen35Params.from_metadata(metadata, config.n_layer, source)
+    return dataclasses.replace(config, arch_params=params)
 
 
 def expected_tensors(config: ModelConfig,
@@ -127,4 +131,4 @@ def expected_tensors(config: ModelConfig,
     return needed
 
 
-__all__ = ["Qwen35Params", "check_config", "expected_tensors", "params_of"]
+__all__ = ["Qwen35Params", "expected_tensors", "params_of", "refine_config"]
