@@ -11,6 +11,8 @@ importable (or SmolLM2 cannot be fetched).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -43,10 +45,17 @@ def smollm2_path():
         pytest.skip(f"SmolLM2 is not cached and cannot be downloaded: {error}")
 
 
-def hf_logits(path, ids: list[int]) -> np.ndarray:
+@functools.lru_cache(maxsize=1)
+def hf_model(path):
+    """HF's model of a GGUF file (dequantized to f32); the last one is kept, as loading
+    dequantizes every tensor in Python (Gemma 3's 262k-token embedding: minutes)."""
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    model.eval()
+    return model.eval()
+
+
+def hf_logits(path, ids: list[int]) -> np.ndarray:
+    model = hf_model(path)
     with torch.no_grad():
         return model(torch.tensor([ids])).logits[0].float().numpy()
 
