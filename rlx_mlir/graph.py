@@ -1407,9 +1407,30 @@ class Graph:
         """Copies of the custom functions, for the module (the graph keeps its own)."""
         return [f.op.clone() for f in self._functions.values() if f is not None]
 
-    # ------------------------------------------------------------------ copies
+    # ------------------------------------------------------------------ for transformations
+    # What a graph transformation (`rlx.grad`) reads and builds besides the builder methods.
 
-    def _copy(self) -> tuple[Graph, dict[SSAValue, SSAValue]]:
+    def arguments(self) -> list[tuple[str, str, BlockArgument, rules.Shape]]:
+        """(name, role, SSA value, symbolic shape) of every argument, in order (the
+        position, added by a cache append, has the shape ())."""
+        return list(zip(self._arg_names, self._arg_roles, self._block.args, self._arg_shapes,
+                        strict=True))
+
+    def body_ops(self) -> list[Operation]:
+        """The ops built so far, in order."""
+        return list(self._block.ops)
+
+    def add_op(self, op: Operation) -> None:
+        """Append an op built outside the builder methods (its operands values of this
+        graph), located as the builder's ops are (`scope`)."""
+        self._add_located(op)
+
+    def custom_function(self, name: str) -> _CustomFunction | None:
+        """The custom function `name` (`custom_fn`): its private `func.func` (`.op`) and
+        user VJP (`.vjp`); None when there is none of that name."""
+        return self._functions.get(name)
+
+    def duplicate(self) -> tuple[Graph, dict[SSAValue, SSAValue]]:
         """A copy of the graph without its outputs (same arguments, ops cloned, custom
         functions shared), and the map from this graph's SSA values to the copy's."""
         new = copy.copy(self)

@@ -206,7 +206,7 @@ def expand_hir(op: Operation) -> tuple[list[Operation], list[SSAValue]]:
     ret.detach()
     ret.erase()
     for arg, operand in zip(block.args, op.operands, strict=True):
-        arg.replace_by(operand)
+        arg.replace_all_uses_with(operand)
     ops = list(block.ops)
     for expanded in ops:
         expanded.detach()

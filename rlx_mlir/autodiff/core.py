@@ -46,7 +46,7 @@ class Backward:
         self.needs: set[SSAValue] = set(wrt)
         """The values that depend on a `wrt` argument through float values."""
         self._shapes: dict[SSAValue, rules.Shape] = {
-            arg: shape for arg, shape in zip(g._block.args, g._arg_shapes, strict=True)
+            arg: shape for _, _, arg, shape in g.arguments()
         }
 
     # ------------------------------------------------------------------ VjpContext
@@ -146,7 +146,7 @@ class Backward:
         stand for op's results): they are added to the graph and walked."""
         for new in ops:
             if new.results:  # an assign of an expansion is the forward's business
-                self.g._add_located(new)
+                self.g.add_op(new)
         self.mark([new for new in ops if new.results])
         for result, cotangent in zip(results, cotangents, strict=True):
             if cotangent is not None:
@@ -156,7 +156,7 @@ class Backward:
     def call(self, op: func.CallOp, cotangents: list[Value | None]) -> None:
         """A custom function: its user VJP, or its body cloned onto the call's operands."""
         name = op.callee.string_value()
-        function = self.g._functions.get(name)
+        function = self.g.custom_function(name)
         if function is None:
             raise RlxError(f"rlx.grad: no VJP rule for func.call @{name} (not a custom_fn)")
         if function.vjp is not None:
@@ -204,16 +204,14 @@ def _is_float(value: SSAValue) -> bool:
 def _wrt_arguments(g: Graph, wrt: Sequence[str] | str) -> list[BlockArgument]:
     """The arguments `wrt` names: float inputs, params or states of `g`."""
     names = [wrt] if isinstance(wrt, str) else list(wrt)
+    arguments = {name: (role, arg) for name, role, arg, _ in g.arguments()}
     args = []
     for name in names:
-        if not isinstance(name, str) or name not in g._arg_names:
-            known = ", ".join(n for n, r in zip(g._arg_names, g._arg_roles, strict=True)
-                              if r != ROLE_POSITION)
+        if not isinstance(name, str) or name not in arguments:
+            known = ", ".join(n for n, (r, _) in arguments.items() if r != ROLE_POSITION)
             raise RlxError(f"rlx.grad: wrt: {name!r} is not an input, param or state of graph "
                            f"{g.name!r} (its arguments: {known or 'none'})")
-        index = g._arg_names.index(name)
-        arg = g._block.args[index]
-        role = g._arg_roles[index]
+        role, arg = arguments[name]
         if isinstance(arg.type, IndexType) or dtype_of(arg) != "f32":
             got = "the position" if isinstance(arg.type, IndexType) else \
                 f"the {dtype_of(arg)} {role} {name!r}"
@@ -238,7 +236,7 @@ def grad_values(g: Graph, loss: Value, wrt: Sequence[str] | str) -> list[Value]:
         raise RlxError(f"rlx.grad: loss: expected a rank-0 f32 Value, got {loss.dtype} of "
                        f"shape {rules.fmt(loss.shape)}")
     args = _wrt_arguments(g, wrt)
-    forward = list(g._block.ops)
+    forward = g.body_ops()
     backward = Backward(g, args)
     with g.scope(GRAD_SCOPE):
         backward.mark(forward)
@@ -255,11 +253,11 @@ def grad(g: Graph, loss: Value, wrt: Sequence[str] | str) -> Graph:
         got = type(loss).__name__ if not isinstance(loss, Value) else \
             f"a Value of graph {loss.graph.name!r}"
         raise RlxError(f"rlx.grad: loss: expected a Value of graph {g.name!r}, got {got}")
-    copy, mapping = g._copy()
+    copy, mapping = g.duplicate()
     loss_copy = Value(copy, mapping[loss.ssa], loss.shape, loss.dtype)
     grads = grad_values(copy, loss_copy, wrt)
     names = ["loss", *(f"grad_{n}" for n in ([wrt] if isinstance(wrt, str) else wrt))]
-    clash = set(names) & set(g._arg_names) or len(set(names)) != len(names)
+    clash = set(names) & {a[0] for a in g.arguments()} or len(set(names)) != len(names)
     copy.output(loss_copy, *grads, names=None if clash else names)
     return copy
 

@@ -38,7 +38,8 @@ def elementwise(ctx: VjpContext, inputs: Sequence[Value], fn: ScalarFn) -> Value
     result = fn(ScalarBody(block), *block.args)
     block.add_op(mir.YieldOp(result))
     op = mir.FusedElementwiseOp([v.ssa for v in inputs], tensor_type(shape), Region(block))
-    return ctx.g._append(op, shape, "f32")
+    ctx.g.add_op(op)
+    return Value(ctx.g, op.result, shape, "f32")
 
 
 # ----------------------------------------------------------------------------- scalar pieces
