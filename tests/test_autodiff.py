@@ -380,3 +380,37 @@ def test_a_fused_elementwise_op_is_differentiated_through_its_body():
     got = rlx.jit(grads)(x=x_np, b=b_np)
     np.testing.assert_allclose(got[1], dx, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got[2], db, rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- quantized weights
+
+
+def test_quantized_weights_pass_gradients_to_x_only():
+    """dequant_matmul (x @ dequant(w)^T) and a shared_input_matmul of quantized weights:
+    x gets the cotangent times the dequantized weights; the bytes get none."""
+    from rlx_mlir.core import reference_kernels as K
+    from rlx_mlir.dialects import mir
+
+    rng = np.random.default_rng(3)
+    w1, w2 = (K.quantize_q8_0(rng.standard_normal((n, 64)).astype(np.float32)) for n in (7, 5))
+    x_np = rng.standard_normal((3, 64)).astype(np.float32)
+    ct1, ct2 = rng.standard_normal((3, 7)), rng.standard_normal((3, 5))
+    g = rlx.Graph("q")
+    x = g.input("x", (3, 64))
+    q1, q2 = g.param("q1", w1.shape, "ui8"), g.param("q2", w2.shape, "ui8")
+    y1 = g.dequant_matmul(x, q1, "q8_0")
+    shared = mir.SharedInputMatmulOp(x.ssa, [q1.ssa, q2.ssa], scheme="q8_0")
+    g.add_op(shared)
+    p1 = rlx.Value(g, shared.products[0], (3, 7), "f32")
+    p2 = rlx.Value(g, shared.products[1], (3, 5), "f32")
+    loss = (g.reduce_sum((y1 + p1) * g.constant(ct1), (0, 1))
+            + g.reduce_sum(p2 * g.constant(ct2), (0, 1)))
+    g.output(loss)
+    grads = rlx.grad(g, loss, ["x"])
+    d1, d2 = K.dequantize_q8_0(w1).astype(np.float64), K.dequantize_q8_0(w2).astype(np.float64)
+    want = 2 * ct1.astype(np.float32) @ d1 + ct2.astype(np.float32) @ d2
+    arrays = {"x": x_np, "q1": w1, "q2": w2}
+    np.testing.assert_allclose(rlx.reference(grads)(**arrays)[1], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rlx.jit(grads)(**arrays)[1], want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(RlxError, match="'q1' is not differentiable"):
+        rlx.grad(g, loss, ["q1"])
