@@ -71,8 +71,7 @@ class Backward:
         summed = self.g.reduce_sum(cotangent, axes, keepdim=True) if axes else cotangent
         return summed if summed.shape == shape else self.g.reshape(summed, shape)
 
-    # ------------------------------------------------------------------ helpers
-
+    # ------------------------------------------------------------------ cotangents
 
     def accumulate(self, ssa: SSAValue, cotangent: Value, what: Callable[[], str]) -> None:
         """Add `cotangent` to the one of `ssa` (checked against its shape)."""
