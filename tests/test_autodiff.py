@@ -460,3 +460,14 @@ def test_quantized_weights_pass_gradients_to_x_only():
     np.testing.assert_allclose(rlx.jit(grads)(**arrays)[1], want, rtol=1e-4, atol=1e-5)
     with pytest.raises(RlxError, match="'q1' is not differentiable"):
         rlx.grad(g, loss, ["q1"])
+
+
+def test_gradients_through_a_kv_cache_are_refused():
+    g = rlx.Graph("cache")
+    x = g.input("x", (2, 4))
+    cache = g.state("k", (8, 4))
+    rows = g.cache_append(cache, x * 2.0)
+    loss = g.reduce_sum(rows, (0, 1))
+    g.output(loss)
+    with pytest.raises(RlxError, match="mir.extract_rows: gradients through a KV cache"):
+        rlx.grad(g, loss, ["x"])
