@@ -249,7 +249,7 @@ def test_an_op_without_a_rule_on_the_path_is_named():
     values, _ = g.top_k(x, 2)
     loss = g.reduce_sum(values, (0, 1))
     g.output(loss)
-    with pytest.raises(RlxError, match="no VJP rule for mir.top_k"):
+    with pytest.raises(RlxError, match=r"no VJP rule for mir.top_k \(the op is not differentiable\)"):
         rlx.grad(g, loss, ["x"])
 
 

@@ -30,6 +30,7 @@ from rlx_mlir.autodiff.rules_elementwise import zeros_like
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.abi import ROLE_POSITION
 from rlx_mlir.core.errors import RlxError
+from rlx_mlir.dialects import registry
 from rlx_mlir.dialects.common import dtype_of
 from rlx_mlir.graph import Graph, Value
 
@@ -115,8 +116,10 @@ class Backward:
             return
         rule = VJP_RULES.get(op.name)
         if rule is None:
-            raise RlxError(f"rlx.grad: no VJP rule for {op.name} (the loss depends on a wrt "
-                           "argument through it)")
+            record = registry.MIR.get(type(op))
+            why = " (the op is not differentiable)" if record and not record.differentiable else ""
+            raise RlxError(f"rlx.grad: no VJP rule for {op.name}{why}; the loss depends on a "
+                           "wrt argument through it")
         results = list(rule(self, op, cotangents))
         self.take(op.name, op.operands, results)
 
