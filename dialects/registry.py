@@ -183,6 +183,7 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _kernel(mir.BroadcastToOp, lir.BroadcastToOp, None),
     _kernel(mir.GatherOp, lir.GatherOp, K.gather),
     _kernel(mir.DequantGatherOp, lir.DequantGatherOp, K.dequant_gather),
+    _kernel(mir.ScatterAddOp, lir.ScatterAddOp, K.scatter_add),
     MirOpRecord(mir.ReshapeOp, None, Lowering.PATTERN, None),  # always an lir.view
     MirOpRecord(mir.NarrowOp, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
     MirOpRecord(mir.ConstantOp, None, Lowering.PATTERN, lir.ConstantOp),
