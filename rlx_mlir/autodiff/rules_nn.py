@@ -1,11 +1,12 @@
-"""VJP rules of the neural-network ops: gather and scatter_add, embedding lookups
-(`hir.embedding`, `mir.dequant_gather`), rotary embedding, attention and the depthwise
-causal convolution.
+"""VJP rules of the neural-network ops: gather and scatter_add, the quantized embedding
+lookup (`mir.dequant_gather`), rotary embedding, attention and the depthwise convolution.
+The builder's hir blocks reach them through their mir expansion (`hir.embedding` is a
+gather, `hir.depthwise_conv1d_causal` a concat and a valid `mir.depthwise_conv1d`).
 
 Each backward is composed of mir primitives through the Graph builder (`ctx.g`), so it
 compiles like any forward graph (fused, arena-planned, threaded):
 
-- gather / embedding: the table's gradient is the cotangent summed into its rows,
+- gather (an embedding): the table's gradient is the cotangent summed into its rows,
   `mir.scatter_add` (repeated ids accumulate); the ids get none. scatter_add's own
   gradient is a gather.
 - rope: a rotation by the angle θ has the rotation by −θ as its transpose, so
@@ -77,18 +78,6 @@ def scatter_add_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
     if dy is None:
         return [None, None]
     return [ctx.g.gather(dy, ctx.value(op.operands[1]), _int(op, "axis")), None]
-
-
-def embedding_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
-                  ) -> list[Value | None]:
-    """`hir.embedding(table, ids)`: the table gets the rows' cotangents summed at their
-    ids; ids get none."""
-    (dy,) = cts
-    table = ctx.value(op.operands[0])
-    if dy is None:
-        return [None, None]
-    rows = _static(op, "table", table.shape)[0]
-    return [ctx.g.scatter_add(dy, ctx.value(op.operands[1]), 0, rows), None]
 
 
 def no_gradient_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
@@ -257,6 +246,11 @@ def attention_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
 # ----------------------------------------------------------------------------- depthwise conv
 
 
+def _zeros(g, shape: tuple[int, ...]) -> Value:
+    """Zeros f32 of `shape`: a broadcast scalar, not a dense constant."""
+    return g.broadcast_to(g.constant(np.float32(0.0)), shape)
+
+
 def _flipped_taps(g, w: Value) -> Value:
     """w [K, C] with its taps in reverse order."""
     taps = w.shape[0]
@@ -279,14 +273,14 @@ def _conv_grads(ctx: VjpContext, op: Operation, padded: Value, w: Value, dy: Val
             dx = g.mul(dy, g.reshape(w, (channels,)))
         else:
             # dx[t'] = Σₖ w[k]·dy[t'−k]: a causal conv of [dy, 0…0] by the flipped taps
-            tail = g.constant(np.zeros((batch, taps - 1, channels), np.float32))
+            tail = _zeros(g, (batch, taps - 1, channels))
             dx = g.depthwise_conv1d_causal(g.concat([dy, tail], 1), _flipped_taps(g, w))
         # dw[k] = Σ_{b,t} padded[b, t+k]·dy[b, t]: one shifted product per tap
         dw = g.reshape(g.concat([g.reduce_sum(g.mul(g.narrow(padded, 1, k, steps), dy), (0, 1),
                                               keepdim=True) for k in range(taps)], 0),
                        (taps, channels))
     if dwindow is not None:
-        head = g.constant(np.zeros((batch, steps, channels), np.float32))
+        head = _zeros(g, (batch, steps, channels))
         window = g.concat([head, dwindow], 1)
         dx = window if dx is None else g.add(dx, window)
     return dx, dw
@@ -301,33 +295,6 @@ def depthwise_conv1d_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | N
     return list(_conv_grads(ctx, op, padded, w, dy, dwindow))
 
 
-def depthwise_conv1d_causal_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
-                                ) -> list[Value | None]:
-    """`hir.depthwise_conv1d_causal(x, w, left_pad?)`: the valid convolution of
-    concat(left_pad or zeros, x) (its lowering); x and left_pad get their rows of the
-    padded input's gradient."""
-    g = ctx.g
-    dy, dwindow = (list(cts) + [None])[:2]
-    x, w = ctx.value(op.operands[0]), ctx.value(op.operands[1])
-    pad = ctx.value(op.operands[2]) if len(op.operands) > 2 else None
-    batch, steps, channels = _static(op, "input", x.shape)
-    taps = _static(op, "kernel", w.shape)[0]
-    if taps == 1:
-        padded = x
-    else:
-        if pad is None:
-            pad = g.constant(np.zeros((batch, taps - 1, channels), np.float32))
-        padded = g.concat([pad, x], 1)
-    dpadded, dw = _conv_grads(ctx, op, padded, w, dy, dwindow)
-    if dpadded is None or taps == 1:
-        return [dpadded, dw, *([None] * (len(op.operands) - 2))]
-    dx = g.narrow(dpadded, 1, taps - 1, steps)
-    grads: list[Value | None] = [dx, dw]
-    if len(op.operands) > 2:
-        grads.append(g.narrow(dpadded, 1, 0, taps - 1))
-    return grads
-
-
 RULES: dict[str, VjpRule] = {
     "mir.gather": gather_vjp,
     "mir.scatter_add": scatter_add_vjp,
@@ -335,11 +302,5 @@ RULES: dict[str, VjpRule] = {
     "mir.rope": rope_vjp,
     "mir.attention": attention_vjp,
     "mir.depthwise_conv1d": depthwise_conv1d_vjp,
-    # hir ops the builder emits, differentiated directly (same operands and properties
-    # as their mir twins, or a rule of their own) rather than through their expansion
-    "hir.embedding": embedding_vjp,
-    "hir.rope": rope_vjp,
-    "hir.attention": attention_vjp,
-    "hir.depthwise_conv1d_causal": depthwise_conv1d_causal_vjp,
 }
 """Op name (`mir.add`) -> its VJP rule."""
