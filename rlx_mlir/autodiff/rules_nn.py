@@ -1,5 +1,6 @@
-"""VJP rules of the neural-network ops: gather and scatter_add, the quantized embedding
-lookup (`mir.dequant_gather`), rotary embedding, attention and the depthwise convolution.
+"""VJP rules of the neural-network ops: gather and scatter_add, rotary embedding, attention
+and the depthwise convolution (`mir.dequant_gather`, a ui8 table of raw GGUF blocks read
+at integer ids, has no gradient: its registry record says so).
 The builder's hir blocks reach them through their mir expansion (`hir.embedding` is a
 gather, `hir.depthwise_conv1d_causal` a concat and a valid `mir.depthwise_conv1d`).
 
@@ -78,14 +79,6 @@ def scatter_add_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
     if dy is None:
         return [None, None]
     return [ctx.g.gather(dy, ctx.value(op.operands[1]), _int(op, "axis")), None]
-
-
-def no_gradient_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
-                    ) -> list[Value | None]:
-    """An op none of whose operands has a gradient: `mir.dequant_gather` reads a ui8
-    table of raw GGUF blocks (integer codes and f16 scales in bytes, no float
-    parameter to differentiate) at integer ids."""
-    return [None] * len(op.operands)
 
 
 # ----------------------------------------------------------------------------- rope
@@ -298,7 +291,6 @@ def depthwise_conv1d_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | N
 RULES: dict[str, VjpRule] = {
     "mir.gather": gather_vjp,
     "mir.scatter_add": scatter_add_vjp,
-    "mir.dequant_gather": no_gradient_vjp,
     "mir.rope": rope_vjp,
     "mir.attention": attention_vjp,
     "mir.depthwise_conv1d": depthwise_conv1d_vjp,
