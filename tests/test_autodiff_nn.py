@@ -1,5 +1,6 @@
 """Gradients of the neural-network ops (`rlx_mlir.autodiff.rules_nn`): gather and
-embedding, scatter_add, rope, attention and the depthwise causal convolution.
+embedding, scatter_add, rope, attention and the depthwise causal convolution, and the
+builder's Llama decoder block (an hir block: rms_norm, rope, attention, SwiGLU).
 
 Each case builds `loss = Σ op(...) · r` (r a fixed random cotangent), differentiates it
 with `rlx.grad`, compiles the gradient graph with `rlx.jit` and compares the gradients
@@ -287,6 +288,49 @@ def conv_case(b, s, c, taps, with_pad, return_state) -> Case:
         lambda x, w, pad=None: torch_causal_conv(x, w, pad, return_state))
 
 
+# ----------------------------------------------------------------------------- a whole block
+
+
+def torch_llama_block(x, ln1, wq, wk, wv, wo, ln2, wg, wu, wd, cos, sin, *, heads, kv_heads,
+                      head_dim, eps=1e-5):
+    """reference_kernels.llama_decoder_block in torch: pre-norm attention (rope over the
+    whole head, causal, scale 1/√D) and SwiGLU FFN, residuals, weights [in, out]."""
+    def rms(v, gamma):
+        return v / torch.sqrt((v * v).mean(-1, keepdim=True) + eps) * gamma
+
+    a = rms(x, ln1)
+    q = torch_rope(a @ wq, cos, sin, head_dim, head_dim, "half")
+    k = torch_rope(a @ wk, cos, sin, head_dim, head_dim, "half")
+    att = torch_attention(q, k, a @ wv, heads=heads, head_dim=head_dim, kv_heads=kv_heads,
+                          kind="causal", scale=float(np.float32(1 / math.sqrt(head_dim))))
+    h = x + att @ wo
+    n = rms(h, ln2)
+    return h + (F.silu(n @ wg) * (n @ wu)) @ wd
+
+
+def llama_block_case(lead, steps, heads, kv_heads, head_dim, hidden) -> Case:
+    rng = np.random.default_rng(8)
+    d = heads * head_dim
+    shapes = {"x": (*lead, steps, d), "ln1": (d,), "wq": (d, d), "wk": (d, kv_heads * head_dim),
+              "wv": (d, kv_heads * head_dim), "wo": (d, d), "ln2": (d,), "wg": (d, hidden),
+              "wu": (d, hidden), "wd": (hidden, d)}
+    inputs = {n: (normal(rng, s) * (1.0 if len(s) != 2 or n == "x" else 0.3)).astype(np.float32)
+              for n, s in shapes.items()}
+    angles = np.arange(steps)[:, None] / 10000 ** (np.arange(head_dim // 2) / (head_dim // 2))
+    inputs["cos"], inputs["sin"] = (np.cos(angles).astype(np.float32),
+                                    np.sin(angles).astype(np.float32))
+    props = dict(heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+
+    def build(g, v):
+        return g.llama_decoder_block(
+            v["x"], v["ln1"], None, v["wq"], v["wk"], v["wv"], v["wo"], v["ln2"], None, v["wg"],
+            v["wu"], v["wd"], v["cos"], v["sin"], num_heads=heads, head_dim=head_dim,
+            num_kv_heads=kv_heads)
+
+    return Case(f"llama_block{list(lead)}S{steps}H{heads}kv{kv_heads}D{head_dim}F{hidden}",
+                inputs, list(shapes), build, lambda **t: torch_llama_block(**t, **props))
+
+
 CASES = [
     gather_case((7, 5), (4,), 0),
     gather_case((3, 9, 17), (2, 3), 1),
@@ -318,6 +362,8 @@ CASES = [
     conv_case(1, 1, 5, 1, False, False),    # K = 1: no padding
     conv_case(3, 2, 5, 4, False, True),     # S < K-1: the window holds rows of the padding
     conv_case(1, 6, 1, 3, True, True),
+    llama_block_case((2,), 5, 4, 2, 4, 24),   # hir blocks through their mir expansion
+    llama_block_case((), 3, 2, 1, 8, 17),
 ]
 
 
