@@ -274,9 +274,14 @@ def _body_adjoint(body: Block, wanted: int) -> ScalarFn:
             if partials is None:
                 raise NotImplementedError(f"rlx.grad: no scalar derivative of {op.name} in a "
                                           "fused_elementwise body")
+            # Partials are linear in a: where a is 0 they are 0, also where the forward
+            # gave inf or nan on a branch a select dropped (softplus's 0/0 when 1 + t
+            # rounds to 1), which would otherwise poison the adjoints.
+            dropped = _cmp(b, a, b.const(0.0), "oeq")
             for operand, p in zip(op.operands, partials(b, *op.operands, op.results[0], a),
                                   strict=True):
                 if p is not None:
+                    p = b.select(dropped, b.const(0.0), p)
                     known = adjoints.get(operand)
                     adjoints[operand] = p if known is None else b.add(known, p)
         return adjoints.get(b.block.args[wanted], b.const(0.0))
