@@ -28,11 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from xdsl.ir import Operation
+from xdsl.dialects import arith
+from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.autodiff.context import VjpContext, VjpRule
+from rlx_mlir.autodiff.rules_elementwise import elementwise
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import RlxError
+from rlx_mlir.dialects.elementwise_fns import ScalarBody
 from rlx_mlir.graph import Value
 
 MASKED = -1e30
@@ -40,9 +43,6 @@ MASKED = -1e30
 kept one gets probability exactly 0, and no inf − inf), the keep mask then zeroes the
 rows that drop every key, as the forward does."""
 
-NONZERO_SCALE = 1e38
-"""`min(|m| · NONZERO_SCALE, 1)` is 1 for every normal nonzero f32 and 0 for 0: a
-custom mask's keep pattern (`m != 0`) from the builder's elementwise ops."""
 
 
 def _int(op: Operation, name: str) -> int:
@@ -158,6 +158,12 @@ def _causal_keep(op: Operation, seq_q, seq_k, window: int | None) -> np.ndarray:
     return keep.astype(np.float32)
 
 
+def _nonzero(b: ScalarBody, m: SSAValue) -> SSAValue:
+    """1.0 where the custom mask keeps the key (m != 0, as the forward: nan keeps), else 0."""
+    keeps = b.emit(arith.CmpfOp(m, b.const(0.0), "une"))
+    return b.select(keeps, b.const(1.0), b.const(0.0))
+
+
 def _mask5(g, mask: Value, num_heads: int, kv_heads: int, group: int) -> Value:
     """A mask [S, T] or [1|B, 1|H, S, T] as a broadcast operand of the scores
     [B, Hkv, G, S, T]."""
@@ -204,8 +210,7 @@ def attention_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
         keep = g.constant(_causal_keep(op, seq_q, seq_k, window))
     elif kind == "custom":
         assert mask is not None
-        keep = _mask5(g, g.minimum(g.mul(g.abs(mask), NONZERO_SCALE), 1.0), num_heads,
-                      kv_heads, group)
+        keep = _mask5(g, elementwise(ctx, [mask], _nonzero), num_heads, kv_heads, group)
     elif kind == "bias":
         assert mask is not None
         z = g.add(z, _mask5(g, mask, num_heads, kv_heads, group))
