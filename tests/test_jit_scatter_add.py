@@ -134,16 +134,19 @@ def test_scatter_add_through_jit(width, monkeypatch, tmp_path):
     g = rlx.Graph("scatter")
     rows = g.input("rows", (2, "S", 17))
     ids = g.input("ids", (2, "S"), dtype="i32")
-    g.output(g.scatter_add(rows, ids, 0, 5), g.scatter_add(rows, ids, -2, 5))
+    cols = g.input("cols", (3,), dtype="i64")  # a symbolic dim before the axis
+    g.output(g.scatter_add(rows, ids, 0, 5), g.scatter_add(rows, ids, -2, 5),
+             g.scatter_add(g.transpose(rows, (1, 0, 2)), g.narrow(cols, 0, 0, 2), 1, 3))
     model = rlx.jit(g, vector_width=width)
     for steps in (1, 4):
         rng = np.random.default_rng(steps)
         inputs = {"rows": rng.standard_normal((2, steps, 17)).astype(np.float32),
-                  "ids": rng.integers(0, 5, size=(2, steps)).astype(np.int32)}
+                  "ids": rng.integers(0, 5, size=(2, steps)).astype(np.int32),
+                  "cols": np.array([2, 2, 0], np.int64)}
         for got, want in zip(model(**inputs), rlx.reference(g)(**inputs), strict=True):
             np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
     with pytest.raises(rlx.RlxError, match="out of range"):
-        model(rows=inputs["rows"], ids=np.array([[0, 1, 5, 2], [0, 0, 0, 0]], np.int32))
+        model(**{**inputs, "ids": np.array([[0, 1, 5, 2], [0, 0, 0, 0]], np.int32)})
 
 
 def test_graph_checks():
