@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -40,6 +41,26 @@ def elementwise(ctx: VjpContext, inputs: Sequence[Value], fn: ScalarFn) -> Value
     op = mir.FusedElementwiseOp([v.ssa for v in inputs], tensor_type(shape), Region(block))
     ctx.g.add_op(op)
     return Value(ctx.g, op.result, shape, "f32")
+
+
+def broadcast_like(ctx: VjpContext, x: Value, like: Value) -> Value:
+    """x broadcast to `like`'s shape: `broadcast_to`, or where `like` has symbolic dims
+    (which broadcast_to cannot introduce) a fused copy broadcast against `like`."""
+    if x.shape == like.shape:
+        return x
+    if rules.is_static_shape(like.shape):
+        return ctx.g.broadcast_to(x, like.shape)
+    return elementwise(ctx, [x, like], lambda b, xv, _: xv)
+
+
+def zeros_like(ctx: VjpContext, like: Value) -> Value:
+    """Zeros of `like`'s shape (a broadcast scalar; `like` is not read when static)."""
+    zero = ctx.g.constant(np.float32(0.0))
+    if like.shape == ():
+        return zero
+    if rules.is_static_shape(like.shape):
+        return ctx.g.broadcast_to(zero, like.shape)
+    return elementwise(ctx, [like], lambda b, _: b.const(0.0))
 
 
 # ----------------------------------------------------------------------------- scalar pieces
