@@ -398,3 +398,56 @@ def test_ids_and_quantized_tables_have_no_gradient():
     _, dw = rlx.jit(rlx.grad(g, loss, wrt=["w"]))(table=packed, ids=picked,
                                                    w=np.ones((3, 32), np.float32))
     np.testing.assert_allclose(dw, dequantize_q8_0(packed)[picked], rtol=RTOL, atol=ATOL)
+
+
+def symbolic_embedding(steps: int) -> tuple[Case, dict[str, tuple]]:
+    rng = np.random.default_rng(9)
+    case = Case("embedding", {"t": normal(rng, (10, 17)),
+                              "ids": rng.integers(0, 10, (2, steps)).astype(np.int32)},
+                ["t"], lambda g, v: g.embedding(v["t"], v["ids"]),
+                lambda t, ids: F.embedding(ids.long(), t))
+    return case, {"ids": (2, "S")}
+
+
+def symbolic_rope(steps: int) -> tuple[Case, dict[str, tuple]]:
+    return (rope_case((2, steps, 12), 6, 4, "interleaved"),
+            {"x": (2, "S", 12), "cos": ("S", 2), "sin": ("S", 2)})
+
+
+@pytest.mark.parametrize("make", [symbolic_embedding, symbolic_rope], ids=lambda m: m.__name__)
+def test_symbolic_lengths(make):
+    """One compile over a symbolic sequence length S: the embedding's table gradient (a
+    scatter_add of [2, S, D] rows) and rope's gradients match torch at S = 1, 5, 17."""
+    case, symbolic = make(1)
+    g = rlx.Graph("symbolic")
+    values = {n: g.input(n, symbolic.get(n, a.shape), DTYPES[a.dtype])
+              for n, a in case.inputs.items()}
+    out = case.build(g, values)
+    loss = g.reduce_sum(g.mul(out, g.input("r0", out.shape)), tuple(range(out.rank)))
+    g.output(loss)
+    step = rlx.jit(rlx.grad(g, loss, wrt=case.wrt))
+    for steps in (1, 5, 17):
+        case, _ = make(steps)
+        shape = [steps if d == "S" else d for d in out.shape]
+        r = np.random.default_rng(steps).standard_normal(shape).astype(np.float32)
+        got = step(**case.inputs, r0=r)[1:]
+        want = torch_gradients(case.torch_fn, case.inputs, [r], case.wrt)
+        for n, a, w in zip(case.wrt, got, want, strict=True):
+            np.testing.assert_allclose(a, w, rtol=RTOL, atol=ATOL, err_msg=f"S={steps}: d/d{n}")
+
+
+@pytest.mark.parametrize("method,match", [("attention", "mir.attention: the gradient needs a static"),
+                                          ("conv", "mir.depthwise_conv1d: the gradient needs a static")])
+def test_symbolic_lengths_refused_by_name(method, match):
+    """attention's and the convolution's backward need a static length (a matmul of two
+    symbolic operands, shifted slices): an RlxError names the op."""
+    g = rlx.Graph("symbolic")
+    x = g.input("x", (2, "S", 8))
+    if method == "attention":
+        y = g.attention(x, x, x, num_heads=2, head_dim=4, mask_kind="causal")
+    else:
+        y = g.depthwise_conv1d_causal(x, g.param("w", (3, 8)))
+    loss = g.reduce_sum(y, (0, 1, 2))
+    g.output(loss)
+    with pytest.raises(rlx.RlxError, match=match):
+        rlx.grad(g, loss, wrt=["x"])

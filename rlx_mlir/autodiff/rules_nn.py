@@ -147,10 +147,9 @@ def _unheads(g, x: Value, batch, steps, kv_heads: int, head_dim: int) -> Value:
     return g.reshape(g.transpose(x, (0, 2, 1, 3)), (batch, steps, kv_heads * head_dim))
 
 
-def _causal_keep(op: Operation, seq_q, seq_k, window: int | None) -> np.ndarray:
+def _causal_keep(s: int, t: int, window: int | None) -> np.ndarray:
     """keep[i, j] = 1 where query i sees key j (j ≤ i + (T−S), and j > i + (T−S) − W
     with a window), as `reference_kernels._attention64`."""
-    s, t = _static(op, "query and key length with mask_kind causal", (seq_q, seq_k))
     i, j = np.arange(s)[:, None], np.arange(t)[None, :]
     keep = j <= i + (t - s)
     if window is not None:
@@ -196,7 +195,9 @@ def attention_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
 
     if q.rank == 2:  # unbatched: B = 1, the gradients reshaped back at the end
         q, k, v, dout = (g.reshape(x, (1, *x.shape)) for x in (q, k, v, dout))
-    batch, seq_q, seq_k = q.shape[0], q.shape[1], k.shape[1]
+    # the recomputed scores are a matmul of two [?, D] operands: native kernels need one static
+    batch, seq_q, seq_k = _static(op, "batch and sequence lengths (B, S, T)",
+                                  (q.shape[0], q.shape[1], k.shape[1]))
     qg = _grouped(g, q, batch, seq_q, kv_heads, group, head_dim)      # [B, Hkv, G·S, D]
     dog = _grouped(g, dout, batch, seq_q, kv_heads, group, head_dim)
     kh = _heads(g, k, batch, seq_k, kv_heads, head_dim)              # [B, Hkv, T, D]
@@ -207,7 +208,7 @@ def attention_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
     z = g.reshape(g.mul(g.matmul(qg, g.transpose(kh, (0, 1, 3, 2))), scale), scores_shape)
     keep = None
     if kind == "causal":
-        keep = g.constant(_causal_keep(op, seq_q, seq_k, window))
+        keep = g.constant(_causal_keep(seq_q, seq_k, window))
     elif kind == "custom":
         assert mask is not None
         keep = _mask5(g, elementwise(ctx, [mask], _nonzero), num_heads, kv_heads, group)
