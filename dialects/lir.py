@@ -964,6 +964,18 @@ class DequantGatherOp(kernel_twin(mir.DequantGatherOp, leading=("scheme",))):
     ```
     """
 
+
+@irdl_op_definition
+class ScatterAddOp(kernel_twin(mir.ScatterAddOp)):
+    """out = zeros with the rows of `updates` added at `indices` along `axis` (the
+    transpose of `lir.gather`); an index outside [0, dim_size) is a run-time error (a
+    checked kernel).
+
+    ```mlir
+    lir.scatter_add ins(%g, %ids : memref<4x8xf32>, memref<4xi32>) outs(%o : memref<100x8xf32>) axis 0 dim_size 100
+    ```
+    """
+
 @irdl_op_definition
 class ConstantOp(KernelOp):
     """Writes the elements of `value` into `out` (same shape and element type).

@@ -824,6 +824,41 @@ class DequantGatherOp(VerifiesSignature):
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"table": UI8, "ids": INDEX})
 
+
+@irdl_op_definition
+class ScatterAddOp(VerifiesSignature):
+    """The transpose of `mir.gather` (its backward, and an embedding's): zeros of shape
+    `updates.shape[:axis] + [dim_size] + updates.shape[axis + indices.rank:]` with each
+    row of `updates` added at its index along `axis`, repeated indices accumulating:
+    `result[o, indices[i], r] += updates[o, i, r]` (f32 updates, i32/i64 indices; an
+    index outside [0, dim_size) is a run-time error).
+
+    ```mlir
+    %d = mir.scatter_add %g, %ids axis 0 dim_size 100 : (tensor<4x8xf32>, tensor<4xi32>) -> tensor<100x8xf32>
+    ```
+    """
+
+    name = "mir.scatter_add"
+    RULE = si.scatter_add
+
+    updates = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    axis = prop_def(IntegerAttr[I64])
+    dim_size = prop_def(IntegerAttr[I64])
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$updates `,` $indices `axis` $axis `dim_size` $dim_size attr-dict"
+        " `:` functional-type(operands, results)"
+    )
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"updates": FLOAT, "indices": INDEX}, same=("updates", "result")
+    )
+
 @irdl_op_definition
 class ConstantOp(VerifiesSignature):
     """A tensor constant: the result has exactly the type of the dense `value`."""

@@ -186,7 +186,9 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     _kernel(mir.ConcatOp, lir.ConcatOp, K.concat),
     _kernel(mir.BroadcastToOp, lir.BroadcastToOp, None),
     _kernel(mir.GatherOp, lir.GatherOp, K.gather),
-    _kernel(mir.DequantGatherOp, lir.DequantGatherOp, K.dequant_gather),
+    # a ui8 table of raw GGUF blocks at integer ids: no operand has a gradient
+    _kernel(mir.DequantGatherOp, lir.DequantGatherOp, K.dequant_gather, differentiable=False),
+    _kernel(mir.ScatterAddOp, lir.ScatterAddOp, K.scatter_add),
     MirOpRecord(mir.ReshapeOp, None, Lowering.PATTERN, None),  # always an lir.view
     MirOpRecord(mir.NarrowOp, K.narrow, Lowering.PATTERN, lir.NarrowOp),  # or a view
     MirOpRecord(mir.ConstantOp, None, Lowering.PATTERN, lir.ConstantOp),

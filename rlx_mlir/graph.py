@@ -904,6 +904,20 @@ class Graph:
             ax = rules.normalize_axis("axis", axis, x.rank)
         return self._op("gather", mir.GatherOp, input=x, indices=indices, axis=ax)
 
+    def scatter_add(self, updates: Value, indices: Value, axis: int, dim_size: int) -> Value:
+        """The transpose of `gather`: zeros of shape `updates.shape[:axis] + (dim_size,) +
+        updates.shape[axis + indices.rank:]` with each row of `updates` (f32) added at its
+        index (i32/i64) along `axis` of the result; repeated indices accumulate (the
+        gradient of a gather or an embedding lookup). Out-of-range indices are a call-time
+        error."""
+        self._f32_operands("scatter_add", ["updates"], [updates])
+        self._own("indices", indices)
+        with _context("scatter_add"):
+            _check_dtype("indices", indices, rules.INDEX_DTYPES)
+            ax = rules.normalize_axis("axis", axis, updates.rank - indices.rank + 1)
+        return self._op("scatter_add", mir.ScatterAddOp, updates=updates, indices=indices,
+                        axis=ax, dim_size=dim_size)
+
     def embedding(self, table: Value, ids: Value, scheme: str | None = None) -> Value:
         """table[V, D] looked up at ids (i32/i64) -> [..., D]. With `scheme` (a
         dequant_matmul scheme), `table` is a quantized GGUF table, ui8 [V, D/values ·

@@ -471,6 +471,7 @@ def every_method_graph() -> rlx.Graph:
     e = g.embedding(g.param("table", (10, 16)), ids)           # [2, 3, 16]
     e = e + g.embedding(g.param("qtable", (10, 32), "ui8"), ids, scheme="f16")  # dequant_gather
     e = g.concat([e, g.gather(d, g.constant(np.array([0, 3], dtype=np.int32)), axis=1)], axis=1)
+    e = g.scatter_add(e, g.constant(np.array([4, 0, 4, 1, 2], dtype=np.int32)), 1, 5)  # repeats
     e = g.transpose(e, (0, 2, 1))                             # [2, 16, 5]
     e = g.reshape(e, (2, -1))
     e = g.softmax(g.broadcast_to(g.reduce_mean(e, -1, keepdim=True), (2, 80)), axis=0)

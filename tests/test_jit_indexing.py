@@ -112,7 +112,8 @@ def random_array(shape, dtype, seed):
 def test_builders_registry():
     assert kernel_builders()[lir.GatherOp] is build_gather
     assert kernel_builders()[lir.DepthwiseConv1dOp] is build_depthwise_conv1d
-    assert set(family("indexing")) == {lir.GatherOp, lir.DepthwiseConv1dOp, lir.InsertRowsOp}
+    assert set(family("indexing")) == {lir.GatherOp, lir.ScatterAddOp, lir.DepthwiseConv1dOp,
+                                       lir.InsertRowsOp}
 
 
 def gather_setup(kernels, case):

@@ -1,10 +1,12 @@
-"""Kernels of `lir.gather`, `lir.depthwise_conv1d` and `lir.insert_rows` as llvm-dialect
-functions.
+"""Kernels of `lir.gather`, `lir.scatter_add`, `lir.depthwise_conv1d` and `lir.insert_rows`
+as llvm-dialect functions.
 
 `gather` is `np.take` along one axis: it first checks every index (0 ≤ id < dim, an
 unsigned compare so negative ids fail too) and, if one is bad, returns the i32
 status 1 without reading any row; otherwise it copies each selected contiguous inner
-row with vector loads/stores and returns 0.  `depthwise_conv1d` is a valid
+row with vector loads/stores and returns 0; `scatter_add`, its transpose, checks the
+same way, zeroes the result and adds each row of updates at its index, in order.
+`depthwise_conv1d` is a valid
 convolution over time of a pre-padded [B, S+K-1, C] input, vectorized along C with
 one FMA per tap. `insert_rows` copies S rows (S read at run time when symbolic) to
 the cache at row P (the position, an i64 argument).
@@ -104,6 +106,54 @@ def build_gather(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
             src = kb.gep(x, kb.add(src_base, kb.mul(row, inner)), element)
             dst = kb.gep(out, kb.add(dst_base, kb.mul(i_loop.iv, inner)), element)
             copy_elements(kb, src, dst, inner, element)
+    kb.ret(kb.select(any_bad, kb.constant(STATUS_INDEX_OUT_OF_RANGE, i32), kb.constant(STATUS_OK, i32)))
+    return kb.finish()
+
+
+@kernel(lir.ScatterAddOp, runtime_dims=True, checked=True)
+def build_scatter_add(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[o] = 0, then out[o, indices[i], :] += updates[o, i, :] for i in order (the
+    transpose of `build_gather`: repeated indices accumulate), returning an i32 status: 1
+    as soon as any index is outside [0, dim_size) (nothing is written then), else 0."""
+    assert isinstance(op, lir.ScatterAddOp)
+    id_element = llvm_element(op.indices.type.get_element_type())
+    symbols = kernel_symbols(op)
+    kb = KernelBuilder(name, [PTR, PTR, PTR] + [i64] * len(symbols), vector_width=vector_width,
+                       result_type=i32)
+    updates, ids, out = kb.args[:3]
+    dims = RuntimeDims.of(op, kb.args[3:])
+    out_shape, ids_shape = dims.shape(2), dims.shape(1)
+    axis = op.axis.value.data % len(out_shape)
+    if any(isinstance(d, SSAValue) for d in out_shape[axis + 1:]):
+        raise DynamicKernelError(f"{op.name}: a ? dim after the scatter axis is not supported "
+                                 f"(result {list(shape_of(op.out))})")
+    inner = numel(shape_of(op.out)[axis + 1:])
+    outer, dim, count = _product(kb, out_shape[:axis]), out_shape[axis], _product(kb, ids_shape)
+
+    with kb.loop(0, count, carried=[kb.constant(0, i1)]) as check:
+        bad = kb.icmp("uge", load_index(kb, ids, check.iv, id_element), dim)
+        check.yield_(kb.or_(check.carried[0], bad))
+    any_bad = check.results[0]
+
+    def accumulate(src: SSAValue, dst: SSAValue) -> None:
+        def add(j: SSAValue, vector: bool) -> None:
+            total = kb.fadd(kb.load(dst, j, vector=vector), kb.load(src, j, vector=vector))
+            kb.store(total, dst, j)
+
+        kb.sweep(0, inner, add)
+
+    def zero(j: SSAValue, vector: bool) -> None:
+        kb.store(kb.vconst(0.0) if vector else kb.fconst(0.0), out_block, j)
+
+    rows = kb.select(any_bad, kb.index(0), kb.index(outer))
+    with kb.loop(0, rows) as o_loop:
+        out_block = kb.gep(out, kb.mul(o_loop.iv, _mul(kb, dim, inner)))
+        kb.sweep(0, _mul(kb, dim, inner), zero)
+        src_base = kb.mul(o_loop.iv, _mul(kb, count, inner))
+        with kb.loop(0, count) as i_loop:
+            row = load_index(kb, ids, i_loop.iv, id_element)
+            src = kb.gep(updates, kb.add(src_base, kb.mul(i_loop.iv, inner)))
+            accumulate(src, kb.gep(out_block, kb.mul(row, inner)))
     kb.ret(kb.select(any_bad, kb.constant(STATUS_INDEX_OUT_OF_RANGE, i32), kb.constant(STATUS_OK, i32)))
     return kb.finish()
 

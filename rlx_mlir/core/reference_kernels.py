@@ -702,6 +702,20 @@ def gather(x: ArrayLike, indices: ArrayLike, axis: int = 0) -> np.ndarray:
     return np.take(x, idx, axis=ax)
 
 
+def scatter_add(updates: ArrayLike, indices: ArrayLike, axis: int, dim_size: int) -> np.ndarray:
+    """The transpose of `gather`: zeros of `rules.scatter_add`'s shape with each row of
+    `updates` added at its index along `axis` (repeated indices accumulate)."""
+    u = _f64(updates)
+    idx = np.asarray(indices)
+    shape = rules.scatter_add(_shape(u), _shape(idx), axis, dim_size)
+    ax = axis % len(shape)
+    idx = _check_indices("scatter_add indices", idx, dim_size)
+    outer, inner = math.prod(shape[:ax]), math.prod(shape[ax + 1:])
+    out = np.zeros((outer, dim_size, inner), dtype=F64)
+    np.add.at(out, (slice(None), idx.reshape(-1)), u.reshape(outer, idx.size, inner))
+    return _out(out.reshape(shape))
+
+
 def insert_rows(rows: ArrayLike, cache: ArrayLike, position: int) -> np.ndarray:
     """A copy of `cache` [capacity, *tail] with `rows` [S, *tail] at rows
     [position, position + S) (a KV cache append; rows past the capacity are an error)."""

@@ -729,6 +729,22 @@ def gather(input: Shape, indices: Shape, axis: int) -> Shape:
     return x[:ax] + tuple(indices) + x[ax + 1 :]
 
 
+def scatter_add(updates: Shape, indices: Shape, axis: int, dim_size: int) -> Shape:
+    """The transpose of `gather`: zeros [*outer, dim_size, *inner] with the rows of
+    `updates` [*outer, *indices, *inner] summed in at `indices` along `axis` (an axis of
+    the result, whose rank is updates' minus indices' plus one)."""
+    rank = len(updates) - len(indices) + 1
+    if rank < 1:
+        raise ShapeError(f"updates: expected rank >= rank of indices {fmt(indices)}, got "
+                         f"{fmt(updates)}")
+    ax = normalize_axis("axis", axis, rank)
+    if isinstance(dim_size, bool) or not isinstance(dim_size, int) or dim_size < 1:
+        raise ShapeError(f"dim_size: expected an integer >= 1, got {dim_size!r}")
+    check_exact("updates", updates[ax:ax + len(indices)], indices,
+                f"dims {ax}..{ax + len(indices) - 1} of updates {fmt(updates)} are the indices' shape")
+    return tuple(updates[:ax]) + (dim_size,) + tuple(updates[ax + len(indices):])
+
+
 # ----------------------------------------------------------------------------- state (KV caches)
 
 
