@@ -451,3 +451,16 @@ def test_symbolic_lengths_refused_by_name(method, match):
     g.output(loss)
     with pytest.raises(rlx.RlxError, match=match):
         rlx.grad(g, loss, wrt=["x"])
+
+
+def test_a_01_mask_in_wrt_is_an_error():
+    """A 0/1 mask has no gradient (SPEC): naming it in wrt is an RlxError, not zeros."""
+    g = rlx.Graph("masked")
+    x = g.input("x", (1, 3, 8))
+    mask = g.input("m", (3, 3))
+    y = g.attention(x, x, x, mask, num_heads=2, head_dim=4, mask_kind="custom")
+    loss = g.reduce_sum(y, (0, 1, 2))
+    g.output(loss)
+    with pytest.raises(rlx.RlxError, match="'m' only through operands that have no gradient"):
+        rlx.grad(g, loss, wrt=["x", "m"])
+    assert rlx.grad(g, loss, wrt=["x"]) is not None

@@ -235,7 +235,30 @@ def grad_values(g: Graph, loss: Value, wrt: Sequence[str] | str) -> list[Value]:
         backward.mark(forward)
         backward.cotangents[loss.ssa] = g.constant(np.float32(1.0))
         backward.backprop(forward)
+        _check_reached(loss.ssa, args, backward.cotangents, wrt)
         return [backward.gradient(arg) for arg in args]
+
+
+def _check_reached(loss: SSAValue, args: Sequence[BlockArgument],
+                   cotangents: dict[SSAValue, Value], wrt: Sequence[str] | str) -> None:
+    """A `wrt` argument the loss depends on but no cotangent reached is used only as an
+    operand without a gradient (a 0/1 mask, through ids or an argmax): an error, not a
+    silent zero."""
+    names = [wrt] if isinstance(wrt, str) else list(wrt)
+    depends: set[SSAValue] = set()
+    pending = [loss]
+    while pending:
+        value = pending.pop()
+        if value in depends:
+            continue
+        depends.add(value)
+        if isinstance(value.owner, Operation):
+            pending.extend(value.owner.operands)
+    for name, arg in zip(names, args, strict=True):
+        if arg in depends and arg not in cotangents:
+            raise RlxError(f"rlx.grad: wrt: the loss depends on {name!r} only through operands "
+                           "that have no gradient (a 0/1 mask, ids, an argmax): expected a "
+                           "differentiable use")
 
 
 def grad(g: Graph, loss: Value, wrt: Sequence[str] | str) -> Graph:
