@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     FunctionType,
     IndexType,
+    IntegerAttr,
     ModuleOp,
     NameLoc,
     StringAttr,
@@ -47,6 +48,7 @@ from rlx_mlir.core.abi import (
     ARG_DIMS,
     ARG_NAME,
     ARG_ROLE,
+    ARG_ROLLBACK,
     CACHE_DIMS,
     ROLE_INPUT,
     ROLE_PARAM,
@@ -297,6 +299,7 @@ class Graph:
         self._scopes: list[str] = []  # g.scope names, outermost first (op locations)
         self._located: dict[str, int] = {}  # ops per location name so far (their counters)
         self._functions: dict[str, _CustomFunction | None] = {}  # custom_fn's, shared with bodies
+        self._arg_extra: dict[str, dict[str, Attribute]] = {}  # more argument attributes, by name
 
     # ------------------------------------------------------------------ arguments, output
 
@@ -314,12 +317,23 @@ class Graph:
         `dtype` as for `input`."""
         return self._argument(name, shape, dtype, ROLE_PARAM)
 
-    def state(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+    def state(self, name: str, shape: Sequence[int], dtype: Any = "f32",
+              rollback: bool = True) -> Value:
         """Declare a state: a buffer that lives in the model between calls, zero when the
         model is created (static `shape`; `dtype` as for `input`). Update it with
         `cache_append` (a KV cache) or `assign`; read it before you update it
-        (docs/semantics.md "State")."""
-        return self._argument(name, shape, dtype, ROLE_STATE)
+        (docs/semantics.md "State"). `rlx.jit(g, state={name: array})` or
+        `model.set_state(name, array)` give it another value.
+
+        With `rollback=False` (weights, optimizer moments of a training step) a call that
+        raises does not restore it and `reset()` does not zero it, so a call pays no
+        snapshot copy of it (the argument attribute `rlx.rollback = false`)."""
+        if not isinstance(rollback, bool):
+            raise GraphError(f"state {name!r}: rollback: expected a bool, got {rollback!r}")
+        value = self._argument(name, shape, dtype, ROLE_STATE)
+        if not rollback:
+            self._arg_extra[name] = {ARG_ROLLBACK: IntegerAttr.from_bool(False)}
+        return value
 
     def _argument(self, name: str, shape: Sequence[int], dtype: Any, role: str) -> Value:
         with _context(role):
@@ -427,7 +441,7 @@ class Graph:
                 arg_attrs=ArrayAttr(
                     [
                         DictionaryAttr({ARG_NAME: StringAttr(n), ARG_ROLE: StringAttr(r),
-                                        **self._dims_entry(shape)})
+                                        **self._dims_entry(shape), **self._arg_extra.get(n, {})})
                         for n, r, shape in zip(self._arg_names, self._arg_roles,
                                                self._arg_shapes, strict=True)
                     ]
