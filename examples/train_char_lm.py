@@ -260,7 +260,7 @@ def train_torch(cfg: Config, data: np.ndarray, steps: int) -> list[float]:
                        torch.from_numpy(one_hot(y, cfg.vocab)))
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return losses
 
 
