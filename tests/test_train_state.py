@@ -16,6 +16,7 @@ import pytest
 import rlx_mlir as rlx
 from rlx_mlir.core.abi import ARG_ROLLBACK, ROLE_STATE, EntryABI
 from rlx_mlir.core.errors import ArgumentError, GraphError
+from rlx_mlir.ir import parse_module
 from rlx_mlir.pipeline import lower
 from rlx_mlir.state import StateStore
 
@@ -74,6 +75,8 @@ def states_of(model) -> dict[str, np.ndarray]:
 def test_rollback_false_is_an_argument_attribute_only_where_declared():
     text = step_graph().to_mlir()
     assert text.count(f"{ARG_ROLLBACK} = false") == 2
+    parsed = parse_module(text)  # rlx-opt round-trips it
+    assert StateStore.of_function(rlx.core.abi.entry_function(parsed)).kept == {"w", "m"}
     module = step_graph().to_module()
     for stage in STAGES:
         store = StateStore.of_function(
