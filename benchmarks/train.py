@@ -143,8 +143,7 @@ def decoder_block_grad_graph() -> rlx.Graph:
     from benchmarks.workloads import BY_NAME, EPS
 
     d = BY_NAME["llama_128"].dims
-    s, dm, h, hkv, hd, ff = (d["seq"], d["d_model"], d["heads"], d["kv_heads"],
-                             d["head_dim"], d["d_ff"])
+    s, dm, h, hkv, hd = d["seq"], d["d_model"], d["heads"], d["kv_heads"], d["head_dim"]
     g = rlx.Graph("llama_decoder_block_train")
     x, r = g.input("x", (s, dm)), g.input("r", (s, dm))
     cos, sin = g.input("cos", (s, hd // 2)), g.input("sin", (s, hd // 2))
