@@ -1463,6 +1463,7 @@ class Graph:
         new._updated = {mapping[k]: v for k, v in self._updated.items()}
         new._scopes, new._located = [], dict(self._located)
         new._functions = dict(self._functions)
+        new._arg_extra = dict(self._arg_extra)
         return new, mapping
 
 

@@ -92,6 +92,20 @@ def test_the_compiled_entry_abi_says_which_states_roll_back():
     assert f'{ARG_ROLLBACK} = false' in model.mlir("llvm")
 
 
+def test_the_gradient_graph_keeps_rollback_false():
+    g = rlx.Graph("loss")
+    x = g.input("x", (3, 4))
+    w = g.state("w", (4, 2), rollback=False)
+    loss = g.reduce_sum(x @ w, (0, 1))
+    g.output(loss)
+    grads = rlx.grad(g, loss, wrt=["w"])
+    assert grads.to_mlir().count(f"{ARG_ROLLBACK} = false") == 1
+    grads.state("w2", (2,), rollback=False)  # the copy's arguments are not the original's
+    g.state("w2", (2,))
+    assert "w2" not in StateStore.of_function(
+        rlx.core.abi.entry_function(g.to_module())).kept
+
+
 def test_rollback_must_be_a_bool():
     with pytest.raises(GraphError, match=r"state 'w': rollback: expected a bool, got 0"):
         rlx.Graph().state("w", (2,), rollback=0)
