@@ -39,10 +39,12 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     NameLoc,
     StringAttr,
+    TensorType,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, OptOperandDef
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
 
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.abi import (
@@ -61,7 +63,7 @@ from rlx_mlir.core.errors import ArgumentError, DTypeError, GraphError, RlxError
 from rlx_mlir.core.locations import name_loc
 from rlx_mlir.core.quants import VEC_DOT_TYPES
 from rlx_mlir.dialects import hir, mir
-from rlx_mlir.dialects.common import dims_attr, f32_attr, shape_of, tensor_type
+from rlx_mlir.dialects.common import dims_attr, f32_attr, named_shapes, shape_of, tensor_type
 from rlx_mlir.dialects.rlx import (
     Activation,
     ActivationAttr,
@@ -175,6 +177,7 @@ class Value:
         self.ssa = ssa
         self.shape = shape
         self.dtype = dtype
+        graph._remember_shape(ssa, shape)
 
     def __repr__(self) -> str:
         return f"Value(shape={self.shape}, dtype={self.dtype!r})"
@@ -301,6 +304,7 @@ class Graph:
         self._located: dict[str, int] = {}  # ops per location name so far (their counters)
         self._functions: dict[str, _CustomFunction | None] = {}  # custom_fn's, shared with bodies
         self._arg_extra: dict[str, dict[str, Attribute]] = {}  # more argument attributes, by name
+        self._shapes: dict[SSAValue, rules.Shape] = {}  # the symbolic shape of every Value made
 
     # ------------------------------------------------------------------ arguments, output
 
@@ -1464,7 +1468,35 @@ class Graph:
         new._scopes, new._located = [], dict(self._located)
         new._functions = dict(self._functions)
         new._arg_extra = dict(self._arg_extra)
+        new._shapes = {mapping[k]: v for k, v in self._shapes.items() if k in mapping}
         return new, mapping
+
+    def _remember_shape(self, ssa: SSAValue, shape: rules.Shape) -> None:
+        """Keep a Value's symbolic shape (the IR's type says only `?`) for `shape_of`."""
+        if rules.UNKNOWN not in shape:
+            self._shapes.setdefault(ssa, tuple(shape))
+
+    def shape_of(self, ssa: SSAValue) -> rules.Shape:
+        """The symbolic shape of a value of the graph: the one it was built with, else (an
+        op added by `add_op`) its op's shape rule on its operands' symbolic shapes, else
+        its type's (`?` for a symbolic dim)."""
+        known = self._shapes.get(ssa)
+        if known is not None:
+            return known
+        owner = ssa.owner
+        if isinstance(owner, VerifiesSignature) and len(owner.results) == 1:
+            for operand in owner.operands:
+                if isinstance(operand.type, TensorType):
+                    self.shape_of(operand)
+            try:
+                with named_shapes(self._shapes):
+                    shape = tuple(owner.infer_shape())
+            except (RlxError, VerifyException, AssertionError):
+                shape = None
+            if shape is not None and rules.UNKNOWN not in shape:
+                self._shapes[ssa] = shape
+                return shape
+        return shape_of(ssa)
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,13 @@ class Case:
     wrt: Sequence[int] | None = None
     """The inputs differentiated (default: all)."""
     tol: dict[str, float] = field(default_factory=dict)
+    smooth: bool = True
+    """False where `data` puts inputs on a kink (relu at 0, ties of a max): central
+    differences there see a one-sided slope, so they run on normal data instead."""
 
-    def arrays(self, rng: np.random.Generator) -> list[np.ndarray]:
-        make = self.data or (lambda r, s, i: r.standard_normal(s))
+    def arrays(self, rng: np.random.Generator, smooth: bool = False) -> list[np.ndarray]:
+        make = self.data if self.data is not None and (self.smooth or not smooth) else None
+        make = make or (lambda r, s, i: r.standard_normal(s))
         return [np.asarray(make(rng, tuple(s), i), dtype=np.float32)
                 for i, s in enumerate(self.shapes)]
 
@@ -76,12 +80,14 @@ class Family:
 
     cases: Sequence[Case]
     seed: int = 0
+    smooth: bool = False
+    """Inputs away from kinks (for central differences; see `Case.smooth`)."""
 
     def __post_init__(self) -> None:
         rng = np.random.default_rng(self.seed)
         self.arrays: dict[str, np.ndarray] = {}
         for case in self.cases:
-            for i, a in enumerate(case.arrays(rng)):
+            for i, a in enumerate(case.arrays(rng, self.smooth)):
                 self.arrays[f"{case.name}__{i}"] = a
         self._rng = rng
 
@@ -142,8 +148,10 @@ ELEMENTWISE: list[Case] = [
     Case("gelu", [(5, 17)], lambda g, x: g.gelu(x), lambda t, x: t.nn.functional.gelu(x)),
     Case("gelu_tanh", [(5, 17)], lambda g, x: g.gelu_tanh(x),
          lambda t, x: t.nn.functional.gelu(x, approximate="tanh")),
-    Case("relu", [(5, 17)], lambda g, x: g.relu(x), lambda t, x: t.relu(x), with_zeros),
-    Case("abs", [(5, 17)], lambda g, x: g.abs(x), lambda t, x: t.abs(x), with_zeros),
+    Case("relu", [(5, 17)], lambda g, x: g.relu(x), lambda t, x: t.relu(x), with_zeros,
+         smooth=False),
+    Case("abs", [(5, 17)], lambda g, x: g.abs(x), lambda t, x: t.abs(x), with_zeros,
+         smooth=False),
     Case("softplus", [(5, 17)], lambda g, x: g.softplus(x * 10.0),
          lambda t, x: t.nn.functional.softplus(x * 10.0)),
     Case("add_bcast", [(5, 17), (17,)], lambda g, a, b: a + b, lambda t, a, b: a + b),
@@ -153,7 +161,7 @@ ELEMENTWISE: list[Case] = [
     Case("div_bcast", [(5, 17), (17,)], lambda g, a, b: a / b, lambda t, a, b: a / b,
          lambda r, s, i: r.standard_normal(s) if i == 0 else r.uniform(0.5, 2.0, s)),
     Case("maximum", [(5, 17), (5, 17)], lambda g, a, b: g.maximum(a, b),
-         lambda t, a, b: t.maximum(a, b), rounded),
+         lambda t, a, b: t.maximum(a, b), rounded, smooth=False),
     Case("minimum_bcast", [(33,), (1,)], lambda g, a, b: g.minimum(a, b),
          lambda t, a, b: t.minimum(a, b)),
     Case("pow", [(5, 17), (17,)], lambda g, a, b: a ** b, lambda t, a, b: a ** b,
@@ -194,7 +202,7 @@ LINALG: list[Case] = [
     Case("reduce_mean_all", [(5, 17)], lambda g, x: g.reduce_mean(x, (0, 1)),
          lambda t, x: x.mean()),
     Case("reduce_max_ties", [(5, 17)], lambda g, x: g.reduce_max(x, 1),
-         lambda t, x: t.amax(x, 1), ties),
+         lambda t, x: t.amax(x, 1), ties, smooth=False),
     Case("reduce_min_keep", [(5, 33)], lambda g, x: g.reduce_min(x, 0, keepdim=True),
          lambda t, x: t.amin(x, 0, keepdim=True)),
     Case("softmax", [(5, 17)], lambda g, x: g.softmax(x), lambda t, x: t.softmax(x, -1)),

@@ -26,10 +26,12 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from rlx_mlir import pipeline
 from rlx_mlir.autodiff.rules import VJP_RULES
+from rlx_mlir.autodiff.rules_elementwise import zeros_like
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.abi import ROLE_POSITION
 from rlx_mlir.core.errors import RlxError
-from rlx_mlir.dialects.common import dtype_of, shape_of
+from rlx_mlir.dialects import registry
+from rlx_mlir.dialects.common import dtype_of
 from rlx_mlir.graph import Graph, Value
 
 GRAD_SCOPE = "grad"
@@ -45,23 +47,17 @@ class Backward:
         self.cotangents: dict[SSAValue, Value] = {}
         self.needs: set[SSAValue] = set(wrt)
         """The values that depend on a `wrt` argument through float values."""
-        self._shapes: dict[SSAValue, rules.Shape] = {
-            arg: shape for _, _, arg, shape in g.arguments()
-        }
 
     # ------------------------------------------------------------------ VjpContext
 
     def value(self, ssa: SSAValue) -> Value:
-        """The forward SSA value `ssa` as a Value of `g` (its symbolic shape for an
-        argument; a computed value of a symbolic shape is refused)."""
-        shape = self._shapes.get(ssa)
-        if shape is None:
-            shape = shape_of(ssa)
-            if rules.UNKNOWN in shape:
-                owner = ssa.owner.name if isinstance(ssa.owner, Operation) else "a block"
-                raise RlxError(f"rlx.grad: a result of {owner} has a symbolic shape "
-                               f"{ssa.type}; differentiating through symbolic dims is not "
-                               "supported yet (use static shapes)")
+        """The forward SSA value `ssa` as a Value of `g`, of its symbolic shape
+        (`Graph.shape_of`); one whose symbols cannot be told is refused."""
+        shape = self.g.shape_of(ssa)
+        if rules.UNKNOWN in shape:
+            owner = ssa.owner.name if isinstance(ssa.owner, Operation) else "a block"
+            raise RlxError(f"rlx.grad: a result of {owner} has a shape {ssa.type} whose symbolic "
+                           "dims are unknown here; differentiating through it is not supported")
         return Value(self.g, ssa, shape, dtype_of(ssa))
 
     def unbroadcast(self, cotangent: Value, shape: rules.Shape) -> Value:
@@ -76,12 +72,7 @@ class Backward:
         summed = self.g.reduce_sum(cotangent, axes, keepdim=True) if axes else cotangent
         return summed if summed.shape == shape else self.g.reshape(summed, shape)
 
-    # ------------------------------------------------------------------ helpers
-
-    def zeros(self, shape: rules.Shape) -> Value:
-        """A zero f32 tensor of `shape` (a broadcast scalar, not a dense constant)."""
-        zero = self.g.constant(np.float32(0.0))
-        return zero if tuple(shape) == () else self.g.broadcast_to(zero, shape)
+    # ------------------------------------------------------------------ cotangents
 
     def accumulate(self, ssa: SSAValue, cotangent: Value, what: Callable[[], str]) -> None:
         """Add `cotangent` to the one of `ssa` (checked against its shape)."""
@@ -95,7 +86,7 @@ class Backward:
     def gradient(self, arg: SSAValue) -> Value:
         """The cotangent reached `arg`, or zeros."""
         cotangent = self.cotangents.get(arg)
-        return self.zeros(self.value(arg).shape) if cotangent is None else cotangent
+        return zeros_like(self, self.value(arg)) if cotangent is None else cotangent
 
     # ------------------------------------------------------------------ the walk
 
@@ -125,8 +116,10 @@ class Backward:
             return
         rule = VJP_RULES.get(op.name)
         if rule is None:
-            raise RlxError(f"rlx.grad: no VJP rule for {op.name} (the loss depends on a wrt "
-                           "argument through it)")
+            record = registry.MIR.get(type(op))
+            why = " (the op is not differentiable)" if record and not record.differentiable else ""
+            raise RlxError(f"rlx.grad: no VJP rule for {op.name}{why}; the loss depends on a "
+                           "wrt argument through it")
         results = list(rule(self, op, cotangents))
         self.take(op.name, op.operands, results)
 
@@ -176,7 +169,7 @@ class Backward:
         what = f"rlx.grad: custom_fn {name!r}: vjp"
         inputs = [self.value(v) for v in op.operands]
         outputs = [self.value(v) for v in op.results]
-        cts = [c if c is not None else self.zeros(v.shape) for c, v in zip(cotangents, outputs,
+        cts = [c if c is not None else zeros_like(self, v) for c, v in zip(cotangents, outputs,
                                                                            strict=True)]
         returned = vjp(self.g, inputs, outputs, cts)
         if isinstance(returned, Value) or returned is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -40,6 +41,26 @@ def elementwise(ctx: VjpContext, inputs: Sequence[Value], fn: ScalarFn) -> Value
     op = mir.FusedElementwiseOp([v.ssa for v in inputs], tensor_type(shape), Region(block))
     ctx.g.add_op(op)
     return Value(ctx.g, op.result, shape, "f32")
+
+
+def broadcast_like(ctx: VjpContext, x: Value, like: Value) -> Value:
+    """x broadcast to `like`'s shape: `broadcast_to`, or where `like` has symbolic dims
+    (which broadcast_to cannot introduce) a fused copy broadcast against `like`."""
+    if x.shape == like.shape:
+        return x
+    if rules.is_static_shape(like.shape):
+        return ctx.g.broadcast_to(x, like.shape)
+    return elementwise(ctx, [x, like], lambda b, xv, _: xv)
+
+
+def zeros_like(ctx: VjpContext, like: Value) -> Value:
+    """Zeros of `like`'s shape (a broadcast scalar; `like` is not read when static)."""
+    zero = ctx.g.constant(np.float32(0.0))
+    if like.shape == ():
+        return zero
+    if rules.is_static_shape(like.shape):
+        return ctx.g.broadcast_to(zero, like.shape)
+    return elementwise(ctx, [like], lambda b, _: b.const(0.0))
 
 
 # ----------------------------------------------------------------------------- scalar pieces
@@ -274,9 +295,14 @@ def _body_adjoint(body: Block, wanted: int) -> ScalarFn:
             if partials is None:
                 raise NotImplementedError(f"rlx.grad: no scalar derivative of {op.name} in a "
                                           "fused_elementwise body")
+            # Partials are linear in a: where a is 0 they are 0, also where the forward
+            # gave inf or nan on a branch a select dropped (softplus's 0/0 when 1 + t
+            # rounds to 1), which would otherwise poison the adjoints.
+            dropped = _cmp(b, a, b.const(0.0), "oeq")
             for operand, p in zip(op.operands, partials(b, *op.operands, op.results[0], a),
                                   strict=True):
                 if p is not None:
+                    p = b.select(dropped, b.const(0.0), p)
                     known = adjoints.get(operand)
                     adjoints[operand] = p if known is None else b.add(known, p)
         return adjoints.get(b.block.args[wanted], b.const(0.0))

@@ -18,7 +18,7 @@ from xdsl.dialects import arith
 from xdsl.ir import Operation
 
 from rlx_mlir.autodiff.context import VjpContext, VjpRule
-from rlx_mlir.autodiff.rules_elementwise import UNARY, elementwise
+from rlx_mlir.autodiff.rules_elementwise import UNARY, broadcast_like, elementwise
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import mir
@@ -68,7 +68,8 @@ def matmul_vjp(ctx: VjpContext, a: Value, b: Value, c: Value) -> tuple[Value, Va
     full = rules.matmul(a2.shape, b2.shape)
     c2 = c if c.shape == full else g.reshape(c, full)
     da = ctx.unbroadcast(g.matmul(c2, swap_last(g, b2)), a2.shape)
-    if b2.rank == 2 and a2.rank > 2:  # a shared weight: one matmul over all the rows
+    if b2.rank == 2 and a2.rank > 2 and rules.is_static_shape(a2.shape):
+        # a shared weight: one matmul over all the rows
         k, n = b2.shape
         db = g.matmul(swap_last(g, g.reshape(a2, (-1, k))), g.reshape(c2, (-1, n)))
     else:
@@ -155,9 +156,8 @@ def _reduce(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
     kind = op.kind.data
     if kind in (ReduceKind.SUM, ReduceKind.MEAN):
         if kind is ReduceKind.MEAN:
-            count = int(np.prod([x.shape[a] for a in axes]))
-            c = g.mul(c, 1.0 / count)
-        return [g.broadcast_to(c, x.shape)]
+            c = g.div(c, _count(ctx, x, axes))
+        return [broadcast_like(ctx, c, x)]
     y = ctx.value(op.result)
     y = y if y.shape == kept else g.reshape(y, kept)
     hit = elementwise(ctx, [x, y], lambda b, xv, yv: b.select(
@@ -165,6 +165,16 @@ def _reduce(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
     count = g.reduce_sum(hit, axes, keepdim=True)
     return [elementwise(ctx, [hit, c, count], lambda b, h, cv, n: b.mul(
         h, b.float_op(arith.DivfOp, cv, n)))]
+
+
+def _count(ctx: VjpContext, x: Value, axes: Sequence[int]) -> Value | float:
+    """How many elements the `axes` of x hold: a float, or (symbolic dims) a Value
+    counted at run time (kept dims)."""
+    dims = [x.shape[a] for a in axes]
+    if all(rules.is_static(d) for d in dims):
+        return float(np.prod(dims))
+    ones = elementwise(ctx, [x], lambda b, _: b.const(1.0))
+    return ctx.g.reduce_sum(ones, tuple(axes), keepdim=True)
 
 
 def _softmax(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:

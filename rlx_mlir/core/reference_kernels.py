@@ -23,7 +23,9 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,28 @@ from rlx_mlir.core.errors import ArgumentError, DTypeError, ShapeError
 ArrayLike = Any
 F32 = np.float32
 F64 = np.float64
+
+# ----------------------------------------------------------------------------- float64 mode
+
+_FLOAT: ContextVar[type[np.floating]] = ContextVar("reference_float", default=F32)
+"""The float type the kernels take and return: float32, or float64 inside `float64()`."""
+
+
+@contextmanager
+def float64() -> Iterator[None]:
+    """Inside, every kernel computes in float64 and returns float64 (float inputs are
+    widened, not rounded to float32 first; integers are untouched): the reference
+    executor's `dtype="f64"`, for gradient checks by central differences."""
+    token = _FLOAT.set(F64)
+    try:
+        yield
+    finally:
+        _FLOAT.reset(token)
+
+
+def float_type() -> type[np.floating]:
+    """The float type the kernels compute in now (float32, or float64 in `float64()`)."""
+    return _FLOAT.get()
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 REDUCE_KINDS = ("sum", "max", "min", "mean")
@@ -67,24 +91,26 @@ def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _f32(x: ArrayLike) -> np.ndarray:
-    return np.asarray(x, dtype=F32)
+    return np.asarray(x, dtype=_FLOAT.get())
 
 
 def _f64(x: ArrayLike) -> np.ndarray:
-    """The input rounded to float32, then widened (exactly) to float64."""
-    return np.asarray(x, dtype=F32).astype(F64)
+    """The input rounded to float32, then widened (exactly) to float64 (under `float64()`:
+    the input in float64, not rounded)."""
+    return np.asarray(x, dtype=_FLOAT.get()).astype(F64)
 
 
 def _out(x: ArrayLike) -> np.ndarray:
-    """A fresh float32 ndarray (0-d results stay arrays)."""
-    return np.array(x, dtype=F32)
+    """A fresh float32 ndarray (0-d results stay arrays; float64 under `float64()`)."""
+    return np.array(x, dtype=_FLOAT.get())
 
 
 def _data(x: ArrayLike) -> np.ndarray:
-    """Data-movement input: keeps integer dtypes, other floats become float32."""
+    """Data-movement input: keeps integer dtypes, other floats become float32 (float64
+    under `float64()`)."""
     a = np.asarray(x)
-    if a.dtype.kind == "f" and a.dtype != F32:
-        a = a.astype(F32)
+    if a.dtype.kind == "f" and a.dtype != _FLOAT.get():
+        a = a.astype(_FLOAT.get())
     return a
 
 

@@ -22,13 +22,16 @@ from xdsl.interpreter import (
 from xdsl.ir import Operation, Region
 
 from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.reference_kernels import float_type
 from rlx_mlir.dialects import lir, mir
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf32(x: np.ndarray) -> np.ndarray:
-    return np.asarray(_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(np.float32)
+    """erf in float64, rounded to the kernels' float type (float32 unless `float64()`)."""
+    return np.asarray(_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(
+        float_type())
 
 
 def _rsqrt(x: np.ndarray) -> np.ndarray:
