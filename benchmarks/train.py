@@ -1,6 +1,6 @@
 """Training steps (issue 23, item 6): rlx's compiled step next to torch.
 
-Usage: python -m benchmarks train [--rounds 5] [--quick] [--out FILE.md]
+Usage: python -m benchmarks train [--rounds 5] [--only char_lm,llama_block,llama_decoder_block] [--out FILE.md]
 
 Workloads (float32, one step = forward + backward (+ the optimizer where it says so)):
 - `char_lm`: the training step of examples/train_char_lm.py (a 2-layer character-level
