@@ -83,10 +83,10 @@ needs_autodiff = pytest.mark.skipif(not hasattr(rlx, "grad_values"),
                                     reason="rlx.grad_values is not on this branch yet")
 
 
-@pytest.fixture(scope="module")
-def step_model(data_cfg):
+@pytest.fixture(scope="module", params=[1, 2], ids=["1thread", "2threads"])
+def step_model(data_cfg, request):
     _, cfg = data_cfg
-    return example.compile_step(cfg, threads=1)
+    return example.compile_step(cfg, threads=request.param)
 
 
 @needs_autodiff
