@@ -1,6 +1,7 @@
 """`python -m benchmarks`: see benchmarks/README.md (`python -m benchmarks llm`: the LLM
 speed benchmark of benchmarks/llm.py; `python -m benchmarks serve`: rlx-serve under
-concurrent clients, benchmarks/serve.py)."""
+concurrent clients, benchmarks/serve.py; `python -m benchmarks train`: training steps
+against torch, benchmarks/train.py)."""
 
 import sys
 
@@ -9,6 +10,10 @@ if __name__ == "__main__":
         from benchmarks.llm import main as llm_main
 
         llm_main(sys.argv[2:])
+    elif sys.argv[1:2] == ["train"]:
+        from benchmarks.train import main as train_main
+
+        train_main(sys.argv[2:])
     elif sys.argv[1:2] == ["serve"]:
         from benchmarks.serve import main as serve_main
 

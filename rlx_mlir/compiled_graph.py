@@ -236,6 +236,13 @@ class CompiledGraph:
         with self._lock:
             self._state.reset(position)
 
+    def set_state(self, name: str, value: Any) -> None:
+        """Write a copy of `value` into the state `name` (`g.state`): its shape, a dtype
+        that casts to its dtype; an ArgumentError naming the state otherwise. The
+        initial weights and optimizer moments of a training step, for example."""
+        with self._lock:
+            self._state.write(name, value)
+
     def copy_state_from(self, other: CompiledGraph) -> None:
         """Take the state buffers (copied) and the position of `other`, a build of the
         same graph (e.g. the model an instrumented `recompile` came from)."""

@@ -20,8 +20,9 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from rlx_mlir.backend import cache_key, compile_module, load_cached
+from rlx_mlir.binding import Signature
 from rlx_mlir.compiled_graph import CompiledGraph
-from rlx_mlir.core.abi import EntryABI, entry_function, keep_results
+from rlx_mlir.core.abi import ROLE_STATE, EntryABI, entry_function, keep_results
 from rlx_mlir.core.errors import OptionError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
 from rlx_mlir.core.target import Target, host_target, parse_target
@@ -35,14 +36,17 @@ from rlx_mlir.pipeline import (
     fn_symbols,
     lower_stages,
 )
+from rlx_mlir.state import state_values
 
 
 def jit(graph: Graph | GraphModule, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,
         threads: int | None = None, vector_width: int = 0, alignment: int = 64,
         strategy: str = "greedy-by-size", max_dims: Mapping[str, int] | None = None,
-        fusion: FusionPolicy | None = None, time_passes: bool = False) -> CompiledGraph:
+        fusion: FusionPolicy | None = None, time_passes: bool = False,
+        state: Mapping[str, Any] | None = None) -> CompiledGraph:
     """Compile a Graph, or a GraphModule at any stage, to native code; `params` binds
-    (copies of) some or all params.
+    (copies of) some or all params; `state` gives some states (`g.state`) their initial
+    values (copied; the others start at zero; `model.set_state` changes them later).
 
     `threads` is how many threads a call may use (default: all cores, capped by
     RLX_NUM_THREADS); graphs with no kernel large enough to split use one. A graph with
@@ -58,10 +62,22 @@ def jit(graph: Graph | GraphModule, params: Mapping[str, Any] | None = None, *, 
     module, policy = compile_input(graph, fusion, "jit")
     if isinstance(graph, GraphModule) and graph.stage is GraphStage.LIR:
         _check_planned(alignment, strategy, max_dims)
-    return _compile(module, params, opt_level,
-                    PipelineOptions(alignment, strategy, vector_width, _packed(params),
-                                    _max_dims_option(module, max_dims), fusion=policy),
-                    time_passes, threads)
+    initial = _initial_state(module, state)  # checked before the (long) compilation
+    model = _compile(module, params, opt_level,
+                     PipelineOptions(alignment, strategy, vector_width, _packed(params),
+                                     _max_dims_option(module, max_dims), fusion=policy),
+                     time_passes, threads)
+    for name, array in initial.items():
+        model.set_state(name, array)
+    return model
+
+
+def _initial_state(module: ModuleOp, state: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    """`jit`'s `state`, checked against the graph's states (ArgumentError naming one)."""
+    if state is None:
+        return {}
+    args = Signature.of(entry_function(module)).args
+    return state_values({a.name: a for a in args if a.role == ROLE_STATE}, state)
 
 
 def compile_mlir(text: str, params: Mapping[str, Any] | None = None, *, opt_level: int = 3,

@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     FunctionType,
     IndexType,
+    IntegerAttr,
     ModuleOp,
     NameLoc,
     StringAttr,
@@ -50,6 +51,7 @@ from rlx_mlir.core.abi import (
     ARG_DIMS,
     ARG_NAME,
     ARG_ROLE,
+    ARG_ROLLBACK,
     CACHE_DIMS,
     ROLE_INPUT,
     ROLE_PARAM,
@@ -301,6 +303,7 @@ class Graph:
         self._scopes: list[str] = []  # g.scope names, outermost first (op locations)
         self._located: dict[str, int] = {}  # ops per location name so far (their counters)
         self._functions: dict[str, _CustomFunction | None] = {}  # custom_fn's, shared with bodies
+        self._arg_extra: dict[str, dict[str, Attribute]] = {}  # more argument attributes, by name
         self._shapes: dict[SSAValue, rules.Shape] = {}  # the symbolic shape of every Value made
 
     # ------------------------------------------------------------------ arguments, output
@@ -319,12 +322,23 @@ class Graph:
         `dtype` as for `input`."""
         return self._argument(name, shape, dtype, ROLE_PARAM)
 
-    def state(self, name: str, shape: Sequence[int], dtype: Any = "f32") -> Value:
+    def state(self, name: str, shape: Sequence[int], dtype: Any = "f32",
+              rollback: bool = True) -> Value:
         """Declare a state: a buffer that lives in the model between calls, zero when the
         model is created (static `shape`; `dtype` as for `input`). Update it with
         `cache_append` (a KV cache) or `assign`; read it before you update it
-        (docs/semantics.md "State")."""
-        return self._argument(name, shape, dtype, ROLE_STATE)
+        (docs/semantics.md "State"). `rlx.jit(g, state={name: array})` or
+        `model.set_state(name, array)` give it another value.
+
+        With `rollback=False` (weights, optimizer moments of a training step) a call that
+        raises does not restore it and `reset()` does not zero it, so a call pays no
+        snapshot copy of it (the argument attribute `rlx.rollback = false`)."""
+        if not isinstance(rollback, bool):
+            raise GraphError(f"state {name!r}: rollback: expected a bool, got {rollback!r}")
+        value = self._argument(name, shape, dtype, ROLE_STATE)
+        if not rollback:
+            self._arg_extra[name] = {ARG_ROLLBACK: IntegerAttr.from_bool(False)}
+        return value
 
     def _argument(self, name: str, shape: Sequence[int], dtype: Any, role: str) -> Value:
         with _context(role):
@@ -432,7 +446,7 @@ class Graph:
                 arg_attrs=ArrayAttr(
                     [
                         DictionaryAttr({ARG_NAME: StringAttr(n), ARG_ROLE: StringAttr(r),
-                                        **self._dims_entry(shape)})
+                                        **self._dims_entry(shape), **self._arg_extra.get(n, {})})
                         for n, r, shape in zip(self._arg_names, self._arg_roles,
                                                self._arg_shapes, strict=True)
                     ]
@@ -1467,6 +1481,7 @@ class Graph:
         new._updated = {mapping[k]: v for k, v in self._updated.items()}
         new._scopes, new._located = [], dict(self._located)
         new._functions = dict(self._functions)
+        new._arg_extra = dict(self._arg_extra)
         new._shapes = {mapping[k]: v for k, v in self._shapes.items() if k in mapping}
         return new, mapping
 

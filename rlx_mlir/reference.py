@@ -133,8 +133,13 @@ class ReferenceModel:
         return self.states.views
 
     def reset(self, position: int = 0) -> None:
-        """Rewind the caches to `position` (at 0, every other state is zeroed too)."""
+        """Rewind the caches to `position` (at 0, every other state is zeroed too, but
+        those declared with `rollback=False`)."""
         self.states.reset(position)
+
+    def set_state(self, name: str, value: Any) -> None:
+        """Write a copy of `value` into the state `name` (as `CompiledGraph.set_state`)."""
+        self.states.write(name, value)
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         arrays = self.signature.bind(args, kwargs, self._bound)
@@ -153,9 +158,11 @@ class ReferenceModel:
 
 
 def reference(graph: Graph | GraphModule | ModuleOp | str,
-              params: Mapping[str, Any] | None = None, dtype: str = "f32") -> ReferenceModel:
+              params: Mapping[str, Any] | None = None, dtype: str = "f32", *,
+              state: Mapping[str, Any] | None = None) -> ReferenceModel:
     """The reference executor of a Graph, a GraphModule, a module, or module text (at
-    any stage: hir, mir or lir).
+    any stage: hir, mir or lir). `state` gives some states their initial values (copied;
+    as `rlx.jit(..., state=...)`).
 
     `dtype="f64"` evaluates in float64: f32 inputs and params are taken in float64 (not
     rounded to float32) and every op computes and returns float64 (integers untouched;
@@ -170,4 +177,6 @@ def reference(graph: Graph | GraphModule | ModuleOp | str,
         module = parse_module(graph)
     else:
         module = graph
-    return ReferenceModel(module, params, dtype)
+    model = ReferenceModel(module, params, dtype)
+    model.states.write_all(state)
+    return model

@@ -17,7 +17,11 @@ The symbols the appends define come from the function attribute `rlx.cache_dims`
 rows binds T = P + S and is refused with an ArgumentError ("cache full") when
 P + S > capacity. A call can change only the rows [P, P+S) of each appended cache and
 the states it assigns, so that is all `snapshot` copies before a call and `restore`
-writes back when it fails.
+writes back when it fails -- except the states declared with `rollback=False` (weights and
+optimizer moments a training step updates, `rlx.rollback = false`): those are never copied,
+so a failed call leaves them as it wrote them, and `reset()` keeps them.
+
+`write(name, array)` writes a state's value (`rlx.jit(g, state=...)`, `model.set_state`).
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import BlockArgument, SSAValue
 
-from rlx_mlir.binding import ArgSpec, Signature
+from rlx_mlir.binding import ArgSpec, Signature, convert
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.abi import (
+    ARG_NAME,
     ROLE_POSITION,
     ROLE_STATE,
     UPDATE_APPEND,
@@ -42,6 +47,7 @@ from rlx_mlir.core.abi import (
     CacheDim,
     EntryABI,
     cache_dims_of,
+    rolls_back,
 )
 from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError
@@ -65,7 +71,7 @@ class StateStore:
 
     def __init__(self, specs: list[ArgSpec], cache_dims: list[CacheDim],
                  caches: frozenset[str] = frozenset(), assigned: frozenset[str] = frozenset(),
-                 has_position: bool = False):
+                 has_position: bool = False, kept: frozenset[str] = frozenset()):
         self.specs = {s.name: s for s in specs}
         """The state arguments by name."""
         self.cache_dims = cache_dims
@@ -75,6 +81,8 @@ class StateStore:
         """The states a call assigns as a whole."""
         self.has_position = has_position
         """Whether the function takes the position argument."""
+        self.kept = kept
+        """The states declared with `rollback=False`: never snapshot, restored or reset."""
         self.arrays: dict[str, np.ndarray] = {
             s.name: np.zeros(s.shape, dtype=numpy_type(s.dtype)) for s in specs
         }
@@ -98,6 +106,7 @@ class StateStore:
             frozenset(names[i] for i in caches if i in names),
             frozenset(names[i] for i in assigned - caches if i in names),
             any(a.role == ROLE_POSITION for a in signature.args),
+            _kept_states(fn),
         )
 
     @classmethod
@@ -106,7 +115,8 @@ class StateStore:
         return cls(
             [ArgSpec(a.name, a.role, a.shape, a.dtype) for a in abi.with_role(ROLE_STATE)],
             list(abi.cache_dims), abi.updated(UPDATE_APPEND), abi.updated(UPDATE_ASSIGN),
-            bool(abi.with_role(ROLE_POSITION)))
+            bool(abi.with_role(ROLE_POSITION)),
+            frozenset(a.name for a in abi.with_role(ROLE_STATE) if not a.rollback))
 
     @property
     def stateful(self) -> bool:
@@ -134,7 +144,8 @@ class StateStore:
     def reset(self, position: int = 0) -> None:
         """Rewind to `position` (0 <= position <= the caches' capacity). The caches keep
         their rows (those past the position are overwritten by later appends, and never
-        read before); at position 0 every other state is zeroed too (a fresh sequence)."""
+        read before); at position 0 every other state is zeroed too (a fresh sequence),
+        except those declared with `rollback=False` (`kept`)."""
         if isinstance(position, bool) or not isinstance(position, int | np.integer):
             raise ArgumentError(f"reset: position: expected an int >= 0, got {position!r}")
         capacity = min((c.capacity for c in self.cache_dims), default=None)
@@ -146,8 +157,18 @@ class StateStore:
                                 f"stays 0; got {position}")
         self.position = int(position)
         if position == 0:
-            for name in self.arrays.keys() - self.caches:
+            for name in self.arrays.keys() - self.caches - self.kept:
                 self.arrays[name].fill(0)
+
+    def write(self, name: str, value: Any) -> None:
+        """Write a copy of `value` into the state `name` (see `state_values`)."""
+        self.write_all({name: value})
+
+    def write_all(self, values: Mapping[str, Any] | None) -> None:
+        """Write copies of `values` into their states (`rlx.jit(g, state=...)`): all of
+        them, or none when one is refused (see `state_values`); None writes nothing."""
+        for name, array in state_values(self.specs, values).items():
+            np.copyto(self.arrays[name], array)
 
     # ------------------------------------------------------------------ one call
 
@@ -186,8 +207,9 @@ class StateStore:
         start = self.position
         return Snapshot(
             start,
-            {name: (start, self.arrays[name][start : start + rows].copy()) for name in self.caches},
-            {name: self.arrays[name].copy() for name in self.assigned},
+            {name: (start, self.arrays[name][start : start + rows].copy())
+             for name in self.caches - self.kept},
+            {name: self.arrays[name].copy() for name in self.assigned - self.kept},
         )
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -240,6 +262,35 @@ def state_updates(fn: func.FuncOp) -> tuple[set[int], set[int]]:
     return caches, assigned
 
 
+def state_values(specs: Mapping[str, ArgSpec],
+                 values: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    """`values` (state name -> array) checked against the states `specs`: each an array of
+    its state's shape, of a dtype that casts to the state's under numpy's same_kind rule.
+    An ArgumentError names the state refused, or the states when a name is none of them."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise ArgumentError(f"state: expected a mapping of state names to arrays (a dict), "
+                            f"got {type(values).__name__}")
+    checked = {}
+    for name, value in values.items():
+        spec = specs.get(name)
+        if spec is None:
+            known = ", ".join(specs) or "none"
+            raise ArgumentError(f"state: {name!r} is not a state of the model (states: {known})")
+        checked[name] = convert(spec, value)
+    return checked
+
+
+def _kept_states(fn: Any) -> frozenset[str]:
+    """The states of a graph function declared with `rollback=False` (`rlx.rollback`)."""
+    if not isinstance(fn, func.FuncOp):
+        return StateStore.of_abi(EntryABI.from_llvm(fn)).kept
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    return frozenset(a.data[ARG_NAME].data for a in attrs
+                     if ARG_NAME in a.data and not rolls_back(a.data))
+
+
 def _add_argument(indices: set[int], value: SSAValue) -> None:
     if isinstance(value, BlockArgument):
         indices.add(value.index)
@@ -251,4 +302,4 @@ def _view_root(value: SSAValue) -> SSAValue:
     return value
 
 
-__all__ = ["CacheDim", "Snapshot", "StateStore", "cache_dims_of", "state_updates"]
+__all__ = ["CacheDim", "Snapshot", "StateStore", "cache_dims_of", "state_updates", "state_values"]

@@ -75,6 +75,10 @@ ARG_UPDATE = "rlx.update"
 [P, P+S) of a KV cache) or `UPDATE_ASSIGN` (the whole state)."""
 UPDATE_APPEND = "append"
 UPDATE_ASSIGN = "assign"
+ARG_ROLLBACK = "rlx.rollback"
+"""Argument attribute of a state declared with `g.state(..., rollback=False)` (weights,
+optimizer moments), present only then and `false`: a call that fails does not restore it
+(no snapshot copy) and `reset()` does not zero it. It survives every stage."""
 CACHE_DIMS = "rlx.cache_dims"
 """Function attribute of a graph that appends to KV caches: a dictionary from each symbol
 the appends define (`"T"`) to `[appended, capacity]`, the size of the rows appended (a
@@ -290,6 +294,8 @@ class EntryArg:
     """`rlx.bound` of a symbol's size: the largest size the arena was planned for."""
     update: str | None = None
     """`rlx.update` of a state: `UPDATE_APPEND` or `UPDATE_ASSIGN`."""
+    rollback: bool = True
+    """False for a state with `rlx.rollback = false` (see `ARG_ROLLBACK`)."""
 
     @property
     def is_buffer(self) -> bool:
@@ -383,7 +389,8 @@ class EntryABI:
             "parallel": self.parallel, "profile_sites": list(self.profile_sites),
             "cache_dims": [[d.symbol, d.appended, d.capacity] for d in self.cache_dims],
             "args": [{"name": a.name, "role": a.role, "shape": list(a.shape), "dtype": a.dtype,
-                      "layout": a.layout, "bound": a.bound, "update": a.update}
+                      "layout": a.layout, "bound": a.bound, "update": a.update,
+                      "rollback": a.rollback}
                      for a in self.args]})
 
     @classmethod
@@ -414,7 +421,15 @@ def _entry_arg(entry: str, data: Mapping[str, Any]) -> EntryArg | None:
     shape = (_dims(data[ARG_DIMS], f"@{entry}: argument {name!r}: {ARG_DIMS}")
              if ARG_DIMS in data else tuple(rules.UNKNOWN if d < 0 else d for d in ty.get_shape()))
     return EntryArg(name, role, shape, element_name(ty.get_element_type()),
-                    _string(data, ARG_LAYOUT), None, _string(data, ARG_UPDATE))
+                    _string(data, ARG_LAYOUT), None, _string(data, ARG_UPDATE),
+                    rolls_back(data))
+
+
+def rolls_back(attrs: Mapping[str, Any]) -> bool:
+    """Whether a failed call restores the state with these argument attributes (and
+    `reset()` zeroes it): False only under `rlx.rollback = false` (`ARG_ROLLBACK`)."""
+    value = attrs.get(ARG_ROLLBACK)
+    return not (isinstance(value, IntegerAttr) and value.value.data == 0)
 
 
 def cache_dims_of(fn: Any) -> list[CacheDim]:
