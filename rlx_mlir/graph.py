@@ -999,6 +999,38 @@ class Graph:
         out, final_state = results
         return out, final_state
 
+    def selective_scan_backward(self, x: Value, delta: Value, A: Value, B: Value, C: Value,
+                                dy: Value, d_final_state: Value,
+                                initial_state: Value | None = None) -> tuple[Value, ...]:
+        """The reverse pass of `selective_scan` (a native reversed recurrence; the VJP rule
+        of `selective_scan` builds it): the forward's operands, the cotangents of its
+        output `dy` [b, s, h] and of its final state `d_final_state` [b, h, n] (zeros when
+        the forward did not return it) -> (dx, d_delta, dA, dB, dC), and
+        d_initial_state after them when `initial_state` is given."""
+        self._f32_operands("selective_scan_backward",
+                           ["x", "delta", "A", "B", "C", "dy", "d_final_state", "initial_state"],
+                           [x, delta, A, B, C, dy, d_final_state, initial_state])
+        results = self._op_results("selective_scan_backward", mir.SelectiveScanBackwardOp,
+                                   x=x, delta=delta, a=A, b=B, c=C, dy=dy,
+                                   d_final_state=d_final_state, initial_state=initial_state)
+        return (*results[:5], *results[6:])  # results[5]: the saved states, the kernel's
+
+    def gated_delta_net_backward(self, q: Value, k: Value, v: Value, g: Value, beta: Value,
+                                 do: Value, d_final_state: Value,
+                                 initial_state: Value | None = None) -> tuple[Value, ...]:
+        """The reverse pass of `gated_delta_net` (a native reversed recurrence; the VJP
+        rule of `gated_delta_net` builds it): the forward's operands, the cotangents of
+        its output `do` [b, s, H, m] and of its final state `d_final_state` [b, H, n, m]
+        (zeros when the forward did not return it) -> (dq, dk, dv, dg, dbeta), and
+        d_initial_state after them when `initial_state` is given."""
+        self._f32_operands("gated_delta_net_backward",
+                           ["q", "k", "v", "g", "beta", "do", "d_final_state", "initial_state"],
+                           [q, k, v, g, beta, do, d_final_state, initial_state])
+        results = self._op_results("gated_delta_net_backward", mir.GatedDeltaNetBackwardOp,
+                                   q=q, k=k, v=v, g=g, beta=beta, do=do,
+                                   d_final_state=d_final_state, initial_state=initial_state)
+        return (*results[:5], *results[6:])  # results[5]: the saved states, the kernel's
+
     def scan(self, init: Value, body: Graph, length: int, xs: Sequence[Value] = (),
              consts: Sequence[Value] = (), trajectory: bool = False) -> Value | tuple[Value, Value]:
         """A bounded loop: `body` (a Graph whose inputs are the carry, one slice of each of
