@@ -1032,11 +1032,21 @@ class Graph:
         return (*results[:5], *results[6:])  # results[5]: the saved states, the kernel's
 
     def scan(self, init: Value, body: Graph, length: int, xs: Sequence[Value] = (),
-             consts: Sequence[Value] = (), trajectory: bool = False) -> Value | tuple[Value, Value]:
+             consts: Sequence[Value] = (), trajectory: bool = False,
+             checkpoint_every: int | None = None) -> Value | tuple[Value, Value]:
         """A bounded loop: `body` (a Graph whose inputs are the carry, one slice of each of
         `xs` along axis 0, then each of `consts`, and whose one output is the next carry)
         runs `length` times from `init`. Returns the final carry, and with `trajectory`
-        also every carry, [length, *init.shape]. `mir.scan` in the IR, a native loop."""
+        also every carry, [length, *init.shape]. `mir.scan` in the IR, a native loop.
+
+        `checkpoint_every=k` (for `rlx.grad`): the loop runs as length // k segments of k
+        steps (a scan of scans, then a scan of the length % k left), so the backward keeps
+        only the carry at each segment's start and recomputes a segment's carries while
+        it reverses it: memory O(length/k + k) instead of O(length). With `trajectory`
+        every carry is kept anyway and k changes nothing."""
+        if checkpoint_every is not None and not trajectory:
+            return self._checkpointed_scan(init, body, length, list(xs), list(consts),
+                                           checkpoint_every)
         xs, consts = list(xs), list(consts)
         self._own("init", init)
         for i, v in enumerate(xs):
@@ -1055,6 +1065,27 @@ class Graph:
             return result
         last = self.reshape(self.narrow(result, 0, length - 1, 1), init.shape)
         return last, result
+
+    def _checkpointed_scan(self, init: Value, body: Graph, length: int, xs: list[Value],
+                           consts: list[Value], every: int) -> Value:
+        """`scan` as segments of `every` steps (see `scan`'s `checkpoint_every`)."""
+        if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= length:
+            raise GraphError(f"scan: checkpoint_every: expected an int in [1, length={length}], "
+                             f"got {every!r}")
+        segments, tail = divmod(length, every)
+        outer = Graph(f"{body.name}_every_{every}")
+        carry = outer.input("carry", init.shape, init.dtype)
+        slices = [outer.input(f"xs{i}", (every, *x.shape[1:]), x.dtype) for i, x in enumerate(xs)]
+        inner = [outer.input(f"c{i}", c.shape, c.dtype) for i, c in enumerate(consts)]
+        outer.output(outer.scan(carry, body, every, xs=slices, consts=inner))
+        head = [self.reshape(self.narrow(x, 0, 0, segments * every) if tail else x,
+                             (segments, every, *x.shape[1:])) for x in xs]
+        result = self.scan(init, outer, segments, xs=head, consts=consts)
+        if tail:
+            rest = [self.narrow(x, 0, segments * every, tail) for x in xs]
+            result = self.scan(result, body, tail, xs=rest, consts=consts)
+        assert isinstance(result, Value)
+        return result
 
     def _scan_body(self, init: Value, xs: list[Value], consts: list[Value]) -> Region:
         """This graph as the body region of a scan over `init`, `xs` and `consts` (a copy;
