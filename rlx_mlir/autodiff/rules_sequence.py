@@ -152,8 +152,11 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
     acc = g.concat([start, _zeros(ctx, (rest,))], 0) if rest else start
     steps = [_reversed(g, _carries(ctx, op, init, xs, consts, length)),
              *(_reversed(g, x) for x in xs), *([_reversed(g, cotangent)] if trajectory else [])]
-    every = g.scan(acc, body, length, xs=steps, consts=consts, trajectory=bool(float_xs))
-    last = g.reshape(g.narrow(every, 0, length - 1, 1), acc.shape) if float_xs else every
+    if float_xs:
+        last, every = g.scan(acc, body, length, xs=steps, consts=consts, trajectory=True)
+    else:
+        last = every = g.scan(acc, body, length, xs=steps, consts=consts)
+    assert isinstance(last, Value) and isinstance(every, Value)
     size = _size(init.shape)
     d_init = g.reshape(g.narrow(last, 0, 0, size), init.shape)
     d_consts: list[Value | None] = [None] * len(consts)
