@@ -1,0 +1,336 @@
+"""Gradients of the sequence ops (SPEC "Automatic differentiation", issue 23 item 2):
+the reverse-pass ops `selective_scan_backward` / `gated_delta_net_backward` (compiled and
+reference) against torch.autograd of a plain loop over the SPEC formulas, `rlx.grad`
+through `selective_scan`, `gated_delta_net` and `g.scan` (xs, consts, trajectory,
+checkpoint_every) against torch.autograd, against central differences in float64 on the
+reference executor, and the arena of a checkpointed scan's backward, O(length/k + k).
+
+Tolerances: rtol 1e-4 / atol 1e-5 against torch in float64 (the recurrences here run at
+most 17 steps with decays below 1, so float32 rounding stays far below them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx_mlir as rlx
+from rlx_mlir.core import reference_kernels as K
+
+torch = pytest.importorskip("torch")
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def close(got, want, rtol=RTOL, atol=ATOL):
+    for i, (a, b) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                   rtol=rtol, atol=atol, err_msg=f"gradient {i}")
+
+
+def f32(**arrays):
+    return {k: np.asarray(v, np.float32) for k, v in arrays.items()}
+
+
+# ----------------------------------------------------------------------------- torch loops
+
+
+def torch_selective_scan(x, delta, a, b, c, state=None):
+    """SPEC: state = exp(Δ_t·A) ⊙ state + (Δ_t·x_t) ⊗ B_t, y_t = state · C_t."""
+    batch, steps, h = x.shape
+    state = torch.zeros(batch, h, a.shape[1], dtype=x.dtype) if state is None else state
+    ys = []
+    for t in range(steps):
+        dt = delta[:, t, :, None]
+        state = torch.exp(dt * a) * state + (dt * x[:, t, :, None]) * b[:, t, None, :]
+        ys.append(torch.einsum("bhn,bn->bh", state, c[:, t]))
+    return torch.stack(ys, 1), state
+
+
+def torch_gated_delta_net(q, k, v, g, beta, state=None):
+    """SPEC: S = exp(g_t)·S; kv = Sᵀk_t; δ = β_t(v_t − kv); S = S + k_t δᵀ; o_t = Sᵀq_t."""
+    batch, steps, heads, n = q.shape
+    m = v.shape[3]
+    state = torch.zeros(batch, heads, n, m, dtype=q.dtype) if state is None else state
+    outs = []
+    for t in range(steps):
+        state = torch.exp(g[:, t, :, None, None]) * state
+        kv = torch.einsum("bhnm,bhn->bhm", state, k[:, t])
+        d = beta[:, t, :, None] * (v[:, t] - kv)
+        state = state + k[:, t, :, :, None] * d[:, :, None, :]
+        outs.append(torch.einsum("bhnm,bhn->bhm", state, q[:, t]))
+    return torch.stack(outs, 1), state
+
+
+def torch_grads(fn, inputs, cotangents):
+    """torch.autograd (float64) of sum(<fn(*inputs)[i], cotangents[i]>)."""
+    ts = [torch.tensor(np.asarray(a, np.float64), requires_grad=True) for a in inputs]
+    outs = fn(*ts)
+    loss = sum((o * torch.tensor(np.asarray(ct, np.float64))).sum()
+               for o, ct in zip(outs, cotangents, strict=True) if ct is not None)
+    return [g.numpy() for g in torch.autograd.grad(loss, ts)]
+
+
+# ----------------------------------------------------------------------------- data
+
+SS_SHAPES = [(1, 1, 3, 5), (2, 5, 3, 5), (2, 17, 9, 19), (1, 17, 4, 1)]
+"""(b, s, h, n): h, n off the vector width, s = 1, 5, 17, n = 1."""
+GDN_SHAPES = [(1, 1, 1, 3, 5), (2, 5, 2, 5, 3), (1, 17, 3, 9, 19), (2, 5, 1, 17, 1)]
+"""(b, s, H, n, m)."""
+
+
+def ss_data(b, s, h, n, seed=0):
+    rng = np.random.default_rng(seed)
+    return f32(x=rng.standard_normal((b, s, h)), delta=rng.uniform(0.1, 1.0, (b, s, h)),
+               A=-rng.uniform(0.5, 2.0, (h, n)), B=rng.standard_normal((b, s, n)),
+               C=rng.standard_normal((b, s, n)), init=rng.standard_normal((b, h, n)),
+               dy=rng.standard_normal((b, s, h)), d_final=rng.standard_normal((b, h, n)))
+
+
+def gdn_data(b, s, heads, n, m, seed=0):
+    rng = np.random.default_rng(seed)
+    return f32(q=rng.standard_normal((b, s, heads, n)) * 0.5,
+               k=rng.standard_normal((b, s, heads, n)) * 0.5,
+               v=rng.standard_normal((b, s, heads, m)), g=-rng.uniform(0.05, 1.0, (b, s, heads)),
+               beta=rng.uniform(0.0, 1.0, (b, s, heads)), init=rng.standard_normal((b, heads, n, m)),
+               do=rng.standard_normal((b, s, heads, m)), d_final=rng.standard_normal((b, heads, n, m)))
+
+
+SS_IN = ("x", "delta", "A", "B", "C")
+GDN_IN = ("q", "k", "v", "g", "beta")
+
+
+# ----------------------------------------------------------------------------- backward ops
+
+
+def ss_backward_graph(b, s, h, n, with_state):
+    g = rlx.Graph("ss_backward")
+    shapes = {"x": (b, s, h), "delta": (b, s, h), "A": (h, n), "B": (b, s, n), "C": (b, s, n),
+              "dy": (b, s, h), "d_final": (b, h, n)}
+    v = {name: g.input(name, shape) for name, shape in shapes.items()}
+    init = g.input("init", (b, h, n)) if with_state else None
+    g.output(*g.selective_scan_backward(*(v[k] for k in (*SS_IN, "dy", "d_final")), init))
+    return g
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("shape", SS_SHAPES, ids=str)
+def test_selective_scan_backward_op_matches_torch(shape, with_state):
+    data = ss_data(*shape)
+    names = [*SS_IN, *(["init"] if with_state else [])]
+    want = torch_grads(torch_selective_scan, [data[k] for k in names],
+                       [data["dy"], data["d_final"]])
+    feed = {k: data[k] for k in (*names, "dy", "d_final")}
+    close(rlx.jit(ss_backward_graph(*shape, with_state))(**feed), want)
+    reference = K.selective_scan_backward(*(data[k] for k in (*SS_IN, "dy", "d_final")),
+                                          data["init"] if with_state else None)
+    close([r for i, r in enumerate(reference) if i != 5], want)   # [5]: the saved states
+
+
+def gdn_backward_graph(b, s, heads, n, m, with_state):
+    g = rlx.Graph("gdn_backward")
+    shapes = {"q": (b, s, heads, n), "k": (b, s, heads, n), "v": (b, s, heads, m),
+              "g": (b, s, heads), "beta": (b, s, heads), "do": (b, s, heads, m),
+              "d_final": (b, heads, n, m)}
+    v = {name: g.input(name, shape) for name, shape in shapes.items()}
+    init = g.input("init", (b, heads, n, m)) if with_state else None
+    g.output(*g.gated_delta_net_backward(*(v[k] for k in (*GDN_IN, "do", "d_final")), init))
+    return g
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("shape", GDN_SHAPES, ids=str)
+def test_gated_delta_net_backward_op_matches_torch(shape, with_state):
+    data = gdn_data(*shape)
+    names = [*GDN_IN, *(["init"] if with_state else [])]
+    want = torch_grads(torch_gated_delta_net, [data[k] for k in names],
+                       [data["do"], data["d_final"]])
+    feed = {k: data[k] for k in (*names, "do", "d_final")}
+    close(rlx.jit(gdn_backward_graph(*shape, with_state))(**feed), want)
+    reference = K.gated_delta_net_backward(*(data[k] for k in (*GDN_IN, "do", "d_final")),
+                                           data["init"] if with_state else None)
+    close([r for i, r in enumerate(reference) if i != 5], want)
+
+
+def test_gated_delta_net_backward_splits_over_threads():
+    """The (b, head) items of the reverse pass spread over threads with the same result."""
+    shape = (2, 5, 3, 17, 17)
+    data = gdn_data(*shape)
+    feed = {k: data[k] for k in (*GDN_IN, "init", "do", "d_final")}
+    serial = rlx.jit(gdn_backward_graph(*shape, True))(**feed)
+    close(rlx.jit(gdn_backward_graph(*shape, True), threads=2)(**feed), serial, rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------- rlx.grad
+
+
+def ss_loss_graph(b, s, h, n, with_state, return_state):
+    """loss = <y, dy> (+ <final_state, d_final>): its gradient is the VJP at (dy, d_final)."""
+    g = rlx.Graph("ss_loss")
+    v = {name: g.input(name, shape) for name, shape in
+         {"x": (b, s, h), "delta": (b, s, h), "A": (h, n), "B": (b, s, n), "C": (b, s, n)}.items()}
+    init = g.input("init", (b, h, n)) if with_state else None
+    dy, d_final = g.input("dy", (b, s, h)), g.input("d_final", (b, h, n))
+    result = g.selective_scan(*(v[k] for k in SS_IN), initial_state=init, return_state=return_state)
+    y, final = result if return_state else (result, None)
+    loss = g.reduce_sum(y * dy, (0, 1, 2))
+    if final is not None:
+        loss = loss + g.reduce_sum(final * d_final, (0, 1, 2))
+    g.output(loss)
+    return g, loss
+
+
+@pytest.mark.parametrize("with_state,return_state", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("shape", [(2, 5, 3, 5), (1, 17, 9, 3)], ids=str)
+def test_grad_through_selective_scan_matches_torch(shape, with_state, return_state):
+    data = ss_data(*shape, seed=1)
+    names = [*SS_IN, *(["init"] if with_state else [])]
+    g, loss = ss_loss_graph(*shape, with_state, return_state)
+    feed = {k: data[k] for k in (*names, "dy", "d_final")}
+    got = rlx.jit(rlx.grad(g, loss, names))(**feed)[1:]
+    want = torch_grads(torch_selective_scan, [data[k] for k in names],
+                       [data["dy"], data["d_final"] if return_state else None])
+    close(got, want)
+
+
+def gdn_loss_graph(b, s, heads, n, m, with_state, return_state):
+    g = rlx.Graph("gdn_loss")
+    v = {name: g.input(name, shape) for name, shape in
+         {"q": (b, s, heads, n), "k": (b, s, heads, n), "v": (b, s, heads, m),
+          "g": (b, s, heads), "beta": (b, s, heads)}.items()}
+    init = g.input("init", (b, heads, n, m)) if with_state else None
+    do, d_final = g.input("do", (b, s, heads, m)), g.input("d_final", (b, heads, n, m))
+    result = g.gated_delta_net(*(v[k] for k in GDN_IN), initial_state=init,
+                               return_state=return_state)
+    o, final = result if return_state else (result, None)
+    loss = g.reduce_sum(o * do, (0, 1, 2, 3))
+    if final is not None:
+        loss = loss + g.reduce_sum(final * d_final, (0, 1, 2, 3))
+    g.output(loss)
+    return g, loss
+
+
+@pytest.mark.parametrize("with_state,return_state", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("shape", [(2, 5, 2, 5, 3), (1, 17, 1, 9, 9)], ids=str)
+def test_grad_through_gated_delta_net_matches_torch(shape, with_state, return_state):
+    data = gdn_data(*shape, seed=1)
+    names = [*GDN_IN, *(["init"] if with_state else [])]
+    g, loss = gdn_loss_graph(*shape, with_state, return_state)
+    feed = {k: data[k] for k in (*names, "do", "d_final")}
+    got = rlx.jit(rlx.grad(g, loss, names))(**feed)[1:]
+    want = torch_grads(torch_gated_delta_net, [data[k] for k in names],
+                       [data["do"], data["d_final"] if return_state else None])
+    close(got, want)
+
+
+# ----------------------------------------------------------------------------- scan
+
+LENGTH, WIDTH = 6, 5
+
+
+def rnn_step() -> rlx.Graph:
+    """c' = tanh(c @ W + x_t) * gate (gate a const, W a const, x_t a slice of xs)."""
+    b = rlx.Graph("rnn_step")
+    c, x = b.input("c", (WIDTH,)), b.input("x", (WIDTH,))
+    w, gate = b.input("w", (WIDTH, WIDTH)), b.input("gate", (WIDTH,))
+    b.output(b.tanh(b.reshape(b.matmul(b.reshape(c, (1, WIDTH)), w), (WIDTH,)) + x) * gate)
+    return b
+
+
+def scan_loss_graph(trajectory=False, checkpoint_every=None):
+    """loss = Σ final·r (+ Σ trajectory² with `trajectory`)."""
+    g = rlx.Graph("scan_loss")
+    c0, xs = g.input("c0", (WIDTH,)), g.input("xs", (LENGTH, WIDTH))
+    w, gate, r = g.input("w", (WIDTH, WIDTH)), g.input("gate", (WIDTH,)), g.input("r", (WIDTH,))
+    result = g.scan(c0, rnn_step(), LENGTH, xs=[xs], consts=[w, gate], trajectory=trajectory,
+                    checkpoint_every=checkpoint_every)
+    final, every = result if trajectory else (result, None)
+    loss = g.reduce_sum(final * r, (0,))
+    if every is not None:
+        loss = loss + g.reduce_sum(every * every, (0, 1))
+    g.output(loss)
+    return g, loss
+
+
+def torch_scan_loss(c0, xs, w, gate, r, trajectory):
+    c, every = c0, []
+    for t in range(xs.shape[0]):
+        c = torch.tanh(c @ w + xs[t]) * gate
+        every.append(c)
+    loss = (c * r).sum()
+    return loss + (torch.stack(every) ** 2).sum() if trajectory else loss
+
+
+SCAN_WRT = ["c0", "xs", "w", "gate"]
+
+
+def scan_data(seed=0):
+    rng = np.random.default_rng(seed)
+    return f32(c0=rng.standard_normal(WIDTH), xs=rng.standard_normal((LENGTH, WIDTH)),
+               w=rng.standard_normal((WIDTH, WIDTH)) * 0.5, gate=rng.uniform(0.5, 1.5, WIDTH),
+               r=rng.standard_normal(WIDTH))
+
+
+@pytest.mark.parametrize("trajectory,checkpoint_every",
+                         [(False, None), (True, None), (False, 1), (False, 2), (False, 3),
+                          (False, 4), (False, LENGTH), (True, 2)])
+def test_grad_through_scan_matches_torch(trajectory, checkpoint_every):
+    """init (carry), xs and consts (summed over the steps), with the trajectory's
+    cotangent too; checkpointed (4: segments and a tail of 2) or not, the same."""
+    data = scan_data()
+    g, loss = scan_loss_graph(trajectory, checkpoint_every)
+    got = rlx.jit(rlx.grad(g, loss, SCAN_WRT))(**data)
+    ts = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in data.items()}
+    want_loss = torch_scan_loss(*(ts[k] for k in ("c0", "xs", "w", "gate", "r")), trajectory)
+    want = torch.autograd.grad(want_loss, [ts[k] for k in SCAN_WRT])
+    close(got, [want_loss.detach().numpy(), *(w.numpy() for w in want)])
+
+
+def test_grad_through_scan_of_integer_xs():
+    """An integer xs (here steps the body does not read) gets no gradient; the float carry
+    and consts do."""
+    g = rlx.Graph("int_xs")
+    c0, ids, w = g.input("c0", (WIDTH,)), g.input("ids", (LENGTH, 2), "i32"), g.input("w", (WIDTH,))
+    b = rlx.Graph("step")
+    c, _, bw = b.input("c", (WIDTH,)), b.input("i", (2,), "i32"), b.input("w", (WIDTH,))
+    b.output(b.tanh(c * bw))
+    loss = g.reduce_sum(g.scan(c0, b, LENGTH, xs=[ids], consts=[w]), (0,))
+    g.output(loss)
+    data = scan_data()
+    feed = {"c0": data["c0"], "w": data["gate"], "ids": np.zeros((LENGTH, 2), np.int32)}
+    got = rlx.jit(rlx.grad(g, loss, ["c0", "w"]))(**feed)
+    ts = {k: torch.tensor(feed[k].astype(np.float64), requires_grad=True) for k in ("c0", "w")}
+    c = ts["c0"]
+    for _ in range(LENGTH):
+        c = torch.tanh(c * ts["w"])
+    want = torch.autograd.grad(c.sum(), [ts["c0"], ts["w"]])
+    close(got[1:], [w.numpy() for w in want])
+
+
+# ----------------------------------------------------------------------------- arena
+
+
+def checkpoint_arena(every: int | None, length: int = 64, width: int = 256) -> int:
+    """The arena bytes of the compiled gradient of a scan with a wide carry and a small
+    const (the saved carries dominate)."""
+    g = rlx.Graph("decay")
+    c0, w = g.input("c0", (width,)), g.input("w", (width,))
+    b = rlx.Graph("step")
+    b.output(b.tanh(b.input("c", (width,)) * b.input("w", (width,))))
+    loss = g.reduce_sum(g.scan(c0, b, length, consts=[w], checkpoint_every=every), (0,))
+    g.output(loss)
+    return rlx.jit(rlx.grad(g, loss, ["c0", "w"])).arena_bytes
+
+
+def test_checkpointed_scan_arena_falls_as_length_over_k_plus_k():
+    """Arena bytes of the backward: a + b·length/k + c·k (least squares over k = 2..32
+    fits within 5%), far below the unchekpointed O(length) at k = 8 = sqrt(length)."""
+    length = 64
+    ks = [2, 4, 8, 16, 32]
+    arena = np.array([checkpoint_arena(k, length) for k in ks], np.float64)
+    design = np.array([[1.0, length / k, k] for k in ks])
+    coef, *_ = np.linalg.lstsq(design, arena, rcond=None)
+    assert coef[1] > 0 and coef[2] > 0, coef
+    np.testing.assert_allclose(design @ coef, arena, rtol=0.05)
+    plain = checkpoint_arena(None, length)
+    assert arena[ks.index(8)] < plain / 2, (arena, plain)
+    assert arena[ks.index(8)] < min(arena[0], arena[-1])
