@@ -89,6 +89,10 @@ class MirOpRecord:
     """The lir kernel op (key of `kernel_builders()`); None only for a pure view."""
     fn: ElementwiseFn | None = None
     """The `lir.elementwise` function, for `Lowering.ELEMENTWISE`."""
+    differentiable: bool = True
+    """Whether `rlx.grad` differentiates through it: such an op has a VJP rule in
+    `rlx_mlir.autodiff.rules.VJP_RULES` (checked by tests/test_registry.py). False for
+    ops whose results are integers or carry no gradient (argmax, top_k, sample)."""
 
     @property
     def shape_rule(self) -> ShapeRule | None:
@@ -132,9 +136,9 @@ def _elementwise(op: type[Operation]) -> MirOpRecord:
                        ElementwiseFn(fn))
 
 
-def _kernel(op: type[Operation], kernel: type[lir.KernelOp], reference: Reference | None
-            ) -> MirOpRecord:
-    return MirOpRecord(op, reference, Lowering.KERNEL, kernel)
+def _kernel(op: type[Operation], kernel: type[lir.KernelOp], reference: Reference | None,
+            differentiable: bool = True) -> MirOpRecord:
+    return MirOpRecord(op, reference, Lowering.KERNEL, kernel, differentiable=differentiable)
 
 
 # ----------------------------------------------------------------------------- the records
@@ -196,9 +200,9 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     MirOpRecord(mir.ExtractRowsOp, None, Lowering.PATTERN, None),  # always an lir.view
     MirOpRecord(mir.AssignOp, None, Lowering.PATTERN, lir.CopyOp),
     # sampling (docs/modules.md "Sampling ops")
-    _kernel(mir.ArgmaxOp, lir.ArgmaxOp, K.argmax),
-    _kernel(mir.TopKOp, lir.TopKOp, K.top_k),
-    _kernel(mir.SampleOp, lir.SampleOp, K.sample),
+    _kernel(mir.ArgmaxOp, lir.ArgmaxOp, K.argmax, differentiable=False),
+    _kernel(mir.TopKOp, lir.TopKOp, K.top_k, differentiable=False),
+    _kernel(mir.SampleOp, lir.SampleOp, K.sample, differentiable=False),
     # one input, several products (docs/modules.md "shared_linear_pair and linear_fused"):
     # one kernel reading x once where it has one (q8 activations), else one per weight
     MirOpRecord(mir.SharedInputMatmulOp, K.shared_input_matmul, Lowering.PATTERN,

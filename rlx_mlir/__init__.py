@@ -9,6 +9,7 @@ print(g.to_mlir())
 ```
 """
 
+from rlx_mlir.autodiff.core import grad, grad_values
 from rlx_mlir.compiled_graph import CompiledGraph
 from rlx_mlir.compiler import compile_mlir, jit
 from rlx_mlir.core.errors import (
@@ -31,6 +32,7 @@ __all__ = [
     "FusionPolicy", "GraphModule", "GraphStage",
 ]
 __all__ += ["Phase", "PhaseSchedule", "derive_phases"]
+__all__ += ["grad", "grad_values"]
 
 
 def __getattr__(name: str):

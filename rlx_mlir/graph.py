@@ -18,6 +18,7 @@ IR is built directly, never by printing and re-parsing text.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -1391,14 +1392,18 @@ class Graph:
         (pass weights as inputs). Bodies may call custom functions themselves (not
         recursively). A second call with the same `name`, the same `fn` and the same input
         shapes and dtypes calls the function built by the first (`fn` is not run again);
-        another `fn` or other shapes under a used name are a GraphError. `vjp` (a user VJP) is not supported
-        yet: anything but None is an RlxError."""
+        another `fn` or other shapes under a used name are a GraphError.
+
+        `vjp` (a user VJP) replaces the derived gradient of the function under `rlx.grad`:
+        `vjp(g, inputs, outputs, cotangents)` builds into the graph being differentiated
+        and returns one cotangent Value (of the input's shape) or None per input;
+        `cotangents` has one Value per output (zeros where no gradient reaches it)."""
         what = f"custom_fn {name!r}"
         if not isinstance(name, str) or not name.isidentifier():
             raise GraphError(f"custom_fn: name: expected a Python identifier, got {name!r}")
-        if vjp is not None:
-            raise RlxError(f"{what}: vjp: a user VJP is not supported yet (it comes with "
-                           "automatic differentiation); expected None")
+        if vjp is not None and not callable(vjp):
+            raise GraphError(f"{what}: vjp: expected a callable vjp(g, inputs, outputs, "
+                             f"cotangents) or None, got {type(vjp).__name__}")
         if not callable(fn):
             raise GraphError(f"{what}: fn: expected a callable fn(g2, *values), got "
                              f"{type(fn).__name__}")
@@ -1406,7 +1411,7 @@ class Graph:
             inputs = (inputs,)
         values = [self._own(f"{what}: inputs[{i}]", v) for i, v in enumerate(inputs)]
         signature = tuple((v.shape, v.dtype) for v in values)
-        function = self._custom_function(fn, name, signature)
+        function = self._custom_function(fn, name, signature, vjp)
         call = func.CallOp(name, [v.ssa for v in values],
                            [tensor_type(shape, dtype) for shape, dtype in function.results])
         call.location = self._call_location(name)
@@ -1416,7 +1421,8 @@ class Graph:
         return results if function.returns_tuple else results[0]
 
     def _custom_function(self, fn: Callable[..., Any], name: str,
-                         signature: tuple[tuple[rules.Shape, str], ...]) -> _CustomFunction:
+                         signature: tuple[tuple[rules.Shape, str], ...],
+                         vjp: Callable[..., Any] | None = None) -> _CustomFunction:
         """The function `name` of `signature`: built by `fn` at its first call."""
         what = f"custom_fn {name!r}"
         if name == self._root_name():
@@ -1434,6 +1440,10 @@ class Graph:
                 raise GraphError(f"{what}: the name is taken by another fn "
                                  f"({_fn_text(known.fn)}), got {_fn_text(fn)}; pass the same "
                                  "callable to call the function again, or name this one otherwise")
+            if known.vjp is not vjp:
+                raise GraphError(f"{what}: the function was called with another vjp "
+                                 f"({_fn_text(known.vjp) if known.vjp else None}), got "
+                                 f"{_fn_text(vjp) if vjp else None}; pass the same vjp")
             return known
         self._functions[name] = None  # building: a nested call of `name` is recursion
         try:
@@ -1441,7 +1451,7 @@ class Graph:
         except BaseException:
             del self._functions[name]
             raise
-        self._functions[name] = function = replace(function, fn=fn)
+        self._functions[name] = function = replace(function, fn=fn, vjp=vjp)
         return function
 
     def _root_name(self) -> str:
@@ -1460,6 +1470,50 @@ class Graph:
         """Copies of the custom functions, for the module (the graph keeps its own)."""
         return [f.op.clone() for f in self._functions.values() if f is not None]
 
+    # ------------------------------------------------------------------ for transformations
+    # What a graph transformation (`rlx.grad`) reads and builds besides the builder methods.
+
+    def arguments(self) -> list[tuple[str, str, BlockArgument, rules.Shape]]:
+        """(name, role, SSA value, symbolic shape) of every argument, in order (the
+        position, added by a cache append, has the shape ())."""
+        return list(zip(self._arg_names, self._arg_roles, self._block.args, self._arg_shapes,
+                        strict=True))
+
+    def body_ops(self) -> list[Operation]:
+        """The ops built so far, in order."""
+        return list(self._block.ops)
+
+    def add_op(self, op: Operation) -> None:
+        """Append an op built outside the builder methods (its operands values of this
+        graph), located as the builder's ops are (`scope`)."""
+        self._add_located(op)
+
+    def custom_function(self, name: str) -> _CustomFunction | None:
+        """The custom function `name` (`custom_fn`): its private `func.func` (`.op`) and
+        user VJP (`.vjp`); None when there is none of that name."""
+        return self._functions.get(name)
+
+    def duplicate(self) -> tuple[Graph, dict[SSAValue, SSAValue]]:
+        """A copy of the graph without its outputs (same arguments, ops cloned, custom
+        functions shared), and the map from this graph's SSA values to the copy's."""
+        new = copy.copy(self)
+        block = Block(arg_types=[arg.type for arg in self._block.args])
+        mapping: dict[SSAValue, SSAValue] = {}
+        for old, arg in zip(self._block.args, block.args, strict=True):
+            arg.name_hint = old.name_hint
+            mapping[old] = arg
+        for op in self._block.ops:
+            block.add_op(op.clone(value_mapper=mapping))
+        new._block = block
+        new._arg_names, new._arg_roles = list(self._arg_names), list(self._arg_roles)
+        new._arg_shapes, new._symbols = list(self._arg_shapes), dict(self._symbols)
+        new._outputs, new._output_names = [], []
+        new._position = None if self._position is None else mapping[self._position]  # pyright: ignore[reportAttributeAccessIssue]
+        new._updated = {mapping[k]: v for k, v in self._updated.items()}
+        new._scopes, new._located = [], dict(self._located)
+        new._functions = dict(self._functions)
+        return new, mapping
+
 
 @dataclass(frozen=True)
 class _CustomFunction:
@@ -1472,6 +1526,8 @@ class _CustomFunction:
     returns_tuple: bool
     fn: Callable[..., Any] | None = None
     """The callable that built the body: only it may call the function again."""
+    vjp: Callable[..., Any] | None = None
+    """The user VJP (`custom_fn(..., vjp=...)`), or None: `rlx.grad` derives it."""
 
 
 def _fn_text(fn: Callable[..., Any]) -> str:

@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.pattern_rewriter import PatternRewriteWalker
 from xdsl.utils.exceptions import PassFailedException
 
 import rlx_mlir.dialects
@@ -28,6 +31,7 @@ from rlx_mlir.core.abi import name_arguments
 from rlx_mlir.core.errors import GraphError
 from rlx_mlir.core.locations import name_unlocated
 from rlx_mlir.ir import make_context
+from rlx_mlir.passes.convert_hir_to_mir import HIR_TO_MIR
 from rlx_mlir.passes.lir_plan_arena import planned_bytes
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic
 from rlx_mlir.passes.lir_to_llvm.kernels import reads_dims, runtime_dims_kernels
@@ -173,8 +177,37 @@ __all__ = [
     "PipelineOptions",
     "Timings",
     "check_int_option",
+    "expand_hir",
     "is_planned",
     "lower",
     "make_pass",
     "stage_of",
 ]
+
+
+# ----------------------------------------------------------------------------- autodiff
+
+
+def expand_hir(op: Operation) -> tuple[list[Operation], list[SSAValue]]:
+    """The mir ops convert-hir-to-mir expands the hir op `op` into, detached, reading
+    `op`'s own operands, and the values that stand for `op`'s results (reverse-mode
+    differentiates an hir block through its expansion: `rlx_mlir.autodiff.core`)."""
+    block = Block(arg_types=[o.type for o in op.operands])
+    clone = op.clone(value_mapper=dict(zip(op.operands, block.args, strict=True)))
+    block.add_op(clone)
+    block.add_op(func.ReturnOp(*clone.results))
+    scratch = func.FuncOp("expand", FunctionType.from_lists(
+        list(block.arg_types), [r.type for r in clone.results]), Region(block))
+    PatternRewriteWalker(HIR_TO_MIR[type(op)](), apply_recursively=False).rewrite_module(
+        ModuleOp([scratch]))
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    results = list(ret.arguments)
+    ret.detach()
+    ret.erase()
+    for arg, operand in zip(block.args, op.operands, strict=True):
+        arg.replace_all_uses_with(operand)
+    ops = list(block.ops)
+    for expanded in ops:
+        expanded.detach()
+    return ops, results

@@ -12,7 +12,7 @@ import pytest
 from xdsl.dialects import func
 
 import rlx_mlir as rlx
-from rlx_mlir.core.errors import GraphError, RlxError
+from rlx_mlir.core.errors import GraphError
 from rlx_mlir.core.locations import origin
 from rlx_mlir.dialects import lir
 
@@ -227,7 +227,7 @@ def test_name_clash_and_bad_names():
         g.custom_fn(rec, [x], name="rec")
 
 
-def test_body_has_no_params_states_or_outputs_and_vjp_is_not_supported():
+def test_body_has_no_params_states_or_outputs_and_vjp_must_be_callable():
     g = rlx.Graph("main")
     x = g.input("x", (2, 3))
     for build, what in [(lambda g2, v: g2.param("w", (3, 3)), "g2.param"),
@@ -237,8 +237,8 @@ def test_body_has_no_params_states_or_outputs_and_vjp_is_not_supported():
             g.custom_fn(build, [x], name="body")
     with pytest.raises(GraphError, match="g2.output: return the results"):
         g.custom_fn(lambda g2, v: g2.output(v), [x], name="body")
-    with pytest.raises(RlxError, match="vjp: a user VJP is not supported yet"):
-        g.custom_fn(lambda g2, v: v, [x], name="body", vjp=lambda g2, v, ct: (ct,))
+    with pytest.raises(GraphError, match="vjp: expected a callable"):
+        g.custom_fn(lambda g2, v: v, [x], name="body", vjp=3)
     with pytest.raises(GraphError, match=r"inputs\[0\]: expected a graph Value"):
         g.custom_fn(lambda g2, v: v, [np.ones((2, 3))], name="body")
 
