@@ -312,7 +312,6 @@ def test_records_are_unique():
 
 PENDING: set[str] = {
     "mir.gather", "mir.dequant_gather", "mir.attention", "mir.rope", "mir.depthwise_conv1d",
-    "mir.scan", "mir.selective_scan", "mir.gated_delta_net",
 }
 """Differentiable mir ops whose VJP rule another family still has to land (emptied at the
 merge of the autodiff helpers)."""

@@ -80,7 +80,7 @@ def _carries(ctx: VjpContext, op: mir.ScanOp, init: Value, xs: list[Value],
     else:
         again = mir.ScanOp(init.ssa, [x.ssa for x in xs], [c.ssa for c in consts], length,
                            op.body.clone(), True)
-        g._add_located(again)  # pyright: ignore[reportPrivateUsage]
+        g.add_op(again)
         every = ctx.value(again.result)
     first = g.reshape(init, (1, *init.shape))
     return first if length == 1 else g.concat([first, g.narrow(every, 0, 0, length - 1)], 0)
@@ -110,7 +110,7 @@ def _body_vjp(op: mir.ScanOp, init: Value, xs: list[Value], consts: list[Value],
             yielded = mapping.get(forward.arguments[0], forward.arguments[0])
             continue
         ops.append(clone := forward.clone(value_mapper=mapping))
-        b._add_located(clone)  # pyright: ignore[reportPrivateUsage]
+        b.add_op(clone)
     offsets = np.cumsum([0, *sizes]).tolist()
     d_carry = b.reshape(b.narrow(acc, 0, 0, sizes[0]), init.shape)
     if d_trajectory is not None:
