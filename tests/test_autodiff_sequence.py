@@ -10,6 +10,8 @@ most 17 steps with decays below 1, so float32 rounding stays far below them)."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -304,6 +306,56 @@ def test_grad_through_scan_of_integer_xs():
         c = torch.tanh(c * ts["w"])
     want = torch.autograd.grad(c.sum(), [ts["c0"], ts["w"]])
     close(got[1:], [w.numpy() for w in want])
+
+
+# ----------------------------------------------------------------------------- central differences
+
+
+def reference_f64(graph):
+    """The float64 reference executor (`rlx.reference(g, dtype="f64")`)."""
+    if "dtype" not in inspect.signature(rlx.reference).parameters:
+        pytest.skip("rlx.reference(g, dtype='f64') is not on this branch yet (adcore's)")
+    return rlx.reference(graph, dtype="f64")
+
+
+def _scalar(out) -> float:
+    return float(np.asarray(out[0] if isinstance(out, list | tuple) else out).reshape(-1)[0])
+
+
+def central_difference_case(case):
+    """(graph, loss, wrt names, float64 inputs) of each sequence op's gradient check."""
+    if case == "selective_scan":
+        shape = (2, 5, 3, 5)
+        g, loss = ss_loss_graph(*shape, True, True)
+        data, names = ss_data(*shape, seed=2), [*SS_IN, "init"]
+        feed = {k: data[k] for k in (*names, "dy", "d_final")}
+    elif case == "gated_delta_net":
+        shape = (1, 5, 2, 3, 4)
+        g, loss = gdn_loss_graph(*shape, True, True)
+        data, names = gdn_data(*shape, seed=2), [*GDN_IN, "init"]
+        feed = {k: data[k] for k in (*names, "do", "d_final")}
+    else:
+        g, loss = scan_loss_graph(trajectory=case == "scan_trajectory",
+                                  checkpoint_every=2 if case == "scan_checkpointed" else None)
+        feed, names = scan_data(seed=2), SCAN_WRT
+    return g, loss, names, {k: v.astype(np.float64) for k, v in feed.items()}
+
+
+@pytest.mark.parametrize("case", ["selective_scan", "gated_delta_net", "scan", "scan_trajectory",
+                                  "scan_checkpointed"])
+def test_gradients_match_central_differences_in_f64(case):
+    """<grad, v> against (loss(p + εv) − loss(p − εv)) / 2ε for a random direction v per
+    differentiated input, on the float64 reference executor."""
+    g, loss, names, feed = central_difference_case(case)
+    grads = reference_f64(rlx.grad(g, loss, names))(**feed)[1:]
+    forward = reference_f64(g)
+    rng, eps = np.random.default_rng(3), 1e-6
+    for name, grad in zip(names, grads, strict=True):
+        v = rng.standard_normal(feed[name].shape)
+        plus = _scalar(forward(**{**feed, name: feed[name] + eps * v}))
+        minus = _scalar(forward(**{**feed, name: feed[name] - eps * v}))
+        np.testing.assert_allclose(float(np.sum(np.asarray(grad) * v)), (plus - minus) / (2 * eps),
+                                   rtol=1e-6, atol=1e-8, err_msg=name)
 
 
 # ----------------------------------------------------------------------------- arena
