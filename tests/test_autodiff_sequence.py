@@ -308,6 +308,102 @@ def test_grad_through_scan_of_integer_xs():
     close(got[1:], [w.numpy() for w in want])
 
 
+# ----------------------------------------------------------------------------- layers
+
+BATCH, STEPS, D_MODEL = 2, 5, 6
+
+
+def layer_grads_close(g, loss, params, torch_loss, rtol=RTOL, atol=ATOL):
+    """rlx.grad of `loss` over every input of `params` (compiled) against torch.autograd
+    of `torch_loss(**tensors)` in float64."""
+    names = list(params)
+    got = rlx.jit(rlx.grad(g, loss, names))(**params)
+    ts = {k: torch.tensor(v.astype(np.float64), requires_grad=True) for k, v in params.items()}
+    want_loss = torch_loss(**ts)
+    want = torch.autograd.grad(want_loss, [ts[k] for k in names])
+    close(got, [want_loss.detach().numpy(), *(w.numpy() for w in want)], rtol, atol)
+
+
+def test_grad_of_a_mamba_mixer_matches_torch():
+    """A Mamba mixer (without its causal conv): in_proj, silu, x_proj to (Δ, B, C),
+    softplus(dt_proj), A = −exp(A_log), selective_scan + D·x, gated by silu(z), out_proj."""
+    h, n, r = 7, 3, 2
+    rng = np.random.default_rng(4)
+    params = f32(x=rng.standard_normal((BATCH, STEPS, D_MODEL)),
+                 w_in=rng.standard_normal((D_MODEL, 2 * h)) * 0.4,
+                 w_x=rng.standard_normal((h, r + 2 * n)) * 0.4,
+                 w_dt=rng.standard_normal((r, h)) * 0.4, b_dt=rng.standard_normal(h) * 0.1,
+                 a_log=rng.standard_normal((h, n)) * 0.3, d=rng.standard_normal(h),
+                 w_out=rng.standard_normal((h, D_MODEL)) * 0.4, probe=rng.standard_normal(D_MODEL))
+    g = rlx.Graph("mamba_mixer")
+    v = {k: g.input(k, a.shape) for k, a in params.items()}
+    xz = g.matmul(v["x"], v["w_in"])
+    xi, z = g.silu(g.narrow(xz, 2, 0, h)), g.narrow(xz, 2, h, h)
+    dbc = g.matmul(xi, v["w_x"])
+    delta = g.softplus(g.matmul(g.narrow(dbc, 2, 0, r), v["w_dt"]) + v["b_dt"])
+    y = g.selective_scan(xi, delta, -g.exp(v["a_log"]), g.narrow(dbc, 2, r, n),
+                         g.narrow(dbc, 2, r + n, n)) + xi * v["d"]
+    out = g.matmul(y * g.silu(z), v["w_out"])
+    loss = g.reduce_sum(out * v["probe"], (0, 1, 2))
+    g.output(loss)
+
+    def torch_loss(x, w_in, w_x, w_dt, b_dt, a_log, d, w_out, probe):
+        xz = x @ w_in
+        xi, z = torch.nn.functional.silu(xz[..., :h]), xz[..., h:]
+        dbc = xi @ w_x
+        delta = torch.nn.functional.softplus(dbc[..., :r] @ w_dt + b_dt)
+        y = torch_selective_scan(xi, delta, -torch.exp(a_log), dbc[..., r:r + n],
+                                 dbc[..., r + n:])[0] + xi * d
+        return (((y * torch.nn.functional.silu(z)) @ w_out) * probe).sum()
+
+    layer_grads_close(g, loss, params, torch_loss)
+
+
+def test_grad_of_a_gated_delta_net_layer_matches_torch():
+    """A Qwen3.5-style linear-attention core (without conv and output norm): q, k, v
+    projections, l2-normalized q and k (q scaled by 1/sqrt(n)), g = −exp(A_log)·softplus(a
+    + dt_bias), beta = sigmoid(b), the gated delta rule, out_proj."""
+    heads, n = 2, 3
+    rng = np.random.default_rng(5)
+    params = f32(x=rng.standard_normal((BATCH, STEPS, D_MODEL)),
+                 wq=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
+                 wk=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
+                 wv=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
+                 wa=rng.standard_normal((D_MODEL, heads)) * 0.4,
+                 wb=rng.standard_normal((D_MODEL, heads)) * 0.4,
+                 a_log=rng.standard_normal(heads) * 0.3, dt_bias=rng.standard_normal(heads) * 0.1,
+                 wo=rng.standard_normal((heads * n, D_MODEL)) * 0.4,
+                 probe=rng.standard_normal(D_MODEL))
+    g = rlx.Graph("gdn_layer")
+    v = {k: g.input(k, a.shape) for k, a in params.items()}
+    shape = (BATCH, STEPS, heads, n)
+
+    def unit(t):
+        return t * g.rsqrt(g.reduce_sum(t * t, (3,), keepdim=True) + 1e-6)
+
+    q = unit(g.reshape(g.matmul(v["x"], v["wq"]), shape)) * float(1 / np.sqrt(n))
+    k = unit(g.reshape(g.matmul(v["x"], v["wk"]), shape))
+    vv = g.reshape(g.matmul(v["x"], v["wv"]), shape)
+    decay = -g.exp(v["a_log"]) * g.softplus(g.matmul(v["x"], v["wa"]) + v["dt_bias"])
+    beta = g.sigmoid(g.matmul(v["x"], v["wb"]))
+    o = g.gated_delta_net(q, k, vv, decay, beta)
+    out = g.matmul(g.reshape(o, (BATCH, STEPS, heads * n)), v["wo"])
+    loss = g.reduce_sum(out * v["probe"], (0, 1, 2))
+    g.output(loss)
+
+    def torch_loss(x, wq, wk, wv, wa, wb, a_log, dt_bias, wo, probe):
+        def unit(t):
+            return t * torch.rsqrt((t * t).sum(3, keepdim=True) + 1e-6)
+
+        q = unit((x @ wq).reshape(shape)) / np.sqrt(n)
+        k = unit((x @ wk).reshape(shape))
+        decay = -torch.exp(a_log) * torch.nn.functional.softplus(x @ wa + dt_bias)
+        o = torch_gated_delta_net(q, k, (x @ wv).reshape(shape), decay, torch.sigmoid(x @ wb))[0]
+        return ((o.reshape(BATCH, STEPS, heads * n) @ wo) * probe).sum()
+
+    layer_grads_close(g, loss, params, torch_loss)
+
+
 # ----------------------------------------------------------------------------- central differences
 
 
