@@ -162,6 +162,30 @@ def test_gated_delta_net_backward_splits_over_threads():
     close(rlx.jit(gdn_backward_graph(*shape, True), threads=2)(**feed), serial, rtol=0, atol=0)
 
 
+def test_backward_ops_take_a_symbolic_sequence_length():
+    """One compile for every s (the kernels read s at run time), on two threads."""
+    b, h, n, heads, m = 2, 5, 3, 2, 5
+    g = rlx.Graph("symbolic_s")
+    ss = {k: g.input(k, shape) for k, shape in
+          {"x": (b, "S", h), "delta": (b, "S", h), "A": (h, n), "B": (b, "S", n),
+           "C": (b, "S", n), "dy": (b, "S", h), "d_final": (b, h, n)}.items()}
+    init = g.input("init", (b, h, n))
+    gdn = {k: g.input(f"gdn_{k}", shape) for k, shape in
+           {"q": (b, "S", heads, n), "k": (b, "S", heads, n), "v": (b, "S", heads, m),
+            "g": (b, "S", heads), "beta": (b, "S", heads), "do": (b, "S", heads, m),
+            "d_final": (b, heads, n, m)}.items()}
+    g.output(*g.selective_scan_backward(*(ss[k] for k in (*SS_IN, "dy", "d_final")), init),
+             *g.gated_delta_net_backward(*(gdn[k] for k in (*GDN_IN, "do", "d_final"))))
+    model = rlx.jit(g, threads=2)
+    for s in (1, 4, 9):
+        sd, gd = ss_data(b, s, h, n), gdn_data(b, s, heads, n, m)
+        feed = {k: sd[k] for k in (*SS_IN, "dy", "d_final", "init")}
+        feed |= {f"gdn_{k}": gd[k] for k in (*GDN_IN, "do", "d_final")}
+        want = [*K.selective_scan_backward(*(sd[k] for k in (*SS_IN, "dy", "d_final")), sd["init"]),
+                *K.gated_delta_net_backward(*(gd[k] for k in (*GDN_IN, "do", "d_final")))]
+        close(model(**feed), [w for i, w in enumerate(want) if i not in (5, 12)])  # the states
+
+
 # ----------------------------------------------------------------------------- rlx.grad
 
 
