@@ -1120,12 +1120,13 @@ class SelectiveScanBackwardOp(kernel_twin(
         mir.SelectiveScanBackwardOp,
         outs=("out", "d_delta_out", "d_a_out", "d_b_out", "d_c_out", "states_out",
               "d_initial_state_out"))):
-    """The reverse pass of `lir.selective_scan`: out = dx, then d_delta, dA, dB, dC, the
+    """The reverse pass of `lir.selective_scan`: out = dx, then d_delta, dA (per batch
+    row), dB, dC, the
     forward's state before each step (`states_out` [b, s, h, n], the kernel's scratch)
     and, with `initial_state`, d_initial_state.
 
     ```mlir
-    lir.selective_scan_backward ins(%x, %d, %a, %b, %c, %dy, %df : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>) outs(%dx, %dd, %da, %db, %dc, %st : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>)
+    lir.selective_scan_backward ins(%x, %d, %a, %b, %c, %dy, %df : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>) outs(%dx, %dd, %da, %db, %dc, %st : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>)
     ```
     """
 

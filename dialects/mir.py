@@ -529,9 +529,9 @@ class SelectiveScanBackwardOp(VerifiesSignature):
     """The reverse pass of `mir.selective_scan`: its operands (x, delta, a, b, c and
     `initial_state` when the forward had one), the cotangents of its output `dy`
     [b, s, h] and of its final state `d_final_state` [b, h, n] (zeros when unused) ->
-    dx (`result`), d_delta, d_a, d_b, d_c, `states` [b, s, h, n] (the forward's state
-    before each step, recomputed and kept for the reversed recurrence) and, with
-    `initial_state`, d_initial_state."""
+    dx (`result`), d_delta, d_a (per batch row, [b, h, n]: their sum is A's), d_b, d_c,
+    `states` [b, s, h, n] (the forward's state before each step, recomputed and kept for
+    the reversed recurrence) and, with `initial_state`, d_initial_state."""
 
     name = "mir.selective_scan_backward"
     RULE = si.selective_scan_backward

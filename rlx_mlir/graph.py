@@ -1014,7 +1014,8 @@ class Graph:
         results = self._op_results("selective_scan_backward", mir.SelectiveScanBackwardOp,
                                    x=x, delta=delta, a=A, b=B, c=C, dy=dy,
                                    d_final_state=d_final_state, initial_state=initial_state)
-        return (*results[:5], *results[6:])  # results[5]: the saved states, the kernel's
+        dx, d_delta, d_a_rows, d_b, d_c, _, *d_initial = results  # _: the saved states
+        return (dx, d_delta, self.reduce_sum(d_a_rows, (0,)), d_b, d_c, *d_initial)
 
     def gated_delta_net_backward(self, q: Value, k: Value, v: Value, g: Value, beta: Value,
                                  do: Value, d_final_state: Value,

@@ -104,6 +104,21 @@ GDN_IN = ("q", "k", "v", "g", "beta")
 # ----------------------------------------------------------------------------- backward ops
 
 
+def ss_reference_grads(data, with_state):
+    """The reference reverse pass's gradients: its dA rows summed, the states dropped."""
+    dx, dd, da_rows, db, dc, _, *d_init = K.selective_scan_backward(
+        *(data[k] for k in (*SS_IN, "dy", "d_final")), data["init"] if with_state else None)
+    return [dx, dd, da_rows.sum(0), db, dc, *d_init]
+
+
+def gdn_reference_grads(data, with_state):
+    """The reference reverse pass's gradients (the states dropped)."""
+    dq, dk, dv, dg, d_beta, _, *d_init = K.gated_delta_net_backward(
+        *(data[k] for k in (*GDN_IN, "do", "d_final")), data["init"] if with_state else None)
+    return [dq, dk, dv, dg, d_beta, *d_init]
+
+
+
 def ss_backward_graph(b, s, h, n, with_state):
     g = rlx.Graph("ss_backward")
     shapes = {"x": (b, s, h), "delta": (b, s, h), "A": (h, n), "B": (b, s, n), "C": (b, s, n),
@@ -123,9 +138,7 @@ def test_selective_scan_backward_op_matches_torch(shape, with_state):
                        [data["dy"], data["d_final"]])
     feed = {k: data[k] for k in (*names, "dy", "d_final")}
     close(rlx.jit(ss_backward_graph(*shape, with_state))(**feed), want)
-    reference = K.selective_scan_backward(*(data[k] for k in (*SS_IN, "dy", "d_final")),
-                                          data["init"] if with_state else None)
-    close([r for i, r in enumerate(reference) if i != 5], want)   # [5]: the saved states
+    close(ss_reference_grads(data, with_state), want)
 
 
 def gdn_backward_graph(b, s, heads, n, m, with_state):
@@ -148,18 +161,22 @@ def test_gated_delta_net_backward_op_matches_torch(shape, with_state):
                        [data["do"], data["d_final"]])
     feed = {k: data[k] for k in (*names, "do", "d_final")}
     close(rlx.jit(gdn_backward_graph(*shape, with_state))(**feed), want)
-    reference = K.gated_delta_net_backward(*(data[k] for k in (*GDN_IN, "do", "d_final")),
-                                           data["init"] if with_state else None)
-    close([r for i, r in enumerate(reference) if i != 5], want)
+    close(gdn_reference_grads(data, with_state), want)
 
 
-def test_gated_delta_net_backward_splits_over_threads():
-    """The (b, head) items of the reverse pass spread over threads with the same result."""
-    shape = (2, 5, 3, 17, 17)
+def test_backward_ops_split_over_threads():
+    """The reverse passes' work (batch rows of the selective scan, (b, head) items of
+    the delta net) spreads over threads with the same result, bit for bit."""
+    shape = (3, 5, 3, 17, 17)
     data = gdn_data(*shape)
     feed = {k: data[k] for k in (*GDN_IN, "init", "do", "d_final")}
     serial = rlx.jit(gdn_backward_graph(*shape, True))(**feed)
     close(rlx.jit(gdn_backward_graph(*shape, True), threads=2)(**feed), serial, rtol=0, atol=0)
+    shape = (3, 5, 9, 19)
+    data = ss_data(*shape)
+    feed = {k: data[k] for k in (*SS_IN, "init", "dy", "d_final")}
+    serial = rlx.jit(ss_backward_graph(*shape, True))(**feed)
+    close(rlx.jit(ss_backward_graph(*shape, True), threads=2)(**feed), serial, rtol=0, atol=0)
 
 
 def test_backward_ops_take_a_symbolic_sequence_length():
@@ -181,9 +198,7 @@ def test_backward_ops_take_a_symbolic_sequence_length():
         sd, gd = ss_data(b, s, h, n), gdn_data(b, s, heads, n, m)
         feed = {k: sd[k] for k in (*SS_IN, "dy", "d_final", "init")}
         feed |= {f"gdn_{k}": gd[k] for k in (*GDN_IN, "do", "d_final")}
-        want = [*K.selective_scan_backward(*(sd[k] for k in (*SS_IN, "dy", "d_final")), sd["init"]),
-                *K.gated_delta_net_backward(*(gd[k] for k in (*GDN_IN, "do", "d_final")))]
-        close(model(**feed), [w for i, w in enumerate(want) if i not in (5, 12)])  # the states
+        close(model(**feed), [*ss_reference_grads(sd, True), *gdn_reference_grads(gd, False)])
 
 
 # ----------------------------------------------------------------------------- rlx.grad

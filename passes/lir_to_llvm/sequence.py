@@ -330,18 +330,26 @@ def _zero(kb: KernelBuilder, target: SSAValue, size: Index) -> None:
         kb.vconst(0.0) if vector else kb.fconst(0.0), target, i))
 
 
+def _zero_rows(kb: KernelBuilder, target: SSAValue, first: Value, last: Value,
+               size: Index) -> None:
+    """Rows [first, last) of `size` floats of `target` = 0."""
+    with kb.loop(first, last) as row_loop:
+        _zero(kb, kb.gep(target, kb.mul(row_loop.iv, size)), size)
+
+
 def _accumulate(kb: KernelBuilder, target: SSAValue, j: SSAValue, vector: bool,
                 value: SSAValue) -> None:
     """target[j] += value."""
     kb.store(kb.fadd(kb.load(target, j, vector=vector), value), target, j)
 
 
-@kernel(lir.SelectiveScanBackwardOp, runtime_dims=True)
+@kernel(lir.SelectiveScanBackwardOp, partitioned=True, runtime_dims=True)
 def build_selective_scan_backward(op: Operation, name: str, vector_width: int,
                                   partitioned: bool = False) -> llvm.FuncOp:
     """The reversed selective scan, one (b, c) item at a time, its state h [n] and the
-    state's cotangent dh [n] in L1. dA [h, n] and dB, dC [b, s, n] sum over the items, so
-    the kernel is serial (not partitioned) and zeroes them first. Per item: the forward
+    state's cotangent dh [n] in L1. dB, dC [b, s, n] and dA (per batch row, [b, h, n])
+    sum over a row's channels, so threads split whole batch rows (each zeroes its rows of
+    them first) and a row's items run in order on one thread. Per item: the forward
     saves h_{t-1} into `states_out`; then from t = s-1 down, with a = exp(Δ·A[c]) and
     h_t = a⊙h_{t-1} + Δx·B_t, one pass adds dy·C_t to dh, dy·h_t to dC_t and Δx·dh to
     dB_t, summing du = dh·B_t; a second adds Δ·r to dA[c] (r = dh⊙h_{t-1}⊙a), sums r·A[c]
@@ -355,16 +363,17 @@ def build_selective_scan_backward(op: Operation, name: str, vector_width: int,
     dx, d_delta, d_a, d_b, d_c, states = (
         p[k] for k in ("out", "d_delta_out", "d_a_out", "d_b_out", "d_c_out", "states_out"))
     assert None not in (x, delta, a, b, c, dy, dx, d_delta, d_a, d_b, d_c, states)
-    _zero(kb, d_a, channels * n)
-    for target in (d_b, d_c):
-        _zero(kb, target, kb.fold_mul(steps, batch * n))
+    first, last = _items(kb, batch, bw.share)                     # batch rows
+    row_size = kb.fold_mul(steps, n)                              # of dB, dC
+    for target, size in ((d_a, channels * n), (d_b, row_size), (d_c, row_size)):
+        _zero_rows(kb, target, first, last, size)
     h = kb.alloca(n)
     scratch = None if p["d_initial_state_out"] is not None else kb.alloca(n)
 
-    with kb.loop(0, batch * channels) as item_loop:
+    with kb.loop(kb.fold_mul(first, channels), kb.fold_mul(last, channels)) as item_loop:
         item = item_loop.iv
         row, channel = kb.sdiv(item, channels), kb.srem(item, channels)
-        a_row, da_row = kb.gep(a, kb.mul(channel, n)), kb.gep(d_a, kb.mul(channel, n))
+        a_row, da_row = kb.gep(a, kb.mul(channel, n)), kb.gep(d_a, kb.mul(item, n))
 
         def at_step(t: SSAValue) -> tuple[SSAValue, SSAValue]:
             step = kb.add(kb.mul(row, steps), t)                          # b·s + t

@@ -934,9 +934,9 @@ def selective_scan_backward(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: Arr
     per step (`states` [b, s, h, n], the state before step t), then with the state's
     cotangent dh from `d_final_state`, for t from last to first: dh += dy_t·C_t;
     dC_t = Σ_h dy_t·h_t; dB_t = Σ_h (Δ_t x_t)·dh; du = dh·B_t; dx_t = du·Δ_t;
-    dΔ_t = du·x_t + Σ_n dh·h_{t-1}·exp(Δ_t A)·A; dA += Σ_b Δ_t·dh·h_{t-1}·exp(Δ_t A);
-    dh = exp(Δ_t A)⊙dh. -> (dx, d_delta, dA, dB, dC, states), plus d_initial_state (the
-    last dh) when `initial_state` is given."""
+    dΔ_t = du·x_t + Σ_n dh·h_{t-1}·exp(Δ_t A)·A; dA[b] += Δ_t·dh·h_{t-1}·exp(Δ_t A);
+    dh = exp(Δ_t A)⊙dh. -> (dx, d_delta, dA per batch row [b, h, n], dB, dC, states),
+    plus d_initial_state (the last dh) when `initial_state` is given."""
     x, delta, a, b, c, dy, d_final = map(_f64, (x, delta, A, B, C, dy, d_final_state))
     init = None if initial_state is None else _f64(initial_state)
     rules.selective_scan_backward(*map(_shape, (x, delta, a, b, c, dy, d_final)),
@@ -948,7 +948,7 @@ def selective_scan_backward(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: Arr
         dt = delta[:, t, :, None]
         state = np.exp(dt * a) * state + (dt * x[:, t, :, None]) * b[:, t, None, :]
     dx, dd, db, dc = (np.zeros_like(v) for v in (x, delta, b, c))
-    da = np.zeros_like(a)
+    da = np.zeros((x.shape[0], *a.shape))
     dh = d_final.copy()
     for t in reversed(range(x.shape[1])):
         dt, xt = delta[:, t], x[:, t]                                        # [b, h]
@@ -962,7 +962,7 @@ def selective_scan_backward(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: Arr
         dx[:, t] = du * dt
         r = dh * prev * decay
         dd[:, t] = du * xt + np.einsum("bhn,hn->bh", r, a)
-        da += np.einsum("bhn,bh->hn", r, dt)
+        da += r * dt[:, :, None]
         dh = dh * decay
     grads = (dx, dd, da, db, dc, states)
     return tuple(map(_out, grads if init is None else (*grads, dh)))

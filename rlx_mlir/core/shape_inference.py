@@ -839,13 +839,15 @@ def selective_scan_backward(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape
                             d_final_state: Shape, initial_state: Shape | None = None
                             ) -> tuple[Shape, ...]:
     """The reverse pass of `selective_scan` (its operands, the output's cotangent dy
-    [b, s, h] and the final state's d_final_state [b, h, n]) -> dx, d_delta, dA, dB, dC
-    (the operands' shapes), the states before each step [b, s, h, n] (the saved
-    recurrence), and d_initial_state [b, h, n] when `initial_state` is given (else None)."""
+    [b, s, h] and the final state's d_final_state [b, h, n]) -> dx, d_delta, dA per batch
+    row [b, h, n] (their sum is A's cotangent: rows are independent work, so threads
+    split them), dB, dC (the operands' shapes), the states before each step [b, s, h, n]
+    (the saved recurrence), and d_initial_state [b, h, n] when `initial_state` is given
+    (else None)."""
     selective_scan(x, delta, a, b, c, initial_state)
     check_exact("dy", dy, x, "the shape of x [b, s, h]")
     check_exact("d_final_state", d_final_state, selective_scan_state(x, a), "[b, h, n]")
-    return (x, delta, a, b, c, (*x, a[1]),
+    return (x, delta, (x[0], *a), b, c, (*x, a[1]),
             None if initial_state is None else selective_scan_state(x, a))
 
 

@@ -10,8 +10,8 @@ func.func @backward() {
   %b = "test.op"() : () -> memref<1x4x3xf32>
   %f = "test.op"() : () -> memref<1x8x3xf32>
   %st = "test.op"() : () -> memref<1x4x8x3xf32>
-  lir.selective_scan_backward ins(%x, %x, %a, %b, %b, %x, %f : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>) outs(%x, %x, %a, %b, %b, %st : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>)
-  lir.selective_scan_backward ins(%x, %x, %a, %b, %b, %x, %f, %f : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x8x3xf32>) outs(%x, %x, %a, %b, %b, %st, %f : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>, memref<1x8x3xf32>)
+  lir.selective_scan_backward ins(%x, %x, %a, %b, %b, %x, %f : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>) outs(%x, %x, %f, %b, %b, %st : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>)
+  lir.selective_scan_backward ins(%x, %x, %a, %b, %b, %x, %f, %f : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x8x3xf32>) outs(%x, %x, %f, %b, %b, %st, %f : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>, memref<1x8x3xf32>)
   %q = "test.op"() : () -> memref<1x4x2x8xf32>
   %g = "test.op"() : () -> memref<1x4x2xf32>
   %s = "test.op"() : () -> memref<1x2x8x8xf32>

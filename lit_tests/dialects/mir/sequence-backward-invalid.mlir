@@ -6,7 +6,7 @@
 %a = "test.op"() : () -> tensor<4x3xf32>
 %b = "test.op"() : () -> tensor<2x5x3xf32>
 %s = "test.op"() : () -> tensor<2x4x3xf32>
-%0:6 = mir.selective_scan_backward %x, %x, %a, %b, %b, %b, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
+%0:6 = mir.selective_scan_backward %x, %x, %a, %b, %b, %b, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
 
 // CHECK: 'mir.selective_scan_backward': dy: expected shape [2, 5, 4] (the shape of x [b, s, h]), got [2, 5, 3]
 
@@ -16,7 +16,7 @@
 %a = "test.op"() : () -> tensor<4x3xf32>
 %b = "test.op"() : () -> tensor<2x5x3xf32>
 %s = "test.op"() : () -> tensor<2x4x3xf32>
-%0:6 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %b : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x5x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
+%0:6 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %b : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x5x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
 
 // CHECK: 'mir.selective_scan_backward': d_final_state: expected shape [2, 4, 3] ([b, h, n]), got [2, 5, 3]
 
@@ -26,7 +26,7 @@
 %a = "test.op"() : () -> tensor<4x3xf32>
 %b = "test.op"() : () -> tensor<2x5x3xf32>
 %s = "test.op"() : () -> tensor<2x4x3xf32>
-%0:7 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>, tensor<2x4x3xf32>)
+%0:7 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>, tensor<2x4x3xf32>)
 
 // CHECK: 'mir.selective_scan_backward': d_initial_state: expected none (the properties ask for no d_initial_state), got a value of type tensor<2x4x3xf32>
 

@@ -8,13 +8,13 @@ func.func @selective_scan_backward() {
   %a = "test.op"() : () -> tensor<4x3xf32>
   %b = "test.op"() : () -> tensor<2x5x3xf32>
   %s = "test.op"() : () -> tensor<2x4x3xf32>
-  %0:6 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
-  %1:7 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %s initial_state %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>, tensor<2x4x3xf32>)
+  %0:6 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
+  %1:7 = mir.selective_scan_backward %x, %x, %a, %b, %b, %x, %s initial_state %s : (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>, tensor<2x4x3xf32>)
   func.return
 }
 
 // CHECK-LABEL: func.func @selective_scan_backward
-// CHECK: mir.selective_scan_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : ({{.*}}) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
+// CHECK: mir.selective_scan_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : ({{.*}}) -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x4x3xf32>, tensor<2x5x3xf32>, tensor<2x5x3xf32>, tensor<2x5x4x3xf32>)
 // CHECK: mir.selective_scan_backward %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} initial_state %{{.*}} : ({{.*}}) -> ({{.*}}, tensor<2x5x4x3xf32>, tensor<2x4x3xf32>)
 
 // -----
