@@ -69,7 +69,8 @@ def torch_grads(fn, inputs, cotangents):
     outs = fn(*ts)
     loss = sum((o * torch.tensor(np.asarray(ct, np.float64))).sum()
                for o, ct in zip(outs, cotangents, strict=True) if ct is not None)
-    return [g.numpy() for g in torch.autograd.grad(loss, ts)]
+    grads = torch.autograd.grad(loss, ts, allow_unused=True)
+    return [np.zeros(t.shape) if g is None else g.numpy() for g, t in zip(grads, ts, strict=True)]
 
 
 # ----------------------------------------------------------------------------- data
@@ -204,8 +205,9 @@ def test_backward_ops_take_a_symbolic_sequence_length():
 # ----------------------------------------------------------------------------- rlx.grad
 
 
-def ss_loss_graph(b, s, h, n, with_state, return_state):
-    """loss = <y, dy> (+ <final_state, d_final>): its gradient is the VJP at (dy, d_final)."""
+def ss_loss_graph(b, s, h, n, with_state, return_state, use_output=True):
+    """loss = <y, dy> (+ <final_state, d_final>): its gradient is the VJP at (dy, d_final);
+    without `use_output`, only the final state's term."""
     g = rlx.Graph("ss_loss")
     v = {name: g.input(name, shape) for name, shape in
          {"x": (b, s, h), "delta": (b, s, h), "A": (h, n), "B": (b, s, n), "C": (b, s, n)}.items()}
@@ -213,27 +215,33 @@ def ss_loss_graph(b, s, h, n, with_state, return_state):
     dy, d_final = g.input("dy", (b, s, h)), g.input("d_final", (b, h, n))
     result = g.selective_scan(*(v[k] for k in SS_IN), initial_state=init, return_state=return_state)
     y, final = result if return_state else (result, None)
-    loss = g.reduce_sum(y * dy, (0, 1, 2))
+    terms = [g.reduce_sum(y * dy, (0, 1, 2))] if use_output else []
     if final is not None:
-        loss = loss + g.reduce_sum(final * d_final, (0, 1, 2))
+        terms.append(g.reduce_sum(final * d_final, (0, 1, 2)))
+    loss = terms[0] if len(terms) == 1 else terms[0] + terms[1]
     g.output(loss)
     return g, loss
 
 
-@pytest.mark.parametrize("with_state,return_state", [(False, False), (True, True), (False, True)])
+STATE_CASES = [(False, False, True), (True, True, True), (False, True, True), (True, True, False)]
+"""(initial_state, return_state, the output in the loss): the last, the final state only."""
+
+
+@pytest.mark.parametrize("with_state,return_state,use_output", STATE_CASES)
 @pytest.mark.parametrize("shape", [(2, 5, 3, 5), (1, 17, 9, 3)], ids=str)
-def test_grad_through_selective_scan_matches_torch(shape, with_state, return_state):
+def test_grad_through_selective_scan_matches_torch(shape, with_state, return_state, use_output):
     data = ss_data(*shape, seed=1)
     names = [*SS_IN, *(["init"] if with_state else [])]
-    g, loss = ss_loss_graph(*shape, with_state, return_state)
+    g, loss = ss_loss_graph(*shape, with_state, return_state, use_output)
     feed = {k: data[k] for k in (*names, "dy", "d_final")}
     got = rlx.jit(rlx.grad(g, loss, names))(**feed)[1:]
     want = torch_grads(torch_selective_scan, [data[k] for k in names],
-                       [data["dy"], data["d_final"] if return_state else None])
+                       [data["dy"] if use_output else None,
+                        data["d_final"] if return_state else None])
     close(got, want)
 
 
-def gdn_loss_graph(b, s, heads, n, m, with_state, return_state):
+def gdn_loss_graph(b, s, heads, n, m, with_state, return_state, use_output=True):
     g = rlx.Graph("gdn_loss")
     v = {name: g.input(name, shape) for name, shape in
          {"q": (b, s, heads, n), "k": (b, s, heads, n), "v": (b, s, heads, m),
@@ -243,23 +251,25 @@ def gdn_loss_graph(b, s, heads, n, m, with_state, return_state):
     result = g.gated_delta_net(*(v[k] for k in GDN_IN), initial_state=init,
                                return_state=return_state)
     o, final = result if return_state else (result, None)
-    loss = g.reduce_sum(o * do, (0, 1, 2, 3))
+    terms = [g.reduce_sum(o * do, (0, 1, 2, 3))] if use_output else []
     if final is not None:
-        loss = loss + g.reduce_sum(final * d_final, (0, 1, 2, 3))
+        terms.append(g.reduce_sum(final * d_final, (0, 1, 2, 3)))
+    loss = terms[0] if len(terms) == 1 else terms[0] + terms[1]
     g.output(loss)
     return g, loss
 
 
-@pytest.mark.parametrize("with_state,return_state", [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("with_state,return_state,use_output", STATE_CASES)
 @pytest.mark.parametrize("shape", [(2, 5, 2, 5, 3), (1, 17, 1, 9, 9)], ids=str)
-def test_grad_through_gated_delta_net_matches_torch(shape, with_state, return_state):
+def test_grad_through_gated_delta_net_matches_torch(shape, with_state, return_state, use_output):
     data = gdn_data(*shape, seed=1)
     names = [*GDN_IN, *(["init"] if with_state else [])]
-    g, loss = gdn_loss_graph(*shape, with_state, return_state)
+    g, loss = gdn_loss_graph(*shape, with_state, return_state, use_output)
     feed = {k: data[k] for k in (*names, "do", "d_final")}
     got = rlx.jit(rlx.grad(g, loss, names))(**feed)[1:]
     want = torch_grads(torch_gated_delta_net, [data[k] for k in names],
-                       [data["do"], data["d_final"] if return_state else None])
+                       [data["do"] if use_output else None,
+                        data["d_final"] if return_state else None])
     close(got, want)
 
 
