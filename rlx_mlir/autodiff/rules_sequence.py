@@ -4,11 +4,11 @@
 (`Graph.selective_scan_backward`, `Graph.gated_delta_net_backward`): native kernels that
 run the recurrence backwards over the states they save, not an unrolled graph.
 
-`mir.scan` differentiates into a second scan, run over the steps in reverse: its body is
-the VJP of the forward body (the body's ops cloned into a new Graph and walked by the
-reverse-mode walker), fed each step's forward carry (from a trajectory of the forward).
-Its carry packs, flat, the carry's cotangent, the consts' cotangents summed so far and
-the step's xs cotangents (kept by the reverse scan's trajectory when there are float xs).
+`mir.scan` differentiates into scans run over the steps in reverse: their body is the
+VJP of the forward body (the body's ops cloned into a new Graph and walked by the
+reverse-mode walker), fed each step's forward carry (from a trajectory of the forward);
+their carry packs the cotangents flat (`scan_vjp`). `g.scan(..., checkpoint_every=k)`
+builds a scan of k-step scans, whose VJP recomputes each segment's carries.
 """
 
 from __future__ import annotations
@@ -87,18 +87,21 @@ def _carries(ctx: VjpContext, op: mir.ScanOp, init: Value, xs: list[Value],
 
 
 def _body_vjp(op: mir.ScanOp, init: Value, xs: list[Value], consts: list[Value],
-              float_xs: list[int], float_consts: list[int]) -> Graph:
-    """The reverse scan's body: inputs (acc, the step's forward carry, its xs slices, the
-    trajectory's cotangent at the step when the forward keeps one, the consts); acc packs
-    [d carry | d consts so far (float ones) | d xs of the step (float ones)], flat."""
+              d_xs: list[int], d_consts: list[int], carry_in_acc: bool) -> Graph:
+    """A reverse scan's body. Inputs: acc, the step's forward carry, its xs slices, the
+    cotangent of the carry it yields (unless `carry_in_acc`), the trajectory's cotangent
+    at the step (when the forward keeps one), the consts. acc packs, flat, [the carry's
+    cotangent (with `carry_in_acc`) | the cotangents of consts `d_consts` summed so far |
+    those of the step's xs `d_xs`]; the body yields acc one step earlier."""
     from rlx_mlir.autodiff.core import Backward  # the walker imports the rule families
 
-    sizes = [_size(init.shape), *(_size(consts[i].shape) for i in float_consts),
-             *(_size(xs[i].shape[1:]) for i in float_xs)]
+    carry_size = _size(init.shape) if carry_in_acc else 0
+    const_sizes = [_size(consts[i].shape) for i in d_consts]
     b = Graph(f"{op.name}_vjp")
-    acc = b.input("acc", (sum(sizes),))
+    acc = b.input("acc", (carry_size + sum(const_sizes) + sum(_size(xs[i].shape[1:]) for i in d_xs),))
     carry = b.input("carry", init.shape)
     slices = [b.input(f"x{i}", x.shape[1:], x.dtype) for i, x in enumerate(xs)]
+    given = None if carry_in_acc else b.input("d_carry", init.shape)
     d_trajectory = b.input("d_trajectory", init.shape) if op.trajectory is not None else None
     inner = [b.input(f"c{i}", c.shape, c.dtype) for i, c in enumerate(consts)]
     block = op.body.block
@@ -111,27 +114,46 @@ def _body_vjp(op: mir.ScanOp, init: Value, xs: list[Value], consts: list[Value],
             continue
         ops.append(clone := forward.clone(value_mapper=mapping))
         b.add_op(clone)
-    offsets = np.cumsum([0, *sizes]).tolist()
-    d_carry = b.reshape(b.narrow(acc, 0, 0, sizes[0]), init.shape)
+    d_carry = given if given is not None else b.reshape(b.narrow(acc, 0, 0, carry_size),
+                                                        init.shape)
     if d_trajectory is not None:
         d_carry = b.add(d_carry, d_trajectory)
-    wrt = [carry, *(slices[i] for i in float_xs), *(inner[i] for i in float_consts)]
+    wrt = [*([carry] if carry_in_acc else []), *(inner[i] for i in d_consts),
+           *(slices[i] for i in d_xs)]
     walker = Backward(b, [v.ssa for v in wrt])
     walker.mark(ops)
     walker.cotangents[yielded] = d_carry
     walker.backprop(ops)
-    grads = [_flat(b, walker.gradient(v.ssa)) for v in wrt]
-    d_consts = [b.add(b.narrow(acc, 0, offsets[1 + j], sizes[1 + j]), grads[1 + len(float_xs) + j])
-                for j in range(len(float_consts))]
-    parts = [grads[0], *d_consts, *grads[1:1 + len(float_xs)]]
+    parts = [_flat(b, walker.gradient(v.ssa)) for v in wrt]
+    offset = carry_size
+    for j, size in enumerate(const_sizes):   # the consts' sums go on
+        at = j + carry_in_acc
+        parts[at] = b.add(b.narrow(acc, 0, offset, size), parts[at])
+        offset += size
     b.output(parts[0] if len(parts) == 1 else b.concat(parts, 0))
     return b
 
 
+def _unpack(g: Graph, flat: Value, offset: int, shapes: list[rules.Shape],
+            lead: tuple[int, ...] = ()) -> tuple[list[Value], int]:
+    """Values of `shapes` (after the `lead` axes) read in turn from the last axis of
+    `flat` from `offset`; returns them and the offset after them."""
+    out = []
+    for shape in shapes:
+        size = _size(shape)
+        out.append(g.reshape(g.narrow(flat, len(lead), offset, size), (*lead, *shape)))
+        offset += size
+    return out, offset
+
+
 def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
              ) -> Sequence[Value | None]:
-    """d init, d xs, d consts of a scan by a reverse scan over the VJP of its body (see
-    the module docstring); integer operands get none."""
+    """d init, d xs, d consts of a scan by reverse scans over the VJP of its body: one
+    whose carry packs [d carry | d consts summed | d xs of the step] (its trajectory kept
+    when there are float xs); with float xs and float consts both, two, so that no
+    trajectory holds the consts' sums: the first packs [d carry | d xs of the step], the
+    second sums the consts' cotangents from the first's carry cotangents. Integer
+    operands get none."""
     assert isinstance(op, mir.ScanOp)
     g = ctx.g
     init = ctx.value(op.init)
@@ -141,33 +163,49 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
     length = op.length.value.data
     float_xs = [i for i, x in enumerate(xs) if x.dtype == "f32"]
     float_consts = [i for i, c in enumerate(consts) if c.dtype == "f32"]
-    body = _body_vjp(op, init, xs, consts, float_xs, float_consts)
+    split = bool(float_xs and float_consts)
+    summed = [] if split else float_consts
     cotangent = cotangents[0]
     assert cotangent is not None
     trajectory = op.trajectory is not None
-    const_sizes = [_size(consts[i].shape) for i in float_consts]
-    x_sizes = [_size(xs[i].shape[1:]) for i in float_xs]
-    start = _flat(g, _zeros(ctx, init.shape) if trajectory else cotangent)
-    rest = sum(const_sizes) + sum(x_sizes)
-    acc = g.concat([start, _zeros(ctx, (rest,))], 0) if rest else start
-    steps = [_reversed(g, _carries(ctx, op, init, xs, consts, length)),
-             *(_reversed(g, x) for x in xs), *([_reversed(g, cotangent)] if trajectory else [])]
+    start = _zeros(ctx, init.shape) if trajectory else cotangent    # d final carry
+    carries = _reversed(g, _carries(ctx, op, init, xs, consts, length))
+    steps = [carries, *(_reversed(g, x) for x in xs)]
+    d_trajectory = [_reversed(g, cotangent)] if trajectory else []
+
+    first = _body_vjp(op, init, xs, consts, float_xs, summed, True)
+    rest = sum(_size(consts[i].shape) for i in summed) + sum(_size(xs[i].shape[1:])
+                                                            for i in float_xs)
+    acc = g.concat([_flat(g, start), _zeros(ctx, (rest,))], 0) if rest else _flat(g, start)
     if float_xs:
-        last, every = g.scan(acc, body, length, xs=steps, consts=consts, trajectory=True)
+        last, every = g.scan(acc, first, length, xs=[*steps, *d_trajectory], consts=consts,
+                             trajectory=True)
     else:
-        last = every = g.scan(acc, body, length, xs=steps, consts=consts)
+        last = every = g.scan(acc, first, length, xs=[*steps, *d_trajectory], consts=consts)
     assert isinstance(last, Value) and isinstance(every, Value)
-    size = _size(init.shape)
-    d_init = g.reshape(g.narrow(last, 0, 0, size), init.shape)
+    (d_init,), offset = _unpack(g, last, 0, [init.shape])
     d_consts: list[Value | None] = [None] * len(consts)
-    offset = size
-    for i, n in zip(float_consts, const_sizes, strict=True):
-        d_consts[i] = g.reshape(g.narrow(last, 0, offset, n), consts[i].shape)
-        offset += n
+    found, offset = _unpack(g, last, offset, [consts[i].shape for i in summed])
+    for i, value in zip(summed, found, strict=True):
+        d_consts[i] = value
     d_xs: list[Value | None] = [None] * len(xs)
-    for i, n in zip(float_xs, x_sizes, strict=True):
-        d_xs[i] = _reversed(g, g.reshape(g.narrow(every, 1, offset, n), xs[i].shape))
-        offset += n
+    found, _ = _unpack(g, every, offset, [xs[i].shape[1:] for i in float_xs], (length,))
+    for i, value in zip(float_xs, found, strict=True):
+        d_xs[i] = _reversed(g, value)
+    if split:
+        # the cotangent of the carry each reverse step yields: d final, then the first
+        # scan's carry cotangents but its last
+        (d_carries,), _ = _unpack(g, every, 0, [init.shape], (length,))
+        d_out = g.reshape(start, (1, *init.shape))
+        if length > 1:
+            d_out = g.concat([d_out, g.narrow(d_carries, 0, 0, length - 1)], 0)
+        second = _body_vjp(op, init, xs, consts, [], float_consts, False)
+        sums = g.scan(_zeros(ctx, (sum(_size(consts[i].shape) for i in float_consts),)), second,
+                      length, xs=[*steps, d_out, *d_trajectory], consts=consts)
+        assert isinstance(sums, Value)
+        found, _ = _unpack(g, sums, 0, [consts[i].shape for i in float_consts])
+        for i, value in zip(float_consts, found, strict=True):
+            d_consts[i] = value
     return [d_init, *d_xs, *d_consts]
 
 
