@@ -531,3 +531,19 @@ def test_checkpointed_scan_arena_falls_as_length_over_k_plus_k():
     plain = checkpoint_arena(None, length)
     assert arena[ks.index(8)] < plain / 2, (arena, plain)
     assert arena[ks.index(8)] < min(arena[0], arena[-1])
+
+
+def test_scan_backward_keeps_no_per_step_const_gradients():
+    """An RNN over xs with a weight const: the backward's arena holds O(length) carries and
+    xs cotangents, not a [length, *W] history of W's summed cotangent."""
+    length, width = 64, 32
+    g = rlx.Graph("rnn")
+    c0, xs, w = g.input("c0", (width,)), g.input("xs", (length, width)), g.input("w", (width, width))
+    b = rlx.Graph("step")
+    c, x, bw = b.input("c", (width,)), b.input("x", (width,)), b.input("w", (width, width))
+    b.output(b.tanh(b.reshape(b.matmul(b.reshape(c, (1, width)), bw), (width,)) + x))
+    loss = g.reduce_sum(g.scan(c0, b, length, xs=[xs], consts=[w]), (0,))
+    g.output(loss)
+    arena = rlx.jit(rlx.grad(g, loss, ["c0", "xs", "w"])).arena_bytes
+    history = length * width * width * 4            # bytes of [length, *W] in f32
+    assert arena < history / 2, (arena, history)
