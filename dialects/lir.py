@@ -26,7 +26,7 @@ memref type whose live range ends at k where out's starts.
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 from xdsl.dialects.builtin import (
@@ -196,11 +196,14 @@ def _inout(ins: str) -> str:
     return f"`ins` `(` {ins} `)` "
 
 
-def _out_format(props: str = "", optional_outs: tuple[str, ...] = ()) -> str:
-    """`outs(%o : T)` (with `optional_outs`, `outs(%o, %s : T, U)` where they are present)
-    then the properties and the attribute dictionary."""
-    values = "".join(f" (`,` ${name}^)?" for name in optional_outs)
-    types = "".join(f" (`,` type(${name})^)?" for name in optional_outs)
+def _out_format(props: str = "", optional_outs: tuple[str, ...] = (),
+                required: Collection[str] = ()) -> str:
+    """`outs(%o : T)` (with `optional_outs`, `outs(%o, %s : T, U)` where they are present;
+    those in `required` always are) then the properties and the attribute dictionary."""
+    values = "".join(f" `,` ${name}" if name in required else f" (`,` ${name}^)?"
+                     for name in optional_outs)
+    types = "".join(f" `,` type(${name})" if name in required else f" (`,` type(${name})^)?"
+                    for name in optional_outs)
     return f"`outs` `(` $out{values} `:` type($out){types} `)` {props} attr-dict"
 
 
@@ -606,8 +609,10 @@ def kernel_twin(
     cls = twin(mir_op, KernelOp, dialect="lir", value_type=MemRefType, destination=True,
                outs=outs)
     op_def = mir_op.get_irdl_definition()
-    # The outs after `out` are optional (present when the properties ask for the result).
-    assert all(isinstance(d, OptResultDef) for _, d in op_def.results[1:]), op_def.name
+    # The outs after `out` are optional (present when the properties ask for the result),
+    # or required where the mir result is (a backward op's further gradients).
+    required = {out for (_, d), out in zip(op_def.results[1:], outs[1:], strict=True)
+                if not isinstance(d, OptResultDef)}
     if len(outs) > 1 and any(isinstance(d, VarOperandDef) for _, d in op_def.operands):
         # Several optional operands (initial_state, state_out): record which are present.
         cls.irdl_options = (AttrSizedOperandSegments(as_property=True),)
@@ -634,7 +639,7 @@ def kernel_twin(
     cls.assembly_format = (
         "".join(f"${name} " for name in leading)
         + _inout(" ".join(values) + " `:` " + " ".join(types))
-        + _out_format(" ".join(trailing), outs[1:])
+        + _out_format(" ".join(trailing), outs[1:], required)
     )
     return cast(type[KernelOp], cls)
 
@@ -1120,6 +1125,37 @@ class GatedDeltaNetOp(kernel_twin(mir.GatedDeltaNetOp, outs=("out", "state_out")
     """
 
     DERIVED: ClassVar = {"return_state": _given_state_out}
+
+
+@irdl_op_definition
+class SelectiveScanBackwardOp(kernel_twin(
+        mir.SelectiveScanBackwardOp,
+        outs=("out", "d_delta_out", "d_a_out", "d_b_out", "d_c_out", "states_out",
+              "d_initial_state_out"))):
+    """The reverse pass of `lir.selective_scan`: out = dx, then d_delta, dA (per batch
+    row), dB, dC, the
+    forward's state before each step (`states_out` [b, s, h, n], the kernel's scratch)
+    and, with `initial_state`, d_initial_state.
+
+    ```mlir
+    lir.selective_scan_backward ins(%x, %d, %a, %b, %c, %dy, %df : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>) outs(%dx, %dd, %da, %db, %dc, %st : memref<1x4x8xf32>, memref<1x4x8xf32>, memref<1x8x3xf32>, memref<1x4x3xf32>, memref<1x4x3xf32>, memref<1x4x8x3xf32>)
+    ```
+    """
+
+
+@irdl_op_definition
+class GatedDeltaNetBackwardOp(kernel_twin(
+        mir.GatedDeltaNetBackwardOp,
+        outs=("out", "d_k_out", "d_v_out", "d_g_out", "d_beta_out", "states_out",
+              "d_initial_state_out"))):
+    """The reverse pass of `lir.gated_delta_net`: out = dq, then dk, dv, dg, dbeta, the
+    forward's state before each step (`states_out` [b, s, H, n, m], the kernel's scratch)
+    and, with `initial_state`, d_initial_state.
+
+    ```mlir
+    lir.gated_delta_net_backward ins(%q, %k, %v, %g, %b, %do, %df : memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2xf32>, memref<1x4x2xf32>, memref<1x4x2x8xf32>, memref<1x2x8x8xf32>) outs(%dq, %dk, %dv, %dg, %db, %st : memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2x8xf32>, memref<1x4x2xf32>, memref<1x4x2xf32>, memref<1x4x2x8x8xf32>)
+    ```
+    """
 
 
 @irdl_op_definition

@@ -524,6 +524,86 @@ class GatedDeltaNetOp(SequenceScanOp):
     )
 
 
+@irdl_op_definition
+class SelectiveScanBackwardOp(VerifiesSignature):
+    """The reverse pass of `mir.selective_scan`: its operands (x, delta, a, b, c and
+    `initial_state` when the forward had one), the cotangents of its output `dy`
+    [b, s, h] and of its final state `d_final_state` [b, h, n] (zeros when unused) ->
+    dx (`result`), d_delta, d_a (per batch row, [b, h, n]: their sum is A's), d_b, d_c,
+    `states` [b, s, h, n] (the forward's state before each step, recomputed and kept for
+    the reversed recurrence) and, with `initial_state`, d_initial_state."""
+
+    name = "mir.selective_scan_backward"
+    RULE = si.selective_scan_backward
+
+    x = operand_def(TensorType)
+    delta = operand_def(TensorType)
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    c = operand_def(TensorType)
+    dy = operand_def(TensorType)
+    d_final_state = operand_def(TensorType)
+    initial_state = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    d_delta = result_def(TensorType)
+    d_a = result_def(TensorType)
+    d_b = result_def(TensorType)
+    d_c = result_def(TensorType)
+    states = result_def(TensorType)
+    d_initial_state = opt_result_def(TensorType)
+    """Present when `initial_state` is."""
+
+    traits = traits_def(Pure())
+
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("d_delta", "d_a", "d_b", "d_c", "states",
+                                                "d_initial_state")
+
+    assembly_format = (
+        "$x `,` $delta `,` $a `,` $b `,` $c `,` $dy `,` $d_final_state"
+        " (`initial_state` $initial_state^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+
+@irdl_op_definition
+class GatedDeltaNetBackwardOp(VerifiesSignature):
+    """The reverse pass of `mir.gated_delta_net`: its operands (q, k, v, g, beta and
+    `initial_state` when the forward had one), the cotangents of its output `do`
+    [b, s, H, m] and of its final state `d_final_state` [b, H, n, m] (zeros when unused)
+    -> dq (`result`), d_k, d_v, d_g, d_beta, `states` [b, s, H, n, m] (the forward's
+    state before each step, recomputed and kept for the reversed recurrence) and, with
+    `initial_state`, d_initial_state."""
+
+    name = "mir.gated_delta_net_backward"
+    RULE = si.gated_delta_net_backward
+
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    g = operand_def(TensorType)
+    beta = operand_def(TensorType)
+    do = operand_def(TensorType)
+    d_final_state = operand_def(TensorType)
+    initial_state = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    d_k = result_def(TensorType)
+    d_v = result_def(TensorType)
+    d_g = result_def(TensorType)
+    d_beta = result_def(TensorType)
+    states = result_def(TensorType)
+    d_initial_state = opt_result_def(TensorType)
+    """Present when `initial_state` is."""
+
+    traits = traits_def(Pure())
+
+    EXTRA_RESULTS: ClassVar[tuple[str, ...]] = ("d_k", "d_v", "d_g", "d_beta", "states",
+                                                "d_initial_state")
+
+    assembly_format = (
+        "$q `,` $k `,` $v `,` $g `,` $beta `,` $do `,` $d_final_state"
+        " (`initial_state` $initial_state^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+
 # ----------------------------------------------------------------------------- reductions, norms
 
 

@@ -173,6 +173,11 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     # sequence ops
     _kernel(mir.SelectiveScanOp, lir.SelectiveScanOp, K.selective_scan),
     _kernel(mir.GatedDeltaNetOp, lir.GatedDeltaNetOp, K.gated_delta_net),
+    # their reverse passes (the VJP rules' ops): no rule of their own, no second order
+    _kernel(mir.SelectiveScanBackwardOp, lir.SelectiveScanBackwardOp, K.selective_scan_backward,
+            differentiable=False),
+    _kernel(mir.GatedDeltaNetBackwardOp, lir.GatedDeltaNetBackwardOp, K.gated_delta_net_backward,
+            differentiable=False),
     # reductions and norms
     _kernel(mir.ReduceOp, lir.ReduceOp, K.reduce),
     _kernel(mir.SoftmaxOp, lir.SoftmaxOp, K.softmax),

@@ -1032,12 +1032,55 @@ class Graph:
         out, final_state = results
         return out, final_state
 
+    def selective_scan_backward(self, x: Value, delta: Value, A: Value, B: Value, C: Value,
+                                dy: Value, d_final_state: Value,
+                                initial_state: Value | None = None) -> tuple[Value, ...]:
+        """The reverse pass of `selective_scan` (a native reversed recurrence; the VJP rule
+        of `selective_scan` builds it): the forward's operands, the cotangents of its
+        output `dy` [b, s, h] and of its final state `d_final_state` [b, h, n] (zeros when
+        the forward did not return it) -> (dx, d_delta, dA, dB, dC), and
+        d_initial_state after them when `initial_state` is given."""
+        self._f32_operands("selective_scan_backward",
+                           ["x", "delta", "A", "B", "C", "dy", "d_final_state", "initial_state"],
+                           [x, delta, A, B, C, dy, d_final_state, initial_state])
+        results = self._op_results("selective_scan_backward", mir.SelectiveScanBackwardOp,
+                                   x=x, delta=delta, a=A, b=B, c=C, dy=dy,
+                                   d_final_state=d_final_state, initial_state=initial_state)
+        dx, d_delta, d_a_rows, d_b, d_c, _, *d_initial = results  # _: the saved states
+        return (dx, d_delta, self.reduce_sum(d_a_rows, (0,)), d_b, d_c, *d_initial)
+
+    def gated_delta_net_backward(self, q: Value, k: Value, v: Value, g: Value, beta: Value,
+                                 do: Value, d_final_state: Value,
+                                 initial_state: Value | None = None) -> tuple[Value, ...]:
+        """The reverse pass of `gated_delta_net` (a native reversed recurrence; the VJP
+        rule of `gated_delta_net` builds it): the forward's operands, the cotangents of
+        its output `do` [b, s, H, m] and of its final state `d_final_state` [b, H, n, m]
+        (zeros when the forward did not return it) -> (dq, dk, dv, dg, dbeta), and
+        d_initial_state after them when `initial_state` is given."""
+        self._f32_operands("gated_delta_net_backward",
+                           ["q", "k", "v", "g", "beta", "do", "d_final_state", "initial_state"],
+                           [q, k, v, g, beta, do, d_final_state, initial_state])
+        results = self._op_results("gated_delta_net_backward", mir.GatedDeltaNetBackwardOp,
+                                   q=q, k=k, v=v, g=g, beta=beta, do=do,
+                                   d_final_state=d_final_state, initial_state=initial_state)
+        return (*results[:5], *results[6:])  # results[5]: the saved states, the kernel's
+
     def scan(self, init: Value, body: Graph, length: int, xs: Sequence[Value] = (),
-             consts: Sequence[Value] = (), trajectory: bool = False) -> Value | tuple[Value, Value]:
+             consts: Sequence[Value] = (), trajectory: bool = False,
+             checkpoint_every: int | None = None) -> Value | tuple[Value, Value]:
         """A bounded loop: `body` (a Graph whose inputs are the carry, one slice of each of
         `xs` along axis 0, then each of `consts`, and whose one output is the next carry)
         runs `length` times from `init`. Returns the final carry, and with `trajectory`
-        also every carry, [length, *init.shape]. `mir.scan` in the IR, a native loop."""
+        also every carry, [length, *init.shape]. `mir.scan` in the IR, a native loop.
+
+        `checkpoint_every=k` (for `rlx.grad`): the loop runs as length // k segments of k
+        steps (a scan of scans, then a scan of the length % k left), so the backward keeps
+        only the carry at each segment's start and recomputes a segment's carries while
+        it reverses it: memory O(length/k + k) instead of O(length). With `trajectory`
+        every carry is kept anyway and k changes nothing."""
+        if checkpoint_every is not None and not trajectory:
+            return self._checkpointed_scan(init, body, length, list(xs), list(consts),
+                                           checkpoint_every)
         xs, consts = list(xs), list(consts)
         self._own("init", init)
         for i, v in enumerate(xs):
@@ -1056,6 +1099,27 @@ class Graph:
             return result
         last = self.reshape(self.narrow(result, 0, length - 1, 1), init.shape)
         return last, result
+
+    def _checkpointed_scan(self, init: Value, body: Graph, length: int, xs: list[Value],
+                           consts: list[Value], every: int) -> Value:
+        """`scan` as segments of `every` steps (see `scan`'s `checkpoint_every`)."""
+        if isinstance(every, bool) or not isinstance(every, int) or not 1 <= every <= length:
+            raise GraphError(f"scan: checkpoint_every: expected an int in [1, length={length}], "
+                             f"got {every!r}")
+        segments, tail = divmod(length, every)
+        outer = Graph(f"{body.name}_every_{every}")
+        carry = outer.input("carry", init.shape, init.dtype)
+        slices = [outer.input(f"xs{i}", (every, *x.shape[1:]), x.dtype) for i, x in enumerate(xs)]
+        inner = [outer.input(f"c{i}", c.shape, c.dtype) for i, c in enumerate(consts)]
+        outer.output(outer.scan(carry, body, every, xs=slices, consts=inner))
+        head = [self.reshape(self.narrow(x, 0, 0, segments * every) if tail else x,
+                             (segments, every, *x.shape[1:])) for x in xs]
+        result = self.scan(init, outer, segments, xs=head, consts=consts)
+        if tail:
+            rest = [self.narrow(x, 0, segments * every, tail) for x in xs]
+            result = self.scan(result, body, tail, xs=rest, consts=consts)
+        assert isinstance(result, Value)
+        return result
 
     def _scan_body(self, init: Value, xs: list[Value], consts: list[Value]) -> Region:
         """This graph as the body region of a scan over `init`, `xs` and `consts` (a copy;

@@ -450,12 +450,20 @@ def every_method_graph() -> rlx.Graph:
                                           return_state=True)
     a = a + g.reduce_mean(window, (0, 1, 2))
     a = g.depthwise_conv1d_causal(a, g.param("cw1", (2, 32)))
-    a = g.selective_scan(a, g.sigmoid(a), g.param("ssm_a", (32, 3)), g.narrow(a, 2, 0, 3),
+    ssm_a = g.param("ssm_a", (32, 3))
+    a = g.selective_scan(a, g.sigmoid(a), ssm_a, g.narrow(a, 2, 0, 3),
                          g.narrow(a, 2, 3, 3))
     heads = g.reshape(a, (2, 4, 4, 8))
     o, st = g.gated_delta_net(heads, heads, heads, g.narrow(a, 2, 0, 4), g.narrow(a, 2, 4, 4),
                               return_state=True)
     a = a + g.reshape(o, (2, 4, 32)) + g.reduce_mean(st, (0, 1, 2, 3))
+    grads = g.selective_scan_backward(a, g.sigmoid(a), ssm_a,
+                                      g.narrow(a, 2, 0, 3), g.narrow(a, 2, 3, 3), a,
+                                      g.constant(np.zeros((2, 32, 3), np.float32)))
+    a = a + grads[0]
+    dq, *_, d_initial = g.gated_delta_net_backward(heads, heads, heads, g.narrow(a, 2, 0, 4),
+                                                   g.narrow(a, 2, 4, 4), heads, st, st)
+    a = a + g.reshape(dq, (2, 4, 32)) + g.reduce_mean(d_initial, (0, 1, 2, 3))
     step = rlx.Graph("step")
     carry, row = step.input("carry", (4, 32)), step.input("row", (4, 32))
     step.output(step.tanh(carry + row * step.input("scale", ())))

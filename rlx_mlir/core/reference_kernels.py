@@ -967,6 +967,94 @@ def gated_delta_net(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike, beta
 
 
 @_quiet
+def selective_scan_backward(x: ArrayLike, delta: ArrayLike, A: ArrayLike, B: ArrayLike,
+                            C: ArrayLike, dy: ArrayLike, d_final_state: ArrayLike,
+                            initial_state: ArrayLike | None = None) -> tuple[np.ndarray, ...]:
+    """The reverse pass of `selective_scan`: the forward's states are recomputed and kept
+    per step (`states` [b, s, h, n], the state before step t), then with the state's
+    cotangent dh from `d_final_state`, for t from last to first: dh += dy_t·C_t;
+    dC_t = Σ_h dy_t·h_t; dB_t = Σ_h (Δ_t x_t)·dh; du = dh·B_t; dx_t = du·Δ_t;
+    dΔ_t = du·x_t + Σ_n dh·h_{t-1}·exp(Δ_t A)·A; dA[b] += Δ_t·dh·h_{t-1}·exp(Δ_t A);
+    dh = exp(Δ_t A)⊙dh. -> (dx, d_delta, dA per batch row [b, h, n], dB, dC, states),
+    plus d_initial_state (the last dh) when `initial_state` is given."""
+    x, delta, a, b, c, dy, d_final = map(_f64, (x, delta, A, B, C, dy, d_final_state))
+    init = None if initial_state is None else _f64(initial_state)
+    rules.selective_scan_backward(*map(_shape, (x, delta, a, b, c, dy, d_final)),
+                                  None if init is None else _shape(init))
+    states = np.empty((*x.shape, a.shape[1]))
+    state = np.zeros_like(d_final) if init is None else init
+    for t in range(x.shape[1]):
+        states[:, t] = state
+        dt = delta[:, t, :, None]
+        state = np.exp(dt * a) * state + (dt * x[:, t, :, None]) * b[:, t, None, :]
+    dx, dd, db, dc = (np.zeros_like(v) for v in (x, delta, b, c))
+    da = np.zeros((x.shape[0], *a.shape))
+    dh = d_final.copy()
+    for t in reversed(range(x.shape[1])):
+        dt, xt = delta[:, t], x[:, t]                                        # [b, h]
+        decay = np.exp(dt[:, :, None] * a)                                   # [b, h, n]
+        prev = states[:, t]
+        h = decay * prev + (dt * xt)[:, :, None] * b[:, t, None, :]
+        dh = dh + dy[:, t, :, None] * c[:, t, None, :]
+        dc[:, t] = np.einsum("bhn,bh->bn", h, dy[:, t])
+        db[:, t] = np.einsum("bhn,bh->bn", dh, dt * xt)
+        du = np.einsum("bhn,bn->bh", dh, b[:, t])
+        dx[:, t] = du * dt
+        r = dh * prev * decay
+        dd[:, t] = du * xt + np.einsum("bhn,hn->bh", r, a)
+        da += r * dt[:, :, None]
+        dh = dh * decay
+    grads = (dx, dd, da, db, dc, states)
+    return tuple(map(_out, grads if init is None else (*grads, dh)))
+
+
+@_quiet
+def gated_delta_net_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayLike,
+                             beta: ArrayLike, do: ArrayLike, d_final_state: ArrayLike,
+                             initial_state: ArrayLike | None = None) -> tuple[np.ndarray, ...]:
+    """The reverse pass of `gated_delta_net`: the forward's states are recomputed and kept
+    per step (`states` [b, s, H, n, m], the state before step t); then with the state's
+    cotangent dS from `d_final_state`, for t from last to first (S' = exp(g_t)·S_{t-1},
+    kv = S'ᵀk, δ = β(v − kv), S_t = S' + kδᵀ): dq = S_t do; dS += q doᵀ; dδ = dSᵀk;
+    dk = dS δ + S' dkv with dkv = −β dδ; dv = β dδ; dβ = dδ·(v − kv); dS' = dS + k dkvᵀ;
+    dg = Σ S'⊙dS'; dS = exp(g_t)·dS'. -> (dq, dk, dv, dg, dbeta, states), plus
+    d_initial_state (the last dS) when `initial_state` is given."""
+    q, k, v, g, beta, do, d_final = map(_f64, (q, k, v, g, beta, do, d_final_state))
+    init = None if initial_state is None else _f64(initial_state)
+    rules.gated_delta_net_backward(*map(_shape, (q, k, v, g, beta, do, d_final)),
+                                   None if init is None else _shape(init))
+    states = np.empty((*q.shape, v.shape[3]))
+    state = np.zeros_like(d_final) if init is None else init
+    for t in range(q.shape[1]):
+        states[:, t] = state
+        state = np.exp(g[:, t, :, None, None]) * state
+        d = beta[:, t, :, None] * (v[:, t] - np.einsum("bhnm,bhn->bhm", state, k[:, t]))
+        state = state + k[:, t, :, :, None] * d[:, :, None, :]
+    dq, dk, dv, dg, dbeta = (np.zeros_like(a) for a in (q, k, v, g, beta))
+    ds = d_final.copy()
+    for t in reversed(range(q.shape[1])):
+        kt, qt, dot = k[:, t], q[:, t], do[:, t]
+        bt = beta[:, t, :, None]
+        decay = np.exp(g[:, t, :, None, None])
+        decayed = decay * states[:, t]                                        # S'
+        diff = v[:, t] - np.einsum("bhnm,bhn->bhm", decayed, kt)
+        delta = bt * diff
+        dq[:, t] = np.einsum("bhnm,bhm->bhn", decayed + kt[..., None] * delta[:, :, None, :], dot)
+        ds = ds + qt[..., None] * dot[:, :, None, :]
+        d_delta = np.einsum("bhnm,bhn->bhm", ds, kt)
+        dbeta[:, t] = (d_delta * diff).sum(-1)
+        dv[:, t] = bt * d_delta
+        dkv = -bt * d_delta
+        dk[:, t] = (np.einsum("bhnm,bhm->bhn", ds, delta)
+                    + np.einsum("bhnm,bhm->bhn", decayed, dkv))
+        ds = ds + kt[..., None] * dkv[:, :, None, :]                          # dS'
+        dg[:, t] = (decayed * ds).sum((-2, -1))
+        ds = decay * ds
+    grads = (dq, dk, dv, dg, dbeta, states)
+    return tuple(map(_out, grads if init is None else (*grads, ds)))
+
+
+@_quiet
 def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int,
                     eps: float = 1e-6, **operands: ArrayLike | None) -> np.ndarray:
     """The Qwen3.5 multi-token-prediction head (docs/semantics.md), operands by name (those
@@ -1135,6 +1223,6 @@ __all__ = [
     "embedding", "exp", "fused_matmul", "gather", "gated_delta_net", "gelu", "gelu_tanh", "layer_norm", "linear",
     "llama_decoder_block", "log", "matmul", "maximum", "minimum", "mul", "narrow", "neg",
     "power", "quantize_q4_0", "qwen35_mtp_head", "quantize_q8_0", "reduce", "relu", "reshape", "residual_rms_norm",
-    "rms_norm", "rope", "rsqrt", "selective_scan", "shared_input_matmul", "shared_linear_pair", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
+    "rms_norm", "rope", "rsqrt", "selective_scan", "selective_scan_backward", "gated_delta_net_backward", "shared_input_matmul", "shared_linear_pair", "sigmoid", "silu", "softmax", "sqrt", "sub", "swiglu_ffn",
     "tanh", "transpose",
 ]

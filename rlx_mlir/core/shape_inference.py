@@ -851,6 +851,37 @@ def gated_delta_net(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape,
     return v, gated_delta_net_state(q, v) if return_state else None
 
 
+def selective_scan_backward(x: Shape, delta: Shape, a: Shape, b: Shape, c: Shape, dy: Shape,
+                            d_final_state: Shape, initial_state: Shape | None = None
+                            ) -> tuple[Shape, ...]:
+    """The reverse pass of `selective_scan` (its operands, the output's cotangent dy
+    [b, s, h] and the final state's d_final_state [b, h, n]) -> dx, d_delta, dA per batch
+    row [b, h, n] (their sum is A's cotangent: rows are independent work, so threads
+    split them), dB, dC (the operands' shapes), the states before each step [b, s, h, n]
+    (the saved recurrence), and d_initial_state [b, h, n] when `initial_state` is given
+    (else None)."""
+    selective_scan(x, delta, a, b, c, initial_state)
+    check_exact("dy", dy, x, "the shape of x [b, s, h]")
+    check_exact("d_final_state", d_final_state, selective_scan_state(x, a), "[b, h, n]")
+    return (x, delta, (x[0], *a), b, c, (*x, a[1]),
+            None if initial_state is None else selective_scan_state(x, a))
+
+
+def gated_delta_net_backward(q: Shape, k: Shape, v: Shape, g: Shape, beta: Shape, do: Shape,
+                             d_final_state: Shape, initial_state: Shape | None = None
+                             ) -> tuple[Shape, ...]:
+    """The reverse pass of `gated_delta_net` (its operands, the output's cotangent do
+    [b, s, H, m] and the final state's d_final_state [b, H, n, m]) -> dq, dk, dv, dg,
+    dbeta (the operands' shapes), the states before each step [b, s, H, n, m] (the saved
+    recurrence), and d_initial_state [b, H, n, m] when `initial_state` is given (else
+    None)."""
+    gated_delta_net(q, k, v, g, beta, initial_state)
+    check_exact("do", do, v, "the shape of v [b, s, H, m]")
+    check_exact("d_final_state", d_final_state, gated_delta_net_state(q, v), "[b, H, n, m]")
+    return (q, k, v, g, beta, (*q, v[3]),
+            None if initial_state is None else gated_delta_net_state(q, v))
+
+
 def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False) -> Shape:
     """A scan of `length` steps over a carry `init`: every xs has first dim `length`; the
     final carry (`init`'s shape), or with `trajectory` every carry [length, *init]."""
