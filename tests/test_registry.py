@@ -312,20 +312,12 @@ def test_records_are_unique():
 
 # ----------------------------------------------------------------------------- autodiff
 
-PENDING: set[str] = {
-}
-"""Differentiable mir ops whose VJP rule another family still has to land (emptied at the
-merge of the autodiff helpers)."""
-
-
 def test_every_differentiable_mir_op_has_a_vjp_rule():
     from rlx_mlir.autodiff.rules import VJP_RULES
 
     differentiable = {r.op.name for r in registry.MIR_RECORDS if r.differentiable}
-    missing = sorted(differentiable - set(VJP_RULES) - PENDING)
+    missing = sorted(differentiable - set(VJP_RULES))
     assert not missing, f"differentiable mir ops without a VJP rule: {missing}"
-    done = sorted(PENDING & set(VJP_RULES))
-    assert not done, f"ops in PENDING that have a rule now (drop them from PENDING): {done}"
     stray = sorted(set(VJP_RULES) - {op.name for op in registry.MIR_OPS})
     assert not stray, f"VJP rules of no mir op: {stray}"
     no_grad = sorted({r.op.name for r in registry.MIR_RECORDS if not r.differentiable}

@@ -18,7 +18,8 @@ def vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]) -> S
   for an operand no gradient flows to (ids, indices, quantized weights, 0/1 masks).
 - Rules only build ops into `ctx.g`; they never mutate the forward ops.
 
-`VJP_RULES` (`rlx_mlir.autodiff.rules`) maps the registry record's `vjp` key to its rule.
+`VJP_RULES` (`rlx_mlir.autodiff.rules`) maps an op's name (`mir.add`) to its rule; the
+registry record says whether the op is differentiable.
 """
 
 from __future__ import annotations
@@ -45,6 +46,31 @@ class VjpContext(Protocol):
     def unbroadcast(self, cotangent: Value, shape: rules.Shape) -> Value:
         """`cotangent` summed over the axes that broadcasting added or stretched, so that
         it has `shape` (numpy broadcasting rules)."""
+        ...
+
+    def walker(self, g: Graph, wrt: Sequence[SSAValue]) -> Walker:
+        """A fresh walker over another graph `g` (a region op's body rebuilt as a Graph)
+        whose gradients are taken with respect to `wrt`."""
+        ...
+
+
+class Walker(VjpContext, Protocol):
+    """A reverse walk over the ops of one graph (`ctx.walker`): what a rule of a region op
+    uses to differentiate its body."""
+
+    cotangents: dict[SSAValue, Value]
+    """The cotangent of every value reached (set the body's result's before `backprop`)."""
+
+    def mark(self, ops: Sequence[Operation]) -> None:
+        """Forward over `ops`: which values depend on the `wrt` values."""
+        ...
+
+    def backprop(self, ops: Sequence[Operation]) -> None:
+        """Reverse over `ops`, from the cotangents set in `cotangents`."""
+        ...
+
+    def gradient(self, value: SSAValue) -> Value:
+        """The cotangent that reached `value`, or zeros."""
         ...
 
 

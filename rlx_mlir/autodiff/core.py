@@ -72,6 +72,10 @@ class Backward:
         summed = self.g.reduce_sum(cotangent, axes, keepdim=True) if axes else cotangent
         return summed if summed.shape == shape else self.g.reshape(summed, shape)
 
+    def walker(self, g: Graph, wrt: Sequence[SSAValue]) -> Backward:
+        """A fresh walker over `g` (a region op's body) with respect to `wrt`."""
+        return Backward(g, wrt)
+
     # ------------------------------------------------------------------ cotangents
 
     def accumulate(self, ssa: SSAValue, cotangent: Value, what: Callable[[], str]) -> None:

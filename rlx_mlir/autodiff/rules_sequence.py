@@ -86,15 +86,13 @@ def _carries(ctx: VjpContext, op: mir.ScanOp, init: Value, xs: list[Value],
     return first if length == 1 else g.concat([first, g.narrow(every, 0, 0, length - 1)], 0)
 
 
-def _body_vjp(op: mir.ScanOp, init: Value, xs: list[Value], consts: list[Value],
+def _body_vjp(ctx: VjpContext, op: mir.ScanOp, init: Value, xs: list[Value], consts: list[Value],
               d_xs: list[int], d_consts: list[int], carry_in_acc: bool) -> Graph:
     """A reverse scan's body. Inputs: acc, the step's forward carry, its xs slices, the
     cotangent of the carry it yields (unless `carry_in_acc`), the trajectory's cotangent
     at the step (when the forward keeps one), the consts. acc packs, flat, [the carry's
     cotangent (with `carry_in_acc`) | the cotangents of consts `d_consts` summed so far |
     those of the step's xs `d_xs`]; the body yields acc one step earlier."""
-    from rlx_mlir.autodiff.core import Backward  # the walker imports the rule families
-
     carry_size = _size(init.shape) if carry_in_acc else 0
     const_sizes = [_size(consts[i].shape) for i in d_consts]
     b = Graph(f"{op.name}_vjp")
@@ -120,7 +118,7 @@ def _body_vjp(op: mir.ScanOp, init: Value, xs: list[Value], consts: list[Value],
         d_carry = b.add(d_carry, d_trajectory)
     wrt = [*([carry] if carry_in_acc else []), *(inner[i] for i in d_consts),
            *(slices[i] for i in d_xs)]
-    walker = Backward(b, [v.ssa for v in wrt])
+    walker = ctx.walker(b, [v.ssa for v in wrt])
     walker.mark(ops)
     walker.cotangents[yielded] = d_carry
     walker.backprop(ops)
@@ -173,7 +171,7 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
     steps = [carries, *(_reversed(g, x) for x in xs)]
     d_trajectory = [_reversed(g, cotangent)] if trajectory else []
 
-    first = _body_vjp(op, init, xs, consts, float_xs, summed, True)
+    first = _body_vjp(ctx, op, init, xs, consts, float_xs, summed, True)
     rest = sum(_size(consts[i].shape) for i in summed) + sum(_size(xs[i].shape[1:])
                                                             for i in float_xs)
     acc = g.concat([_flat(g, start), _zeros(ctx, (rest,))], 0) if rest else _flat(g, start)
@@ -199,7 +197,7 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
         d_out = g.reshape(start, (1, *init.shape))
         if length > 1:
             d_out = g.concat([d_out, g.narrow(d_carries, 0, 0, length - 1)], 0)
-        second = _body_vjp(op, init, xs, consts, [], float_consts, False)
+        second = _body_vjp(ctx, op, init, xs, consts, [], float_consts, False)
         sums = g.scan(_zeros(ctx, (sum(_size(consts[i].shape) for i in float_consts),)), second,
                       length, xs=[*steps, d_out, *d_trajectory], consts=consts)
         assert isinstance(sums, Value)
