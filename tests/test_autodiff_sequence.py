@@ -374,12 +374,13 @@ def layer_grads_close(g, loss, params, torch_loss, rtol=RTOL, atol=ATOL):
 
 
 def test_grad_of_a_mamba_mixer_matches_torch():
-    """A Mamba mixer (without its causal conv): in_proj, silu, x_proj to (Δ, B, C),
+    """A Mamba mixer: in_proj, the causal depthwise conv (K = 4), silu, x_proj to (Δ, B, C),
     softplus(dt_proj), A = −exp(A_log), selective_scan + D·x, gated by silu(z), out_proj."""
     h, n, r = 7, 3, 2
     rng = np.random.default_rng(4)
     params = f32(x=rng.standard_normal((BATCH, STEPS, D_MODEL)),
                  w_in=rng.standard_normal((D_MODEL, 2 * h)) * 0.4,
+                 w_conv=rng.standard_normal((4, h)) * 0.5,
                  w_x=rng.standard_normal((h, r + 2 * n)) * 0.4,
                  w_dt=rng.standard_normal((r, h)) * 0.4, b_dt=rng.standard_normal(h) * 0.1,
                  a_log=rng.standard_normal((h, n)) * 0.3, d=rng.standard_normal(h),
@@ -387,7 +388,8 @@ def test_grad_of_a_mamba_mixer_matches_torch():
     g = rlx.Graph("mamba_mixer")
     v = {k: g.input(k, a.shape) for k, a in params.items()}
     xz = g.matmul(v["x"], v["w_in"])
-    xi, z = g.silu(g.narrow(xz, 2, 0, h)), g.narrow(xz, 2, h, h)
+    xi = g.silu(g.depthwise_conv1d_causal(g.narrow(xz, 2, 0, h), v["w_conv"]))
+    z = g.narrow(xz, 2, h, h)
     dbc = g.matmul(xi, v["w_x"])
     delta = g.softplus(g.matmul(g.narrow(dbc, 2, 0, r), v["w_dt"]) + v["b_dt"])
     y = g.selective_scan(xi, delta, -g.exp(v["a_log"]), g.narrow(dbc, 2, r, n),
@@ -396,9 +398,11 @@ def test_grad_of_a_mamba_mixer_matches_torch():
     loss = g.reduce_sum(out * v["probe"], (0, 1, 2))
     g.output(loss)
 
-    def torch_loss(x, w_in, w_x, w_dt, b_dt, a_log, d, w_out, probe):
+    def torch_loss(x, w_in, w_conv, w_x, w_dt, b_dt, a_log, d, w_out, probe):
         xz = x @ w_in
-        xi, z = torch.nn.functional.silu(xz[..., :h]), xz[..., h:]
+        padded = torch.nn.functional.pad(xz[..., :h].transpose(1, 2), (3, 0))
+        conv = torch.nn.functional.conv1d(padded, w_conv.T.unsqueeze(1), groups=h)
+        xi, z = torch.nn.functional.silu(conv.transpose(1, 2)), xz[..., h:]
         dbc = xi @ w_x
         delta = torch.nn.functional.softplus(dbc[..., :r] @ w_dt + b_dt)
         y = torch_selective_scan(xi, delta, -torch.exp(a_log), dbc[..., r:r + n],
@@ -409,15 +413,19 @@ def test_grad_of_a_mamba_mixer_matches_torch():
 
 
 def test_grad_of_a_gated_delta_net_layer_matches_torch():
-    """A Qwen3.5-style linear-attention core (without conv and output norm): q, k, v
-    projections, l2-normalized q and k (q scaled by 1/sqrt(n)), g = −exp(A_log)·softplus(a
-    + dt_bias), beta = sigmoid(b), the gated delta rule, out_proj."""
+    """A Qwen3.5-style linear-attention layer: q, k, v projections through the causal
+    depthwise conv (K = 4) and silu, l2-normalized q and k (q scaled by 1/sqrt(n)), g =
+    −exp(A_log)·softplus(a + dt_bias), beta = sigmoid(b), the gated delta rule, the gated
+    output norm rms_norm(o)·silu(z), out_proj."""
     heads, n = 2, 3
     rng = np.random.default_rng(5)
     params = f32(x=rng.standard_normal((BATCH, STEPS, D_MODEL)),
                  wq=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
                  wk=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
                  wv=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
+                 wc=rng.standard_normal((4, 3 * heads * n)) * 0.5,
+                 wz=rng.standard_normal((D_MODEL, heads * n)) * 0.4,
+                 norm=1 + rng.standard_normal(n) * 0.1,
                  wa=rng.standard_normal((D_MODEL, heads)) * 0.4,
                  wb=rng.standard_normal((D_MODEL, heads)) * 0.4,
                  a_log=rng.standard_normal(heads) * 0.3, dt_bias=rng.standard_normal(heads) * 0.1,
@@ -430,24 +438,35 @@ def test_grad_of_a_gated_delta_net_layer_matches_torch():
     def unit(t):
         return t * g.rsqrt(g.reduce_sum(t * t, (3,), keepdim=True) + 1e-6)
 
-    q = unit(g.reshape(g.matmul(v["x"], v["wq"]), shape)) * float(1 / np.sqrt(n))
-    k = unit(g.reshape(g.matmul(v["x"], v["wk"]), shape))
-    vv = g.reshape(g.matmul(v["x"], v["wv"]), shape)
+    qkv = g.concat([g.matmul(v["x"], v[w]) for w in ("wq", "wk", "wv")], 2)
+    qkv = g.silu(g.depthwise_conv1d_causal(qkv, v["wc"]))
+    part = [g.reshape(g.narrow(qkv, 2, i * heads * n, heads * n), shape) for i in range(3)]
+    q = unit(part[0]) * float(1 / np.sqrt(n))
+    k = unit(part[1])
+    vv = part[2]
     decay = -g.exp(v["a_log"]) * g.softplus(g.matmul(v["x"], v["wa"]) + v["dt_bias"])
     beta = g.sigmoid(g.matmul(v["x"], v["wb"]))
     o = g.gated_delta_net(q, k, vv, decay, beta)
+    gate = g.silu(g.reshape(g.matmul(v["x"], v["wz"]), shape))
+    o = g.rms_norm(o, v["norm"], eps=1e-6) * gate
     out = g.matmul(g.reshape(o, (BATCH, STEPS, heads * n)), v["wo"])
     loss = g.reduce_sum(out * v["probe"], (0, 1, 2))
     g.output(loss)
 
-    def torch_loss(x, wq, wk, wv, wa, wb, a_log, dt_bias, wo, probe):
+    def torch_loss(x, wq, wk, wv, wc, wz, norm, wa, wb, a_log, dt_bias, wo, probe):
         def unit(t):
             return t * torch.rsqrt((t * t).sum(3, keepdim=True) + 1e-6)
 
-        q = unit((x @ wq).reshape(shape)) / np.sqrt(n)
-        k = unit((x @ wk).reshape(shape))
+        qkv = torch.cat([x @ wq, x @ wk, x @ wv], 2).transpose(1, 2)
+        qkv = torch.nn.functional.conv1d(torch.nn.functional.pad(qkv, (3, 0)),
+                                         wc.T.unsqueeze(1), groups=3 * heads * n)
+        part = torch.nn.functional.silu(qkv.transpose(1, 2)).split(heads * n, 2)
+        q = unit(part[0].reshape(shape)) / np.sqrt(n)
+        k = unit(part[1].reshape(shape))
         decay = -torch.exp(a_log) * torch.nn.functional.softplus(x @ wa + dt_bias)
-        o = torch_gated_delta_net(q, k, (x @ wv).reshape(shape), decay, torch.sigmoid(x @ wb))[0]
+        o = torch_gated_delta_net(q, k, part[2].reshape(shape), decay, torch.sigmoid(x @ wb))[0]
+        o = o * torch.rsqrt((o * o).mean(3, keepdim=True) + 1e-6) * norm
+        o = o * torch.nn.functional.silu((x @ wz).reshape(shape))
         return ((o.reshape(BATCH, STEPS, heads * n) @ wo) * probe).sum()
 
     layer_grads_close(g, loss, params, torch_loss)
