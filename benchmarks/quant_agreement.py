@@ -157,26 +157,38 @@ def hf_logits(path: Path, ids: list[int]) -> np.ndarray:
         return model(torch.tensor([ids])).logits[0].float().numpy()
 
 
-def compare(args: argparse.Namespace, path: Path, ids: list[int]) -> dict[str, dict]:
-    from rlx_mlir.models import load_gguf
+RLX_Q8, RLX_F32 = "rlx q8 activations", "rlx f32 activations"
 
-    hf = hf_logits(path, ids)
+
+def _key(name: str) -> str:
+    return name.replace(" ", "_").replace(",", "").replace("/", "_per_")
+
+
+def compare(args: argparse.Namespace, path: Path, ids: list[int]) -> dict[str, dict]:
+    saved = Path(args.save) / f"{path.stem}.npz" if args.save else None
+    if args.reuse and saved is not None and saved.exists():  # HF's and rlx's logits kept
+        with np.load(saved) as old:
+            hf, ours = old["hf"], {name: old[_key(name)] for name in (RLX_Q8, RLX_F32)}
+    else:
+        from rlx_mlir.models import load_gguf
+
+        hf = hf_logits(path, ids)
+        ours = {RLX_Q8: load_gguf(path, max_seq=256).logits(ids),
+                RLX_F32: load_gguf(path, max_seq=256, exact_dequant=True).logits(ids)}
     logits = {
-        "llama.cpp (f16 KV)": run_llama_worker(args, path, ids, f32_cache=False),
+        "llama.cpp (f16 KV, FA)": run_llama_worker(args, path, ids, f32_cache=False),
         "llama.cpp (f32 KV, no FA)": run_llama_worker(args, path, ids, f32_cache=True),
         "llama.cpp (f32 KV, no FA, 1 token/decode)": run_llama_worker(args, path, ids,
                                                                       f32_cache=True, ubatch=1),
-        "rlx q8 activations": load_gguf(path, max_seq=256).logits(ids),
-        "rlx f32 activations": load_gguf(path, max_seq=256, exact_dequant=True).logits(ids),
+        **ours,
     }
     rows = {name: agreement(hf, x) for name, x in logits.items()}
     batch = logits["llama.cpp (f32 KV, no FA)"]  # against llama.cpp itself, not HF:
-    rows["vs llama.cpp: rlx q8 activations"] = agreement(batch, logits["rlx q8 activations"])
+    rows["vs llama.cpp: rlx q8 activations"] = agreement(batch, logits[RLX_Q8])
     rows["vs llama.cpp: llama.cpp 1 token/decode"] = agreement(
         batch, logits["llama.cpp (f32 KV, no FA, 1 token/decode)"])
-    if args.save:
-        np.savez(Path(args.save) / f"{path.stem}.npz", hf=hf, ids=np.array(ids),
-                 **{k.replace(" ", "_"): v for k, v in logits.items()})
+    if saved is not None:
+        np.savez(saved, hf=hf, ids=np.array(ids), **{_key(k): v for k, v in logits.items()})
     return rows
 
 
@@ -189,6 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--save", default="", help="folder to keep every model's logits (.npz)")
+    p.add_argument("--reuse", action="store_true",
+                   help="take HF's and rlx's logits from --save's .npz where present")
     p.add_argument("--out", default="", help="write the results as JSON here")
     p.add_argument("--no-repack", action="store_true",
                    help="llama.cpp without weight repacking (llama-bench --repack 0)")
