@@ -2,7 +2,7 @@
 llama.cpp's llama-bench when one is found.
 
     python -m benchmarks llm [--threads 1,2] [--model NAME|PATH] [--repeat 3] [--out DIR] [--name STEM]
-    RLX_LLAMA_BENCH=path/to/llama-bench python -m benchmarks llm
+    RLX_LLAMA_BENCH=path/to/llama-bench python -m benchmarks llm [--llama-bench-args '--repack 0']
 
 Per thread count, in a fresh subprocess (so peak memory and load time are its own):
 - load: `rlx.models.load_gguf` wall time (compile from the disk cache after the first run)
@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -83,10 +84,12 @@ def measure(model: str, threads: int, repeat: int) -> dict[str, Any]:
     return result
 
 
-def llama_bench(binary: str, model_path: str, threads: int, repeat: int) -> dict[str, Any]:
-    """llama-bench's tok/s for the same prompt and generation lengths."""
+def llama_bench(binary: str, model_path: str, threads: int, repeat: int,
+                extra: list[str] | None = None) -> dict[str, Any]:
+    """llama-bench's tok/s for the same prompt and generation lengths (`extra`: more
+    llama-bench options, e.g. `--repack 0`)."""
     cmd = [binary, "-m", model_path, "-t", str(threads), "-p", ",".join(map(str, PREFILL)),
-           "-n", ",".join(map(str, DECODE)), "-r", str(repeat), "-o", "json"]
+           "-n", ",".join(map(str, DECODE)), "-r", str(repeat), "-o", "json", *(extra or [])]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"llama-bench failed ({done.returncode}): {done.stderr[-800:]}")
@@ -110,6 +113,10 @@ def markdown(meta: dict[str, Any], rlx: list[dict[str, Any]], peer: list[dict[st
     lines = [f"# LLM speed: {meta['model']}", "",
              f"{meta['timestamp']} · {meta['cpu']} · {meta['cores']} cores · "
              f"llama.cpp: {meta['llama_bench'] or 'not found (set RLX_LLAMA_BENCH)'}", ""]
+    if "loadavg_end" in meta:  # other processes on the machine make the numbers noisy
+        lines[-1:-1] = ["", "load average (1, 5, 15 min) at the start: " + ", ".join(
+            f"{x:.2f}" for x in meta["loadavg_start"]) + "; at the end: " + ", ".join(
+            f"{x:.2f}" for x in meta["loadavg_end"])]
     head = "| threads | | " + " | ".join(
         [f"prefill pp{n}" for n in PREFILL] + [f"decode tg{n}" for n in DECODE]) + " |"
     lines += [head, "|---|---|" + "---|" * (len(PREFILL) + len(DECODE))]
@@ -136,6 +143,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="runs per number (best is kept)")
     p.add_argument("--out", default=str(HERE / "results"), help="folder of the .md and .json")
     p.add_argument("--name", default="", help="file name stem (default: llm-<timestamp>)")
+    p.add_argument("--llama-bench-args", default="",
+                   help="more llama-bench options, one string (e.g. '--repack 0')")
     p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.thread_list = sorted({int(t) for t in args.threads.split(",") if t.strip()})
@@ -153,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     model_path = str(rlx.models.fetch(args.model)) if not Path(args.model).exists() else args.model
     binary = os.environ.get("RLX_LLAMA_BENCH", "")
     meta = {"timestamp": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"), "model": model_path,
-            "cpu": cpu_name(), "cores": os.cpu_count(), "llama_bench": binary or None}
+            "cpu": cpu_name(), "cores": os.cpu_count(), "llama_bench": binary or None,
+            "loadavg_start": os.getloadavg()}
     rlx_rows, peer_rows = [], []
     for threads in args.thread_list:
         print(f"rlx-mlir, {threads} thread(s) ...", file=sys.stderr, flush=True)
@@ -168,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
         rlx_rows.append(row)
         if binary:
             print(f"llama.cpp, {threads} thread(s) ...", file=sys.stderr, flush=True)
-            peer_rows.append(llama_bench(binary, model_path, threads, max(args.repeat, 3)))
+            peer_rows.append(llama_bench(binary, model_path, threads, max(args.repeat, 3),
+                                         shlex.split(args.llama_bench_args)))
+    meta["loadavg_end"] = os.getloadavg()
     text = markdown(meta, rlx_rows, peer_rows)
     print(text)
     out = Path(args.out)
