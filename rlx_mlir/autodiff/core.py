@@ -219,16 +219,21 @@ def _wrt_arguments(g: Graph, wrt: Sequence[str] | str) -> list[BlockArgument]:
     return args
 
 
+def _check_loss_owner(g: Graph, loss: Value) -> None:
+    """`loss` must be a Value of `g`."""
+    if not isinstance(loss, Value) or loss.graph is not g:
+        got = type(loss).__name__ if not isinstance(loss, Value) else \
+            f"a Value of graph {loss.graph.name!r}"
+        raise RlxError(f"rlx.grad: loss: expected a Value of graph {g.name!r}, got {got}")
+
+
 def grad_values(g: Graph, loss: Value, wrt: Sequence[str] | str) -> list[Value]:
     """The gradients of the rank-0 f32 `loss` with respect to the arguments `wrt` names
     (inputs, params or states of `g`; a state: its value at the start of the call), one
     Value per name, of the argument's shape. The backward ops are appended to `g`, so
     an optimizer update can be built on them before `g.output`. A name the loss does not
     depend on gets zeros."""
-    if not isinstance(loss, Value) or loss.graph is not g:
-        got = type(loss).__name__ if not isinstance(loss, Value) else \
-            f"a Value of graph {loss.graph.name!r}"
-        raise RlxError(f"rlx.grad: loss: expected a Value of graph {g.name!r}, got {got}")
+    _check_loss_owner(g, loss)
     if loss.shape != () or loss.dtype != "f32":
         raise RlxError(f"rlx.grad: loss: expected a rank-0 f32 Value, got {loss.dtype} of "
                        f"shape {rules.fmt(loss.shape)}")
@@ -269,10 +274,7 @@ def grad(g: Graph, loss: Value, wrt: Sequence[str] | str) -> Graph:
     """A new graph with `g`'s inputs, params and states whose outputs are `(loss,
     *grads)` (named `loss`, `grad_<name>`): `g` is copied (it stays as it is) and the
     copy gets `grad_values`. `loss` is a rank-0 f32 Value of `g`, usually its output."""
-    if not isinstance(loss, Value) or loss.graph is not g:
-        got = type(loss).__name__ if not isinstance(loss, Value) else \
-            f"a Value of graph {loss.graph.name!r}"
-        raise RlxError(f"rlx.grad: loss: expected a Value of graph {g.name!r}, got {got}")
+    _check_loss_owner(g, loss)
     copy, mapping = g.duplicate()
     loss_copy = Value(copy, mapping[loss.ssa], loss.shape, loss.dtype)
     grads = grad_values(copy, loss_copy, wrt)

@@ -23,7 +23,7 @@ from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import element_type, tensor_type
 from rlx_mlir.dialects.elementwise_fns import ScalarBody, sigmoid
-from rlx_mlir.graph import Value
+from rlx_mlir.graph import Graph, Value
 
 ScalarFn = Callable[..., SSAValue]
 """fn(body, *scalar arguments) -> the scalar result, appended to `body`."""
@@ -53,13 +53,16 @@ def broadcast_like(ctx: VjpContext, x: Value, like: Value) -> Value:
     return elementwise(ctx, [x, like], lambda b, xv, _: xv)
 
 
+def zeros(g: Graph, shape: rules.Shape) -> Value:
+    """Zeros f32 of the static `shape`: a broadcast scalar, not a dense constant."""
+    zero = g.constant(np.float32(0.0))
+    return zero if tuple(shape) == () else g.broadcast_to(zero, shape)
+
+
 def zeros_like(ctx: VjpContext, like: Value) -> Value:
     """Zeros of `like`'s shape (a broadcast scalar; `like` is not read when static)."""
-    zero = ctx.g.constant(np.float32(0.0))
-    if like.shape == ():
-        return zero
     if rules.is_static_shape(like.shape):
-        return ctx.g.broadcast_to(zero, like.shape)
+        return zeros(ctx.g, like.shape)
     return elementwise(ctx, [like], lambda b, _: b.const(0.0))
 
 

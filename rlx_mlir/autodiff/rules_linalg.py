@@ -18,7 +18,7 @@ from xdsl.dialects import arith
 from xdsl.ir import Operation
 
 from rlx_mlir.autodiff.context import VjpContext, VjpRule
-from rlx_mlir.autodiff.rules_elementwise import UNARY, broadcast_like, elementwise
+from rlx_mlir.autodiff.rules_elementwise import UNARY, broadcast_like, elementwise, zeros
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects import mir
@@ -237,8 +237,6 @@ def _broadcast_to(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
     return [ctx.unbroadcast(_one(cts), ctx.value(op.operands[0]).shape)]
 
 
-def _zeros(g: Graph, shape: rules.Shape) -> Value:
-    return g.broadcast_to(g.constant(np.float32(0.0)), shape)
 
 
 def _narrow(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
@@ -256,7 +254,7 @@ def _narrow(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
         if size is None:
             pieces.append(c)
         elif size > 0:
-            pieces.append(_zeros(g, tuple(size if i == axis else d
+            pieces.append(zeros(g, tuple(size if i == axis else d
                                          for i, d in enumerate(c.shape))))
     return [pieces[0] if len(pieces) == 1 else g.concat(pieces, axis)]
 

@@ -32,7 +32,7 @@ from xdsl.dialects import arith
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.autodiff.context import VjpContext, VjpRule
-from rlx_mlir.autodiff.rules_elementwise import elementwise
+from rlx_mlir.autodiff.rules_elementwise import elementwise, zeros
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.core.errors import RlxError
 from rlx_mlir.dialects.elementwise_fns import ScalarBody
@@ -245,9 +245,6 @@ def attention_vjp(ctx: VjpContext, op: Operation, cts: Sequence[Value | None]
 # ----------------------------------------------------------------------------- depthwise conv
 
 
-def _zeros(g, shape: tuple[int, ...]) -> Value:
-    """Zeros f32 of `shape`: a broadcast scalar, not a dense constant."""
-    return g.broadcast_to(g.constant(np.float32(0.0)), shape)
 
 
 def _flipped_taps(g, w: Value) -> Value:
@@ -272,14 +269,14 @@ def _conv_grads(ctx: VjpContext, op: Operation, padded: Value, w: Value, dy: Val
             dx = g.mul(dy, g.reshape(w, (channels,)))
         else:
             # dx[t'] = Σₖ w[k]·dy[t'−k]: a causal conv of [dy, 0…0] by the flipped taps
-            tail = _zeros(g, (batch, taps - 1, channels))
+            tail = zeros(g, (batch, taps - 1, channels))
             dx = g.depthwise_conv1d_causal(g.concat([dy, tail], 1), _flipped_taps(g, w))
         # dw[k] = Σ_{b,t} padded[b, t+k]·dy[b, t]: one shifted product per tap
         dw = g.reshape(g.concat([g.reduce_sum(g.mul(g.narrow(padded, 1, k, steps), dy), (0, 1),
                                               keepdim=True) for k in range(taps)], 0),
                        (taps, channels))
     if dwindow is not None:
-        head = _zeros(g, (batch, steps, channels))
+        head = zeros(g, (batch, steps, channels))
         window = g.concat([head, dwindow], 1)
         dx = window if dx is None else g.add(dx, window)
     return dx, dw

@@ -19,14 +19,10 @@ import numpy as np
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.autodiff.context import VjpContext, VjpRule
+from rlx_mlir.autodiff.rules_elementwise import zeros
 from rlx_mlir.core import shape_inference as rules
 from rlx_mlir.dialects import mir
 from rlx_mlir.graph import Graph, Value
-
-
-def _zeros(ctx: VjpContext, shape: rules.Shape) -> Value:
-    """A zero f32 tensor of `shape` (a broadcast scalar, not a dense constant)."""
-    return ctx.g.broadcast_to(ctx.g.constant(np.float32(0.0)), shape)
 
 
 def selective_scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
@@ -35,10 +31,10 @@ def selective_scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Valu
     assert isinstance(op, mir.SelectiveScanOp)
     x, delta, a, b, c = (ctx.value(v) for v in (op.x, op.delta, op.a, op.b, op.c))
     init = None if op.initial_state is None else ctx.value(op.initial_state)
-    dy = cotangents[0] if cotangents[0] is not None else _zeros(ctx, x.shape)
+    dy = cotangents[0] if cotangents[0] is not None else zeros(ctx.g, x.shape)
     d_final = cotangents[1] if len(cotangents) > 1 else None
     if d_final is None:
-        d_final = _zeros(ctx, rules.selective_scan_state(x.shape, a.shape))
+        d_final = zeros(ctx.g, rules.selective_scan_state(x.shape, a.shape))
     return ctx.g.selective_scan_backward(x, delta, a, b, c, dy, d_final, init)
 
 
@@ -48,10 +44,10 @@ def gated_delta_net_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Val
     assert isinstance(op, mir.GatedDeltaNetOp)
     q, k, v, g, beta = (ctx.value(x) for x in (op.q, op.k, op.v, op.g, op.beta))
     init = None if op.initial_state is None else ctx.value(op.initial_state)
-    do = cotangents[0] if cotangents[0] is not None else _zeros(ctx, v.shape)
+    do = cotangents[0] if cotangents[0] is not None else zeros(ctx.g, v.shape)
     d_final = cotangents[1] if len(cotangents) > 1 else None
     if d_final is None:
-        d_final = _zeros(ctx, rules.gated_delta_net_state(q.shape, v.shape))
+        d_final = zeros(ctx.g, rules.gated_delta_net_state(q.shape, v.shape))
     return ctx.g.gated_delta_net_backward(q, k, v, g, beta, do, d_final, init)
 
 
@@ -166,7 +162,7 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
     cotangent = cotangents[0]
     assert cotangent is not None
     trajectory = op.trajectory is not None
-    start = _zeros(ctx, init.shape) if trajectory else cotangent    # d final carry
+    start = zeros(ctx.g, init.shape) if trajectory else cotangent    # d final carry
     carries = _reversed(g, _carries(ctx, op, init, xs, consts, length))
     steps = [carries, *(_reversed(g, x) for x in xs)]
     d_trajectory = [_reversed(g, cotangent)] if trajectory else []
@@ -174,7 +170,7 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
     first = _body_vjp(ctx, op, init, xs, consts, float_xs, summed, True)
     rest = sum(_size(consts[i].shape) for i in summed) + sum(_size(xs[i].shape[1:])
                                                             for i in float_xs)
-    acc = g.concat([_flat(g, start), _zeros(ctx, (rest,))], 0) if rest else _flat(g, start)
+    acc = g.concat([_flat(g, start), zeros(ctx.g, (rest,))], 0) if rest else _flat(g, start)
     if float_xs:
         last, every = g.scan(acc, first, length, xs=[*steps, *d_trajectory], consts=consts,
                              trajectory=True)
@@ -198,7 +194,7 @@ def scan_vjp(ctx: VjpContext, op: Operation, cotangents: Sequence[Value | None]
         if length > 1:
             d_out = g.concat([d_out, g.narrow(d_carries, 0, 0, length - 1)], 0)
         second = _body_vjp(ctx, op, init, xs, consts, [], float_consts, False)
-        sums = g.scan(_zeros(ctx, (sum(_size(consts[i].shape) for i in float_consts),)), second,
+        sums = g.scan(zeros(ctx.g, (sum(_size(consts[i].shape) for i in float_consts),)), second,
                       length, xs=[*steps, d_out, *d_trajectory], consts=consts)
         assert isinstance(sums, Value)
         found, _ = _unpack(g, sums, 0, [consts[i].shape for i in float_consts])
