@@ -2,7 +2,8 @@
 llama.cpp's llama-server when `RLX_LLAMA_SERVER=path/to/llama-server` is set.
 
     python -m benchmarks serve [--model NAME|PATH] [--clients 1,4,8] [--requests 2]
-                               [--max-tokens 64] [--threads 2] [--out DIR] [--name STEM]
+                               [--max-tokens 64] [--threads 2] [--single] [--out DIR]
+                               [--name STEM]
 
 Each server runs as a subprocess on 127.0.0.1 (rlx-serve once for every client count;
 llama-server once per count with `-np N -c 16384`). For each N, N client threads each
@@ -10,8 +11,9 @@ stream `--requests` `/v1/completions` of `--max-tokens` tokens at temperature 0 
 prompts, `ignore_eos` where the server knows it); reported: aggregate generated tok/s (all
 completion tokens / wall time of the whole round) and time to first token p50 / p95 (from
 sending a request to its first text chunk). One warm-up request precedes each server's
-rounds. With rlx-serve's one KV cache (slots = 1) requests run one after another, so the
-aggregate does not grow with N and time to first token grows with the queue.
+rounds. rlx-serve runs with `--slots` = the largest client count (batched decoding: one
+native call advances every active stream), and with `--slots 1` as well when
+`--single` is given (one KV cache: requests one after another, for comparison).
 
 The markdown goes to stdout and `DIR/STEM.md`.
 """
@@ -128,10 +130,12 @@ def _round(url: str, clients: int, requests: int, max_tokens: int) -> dict[str, 
             "ttft_p95_ms": 1e3 * percentile(0.95)}
 
 
-def _serve_rlx(model: str, threads: int, counts: list[int], args: Any) -> list[dict]:
+def _serve_rlx(model: str, threads: int, counts: list[int], args: Any,
+               slots: int) -> list[dict]:
     port = _free_port()
     command = [sys.executable, "-m", "rlx_mlir.tools.rlx_serve", model, "--port", str(port),
-               "--threads", str(threads), "--max-seq", "2048", "--max-queue", "256"]
+               "--threads", str(threads), "--max-seq", "2048", "--max-queue", "256",
+               "--slots", str(slots)]
     process = _start(command, port)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -169,11 +173,9 @@ def _markdown(rows: dict[str, list[dict]], args: Any, path: str) -> str:
             lines.append(f"| {server} | {r['clients']} | {r['tokens']} | {r['seconds']:.2f} "
                          f"| {r['tok_s']:.1f} | {r['ttft_p50_ms']:.0f} | "
                          f"{r['ttft_p95_ms']:.0f} |")
-    lines += ["", "rlx-serve runs one sequence per native call (slots = 1, one KV cache): "
-              "requests are served one after another, so the aggregate tok/s stays at one "
-              "stream's and the time to first token grows with the number of clients "
-              "(each waits for the ones ahead). Batched decoding (issue 20 item 1) is what "
-              "makes it scale."]
+    lines += ["", "rlx-serve (slots=N) decodes every active stream in one native call "
+              "(a decode step of N sequences is N rows through each weight); "
+              "rlx-serve (slots=1), when shown, serves one request after another."]
     return "\n".join(lines) + "\n"
 
 
@@ -187,12 +189,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--name", default=None)
+    parser.add_argument("--single", action="store_true",
+                        help="also run rlx-serve with --slots 1 (one request at a time)")
     args = parser.parse_args(argv)
     counts = [int(c) for c in args.clients.split(",")]
     from rlx_mlir.models.model import _resolve
 
     path = str(_resolve(args.model))
-    rows = {"rlx-serve (slots=1)": _serve_rlx(path, args.threads, counts, args)}
+    slots = max(counts)
+    rows = {f"rlx-serve (slots={slots})": _serve_rlx(path, args.threads, counts, args, slots)}
+    if args.single:
+        rows["rlx-serve (slots=1)"] = _serve_rlx(path, args.threads, counts, args, 1)
     llama = os.environ.get("RLX_LLAMA_SERVER")
     if llama:
         rows["llama-server -np N"] = _serve_llama(llama, path, args.threads, counts, args)

@@ -58,8 +58,8 @@ def test_generation_runs_the_ids_entry_and_matches_greedy_logits(tmp_path):
     path = tmp_path / "tiny.gguf"
     write_tiny_model(path)
     lm = rlx.models.load_gguf(path, max_seq=32, threads=1)
-    assert lm._ids_runner.output_names == ("next_ids",)
-    assert lm._ids_runner is lm.runner.entry("next_ids")
+    assert lm.ids_runner.output_names == ("next_ids",)
+    assert lm.ids_runner is lm.runner.entry("next_ids")
     prompt = [1, 5, 9, 2]
     got = lm.generate_ids(prompt, max_new_tokens=6)
     ids = list(prompt)

@@ -14,6 +14,7 @@ import asyncio
 import hmac
 import json
 import math
+import sys
 import threading
 import time
 import uuid
@@ -26,11 +27,11 @@ from rlx_mlir.serving import (
     Delta,
     Engine,
     Finished,
-    LanguageModelEngine,
     QueueFull,
     Request,
     Scheduler,
     TokenLogprob,
+    engine_for,
 )
 from rlx_mlir.tools.exit_status import run_tool
 from rlx_mlir.tools.rlx_generate import _number, _OneLineErrors
@@ -193,7 +194,7 @@ class _State:
         self.metrics = _Metrics(self)
 
     def serve(self, model: LanguageModel | Engine) -> None:
-        engine = model if isinstance(model, Engine) else LanguageModelEngine(model)
+        engine = model if isinstance(model, Engine) else engine_for(model)
         self.model = model if isinstance(model, LanguageModel) else getattr(engine, "model",
                                                                             None)
         self.engine = engine
@@ -535,9 +536,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     parser.add_argument("--port", type=_number(int, 0, 65535), default=8080,
                         help="port (default 8080)")
-    parser.add_argument("--slots", type=_number(int, 1), default=1,
-                        help="sequences decoded together (default 1; batched decoding, "
-                             "slots > 1, is not implemented yet)")
+    parser.add_argument("--slots", type=_number(int, 1), default=8,
+                        help="sequences decoded together, each with its own KV rows "
+                             "(default 8; recurrent models use 1)")
     parser.add_argument("--max-seq", type=_number(int, 1), default=4096,
                         help="KV cache rows: prompt + max_tokens (default 4096)")
     parser.add_argument("--threads", type=_number(int, 1), default=None,
@@ -556,13 +557,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     from rlx_mlir.models import load_gguf
-    from rlx_mlir.models.model import _check_slots
-
-    _check_slots(args.slots)  # before binding: slots > 1 is an error now, not after loading
+    from rlx_mlir.models.errors import BatchingUnsupported
 
     def load() -> LanguageModel:
-        return load_gguf(args.model, max_seq=args.max_seq, threads=args.threads,
-                         slots=args.slots)
+        try:
+            return load_gguf(args.model, max_seq=args.max_seq, threads=args.threads,
+                             slots=args.slots)
+        except BatchingUnsupported as error:
+            print(f"rlx-serve: {error}; serving one sequence at a time", file=sys.stderr)
+            return load_gguf(args.model, max_seq=args.max_seq, threads=args.threads)
 
     alias = args.alias or _default_alias(args.model)
     app = create_app(load, alias=alias, api_key=args.api_key, max_queue=args.max_queue)

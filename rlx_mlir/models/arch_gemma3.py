@@ -139,10 +139,8 @@ class Gemma3Builder(DecoderBuilder):
         v = self.project(x, blk + "attn_v.weight")
         q = g.rope(q, cos, sin, c.head_dim, self.n_rot, style=c.rope_style)
         k = g.rope(k, cos, sin, c.head_dim, self.n_rot, style=c.rope_style)
-        kv_shape = (self.max_seq, c.n_head_kv * c.head_dim)
-        keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k)
-        values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v)
-        attended = self.attend(q, keys, values, c.sliding_window if local else 0)
+        attended = self.cached_attention(i, q, k, v, scale=attention_scale(c),
+                                         window=(c.sliding_window if local else 0) or None)
         out = self.project(attended, blk + "attn_output.weight")
         h = g.add(h, g.rms_norm(out, self.vector(blk + "post_attention_norm.weight"), eps=c.eps))
         x = g.rms_norm(h, self.vector(blk + "ffn_norm.weight"), eps=c.eps)
@@ -151,21 +149,16 @@ class Gemma3Builder(DecoderBuilder):
         ffn = self.project(g.mul(gate, up), blk + "ffn_down.weight")
         return g.add(h, g.rms_norm(ffn, self.vector(blk + "post_ffw_norm.weight"), eps=c.eps))
 
-    def attend(self, q: Value, keys: Value, values: Value, window: int) -> Value:
-        """Causal grouped-query attention over the cached keys; within the last `window`
-        keys of each query when window > 0."""
-        c = self.config
-        return self.g.attention(q, keys, values, num_heads=c.n_head, head_dim=c.head_dim,
-                                num_kv_heads=c.n_head_kv, mask_kind="causal",
-                                scale=attention_scale(c), window=window or None)
-
 
 def build_gemma3(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                 n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
+                 n_rot: int | None = None, activations: str = "q8",
+                 slots: int | None = None) -> DecoderGraph:
     """The `gemma3` decoder graph (the interface of `architectures.build_decoder`)."""
-    return Gemma3Builder(config, tensors, max_seq, n_rot or config.head_dim, activations).build()
+    return Gemma3Builder(config, tensors, max_seq, n_rot or config.head_dim, activations,
+                         slots).build()
 
 
-ARCHITECTURE_MODULES["gemma3"] = ArchitectureModule(build_gemma3, refine=gemma3_config)
+ARCHITECTURE_MODULES["gemma3"] = ArchitectureModule(build_gemma3, refine=gemma3_config,
+                                                    batched=True)
 
 __all__ = ["GEMMA3_CHAT_TEMPLATE", "Gemma3Builder", "attention_scale", "build_gemma3", "gemma3_config"]

@@ -13,6 +13,24 @@ output  logits f32 (R, n_vocab)
         next_ids i32 (R,)        `g.sample` of the logits (Philox keyed by seed and position)
 ```
 
+With `slots=N` (batched decoding, `load_gguf(..., slots=N)`) the graph advances several
+sequences in one call: a ragged batch of S rows, each naming its sequence's slot and its
+position (decode rows of several sequences and prefill chunks of others together):
+
+```
+inputs  ids i32 (S,), cos, sin f32 (S, n_rot/2)    one row per token, rope rows of its position
+        row_slots, row_positions i32 (S,)         the slot and position of each token
+        rows i32 (R,)                             which rows become logits
+        temperature f32, top_k i32, top_p f32, seed i64, sample_positions i64 (R,): per row
+state   blk{i}_k_cache, blk{i}_v_cache f32 (N, max_seq, n_head_kv * head_dim)
+```
+
+Each token's k and v go to its slot's cache at its position (`cache_append(...,
+slots=, positions=)`), and its query attends its own slot's rows up to its position
+(`slot_attention`); the matmuls see every row at once (a batched decode step is a small
+GEMM). Row r of `next_ids` is drawn as a one-row call at position `sample_positions[r]`
+would draw it, so a seeded sequence draws the same tokens batched or alone.
+
 and per layer: rms_norm → q/k/v projections (+ biases for qwen2; per-head q/k RMS norm
 for qwen3) → rope in the file's style (adjacent pairs for `llama`, whose converter permuted
 the q/k weights for it; halves for qwen2/qwen3) → `cache_append` of k and v → causal
@@ -39,7 +57,7 @@ import numpy as np
 from rlx_mlir.core.quants import QUANT_TYPES, VEC_DOT_TYPES
 from rlx_mlir.core.shape_inference import QUANT_BLOCKS
 from rlx_mlir.graph import Graph, Value
-from rlx_mlir.models.errors import ModelError
+from rlx_mlir.models.errors import BatchingUnsupported, ModelError
 from rlx_mlir.models.gguf_file import ARCHITECTURE_MODULES, GGUFFile, ModelConfig, TensorInfo
 
 MATRIX_SCHEMES = frozenset(name.upper() for name in QUANT_BLOCKS)
@@ -80,6 +98,9 @@ class DecoderGraph:
     extra_rope: dict[str, tuple[float, float]] = field(default_factory=dict)
     """More rope tables the graph reads: inputs `cos_{name}`, `sin_{name}` [S, n_rot/2] of
     base theta and position scale (name -> (theta, scale)); gemma3's local layers."""
+    slots: int | None = None
+    """Sequences the graph decodes together (slot KV caches, per-row positions and
+    sampling; see the module docstring); None: one sequence at the model's position."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form
@@ -111,25 +132,36 @@ def check_tensor_types(config: ModelConfig, tensors: Mapping[str, TensorInfo],
 
 
 def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                  n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
+                  n_rot: int | None = None, activations: str = "q8",
+                  slots: int | None = None) -> DecoderGraph:
     """The graph of the model described by `config` with the file's `tensors` (their types
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
-    block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32"."""
+    block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32". `slots`: the batched
+    graph of that many sequences (module docstring); a ModelError for an architecture
+    that has none (the recurrent ones)."""
     module = ARCHITECTURE_MODULES.get(config.architecture)
     if module is not None:  # an architecture of its own module (arch_<name>.py)
+        if slots is None:
+            return module.build(config, tensors, max_seq=max_seq, n_rot=n_rot,
+                                activations=activations)
+        if not module.batched:
+            raise BatchingUnsupported(
+                f"batched decoding (slots > 1) is not implemented for {config.architecture} "
+                f"models (per-sequence recurrent states); load it with slots=1")
         return module.build(config, tensors, max_seq=max_seq, n_rot=n_rot,
-                            activations=activations)
+                            activations=activations, slots=slots)
     return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
-                          activations).build()
+                          activations, slots).build()
 
 
 class DecoderBuilder:
     """Builds the decoder graph layer by layer, recording each param's file tensor."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], max_seq: int,
-                 n_rot: int, activations: str = "q8"):
+                 n_rot: int, activations: str = "q8", slots: int | None = None):
         self.config = config
+        self.slots = slots
         self.activations = activations
         self.tensors = tensors
         self.max_seq = max_seq
@@ -143,6 +175,9 @@ class DecoderBuilder:
         ids = g.input("ids", ("S",), "i32")
         cos = g.input("cos", ("S", self.n_rot // 2))
         sin = g.input("sin", ("S", self.n_rot // 2))
+        if self.slots is not None:  # each row names its sequence's slot and position
+            self.row_slots = g.input("row_slots", ("S",), "i32")
+            self.row_positions = g.input("row_positions", ("S",), "i32")
         rows = g.input("rows", ("R",), "i32")
         with g.scope("embed"):  # scopes name the kernels' origins (lm.profile groups by them)
             h = self.embed("token_embd.weight", ids)
@@ -150,7 +185,7 @@ class DecoderBuilder:
             with g.scope(f"layer{i}"):
                 h = self.layer(i, h, cos, sin)
         self.head(h, rows)
-        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
+        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights, slots=self.slots)
 
     def head(self, h: Value, rows: Value) -> None:
         """The graph's outputs: the logits of the hidden `rows` (output norm and projection)
@@ -162,9 +197,12 @@ class DecoderBuilder:
             head = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
             logits = self.project(out, head)
             # the next token of every row, drawn in the graph: decoding reads one id per step
-            sampled = g.sample(logits, temperature=g.input("temperature", (), "f32"),
-                               top_k=g.input("top_k", (), "i32"), top_p=g.input("top_p", (), "f32"),
-                               seed=g.input("seed", (), "i64"))
+            per_row = () if self.slots is None else ("R",)  # batched: one setting per row
+            params = {name: g.input(name, per_row, dtype) for name, dtype in (
+                ("temperature", "f32"), ("top_k", "i32"), ("top_p", "f32"), ("seed", "i64"))}
+            if self.slots is not None:
+                params["positions"] = g.input("sample_positions", ("R",), "i64")
+            sampled = g.sample(logits, **params)
         g.output(logits=logits, next_ids=sampled)
 
     # --- one decoder layer ----------------------------------------------------------------
@@ -182,16 +220,32 @@ class DecoderBuilder:
         style = c.rope_style
         q = g.rope(q, cos, sin, c.head_dim, self.n_rot, style=style)
         k = g.rope(k, cos, sin, c.head_dim, self.n_rot, style=style)
-        kv_shape = (self.max_seq, c.n_head_kv * c.head_dim)
-        keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k)
-        values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v)
-        attended = g.attention(q, keys, values, num_heads=c.n_head, head_dim=c.head_dim,
-                               num_kv_heads=c.n_head_kv, mask_kind="causal")
+        attended = self.cached_attention(i, q, k, v)
         h = g.add(h, self.project(attended, blk + "attn_output.weight"))
         x = g.rms_norm(h, self.vector(blk + "ffn_norm.weight"), eps=c.eps)
         gate = g.silu(self.project(x, blk + "ffn_gate.weight"))
         up = self.project(x, blk + "ffn_up.weight")
         return g.add(h, self.project(g.mul(gate, up), blk + "ffn_down.weight"))
+
+    def cached_attention(self, i: int, q: Value, k: Value, v: Value,
+                         scale: float | None = None, window: int | None = None) -> Value:
+        """k and v appended to layer i's KV caches, then causal grouped-query attention of
+        q over them (within the last `window` keys of each query when given): at the
+        model's position, or with slots at each row's own slot and position."""
+        c, g = self.config, self.g
+        heads = dict(num_heads=c.n_head, head_dim=c.head_dim, num_kv_heads=c.n_head_kv,
+                     scale=scale, window=window)
+        kv_width = c.n_head_kv * c.head_dim
+        if self.slots is None:
+            kv_shape = (self.max_seq, kv_width)
+            keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k)
+            values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v)
+            return g.attention(q, keys, values, mask_kind="causal", **heads)
+        kv_shape = (self.slots, self.max_seq, kv_width)
+        where = dict(slots=self.row_slots, positions=self.row_positions)
+        keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k, **where)
+        values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v, **where)
+        return g.slot_attention(q, keys, values, self.row_slots, self.row_positions, **heads)
 
     def projection(self, x: Value, prefix: str) -> Value:
         """x @ W^T of `prefix.weight`, plus `prefix.bias` when the file has one (qwen2)."""

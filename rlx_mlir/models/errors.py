@@ -7,3 +7,8 @@ from rlx_mlir.core.errors import RlxError
 
 class ModelError(RlxError):
     """A model file, model name or download is not one rlx-mlir can use; the message names why."""
+
+
+class BatchingUnsupported(ModelError):
+    """`load_gguf(..., slots > 1)` on an architecture without a batched graph (the
+    recurrent ones, whose per-sequence states are not batched yet)."""

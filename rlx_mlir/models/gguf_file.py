@@ -482,6 +482,8 @@ class ArchitectureModule:
     refine: Callable[[ModelConfig, Mapping[str, Any], str], ModelConfig] | None = None
     """(config, metadata, source) -> the config with the architecture's own keys read
     (gemma3's windows, qwen35's delta-net sizes); ModelError naming what is wrong."""
+    batched: bool = False
+    """Whether `build` takes `slots=` (batched decoding: slot KV caches, per-row positions)."""
     tensors: Callable[[ModelConfig, bool], list[tuple[str, tuple[int, ...]]]] | None = None
     """(config, has_output) -> (name, row-major shape) of every tensor; None: the
     transformer's (`expected_tensors`)."""

@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.models import arch_qwen35
 from rlx_mlir.models.arch_gemma3 import GEMMA3_CHAT_TEMPLATE
 from rlx_mlir.models.architectures import DecoderGraph, build_decoder, check_tensor_types
+from rlx_mlir.models.batch import BATCH_SAMPLING, BatchItem, BatchRunner
 from rlx_mlir.models.errors import ModelError
 from rlx_mlir.models.fetch import KNOWN_MODELS, fetch
 from rlx_mlir.models.gguf_file import GGUFFile, ModelConfig, read_gguf
@@ -62,6 +63,8 @@ class GenerationStats:
     generated_seconds: float = 0.0
     load_seconds: float = 0.0
     """Reading, checking and compiling the model (once, at load)."""
+    finish_reasons: list[str] = field(default_factory=list)
+    """`generate_batch`: why each prompt's generation ended ("stop" | "length")."""
     finish_reason: str | None = None
     """Why the last generation ended: "stop" (an end-of-generation token or a stop string)
     or "length" (`max_new_tokens` reached, or the cache's `max_seq`)."""
@@ -88,7 +91,10 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     exact_dequant: quantized matrices multiply f32 activations (default: activations
     quantized to 8-bit blocks as llama.cpp does, `dequant_matmul(..., activations="q8")`,
     the same numbers on every CPU; docs/semantics.md, dequant_matmul).
-    slots: sequences decoded together; only 1 for now (batched decoding is not implemented).
+    slots: sequences decoded together (batched decoding, `generate_batch` and `rlx-serve`):
+    the KV caches hold `slots` sequences of `max_seq` rows each, and one native call
+    advances all of them (llama, qwen2, qwen3 and gemma3 files; the recurrent
+    architectures take slots=1). `logits`/`prefill`/`step`/`reset`/`position` act on slot 0.
     """
     _check_int("max_seq", max_seq, 1)
     _check_slots(slots)
@@ -102,7 +108,8 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
         config, n_rot, rope_scale, freq_factors = _check_file(file)
         tokenizer = Tokenizer.from_gguf(file)
         decoder = build_decoder(config, file.tensors, max_seq=max_seq, n_rot=n_rot,
-                                activations="f32" if exact_dequant else "q8")
+                                activations="f32" if exact_dequant else "q8",
+                                slots=slots if slots > 1 else None)
         runner = _compile(decoder, decoder.params(file), engine, threads)
         mtp = None
         if decoder.mtp is not None:  # a qwen35 file's MTP layer: its own small graph
@@ -165,7 +172,9 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
         return reference(decoder.graph, params=params)
     from rlx_mlir.compiler import jit
 
-    bounds = {name: decoder.max_seq for name in ("S", "R") if name in decoder.graph.symbols}
+    # a batched call holds a prefill chunk of up to max_seq rows and the others' steps
+    rows = decoder.max_seq + (decoder.slots or 0)
+    bounds = {name: rows for name in ("S", "R") if name in decoder.graph.symbols}
 
     samples = IDS_ENTRY in decoder.graph.output_names  # a decoder; not an MTP head
 
@@ -235,17 +244,23 @@ class LanguageModel:
         self.max_seq = decoder.max_seq
         self.graph = decoder.graph
         """The model's Graph (inputs ids, cos, sin, rows; KV caches as state)."""
+        self.slots = decoder.slots or 1
+        """Sequences the model decodes together (`load_gguf(..., slots=N)`)."""
+        self.slot0_writes = 0
+        """Calls of the one-sequence API on slot 0 of a batched model (a serving engine
+        reuses that slot's rows only if nobody else wrote them)."""
         self.runner = runner
         """The compiled model (or reference executor) the calls go to."""
         self._rope = "cos" in decoder.graph.inputs
-        self._kv_cache = decoder.kv_cache
+        self._kv_cache = decoder.kv_cache and decoder.slots is None
+        """Whether the runner keeps the position (a one-sequence model with KV caches)."""
         self._counted = 0
-        """Tokens seen since the last reset, for a model without KV cache (whose runner
-        has no position)."""
+        """Tokens seen since the last reset, when the runner keeps no position: a model
+        without KV cache, or slot 0 of a batched model (whose rows name their positions)."""
         self.stats = GenerationStats()
         self._cos, self._sin = rope
         run_ids = getattr(runner, "entry", None)  # the reference executor has one entry
-        self._ids_runner = run_ids(IDS_ENTRY) if run_ids is not None else None
+        self.ids_runner = run_ids(IDS_ENTRY) if run_ids is not None else None
         """The model's entry that returns the drawn ids only (`CompiledGraph.entry`): no
         vocabulary-sized output; it shares the runner's state and position."""
         self._next_ids = np.empty(1, np.int32)
@@ -274,8 +289,9 @@ class LanguageModel:
 
     @_locked
     def reset(self) -> None:
-        """Empty the KV cache (a recurrent model: zero its states)."""
-        self.runner.reset()
+        """Empty the KV cache (a recurrent model: zero its states; a batched model: slot 0)."""
+        if self.slots == 1:  # a batched model's caches keep other slots' rows
+            self.runner.reset()
         self._counted = 0
 
     def _advance(self, tokens: int) -> None:
@@ -328,9 +344,9 @@ class LanguageModel:
     def draw_next_id(self, inputs: Mapping[str, np.ndarray]) -> int:
         """One call on `runner_inputs(...)` of a single row: the id drawn in the graph,
         through the ids-only entry (the full one on the reference executor)."""
-        if self._ids_runner is None:
+        if self.ids_runner is None:
             return int(self.runner(**inputs)[1][0])
-        self._ids_runner.run(**inputs, out=self._next_ids)
+        self.ids_runner.run(**inputs, out=self._next_ids)
         return int(self._next_ids[0])
 
     def _forward(self, tokens: np.ndarray, rows: np.ndarray,
@@ -358,16 +374,30 @@ class LanguageModel:
         from them with `sampling` (default greedy)."""
         end = start + tokens.size
         p = sampling or SamplingParams(temperature=0.0, top_k=0, top_p=1.0, seed=0)
+        if self.slots > 1:  # slot 0 of the batched graph, drawing as the one-sequence one
+            self.slot0_writes += 1
+            inputs = BatchRunner(self).inputs([BatchItem(0, tokens, start, p, start)])
+            if rows.size != 1 or rows[0] != tokens.size - 1:  # logits of other rows
+                inputs |= {"rows": rows.astype(np.int32), **{
+                    name: np.repeat(inputs[name], rows.size) for name in BATCH_SAMPLING}}
+            return inputs
         inputs = {"ids": tokens, "rows": rows, "temperature": np.float32(p.temperature),
                   "top_k": np.int32(min(p.top_k, 2**31 - 1)), "top_p": np.float32(p.top_p),
                   "seed": np.int64(p.seed or 0)}
-        if self._rope:  # the rope rows of the positions [start, end)
-            inputs |= {"cos": self._cos[start:end], "sin": self._sin[start:end]}
-        for name, tables in self._extra_rope.items():  # e.g. gemma3's local layers' rope
-            inputs |= {f"{part}_{name}": table[start:end]
-                       for part, table in zip(("cos", "sin"), tables, strict=True)}
+        inputs |= self.rope_inputs(slice(start, end))
         if self._takes_last:
             inputs["last"] = np.array([tokens.size - 1], np.int32)
+        return inputs
+
+    def rope_inputs(self, positions: slice | np.ndarray) -> dict[str, np.ndarray]:
+        """The graph's rope inputs (cos, sin and the extra tables') for the rows at
+        `positions` (a slice of positions, or one position per row)."""
+        if not self._rope:
+            return {}
+        inputs = {"cos": self._cos[positions], "sin": self._sin[positions]}
+        for name, tables in self._extra_rope.items():  # e.g. gemma3's local layers' rope
+            inputs |= {f"{part}_{name}": table[positions]
+                       for part, table in zip(("cos", "sin"), tables, strict=True)}
         return inputs
 
     def rope_rows(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -430,6 +460,64 @@ class LanguageModel:
         new: list[int] = []
         self._decode(self._tokens(ids), max_new_tokens, sampling, lambda t: new.append(t))
         return new
+
+    @_locked
+    def generate_batch(self, prompts: Sequence[str], max_new_tokens: int = 64,
+                       temperature: float | Sequence[float] = 0.0,
+                       top_k: int | Sequence[int] = 40, top_p: float | Sequence[float] = 0.95,
+                       seed: int | None | Sequence[int | None] = None,
+                       stop: str | Sequence[str] | None = None) -> list[str]:
+        """The continuation of every prompt (as `generate` gives it alone), decoded
+        together: up to `slots` sequences advance in each native call, a waiting prompt
+        joins when one ends, and prompts are prefilled in chunks mixed with the others'
+        steps. Each sampling argument is one value for all prompts or a list of one per
+        prompt (a seeded prompt gets the text `generate(prompt, seed=...)` gives). Needs
+        a model loaded with slots > 1. `stats.finish_reasons` has one reason per prompt."""
+        if isinstance(prompts, str) or not isinstance(prompts, Sequence) \
+                or not all(isinstance(p, str) for p in prompts):
+            raise ArgumentError(f"prompts: expected a list of str, got {prompts!r:.80}")
+        _check_int("max_new_tokens", max_new_tokens, 0)
+        n = len(prompts)
+        options = {name: _per_prompt(name, value, n) for name, value in (
+            ("temperature", temperature), ("top_k", top_k), ("top_p", top_p), ("seed", seed))}
+        samplings = [SamplingParams(*(options[k][i] for k in ("temperature", "top_k", "top_p",
+                                                              "seed"))).check().seeded()
+                     for i in range(n)]
+        stops = check_stop(stop)
+        ids = []
+        for i, prompt in enumerate(prompts):
+            tokens = self.tokenizer.encode(prompt)
+            if not tokens or len(tokens) > self.max_seq:
+                raise ArgumentError(f"prompts[{i}]: {len(tokens)} tokens; expected 1 to "
+                                    f"max_seq = {self.max_seq}")
+            ids.append(self._tokens(tokens))
+        if self.slots == 1:  # one sequence at a time
+            texts, reasons = [], []
+            for tokens, sampling in zip(ids, samplings, strict=True):
+                text = StopText(self.tokenizer, stops, None)
+                self._decode(tokens, max_new_tokens, sampling, text.push)
+                texts.append(text.finish())
+                reasons.append(self.stats.finish_reason or "length")
+            self.stats.finish_reasons = reasons
+            return texts
+        texts = [StopText(self.tokenizer, stops, None) for _ in range(n)]
+        counts = [0] * n
+
+        def on_token(index: int, token: int) -> bool:
+            counts[index] += 1
+            return texts[index].push(token)
+
+        start = time.perf_counter()
+        reasons = ["length"] * n
+        if max_new_tokens and n:
+            reasons = BatchRunner(self).decode(ids, samplings, max_new_tokens, on_token)
+        stats = self.stats
+        stats.prompt_tokens = sum(int(p.size) for p in ids)
+        stats.generated_tokens = sum(counts)
+        stats.prompt_seconds, stats.generated_seconds = 0.0, time.perf_counter() - start
+        stats.finish_reasons = reasons
+        stats.finish_reason = reasons[-1] if reasons else None
+        return [t.finish() for t in texts]
 
     @_locked
     def chat(self, messages: Sequence[Mapping[str, str]], max_new_tokens: int = 256,
@@ -566,9 +654,16 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
 
 def _check_slots(slots: Any) -> None:
     _check_int("slots", slots, 1)
-    if slots > 1:
-        raise ArgumentError(f"slots: batched decoding (slots > 1) is not implemented yet; "
-                            f"got slots={slots}, only slots=1 is supported")
+
+
+def _per_prompt(name: str, value: Any, n: int) -> list[Any]:
+    """A sampling argument of `generate_batch` as one value per prompt."""
+    if isinstance(value, list | tuple | np.ndarray):
+        if len(value) != n:
+            raise ArgumentError(f"{name}: expected one value or a list of {n} (one per "
+                                f"prompt), got a list of {len(value)}")
+        return list(value)
+    return [value] * n
 
 
 def check_stop(stop: str | Sequence[str] | None) -> list[str]:

@@ -2,15 +2,18 @@
 
 See docs/serving.md: `Scheduler` (bounded queue, requests join and leave at step
 boundaries, cancellation, streaming events), `Engine` (what the scheduler drives) and
-`LanguageModelEngine` (one sequence per native call on a `LanguageModel`, slots = 1,
-with prompt caching).
+`LanguageModelEngine` (one sequence per native call on a `LanguageModel`, slots = 1),
+`BatchedEngine` (up to `slots` sequences per native call on a model loaded with slots > 1),
+both with prompt caching; `engine_for(lm)` picks.
 """
 
 from rlx_mlir.serving.engine import (
+    BatchedEngine,
     Engine,
     EngineSequence,
     LanguageModelEngine,
     StepOutput,
+    engine_for,
     log_softmax,
 )
 from rlx_mlir.serving.scheduler import (
@@ -24,6 +27,6 @@ from rlx_mlir.serving.scheduler import (
     Usage,
 )
 
-__all__ = ["Delta", "Engine", "EngineSequence", "Event", "Finished", "LanguageModelEngine",
+__all__ = ["BatchedEngine", "Delta", "Engine", "EngineSequence", "Event", "Finished", "LanguageModelEngine",
            "QueueFull", "Request", "Scheduler", "StepOutput", "TokenLogprob", "Usage",
-           "log_softmax"]
+           "engine_for", "log_softmax"]

@@ -7,14 +7,14 @@ outputs = engine.step()                   # {sequence id: StepOutput(token, logp
 engine.remove(1)
 ```
 
-`Engine` is the whole interface the scheduler and the server see. Today's implementation,
-`LanguageModelEngine`, runs one sequence on a `LanguageModel` (one KV cache: slots = 1).
-A batched engine (several slots advanced by one native call, issue 20 item 1) implements
-the same four members and replaces it without a change to the scheduler or the server.
+`Engine` is the whole interface the scheduler and the server see. `LanguageModelEngine`
+runs one sequence on a `LanguageModel` (one KV cache: slots = 1); `BatchedEngine` runs up
+to `slots` of them on a model loaded with slots > 1, every step one native call for all
+(`engine_for(lm)` picks).
 
-Prompt caching: the KV cache keeps the rows of the last sequence after it ends; a new
-sequence whose prompt starts with some of those tokens rewinds the cache to the end of the
-shared prefix (`runner.reset(position)`) and prefills only the rest.
+Prompt caching: a KV cache (a slot) keeps the rows of the last sequence after it ends; a
+new sequence whose prompt starts with some of those tokens reuses them up to the end of
+the shared prefix and prefills only the rest.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.models.batch import DEFAULT_TOKEN_BUDGET, BatchRunner, SlotSequence, schedule
 from rlx_mlir.models.model import LanguageModel
 from rlx_mlir.models.sampling import SamplingParams
 from rlx_mlir.models.tokenizer import Tokenizer
@@ -192,6 +193,94 @@ class LanguageModelEngine(Engine):
         return logprob_output(int(ids[0]), logits[0], sequence.top_logprobs)
 
 
+class BatchedEngine(Engine):
+    """Up to `slots` sequences on a model loaded with `slots > 1`: a step is ONE native
+    call that feeds every decoding sequence its last token and prefill chunks of new ones
+    (at most `token_budget` prompt rows a step, oldest request first), so the weights are
+    read once for all of them (`rlx_mlir.models.batch`).
+
+    Prompt caching: each slot keeps the KV rows of the last sequence it held; a new
+    sequence takes the free slot whose rows share the longest prefix with its prompt and
+    prefills only the rest (at least its last token, whose logits draw the first new one).
+    Draws are counted as `generate` counts them, so a seeded request gets the tokens it
+    would get alone, cached prefix or not."""
+
+    def __init__(self, model: LanguageModel, token_budget: int = DEFAULT_TOKEN_BUDGET):
+        self.model = model
+        self.runner = BatchRunner(model)
+        self.slots = model.slots
+        self.max_seq = model.max_seq
+        self.tokenizer = model.tokenizer
+        self.token_budget = max(1, min(token_budget, self.max_seq))
+        self._active: dict[int, tuple[EngineSequence, SlotSequence]] = {}
+        self._held: list[list[int]] = [[] for _ in range(self.slots)]
+        """Per slot, the tokens whose KV rows it holds, in order (for prompt caching)."""
+        self._slot0_writes = model.slot0_writes
+
+    @property
+    def free_slots(self) -> int:
+        return self.slots - len(self._active)
+
+    def add(self, sequence: EngineSequence) -> None:
+        if not self.free_slots:
+            raise ArgumentError(f"add: no free slot (all {self.slots} are held)")
+        if not 0 < sequence.prompt.size <= self.max_seq:
+            raise ArgumentError(f"prompt: {sequence.prompt.size} tokens; expected 1 to "
+                                f"max_seq = {self.max_seq}")
+        if self.model.slot0_writes != self._slot0_writes:  # slot 0 was used directly
+            self._held[0], self._slot0_writes = [], self.model.slot0_writes
+        used = {slot.slot for _, slot in self._active.values()}
+        prompt = sequence.prompt
+        shared = {s: _shared_prefix(self._held[s], prompt) for s in range(self.slots)
+                  if s not in used}
+        slot = max(shared, key=lambda s: (shared[s], -s))
+        keep = shared[slot]
+        del self._held[slot][keep:]
+        sequence.cached_tokens = keep
+        self._active[sequence.id] = (sequence, SlotSequence(
+            sequence.id, slot, prompt, sequence.sampling, prefilled=keep))
+
+    def remove(self, sequence_id: int) -> None:
+        self._active.pop(sequence_id, None)
+
+    def step(self) -> dict[int, StepOutput]:
+        if not self._active:
+            return {}
+        order = sorted(self._active.values(), key=lambda pair: pair[0].id)  # oldest first
+        items, owners = schedule([slot for _, slot in order], self.token_budget)
+        by_slot = {slot.slot: sequence for sequence, slot in order}
+        want_logits = any(by_slot[s.slot].top_logprobs is not None for s in owners)
+        with self.model.lock:
+            ids, logits = self.runner.run(items, logits=want_logits)
+        outputs = {}
+        for row, (item, owner, token) in enumerate(zip(items, owners, ids, strict=True)):
+            self._held[owner.slot] += item.tokens.tolist()
+            if not owner.take(token):
+                continue
+            sequence = by_slot[owner.slot]
+            sequence.generated.append(token)
+            if sequence.top_logprobs is None or logits is None:
+                outputs[sequence.id] = StepOutput(token)
+            else:
+                outputs[sequence.id] = logprob_output(token, logits[row], sequence.top_logprobs)
+        return outputs
+
+
+def _shared_prefix(held: list[int], prompt: np.ndarray) -> int:
+    """How many leading tokens of `prompt` the rows `held` hold, short of the whole prompt
+    (its last token is fed again: its logits draw the first new one)."""
+    limit = min(len(held), prompt.size - 1)
+    keep = 0
+    while keep < limit and held[keep] == prompt[keep]:
+        keep += 1
+    return keep
+
+
+def engine_for(model: LanguageModel) -> Engine:
+    """The engine serving `model`: batched when it was loaded with slots > 1."""
+    return BatchedEngine(model) if model.slots > 1 else LanguageModelEngine(model)
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """log_softmax of one row of raw logits, in float64."""
     row = np.asarray(logits, np.float64)
@@ -208,5 +297,5 @@ def logprob_output(token: int, logits: np.ndarray, k: int) -> StepOutput:
                       [(int(i), float(logprobs[i])) for i in top])
 
 
-__all__ = ["Engine", "EngineSequence", "LanguageModelEngine", "MAX_TOP_LOGPROBS",
+__all__ = ["BatchedEngine", "Engine", "EngineSequence", "LanguageModelEngine", "engine_for", "MAX_TOP_LOGPROBS",
            "StepOutput", "log_softmax", "logprob_output"]
