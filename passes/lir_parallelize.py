@@ -72,6 +72,9 @@ def estimate_work(op: Operation) -> int:
         keys = DECODE_KEYS if keys == UNKNOWN else keys
         # a sliding window reads at most `window` keys a row
         return out * (keys if op.window is None else min(keys, op.window.value.data))
+    if isinstance(op, lir.SlotAttentionOp):  # a row reads up to a slot's capacity
+        keys = shape_of(op.keys)[1]
+        return out * (keys if op.window is None else min(keys, op.window.value.data))
     return max(out, *(_numel(v) for v in ins)) if ins else out
 
 

@@ -72,7 +72,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements
+from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements, load_index
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 MAX_REGISTER_CHUNKS = 32
@@ -223,16 +223,9 @@ class _Attention:
 
     def __init__(self, op: lir.AttentionOp, name: str, vector_width: int,
                  partitioned: bool = False):
-        self.w = w = vector_width
-        self.heads = op.num_heads.value.data
-        self.dim = op.head_dim.value.data
-        self.kv_heads = op.num_kv_heads.value.data
-        self.group = self.heads // self.kv_heads
+        self.head_parameters(op, vector_width)
+        w = vector_width
         self.kind = MaskKind(op.mask_kind.data)
-        self.scale = op.scale.value.data
-        self.window: int | None = None if op.window is None else op.window.value.data
-        self.n_vec, self.d_tail = divmod(self.dim, w)
-        self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
         n_ptrs = 5 if op.mask is not None else 4
         dynamic = is_dynamic(op)
@@ -258,6 +251,19 @@ class _Attention:
         self.causal_offset: Index = 0  # row s sees keys j < s + causal_offset
         if self.kind == MaskKind.CAUSAL:
             self.causal_offset = _plus(kb, _minus(kb, self.seq_k, self.seq_q), 1)
+
+    def head_parameters(self, op: lir.AttentionOp | lir.SlotAttentionOp,
+                        vector_width: int) -> None:
+        """The heads, scale and window of `op`, and how a head's D splits into vectors."""
+        self.w = vector_width
+        self.heads = op.num_heads.value.data
+        self.dim = op.head_dim.value.data
+        self.kv_heads = op.num_kv_heads.value.data
+        self.group = self.heads // self.kv_heads
+        self.scale = op.scale.value.data
+        self.window: int | None = None if op.window is None else op.window.value.data
+        self.n_vec, self.d_tail = divmod(self.dim, vector_width)
+        self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
     # --------------------------------------------------------------- structure
 
@@ -559,6 +565,95 @@ def build_attention(op: Operation, name: str, vector_width: int,
     """Grouped-query attention with an online softmax, fused per query row (see module doc)."""
     assert isinstance(op, lir.AttentionOp)
     return _Attention(op, name, vector_width, partitioned).build()
+
+
+# ----------------------------------------------------------------------------- slot attention
+
+
+class _SlotAttention(_Attention):
+    """The code generator of one `lir.slot_attention` kernel: row r, head h is a query row
+    of `_Attention` whose keys are those of slot slots[r] (base slot·capacity·Hkv·D), visible
+    up to positions[r] inclusive. The keys run in whole blocks of W from the first visible
+    one, then the rest as one block of W ending at the row's last key (keys already seen
+    dropped) when at least W are visible, else key by key: no key past positions[r] (a
+    stale row of the slot) is ever read. A row whose slot or position is out of range
+    reads no key and yields zeros (memory-safe; the call's error comes from the slot
+    cache's `cache_scatter`, which checks the same slots and positions)."""
+
+    def __init__(self, op: lir.SlotAttentionOp, name: str, vector_width: int,
+                 partitioned: bool = False):
+        self.head_parameters(op, vector_width)
+        self.kind = MaskKind.CAUSAL
+        symbols = kernel_symbols(op) if is_dynamic(op) else ()
+        self.kb = kb = KernelBuilder(
+            name, [PTR] * 6 + [i64] * len(symbols) + [i64, i64] * partitioned,
+            vector_width=vector_width)
+        self.q, self.k, self.v, self.slots, self.positions, self.out = kb.args[:6]
+        sizes = kb.args[6:6 + len(symbols)]
+        self.share = kb.args[6 + len(symbols):] if partitioned else None
+        self.mask = self.mask_row = None
+        self.rows: Index = RuntimeDims.of(op, sizes).shape(0)[0] if symbols else shape_of(op.q)[0]
+        self.n_slots, self.capacity, _ = shape_of(op.keys)
+
+    def build(self) -> llvm.FuncOp:
+        kb = self.kb
+        if self.share is None:
+            with kb.loop(0, self.rows) as r_loop:
+                with kb.loop(0, self.heads) as h_loop:
+                    self.slot_row(r_loop.iv, h_loop.iv)
+        else:  # items (row, head) in memory order: a part reads few slots
+            count = _product(kb, self.rows, self.heads)
+            first, last = kb.part_range(count, *self.share)  # pyright: ignore[reportArgumentType]
+            with kb.loop(first, last) as item:
+                self.slot_row(kb.sdiv(item.iv, self.heads), kb.srem(item.iv, self.heads))
+        kb.ret()
+        return kb.finish()
+
+    def slot_row(self, r: SSAValue, h: SSAValue) -> None:
+        """out[r, h·D:(h+1)·D] = softmax(scale·q·Kᵀ)·V over the visible keys of r's slot."""
+        kb, dim = self.kb, self.dim
+        slot = load_index(kb, self.slots, r, i32)
+        position = load_index(kb, self.positions, r, i32)
+        valid = kb.insert(llvm.AndOp(kb.icmp("ult", slot, self.n_slots),
+                                     kb.icmp("ult", position, self.capacity)))
+        # An out-of-range row sees no key (visible = 0) of slot 0: nothing is read.
+        visible = vmath.select(kb, valid, kb.add(position, 1), kb.index(0))
+        slot = vmath.select(kb, valid, slot, kb.index(0))
+        q_offset = kb.mul(kb.add(kb.mul(r, self.heads), h), dim)
+        self.q_row = kb.gep(self.q, q_offset)
+        self.out_row = kb.gep(self.out, q_offset)
+        kv_offset = kb.add(kb.mul(slot, self.capacity * self.kv_heads * dim),
+                           kb.mul(kb.sdiv(h, self.group), dim))
+        self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
+        self.q_chunks = self.load_q() if self.in_registers else None
+        if self.in_registers:
+            acc = [kb.vconst(0.0)] * self.n_vec + [kb.fconst(0.0)] * self.d_tail
+        else:
+            acc = None
+            self.for_chunks(lambda c, vector: kb.store(
+                kb.vconst(0.0) if vector else kb.fconst(0.0), self.out_row, c))
+        state = _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
+        self.finish_row(self.slot_keys(visible, state))
+
+    def slot_keys(self, visible: SSAValue, state: _RowState) -> _RowState:
+        """Feed the keys [first, visible) into the row state, none at or past `visible`."""
+        kb, w = self.kb, self.w
+        first, full_end = self.visible_blocks(visible)
+        state = self.block_loop(full_end, state, first)
+        whole_block = kb.insert(llvm.AndOp(kb.icmp("sge", visible, w),
+                                           kb.icmp("slt", full_end, visible)))
+        return self.branch(
+            whole_block, state,
+            lambda st: self.block(kb.sub(visible, w), w, st, (full_end, visible)),
+            lambda st: self.key_loop(full_end, visible, st))
+
+
+@kernel(lir.SlotAttentionOp, partitioned=True, runtime_dims=True)
+def build_slot_attention(op: Operation, name: str, vector_width: int,
+                         partitioned: bool = False) -> llvm.FuncOp:
+    """Batched decoding's attention over slot caches, one query row per (row, head)."""
+    assert isinstance(op, lir.SlotAttentionOp)
+    return _SlotAttention(op, name, vector_width, partitioned).build()
 
 
 # ----------------------------------------------------------------------------- rope
