@@ -409,7 +409,7 @@ def _row_driven(op: Operation, base: str, width: int, parallel: bool) -> list[ll
 def _partitioned_builder(op: Operation) -> KernelBuilderFn:
     """The partitioned builder of a kernel lir-parallelize marked."""
     record = kernel_record(type(op))
-    if record is None or not record.partitioned or record.checked:
+    if record is None or not record.partitioned:
         raise PassFailedException(
             f"convert-lir-to-llvm: '{op.name}' is marked rlx.parallel but has no partitioned "
             "builder (lir-parallelize marks only kernels that have one)"

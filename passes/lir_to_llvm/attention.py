@@ -58,6 +58,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import STATUS_OK, STATUS_SLOT_OUT_OF_RANGE
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
@@ -72,7 +73,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements, load_index
+from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements, load_index, slot_out_of_range
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 MAX_REGISTER_CHUNKS = 32
@@ -576,9 +577,10 @@ class _SlotAttention(_Attention):
     up to positions[r] inclusive. The keys run in whole blocks of W from the first visible
     one, then the rest as one block of W ending at the row's last key (keys already seen
     dropped) when at least W are visible, else key by key: no key past positions[r] (a
-    stale row of the slot) is ever read. A row whose slot or position is out of range
-    reads no key and yields zeros (memory-safe; the call's error comes from the slot
-    cache's `cache_scatter`, which checks the same slots and positions)."""
+    stale row of the slot) is ever read. The kernel is checked: it first checks every
+    row's slot and position (each part all of them, so every part returns the same
+    status) and, when one is out of range, reads and writes nothing and returns
+    STATUS_SLOT_OUT_OF_RANGE."""
 
     def __init__(self, op: lir.SlotAttentionOp, name: str, vector_width: int,
                  partitioned: bool = False):
@@ -587,7 +589,7 @@ class _SlotAttention(_Attention):
         symbols = kernel_symbols(op) if is_dynamic(op) else ()
         self.kb = kb = KernelBuilder(
             name, [PTR] * 6 + [i64] * len(symbols) + [i64, i64] * partitioned,
-            vector_width=vector_width)
+            vector_width=vector_width, result_type=i32)
         self.q, self.k, self.v, self.slots, self.positions, self.out = kb.args[:6]
         sizes = kb.args[6:6 + len(symbols)]
         self.share = kb.args[6 + len(symbols):] if partitioned else None
@@ -597,28 +599,26 @@ class _SlotAttention(_Attention):
 
     def build(self) -> llvm.FuncOp:
         kb = self.kb
+        bad = slot_out_of_range(kb, self.slots, self.positions, self.rows, self.n_slots,
+                                self.capacity)
+        rows = kb.select(bad, kb.index(0), kb.index(self.rows))  # a bad row: no row at all
         if self.share is None:
-            with kb.loop(0, self.rows) as r_loop:
+            with kb.loop(0, rows) as r_loop:
                 with kb.loop(0, self.heads) as h_loop:
                     self.slot_row(r_loop.iv, h_loop.iv)
         else:  # items (row, head) in memory order: a part reads few slots
-            count = _product(kb, self.rows, self.heads)
-            first, last = kb.part_range(count, *self.share)  # pyright: ignore[reportArgumentType]
+            first, last = kb.part_range(kb.mul(rows, self.heads), *self.share)  # pyright: ignore[reportArgumentType]
             with kb.loop(first, last) as item:
                 self.slot_row(kb.sdiv(item.iv, self.heads), kb.srem(item.iv, self.heads))
-        kb.ret()
+        kb.ret(kb.select(bad, kb.constant(STATUS_SLOT_OUT_OF_RANGE, i32),
+                         kb.constant(STATUS_OK, i32)))
         return kb.finish()
 
     def slot_row(self, r: SSAValue, h: SSAValue) -> None:
         """out[r, h·D:(h+1)·D] = softmax(scale·q·Kᵀ)·V over the visible keys of r's slot."""
         kb, dim = self.kb, self.dim
-        slot = load_index(kb, self.slots, r, i32)
-        position = load_index(kb, self.positions, r, i32)
-        valid = kb.insert(llvm.AndOp(kb.icmp("ult", slot, self.n_slots),
-                                     kb.icmp("ult", position, self.capacity)))
-        # An out-of-range row sees no key (visible = 0) of slot 0: nothing is read.
-        visible = vmath.select(kb, valid, kb.add(position, 1), kb.index(0))
-        slot = vmath.select(kb, valid, slot, kb.index(0))
+        slot = load_index(kb, self.slots, r, i32)  # in range: checked by `build`
+        visible = kb.add(load_index(kb, self.positions, r, i32), 1)
         q_offset = kb.mul(kb.add(kb.mul(r, self.heads), h), dim)
         self.q_row = kb.gep(self.q, q_offset)
         self.out_row = kb.gep(self.out, q_offset)
@@ -648,7 +648,7 @@ class _SlotAttention(_Attention):
             lambda st: self.key_loop(full_end, visible, st))
 
 
-@kernel(lir.SlotAttentionOp, partitioned=True, runtime_dims=True)
+@kernel(lir.SlotAttentionOp, partitioned=True, runtime_dims=True, checked=True)
 def build_slot_attention(op: Operation, name: str, vector_width: int,
                          partitioned: bool = False) -> llvm.FuncOp:
     """Batched decoding's attention over slot caches, one query row per (row, head)."""
