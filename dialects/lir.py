@@ -1287,6 +1287,48 @@ class SharedInputMatmulOp(KernelOp):
         mir.verify_shared_products(self, self.out, "out")
 
 
+
+@irdl_op_definition
+class CacheScatterOp(KernelOp):
+    """out[slots[r], positions[r]] = `rows`[r] for every row r: writes the rows of a ragged
+    batch into a slot cache in place (`out` is the cache's state buffer [n_slots,
+    capacity, *tail]; `mir.cache_scatter` bufferized). The kernel checks every slot and
+    position first and writes nothing when one is out of range (a call-time error).
+
+    ```mlir
+    lir.cache_scatter ins(%rows, %slots, %positions : memref<?x64xf32>, memref<?xi32>, memref<?xi32>) outs(%cache : memref<4x2048x64xf32>)
+    ```
+    """
+
+    name = "lir.cache_scatter"
+
+    rows = operand_def(MemRefType)
+    slots = operand_def(MemRefType)
+    positions = operand_def(MemRefType)
+    out = operand_def(MemRefType)
+
+    assembly_format = _inout(
+        "$rows `,` $slots `,` $positions `:` type($rows) `,` type($slots) `,` type($positions)"
+    ) + _out_format()
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"rows": RLX_DTYPES, "slots": ("i32",), "positions": ("i32",)}, same=("rows", "out"))
+
+    def infer_shape(self) -> Shape:
+        return si.cache_scatter(shape_of(self.rows), shape_of(self.out), shape_of(self.slots),
+                                shape_of(self.positions))
+
+
+@irdl_op_definition
+class SlotAttentionOp(kernel_twin(mir.SlotAttentionOp)):
+    """out[r] = attention of `q`[r] over the keys/values of slot slots[r] at positions
+    [lo, positions[r]] (lo = 0, or positions[r] − window + 1 clamped at 0), grouped-query.
+
+    ```mlir
+    lir.slot_attention ins(%q, %k, %v, %s, %p : memref<3x16xf32>, memref<4x32x8xf32>, memref<4x32x8xf32>, memref<3xi32>, memref<3xi32>) outs(%o : memref<3x16xf32>) num_heads 2 head_dim 8 num_kv_heads 1 scale 3.535534e-01
+    ```
+    """
+
 KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp)
 """Every destination-passing kernel op (the last operands are its outs: `KernelOp.outs`)."""
 

@@ -1101,6 +1101,86 @@ class AssignOp(IRDLOperation):
             raise VerifyException(f"'{self.name}': {problem}")
 
 
+@irdl_op_definition
+class CacheScatterOp(VerifiesSignature):
+    """The slot cache `cache` [n_slots, capacity, *tail] with row r of `rows` [R, *tail]
+    written at [slots[r], positions[r]] (`slots`, `positions` i32 [R]): the KV rows of a
+    ragged batch of sequences, each in its own slot (batched decoding). The cache is a
+    state; bufferization writes the rows in place. Every slot in [0, n_slots) and
+    position in [0, capacity) is checked by the call.
+
+    ```mlir
+    %k2 = mir.cache_scatter %rows into %cache[%slots, %positions] : tensor<?x64xf32>, tensor<?xi32>, tensor<?xi32> into tensor<4x2048x64xf32>
+    ```
+    """
+
+    name = "mir.cache_scatter"
+    RULE = si.cache_scatter
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    rows = operand_def(TensorType)
+    cache = operand_def(T)
+    slots = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$rows `into` $cache `[` $slots `,` $positions `]` attr-dict `:` type($rows) `,` "
+        "type($slots) `,` type($positions) `into` type($cache)"
+    )
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"rows": ANY_DTYPE, "slots": ("i32",), "positions": ("i32",)},
+        same=("rows", "cache", "result"),
+    )
+
+
+@irdl_op_definition
+class SlotAttentionOp(VerifiesSignature):
+    """Row r of `q` [R, H*D] attends the keys and values [n_slots, capacity, Hkv*D] of
+    slot slots[r] at the positions j in [lo, positions[r]] (lo = 0, or with `window` W
+    max(0, positions[r] − W + 1)), grouped-query (head h reads kv head h // (H/Hkv)),
+    scores scaled by `scale`: the attention of a ragged batch of sequences over their
+    slot caches (`mir.cache_scatter`'s results). The result has q's shape.
+
+    ```mlir
+    %o = mir.slot_attention %q, %k, %v, %slots, %positions num_heads 2 head_dim 8 num_kv_heads 1 scale 3.535534e-01 : (tensor<?x16xf32>, tensor<4x32x8xf32>, tensor<4x32x8xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x16xf32>
+    ```
+    """
+
+    name = "mir.slot_attention"
+    RULE = si.slot_attention
+    DERIVED: ClassVar = ATTENTION_DEFAULTS  # num_kv_heads = num_heads, scale 1/sqrt(D)
+
+    q = operand_def(TensorType)
+    keys = operand_def(TensorType)
+    values = operand_def(TensorType)
+    slots = operand_def(TensorType)
+    positions = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    num_heads = prop_def(IntegerAttr[I64])
+    head_dim = prop_def(IntegerAttr[I64])
+    num_kv_heads = prop_def(IntegerAttr[I64])
+    scale = prop_def(FloatAttr[Float32Type])
+    window = opt_prop_def(IntegerAttr[I64])
+    """Sliding-window attention: row r sees the keys j with positions[r] − window < j."""
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$q `,` $keys `,` $values `,` $slots `,` $positions `num_heads` $num_heads"
+        " `head_dim` $head_dim `num_kv_heads` $num_kv_heads `scale` $scale"
+        " (`window` $window^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
+        {"slots": ("i32",), "positions": ("i32",)})
+
+
 # ----------------------------------------------------------------------------- fusion
 
 

@@ -212,6 +212,11 @@ MIR_RECORDS: tuple[MirOpRecord, ...] = (
     # one kernel reading x once where it has one (q8 activations), else one per weight
     MirOpRecord(mir.SharedInputMatmulOp, K.shared_input_matmul, Lowering.PATTERN,
                 lir.SharedInputMatmulOp),
+    # batched decoding (SPEC "Serving and batched decoding"): rows scattered into slot
+    # caches in place, and the attention of each row over its slot (no gradients)
+    MirOpRecord(mir.CacheScatterOp, K.cache_scatter, Lowering.PATTERN, lir.CacheScatterOp,
+                differentiable=False),
+    _kernel(mir.SlotAttentionOp, lir.SlotAttentionOp, K.slot_attention, differentiable=False),
 )
 """One record per mir op (`mir.yield`, a terminator of fused bodies, has none)."""
 

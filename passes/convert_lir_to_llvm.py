@@ -203,12 +203,13 @@ def _planned_bounds(fn: func.FuncOp) -> dict[str, int]:
 
 def _state_updates(fn: func.FuncOp) -> dict[int, str]:
     """How a call changes each state argument (by index): rows appended in place
-    (`lir.insert_rows`) or the whole state assigned (an `lir.copy` into it)."""
+    (`lir.insert_rows`, or scattered into slots by `lir.cache_scatter`: neither is
+    snapshot whole) or the whole state assigned (an `lir.copy` into it)."""
     args = list(fn.body.block.args)
     roles = [a.data.get(ARG_ROLE) for a in fn.arg_attrs.data] if fn.arg_attrs else []
     updates: dict[int, str] = {}
     for op in fn.body.block.ops:
-        kind = (UPDATE_APPEND if isinstance(op, lir.InsertRowsOp)
+        kind = (UPDATE_APPEND if isinstance(op, lir.InsertRowsOp | lir.CacheScatterOp)
                 else UPDATE_ASSIGN if isinstance(op, lir.CopyOp) else None)
         if kind is None:
             continue
@@ -408,7 +409,7 @@ def _row_driven(op: Operation, base: str, width: int, parallel: bool) -> list[ll
 def _partitioned_builder(op: Operation) -> KernelBuilderFn:
     """The partitioned builder of a kernel lir-parallelize marked."""
     record = kernel_record(type(op))
-    if record is None or not record.partitioned or record.checked:
+    if record is None or not record.partitioned:
         raise PassFailedException(
             f"convert-lir-to-llvm: '{op.name}' is marked rlx.parallel but has no partitioned "
             "builder (lir-parallelize marks only kernels that have one)"

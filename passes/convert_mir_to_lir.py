@@ -423,6 +423,23 @@ class InsertRowsLowering(RewritePattern):
         rewriter.replace(op, [lir.InsertRowsOp(op.rows, op.position, cache)], [cache])
 
 
+class CacheScatterLowering(RewritePattern):
+    """`mir.cache_scatter` -> `lir.cache_scatter` writing the rows into the slot cache's
+    state buffer in place; the state buffer then stands for the updated cache."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.CacheScatterOp, rewriter: PatternRewriter, /) -> None:
+        cache = op.cache
+        if not is_state_argument(cache):
+            raise PassFailedException(
+                f"convert-mir-to-lir: '{op.name}': cache: expected a state argument (updated "
+                f"in place), got {cache.type} defined by "
+                f"{cache.owner.name if isinstance(cache.owner, Operation) else 'a block'}"
+            )
+        kernel = lir.CacheScatterOp(op.rows, op.slots, op.positions, cache)
+        rewriter.replace(op, [kernel], [cache])
+
+
 class ExtractRowsLowering(RewritePattern):
     """`mir.extract_rows` -> an `lir.view` of the cache buffer's first rows, its `?` dim
     named by the op's size symbol (no copy)."""
@@ -477,6 +494,7 @@ OWN_PATTERNS: dict[type[Operation], type[RewritePattern]] = {
     mir.AssignOp: AssignLowering,
     mir.ScanOp: ScanLowering,
     mir.SharedInputMatmulOp: SharedInputMatmulLowering,
+    mir.CacheScatterOp: CacheScatterLowering,
 }
 """The pattern of each mir op whose registry record says `Lowering.PATTERN`."""
 

@@ -3,8 +3,9 @@ where the threads of a call must wait for each other.
 
 Every thread of a call runs the whole entry with its id `part` of `parts` (see
 `rlx_mlir.core.abi`). A kernel is *parallel* when it has a partitioned builder
-(`partitioned_builders()` of `rlx_mlir.passes.lir_to_llvm.kernels`), is not a checked
-kernel (its status must come from one thread) and does at least `min-work` work
+(`partitioned_builders()` of `rlx_mlir.passes.lir_to_llvm.kernels`; a checked kernel with
+one checks all its data in every part, so thread 0's status stands) and does at least
+`min-work` work
 (`estimate_work`); the pass marks it with the discardable unit attribute `rlx.parallel`.
 Every other kernel is *serial*: thread 0 runs it alone.
 
@@ -46,7 +47,7 @@ from rlx_mlir.core.abi import PARALLEL
 from rlx_mlir.core.shape_inference import UNKNOWN, numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.kernels import is_checked, partitioned_builders
+from rlx_mlir.passes.lir_to_llvm.kernels import partitioned_builders
 from rlx_mlir.passes.utils import require_lowered
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -72,6 +73,9 @@ def estimate_work(op: Operation) -> int:
         keys = DECODE_KEYS if keys == UNKNOWN else keys
         # a sliding window reads at most `window` keys a row
         return out * (keys if op.window is None else min(keys, op.window.value.data))
+    if isinstance(op, lir.SlotAttentionOp):  # a row reads up to a slot's capacity
+        keys = shape_of(op.keys)[1]
+        return out * (keys if op.window is None else min(keys, op.window.value.data))
     return max(out, *(_numel(v) for v in ins)) if ins else out
 
 
@@ -90,8 +94,7 @@ def is_parallel(op: Operation) -> bool:
 
 def splits(op: lir.KernelOp, min_work: int) -> bool:
     """Whether splitting `op` across threads is possible and pays."""
-    return (type(op) in partitioned_builders() and not is_checked(op)
-            and estimate_work(op) >= min_work)
+    return type(op) in partitioned_builders() and estimate_work(op) >= min_work
 
 
 def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:

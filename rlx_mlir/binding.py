@@ -219,6 +219,14 @@ _SAME_ELEMENTS = ("mir.reshape", "lir.view", "builtin.unrealized_conversion_cast
 """Ops whose result (or, for lir.view, whose view) holds the operand's elements in order."""
 
 
+_SLOT_OPERANDS: dict[str, dict[int, tuple[int, int, str]]] = {
+    name: {slots: (cache, 0, f"slots of {name}"), slots + 1: (cache, 1, f"positions of {name}")}
+    for name, cache, slots in (("mir.cache_scatter", 1, 2), ("mir.slot_attention", 1, 3))
+}
+"""The slot-cache ops' index operands: operand index -> (the cache operand, its axis they
+index, what they are)."""
+
+
 def _indexed_size(value: Any, named: Mapping[Any, Shape]) -> tuple[Dim, str] | None:
     def size(table: Any, axis: int) -> Dim:
         return named.get(table, shape_of(table))[axis]
@@ -232,6 +240,9 @@ def _indexed_size(value: Any, named: Mapping[Any, Shape]) -> tuple[Dim, str] | N
         elif (op.name in ("hir.embedding", "mir.dequant_gather", "lir.dequant_gather")
               and use.index == 1):
             found = size(op.operands[0], 0), "embedding ids"
+        elif op.name in _SLOT_OPERANDS and use.index in _SLOT_OPERANDS[op.name]:
+            cache, axis, what = _SLOT_OPERANDS[op.name][use.index]
+            found = size(op.operands[cache], axis), what
         else:
             found = None
         if found is not None:

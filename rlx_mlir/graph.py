@@ -981,6 +981,29 @@ class Graph:
                         num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
                         mask_kind=mask_kind, scale=scale, window=window)
 
+    def slot_attention(self, q: Value, keys: Value, values: Value, slots: Value,
+                       positions: Value, *, num_heads: int, head_dim: int,
+                       num_kv_heads: int | None = None, scale: float | None = None,
+                       window: int | None = None) -> Value:
+        """Batched decoding's attention: row r of q [R, H·D] (f32) attends the keys and
+        values [n_slots, capacity, Hkv·D] of slot slots[r] (i32 [R]) at the positions j in
+        [lo, positions[r]] (i32 [R]), lo = 0, or with `window` W (an int >= 1)
+        max(0, positions[r] − W + 1); query head h reads kv head h // (H / Hkv), scores
+        scaled by `scale` (1/sqrt(head_dim)). keys and values are the results of
+        `cache_append(..., slots=, positions=)`; a row never reads past its position, and
+        a slot or position out of range fails the call (an RlxError). Returns [R, H·D]."""
+        self._f32_operands("slot_attention", ["q", "keys", "values"], [q, keys, values])
+        for name, value in (("slots", slots), ("positions", positions)):
+            self._own(name, value)
+            with _context("slot_attention"):
+                _check_dtype(name, value, ("i32",))
+        with _context("slot_attention"):
+            scale = None if scale is None else _finite("scale", scale)
+        return self._op("slot_attention", mir.SlotAttentionOp, q=q, keys=keys, values=values,
+                        slots=slots, positions=positions, num_heads=num_heads,
+                        head_dim=head_dim, num_kv_heads=num_kv_heads, scale=scale,
+                        window=window)
+
     def depthwise_conv1d_causal(self, x: Value, w: Value, left_pad: Value | None = None,
                                 return_state: bool = False) -> Value | tuple[Value, Value]:
         """Causal depthwise conv over time: x[B, S, C], w[K, C], left_pad[B, K-1, C] (zeros
@@ -1308,12 +1331,18 @@ class Graph:
 
     # ------------------------------------------------------------------ state
 
-    def cache_append(self, cache: Value, rows: Value) -> Value:
+    def cache_append(self, cache: Value, rows: Value, *, slots: Value | None = None,
+                     positions: Value | None = None) -> Value:
         """Append `rows` [S, *tail] (S a symbol or an int) to the KV cache `cache`, a state
         [capacity, *tail]: the rows go to positions [P, P+S) and the result is the rows
         [0, P+S), shaped ("T", *tail), T bound per call to P+S. P is the model's position,
         shared by every cache of the graph, so every append of a graph adds the same S to
-        caches of one capacity (docs/semantics.md "State")."""
+        caches of one capacity (docs/semantics.md "State").
+
+        With `slots` and `positions` (both i32 [R]; batched decoding), `cache` is a slot
+        cache [n_slots, capacity, *tail] and `rows` [R, *tail]: see `_slot_cache_append`."""
+        if slots is not None or positions is not None:
+            return self._slot_cache_append(cache, rows, slots, positions)
         self._own("cache", cache)
         self._own("rows", rows)
         with _context("cache_append"):
@@ -1407,6 +1436,40 @@ class Graph:
             self._arg_roles.append(ROLE_POSITION)
             self._arg_shapes.append(())
         return self._position
+
+    def _slot_cache_append(self, cache: Value, rows: Value, slots: Value | None,
+                           positions: Value | None) -> Value:
+        """`cache_append(cache, rows, slots=..., positions=...)`: row r of `rows` [R, *tail]
+        (R an int or a symbol) is written to cache[slots[r], positions[r]] of the slot cache
+        `cache`, a state [n_slots, capacity, *tail]; returns the whole updated cache
+        (n_slots, capacity, *tail), for `slot_attention`. The graph takes no position: the
+        caller owns each sequence's positions (rows past a sequence's length are never
+        read by `slot_attention`). A slot or position out of range fails the call (an
+        RlxError); rows written before the check failed may stay written (nothing of a
+        slot cache is snapshot or restored, and `reset()` keeps it)."""
+        self._own("cache", cache)
+        self._own("rows", rows)
+        with _context("cache_append"):
+            if slots is None or positions is None:
+                missing = "positions" if positions is None else "slots"
+                raise ArgumentError(f"{missing}: slots and positions go together (a slot "
+                                    f"cache append), got only "
+                                    f"{'slots' if positions is None else 'positions'}")
+            self._own("slots", slots)
+            self._own("positions", positions)
+            name = self._state_name("cache", cache)
+            self._check_not_updated(name, cache)
+            if rows.dtype != cache.dtype:
+                raise DTypeError(
+                    f"rows: expected dtype {cache.dtype} (of cache {name!r}), got {rows.dtype}"
+                )
+            _check_dtype("slots", slots, ("i32",))
+            _check_dtype("positions", positions, ("i32",))
+        scattered = self._op("cache_append", mir.CacheScatterOp, rows=rows, cache=cache,
+                             slots=slots, positions=positions)
+        self._add_located(mir.AssignOp(scattered.ssa, cache.ssa))
+        self._updated[cache.ssa] = "cache_append"
+        return scattered
 
     # ------------------------------------------------------------------ custom functions
 

@@ -243,17 +243,20 @@ class StateStore:
 
 def state_updates(fn: func.FuncOp) -> tuple[set[int], set[int]]:
     """The argument indices of the states `fn` appends rows to (KV caches) and of the ones
-    it assigns, at the hir, mir or lir stage."""
+    it assigns, at the hir, mir or lir stage. A slot cache (`cache_scatter`) counts as a
+    KV cache: a call snapshots none of its rows (it has no `rlx.cache_dims`), and `reset`
+    keeps them; a failed call may have written some rows (the caller owns the positions,
+    and rows past a sequence's length are never read)."""
     caches: set[int] = set()
     assigned: set[int] = set()
     for op in fn.walk():
-        if isinstance(op, mir.InsertRowsOp):
+        if isinstance(op, mir.InsertRowsOp | mir.CacheScatterOp):
             _add_argument(caches, op.cache)
         elif isinstance(op, hir.LlamaDecoderBlockOp):
             for cache in (getattr(op, "k_cache", None), getattr(op, "v_cache", None)):
                 if cache is not None:
                     _add_argument(caches, cache)
-        elif isinstance(op, lir.InsertRowsOp):
+        elif isinstance(op, lir.InsertRowsOp | lir.CacheScatterOp):
             _add_argument(caches, _view_root(op.out))
         elif isinstance(op, mir.AssignOp):
             _add_argument(assigned, op.state)

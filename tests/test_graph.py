@@ -445,6 +445,12 @@ def every_method_graph() -> rlx.Graph:
                         window=2)
     a = a + g.attention(q, kv, kv, g.input("mask", (4, 4)), num_heads=4, head_dim=8,
                         num_kv_heads=2, mask_kind="bias")
+    slot_kv = g.reshape(kv, (2, 4, 16))  # 2 slots of 4 rows (batched decoding)
+    slots = g.constant(np.array([0, 1, 1, 0, 1, 0, 0, 1], np.int32))
+    positions = g.constant(np.array([0, 3, 2, 1, 0, 2, 3, 3], np.int32))
+    sa = g.slot_attention(g.reshape(q, (8, 32)), slot_kv, slot_kv, slots, positions,
+                          num_heads=4, head_dim=8, num_kv_heads=2, window=3)
+    a = a + g.reshape(sa, (2, 4, 32))
     a = g.swiglu_ffn(a, g.param("up", (32, 48)), g.param("gate", (32, 48)), g.param("down", (48, 32)))
     a, window = g.depthwise_conv1d_causal(a, g.param("cw", (3, 32)), g.input("pad", (2, 2, 32)),
                                           return_state=True)

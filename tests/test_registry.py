@@ -187,6 +187,7 @@ def test_shape_rules_give_the_result_shapes():
     with_rules = {r.op.name for r in registry.MIR_RECORDS + registry.HIR_RECORDS  # type: ignore
                   if r.shape_rule is not None}
     with_rules -= {"mir.insert_rows", "mir.extract_rows"}  # a stateful graph's: test_state.py
+    with_rules -= {"mir.cache_scatter"}  # a stateful graph's: test_slot_cache.py
     assert with_rules <= checked, f"ops not in the every-method graph: {with_rules - checked}"
 
 

@@ -58,6 +58,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
+from rlx_mlir.core.abi import STATUS_OK, STATUS_SLOT_OUT_OF_RANGE
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
@@ -72,7 +73,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     kernel_symbols,
     operand_shapes,
 )
-from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements
+from rlx_mlir.passes.lir_to_llvm.indexing import copy_elements, load_index, slot_out_of_range
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 MAX_REGISTER_CHUNKS = 32
@@ -223,16 +224,9 @@ class _Attention:
 
     def __init__(self, op: lir.AttentionOp, name: str, vector_width: int,
                  partitioned: bool = False):
-        self.w = w = vector_width
-        self.heads = op.num_heads.value.data
-        self.dim = op.head_dim.value.data
-        self.kv_heads = op.num_kv_heads.value.data
-        self.group = self.heads // self.kv_heads
+        self.head_parameters(op, vector_width)
+        w = vector_width
         self.kind = MaskKind(op.mask_kind.data)
-        self.scale = op.scale.value.data
-        self.window: int | None = None if op.window is None else op.window.value.data
-        self.n_vec, self.d_tail = divmod(self.dim, w)
-        self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
         n_ptrs = 5 if op.mask is not None else 4
         dynamic = is_dynamic(op)
@@ -258,6 +252,19 @@ class _Attention:
         self.causal_offset: Index = 0  # row s sees keys j < s + causal_offset
         if self.kind == MaskKind.CAUSAL:
             self.causal_offset = _plus(kb, _minus(kb, self.seq_k, self.seq_q), 1)
+
+    def head_parameters(self, op: lir.AttentionOp | lir.SlotAttentionOp,
+                        vector_width: int) -> None:
+        """The heads, scale and window of `op`, and how a head's D splits into vectors."""
+        self.w = vector_width
+        self.heads = op.num_heads.value.data
+        self.dim = op.head_dim.value.data
+        self.kv_heads = op.num_kv_heads.value.data
+        self.group = self.heads // self.kv_heads
+        self.scale = op.scale.value.data
+        self.window: int | None = None if op.window is None else op.window.value.data
+        self.n_vec, self.d_tail = divmod(self.dim, vector_width)
+        self.in_registers = self.n_vec <= MAX_REGISTER_CHUNKS
 
     # --------------------------------------------------------------- structure
 
@@ -559,6 +566,94 @@ def build_attention(op: Operation, name: str, vector_width: int,
     """Grouped-query attention with an online softmax, fused per query row (see module doc)."""
     assert isinstance(op, lir.AttentionOp)
     return _Attention(op, name, vector_width, partitioned).build()
+
+
+# ----------------------------------------------------------------------------- slot attention
+
+
+class _SlotAttention(_Attention):
+    """The code generator of one `lir.slot_attention` kernel: row r, head h is a query row
+    of `_Attention` whose keys are those of slot slots[r] (base slot·capacity·Hkv·D), visible
+    up to positions[r] inclusive. The keys run in whole blocks of W from the first visible
+    one, then the rest as one block of W ending at the row's last key (keys already seen
+    dropped) when at least W are visible, else key by key: no key past positions[r] (a
+    stale row of the slot) is ever read. The kernel is checked: it first checks every
+    row's slot and position (each part all of them, so every part returns the same
+    status) and, when one is out of range, reads and writes nothing and returns
+    STATUS_SLOT_OUT_OF_RANGE."""
+
+    def __init__(self, op: lir.SlotAttentionOp, name: str, vector_width: int,
+                 partitioned: bool = False):
+        self.head_parameters(op, vector_width)
+        self.kind = MaskKind.CAUSAL
+        symbols = kernel_symbols(op) if is_dynamic(op) else ()
+        self.kb = kb = KernelBuilder(
+            name, [PTR] * 6 + [i64] * len(symbols) + [i64, i64] * partitioned,
+            vector_width=vector_width, result_type=i32)
+        self.q, self.k, self.v, self.slots, self.positions, self.out = kb.args[:6]
+        sizes = kb.args[6:6 + len(symbols)]
+        self.share = kb.args[6 + len(symbols):] if partitioned else None
+        self.mask = self.mask_row = None
+        self.rows: Index = RuntimeDims.of(op, sizes).shape(0)[0] if symbols else shape_of(op.q)[0]
+        self.n_slots, self.capacity, _ = shape_of(op.keys)
+
+    def build(self) -> llvm.FuncOp:
+        kb = self.kb
+        bad = slot_out_of_range(kb, self.slots, self.positions, self.rows, self.n_slots,
+                                self.capacity)
+        rows = kb.select(bad, kb.index(0), kb.index(self.rows))  # a bad row: no row at all
+        if self.share is None:
+            with kb.loop(0, rows) as r_loop:
+                with kb.loop(0, self.heads) as h_loop:
+                    self.slot_row(r_loop.iv, h_loop.iv)
+        else:  # items (row, head) in memory order: a part reads few slots
+            first, last = kb.part_range(kb.mul(rows, self.heads), *self.share)  # pyright: ignore[reportArgumentType]
+            with kb.loop(first, last) as item:
+                self.slot_row(kb.sdiv(item.iv, self.heads), kb.srem(item.iv, self.heads))
+        kb.ret(kb.select(bad, kb.constant(STATUS_SLOT_OUT_OF_RANGE, i32),
+                         kb.constant(STATUS_OK, i32)))
+        return kb.finish()
+
+    def slot_row(self, r: SSAValue, h: SSAValue) -> None:
+        """out[r, h·D:(h+1)·D] = softmax(scale·q·Kᵀ)·V over the visible keys of r's slot."""
+        kb, dim = self.kb, self.dim
+        slot = load_index(kb, self.slots, r, i32)  # in range: checked by `build`
+        visible = kb.add(load_index(kb, self.positions, r, i32), 1)
+        q_offset = kb.mul(kb.add(kb.mul(r, self.heads), h), dim)
+        self.q_row = kb.gep(self.q, q_offset)
+        self.out_row = kb.gep(self.out, q_offset)
+        kv_offset = kb.add(kb.mul(slot, self.capacity * self.kv_heads * dim),
+                           kb.mul(kb.sdiv(h, self.group), dim))
+        self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
+        self.q_chunks = self.load_q() if self.in_registers else None
+        if self.in_registers:
+            acc = [kb.vconst(0.0)] * self.n_vec + [kb.fconst(0.0)] * self.d_tail
+        else:
+            acc = None
+            self.for_chunks(lambda c, vector: kb.store(
+                kb.vconst(0.0) if vector else kb.fconst(0.0), self.out_row, c))
+        state = _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
+        self.finish_row(self.slot_keys(visible, state))
+
+    def slot_keys(self, visible: SSAValue, state: _RowState) -> _RowState:
+        """Feed the keys [first, visible) into the row state, none at or past `visible`."""
+        kb, w = self.kb, self.w
+        first, full_end = self.visible_blocks(visible)
+        state = self.block_loop(full_end, state, first)
+        whole_block = kb.insert(llvm.AndOp(kb.icmp("sge", visible, w),
+                                           kb.icmp("slt", full_end, visible)))
+        return self.branch(
+            whole_block, state,
+            lambda st: self.block(kb.sub(visible, w), w, st, (full_end, visible)),
+            lambda st: self.key_loop(full_end, visible, st))
+
+
+@kernel(lir.SlotAttentionOp, partitioned=True, runtime_dims=True, checked=True)
+def build_slot_attention(op: Operation, name: str, vector_width: int,
+                         partitioned: bool = False) -> llvm.FuncOp:
+    """Batched decoding's attention over slot caches, one query row per (row, head)."""
+    assert isinstance(op, lir.SlotAttentionOp)
+    return _SlotAttention(op, name, vector_width, partitioned).build()
 
 
 # ----------------------------------------------------------------------------- rope

@@ -20,7 +20,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f32, i1, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
+from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK, STATUS_SLOT_OUT_OF_RANGE
 from rlx_mlir.core.dtypes import llvm_element
 from rlx_mlir.core.shape_inference import numel
 from rlx_mlir.dialects import lir
@@ -251,4 +251,43 @@ def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncO
     dst = kb.gep(out, kb.mul(position, row), element)
     copy_elements(kb, rows, dst, count, element)
     kb.ret()
+    return kb.finish()
+
+
+def slot_out_of_range(kb: KernelBuilder, slots: SSAValue, positions: SSAValue, count: Value,
+                      n_slots: int, capacity: int) -> SSAValue:
+    """An i1: whether some row r < `count` has slots[r] outside [0, n_slots) or
+    positions[r] outside [0, capacity) (i32 entries; unsigned compares, so negatives are
+    out of range too)."""
+    with kb.loop(0, count, carried=[kb.constant(0, i1)]) as check:
+        bad = kb.or_(kb.icmp("uge", load_index(kb, slots, check.iv, i32), n_slots),
+                     kb.icmp("uge", load_index(kb, positions, check.iv, i32), capacity))
+        check.yield_(kb.or_(check.carried[0], bad))
+    return check.results[0]
+
+
+@kernel(lir.CacheScatterOp, runtime_dims=True, checked=True)
+def build_cache_scatter(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+    """out[slots[r], positions[r]] = rows[r] for r < R (R read at run time when symbolic):
+    the rows of a ragged batch written into a slot cache [n_slots, capacity, *tail].
+    Takes `(ptr rows, ptr slots, ptr positions, ptr out[, i64 R])` and returns an i32
+    status: STATUS_SLOT_OUT_OF_RANGE, writing nothing, when any slot or position is out
+    of range, else STATUS_OK."""
+    assert isinstance(op, lir.CacheScatterOp)
+    symbols = kernel_symbols(op)
+    element = llvm_element(op.rows.type.get_element_type())
+    kb = KernelBuilder(name, [PTR] * 4 + [i64] * len(symbols), vector_width=vector_width,
+                       result_type=i32)
+    rows, slots, positions, out = kb.args[:4]
+    count = RuntimeDims.of(op, kb.args[4:]).shape(0)[0]
+    n_slots, capacity, *tail = shape_of(op.out)
+    row = numel(tail)
+    any_bad = slot_out_of_range(kb, slots, positions, count, n_slots, capacity)
+    with kb.loop(0, kb.select(any_bad, kb.index(0), kb.index(count))) as r_loop:
+        slot = load_index(kb, slots, r_loop.iv, i32)
+        position = load_index(kb, positions, r_loop.iv, i32)
+        dst = kb.gep(out, kb.mul(kb.add(kb.mul(slot, capacity), position), row), element)
+        copy_elements(kb, kb.gep(rows, kb.mul(r_loop.iv, row), element), dst, row, element)
+    kb.ret(kb.select(any_bad, kb.constant(STATUS_SLOT_OUT_OF_RANGE, i32),
+                     kb.constant(STATUS_OK, i32)))
     return kb.finish()

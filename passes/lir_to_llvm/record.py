@@ -37,7 +37,8 @@ class KernelRecord:
     - `runtime_dims`: the builder reads `?` dims at run time itself (ABI of dynamic.py);
       other dynamic kernels are driven row by row.
     - `checked`: the kernel validates data at run time and returns an i32 status (never
-      split across threads).
+      split across threads, unless also `partitioned`: then every part checks all the
+      data, not only its share, and returns the same status, so thread 0's stands).
     - `along_symbols`: with `runtime_dims`, the builder reads `?` dims only where the op
       works along a symbol (a reduction or softmax over S); where the op is row-separable
       (`dynamic.row_prefix` >= 0) the row driver serves it as before."""

@@ -152,8 +152,14 @@ STATUS_OK = 0
 STATUS_INDEX_OUT_OF_RANGE = 1
 """A gather (or embedding) index is negative or not below the gathered dimension."""
 
+STATUS_SLOT_OUT_OF_RANGE = 2
+"""A slot or position of a slot cache (`cache_append` with slots, `slot_attention`) is
+negative or not below the cache's slots or capacity."""
+
 ERROR_MESSAGES = {
     STATUS_INDEX_OUT_OF_RANGE: "an index (gather or embedding id) is negative or out of range",
+    STATUS_SLOT_OUT_OF_RANGE: "a slot or position of a slot cache (cache_append with slots, "
+                              "slot_attention) is negative or out of range",
 }
 """Non-zero status codes a compiled graph can return, and what they mean. The entry ORs
 the statuses of its checked kernels, so every code is a distinct bit."""

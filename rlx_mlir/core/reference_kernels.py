@@ -733,6 +733,61 @@ def insert_rows(rows: ArrayLike, cache: ArrayLike, position: int) -> np.ndarray:
     return out
 
 
+def slot_indices(what: str, slots: ArrayLike, positions: ArrayLike, n_slots: int,
+               capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """`slots` in [0, n_slots) and `positions` in [0, capacity), as int64 arrays (an
+    ArgumentError names the op and the argument out of range)."""
+    checked = []
+    for name, value, size in (("slots", slots, n_slots), ("positions", positions, capacity)):
+        idx = np.asarray(value)
+        if idx.dtype.kind not in "iu":
+            raise DTypeError(f"{what}: {name}: expected i32 indices, got {idx.dtype}")
+        if idx.size and (idx.min() < 0 or idx.max() >= size):
+            bad = idx[(idx < 0) | (idx >= size)].flat[0]
+            raise ArgumentError(f"{what}: {name}: {int(bad)} is out of range [0, {size})")
+        checked.append(idx.astype(np.int64))
+    return checked[0], checked[1]
+
+
+def cache_scatter(rows: ArrayLike, cache: ArrayLike, slots: ArrayLike,
+                  positions: ArrayLike) -> np.ndarray:
+    """A copy of the slot cache `cache` [n_slots, capacity, *tail] with row r of `rows`
+    [R, *tail] at [slots[r], positions[r]] (in order: a later row wins)."""
+    rows, cache = _data(rows), _data(cache)
+    rules.cache_scatter(_shape(rows), _shape(cache), _shape(np.asarray(slots)),
+                        _shape(np.asarray(positions)))
+    slot, position = slot_indices("cache_scatter", slots, positions, *cache.shape[:2])
+    out = np.array(cache)
+    for r in range(rows.shape[0]):
+        out[slot[r], position[r]] = rows[r]
+    return out
+
+
+@_quiet
+def slot_attention(q: ArrayLike, keys: ArrayLike, values: ArrayLike, slots: ArrayLike,
+                   positions: ArrayLike, *, num_heads: int, head_dim: int,
+                   num_kv_heads: int | None = None, scale: float | None = None,
+                   window: int | None = None) -> np.ndarray:
+    """Row r of q [R, H·D] attends the keys/values [n_slots, capacity, Hkv·D] of slot
+    slots[r] at j in [lo, positions[r]] (lo = 0, or with `window` W
+    max(0, positions[r] − W + 1)), grouped-query; the result has q's shape."""
+    q, k, v = _f64(q), _f64(keys), _f64(values)
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    rules.slot_attention(_shape(q), _shape(k), _shape(v), _shape(np.asarray(slots)),
+                         _shape(np.asarray(positions)), num_heads=num_heads,
+                         head_dim=head_dim, num_kv_heads=num_kv_heads, window=window)
+    slot, position = slot_indices("slot_attention", slots, positions, *k.shape[:2])
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    out = np.zeros_like(q)
+    for r in range(q.shape[0]):
+        end = int(position[r]) + 1
+        lo = 0 if window is None else max(0, end - window)
+        out[r] = _attention64(q[r:r + 1], k[slot[r], lo:end], v[slot[r], lo:end], None,
+                              num_heads=num_heads, head_dim=head_dim,
+                              num_kv_heads=num_kv_heads, mask_kind="none", scale=scale)[0]
+    return _out(out)
+
+
 def embedding(table: ArrayLike, ids: ArrayLike) -> np.ndarray:
     """table[V, D][ids] -> [..., D]; ids must lie in [0, V)."""
     table = _f32(table)

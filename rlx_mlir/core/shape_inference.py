@@ -800,6 +800,61 @@ def extract_rows(cache: Shape, size: str) -> Shape:
     return (size, *cache[1:])
 
 
+def cache_scatter(rows: Shape, cache: Shape, slots: Shape, positions: Shape) -> Shape:
+    """Writing `rows` [R, *tail] (R static or a symbol) into a slot cache [n_slots,
+    capacity, *tail] (a state: static), row r at [slots[r], positions[r]] (`slots`,
+    `positions` [R]): the cache's shape."""
+    check_rank("cache", cache, range(2, 9))
+    for d in cache:
+        require_static("cache", d, "a slot cache (a state) has a static shape, so every dim")
+    tail = cache[2:]
+    if len(rows) != len(tail) + 1 or not all(map(dims_match, rows[1:], tail)):
+        raise ShapeError(
+            f"rows {fmt(rows)}: expected [R, {', '.join(map(str, tail))}] (rows of the slot "
+            f"cache {fmt(cache)} [n_slots, capacity, *tail]), got {fmt(rows)}"
+        )
+    check_slot_rows(rows[0], slots, positions)
+    return cache
+
+
+def check_slot_rows(count: Dim, slots: Shape, positions: Shape) -> None:
+    """`slots` and `positions` are [R], one entry per row (R = `count`)."""
+    check_exact("slots", slots, (count,), "one slot per row")
+    check_exact("positions", positions, (count,), "one position per row")
+
+
+def slot_attention(q: Shape, keys: Shape, values: Shape, slots: Shape, positions: Shape, *,
+                   num_heads: int, head_dim: int, num_kv_heads: int,
+                   window: int | None = None) -> Shape:
+    """Attention of each row of q [R, H*D] over the keys/values [n_slots, capacity,
+    Hkv*D] of its slot up to its position (`slots`, `positions` [R]): q's shape."""
+    check_rank("q", q, (2,))
+    if num_heads < 1 or head_dim < 1 or num_kv_heads < 1:
+        raise ShapeError(
+            f"num_heads, head_dim and num_kv_heads must be >= 1, got "
+            f"{num_heads}, {head_dim}, {num_kv_heads}"
+        )
+    if num_heads % num_kv_heads:
+        raise ShapeError(
+            f"num_kv_heads: must divide num_heads={num_heads} (grouped-query), got {num_kv_heads}"
+        )
+    if not dims_match(q[-1], num_heads * head_dim):
+        raise ShapeError(
+            f"q: last dim must be num_heads*head_dim = {num_heads}*{head_dim} = "
+            f"{num_heads * head_dim}, got {q[-1]}"
+        )
+    check_rank("keys", keys, (3,))
+    for d in keys:
+        require_static("keys", d, "a slot cache [n_slots, capacity, num_kv_heads*head_dim]")
+    width = num_kv_heads * head_dim
+    check_exact("keys", keys, (keys[0], keys[1], width),
+                f"[n_slots, capacity, num_kv_heads*head_dim = {width}]")
+    check_exact("values", values, keys, "the shape of keys")
+    check_slot_rows(q[0], slots, positions)
+    attention_window(window, "causal")
+    return q
+
+
 # ----------------------------------------------------------------------------- sequence ops
 # With `return_state`, the ops `selective_scan` and `gated_delta_net` have a second result,
 # the final state, whose shape `selective_scan_state` / `gated_delta_net_state` give: their

@@ -20,6 +20,7 @@ from xdsl.ir import Operation
 
 from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError
+from rlx_mlir.core.reference_kernels import slot_indices
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
 from rlx_mlir.dialects.registry import (
@@ -134,6 +135,15 @@ def _insert_rows(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     out[position:end] = rows
 
 
+def _cache_scatter(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
+    """Write the rows into the slot cache buffer `out` in place (checked first: nothing
+    is written when a slot or position is out of range)."""
+    rows, slots, positions, out = args
+    slot, position = slot_indices(op.name, slots, positions, *out.shape[:2])
+    for r in range(rows.shape[0]):
+        out[slot[r], position[r]] = rows[r]
+
+
 def _barrier(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     """The interpreter runs every kernel whole on one thread: nothing to wait for."""
 
@@ -159,6 +169,7 @@ SPECIAL: dict[type[Operation], OpImpl] = {
     lir.BarrierOp: _barrier,
     lir.ScanOp: _scan,
     lir.InsertRowsOp: _insert_rows,
+    lir.CacheScatterOp: _cache_scatter,
     lir.ElementwiseOp: _writing(_elementwise),
     lir.FusedElementwiseOp: _writing(_fused_elementwise),
     lir.ConstantOp: _writing(_constant),
