@@ -1182,10 +1182,12 @@ class TopKOp(kernel_twin(mir.TopKOp, outs=("out", "indices_out"))):
 @irdl_op_definition
 class SampleOp(kernel_twin(mir.SampleOp)):
     """out = one sampled token id (i32) per row of `logits` (`mir.sample`); `position`
-    (an index, the model's) is passed to the kernel as an i64 after the pointers.
+    (an index, the model's) is passed to the kernel as an i64 after the pointers; the
+    optional `row_positions` buffer (i64 [R]) is written after `ins`, as its own group.
 
     ```mlir
     lir.sample ins(%l, %t, %k, %p, %s, %pos : memref<1x50xf32>, memref<f32>, memref<i32>, memref<f32>, memref<i64>, index) outs(%o : memref<1xi32>)
+    lir.sample ins(%l, %t, %k, %p, %s : memref<3x50xf32>, memref<3xf32>, memref<i32>, memref<f32>, memref<3xi64>) row_positions(%rp : memref<3xi64>) outs(%o : memref<3xi32>)
     ```
     """
 
@@ -1197,7 +1199,18 @@ class SampleOp(kernel_twin(mir.SampleOp)):
     top_p = operand_def(MemRefType)
     seed = operand_def(MemRefType)
     position = opt_operand_def(IndexType)
+    row_positions = opt_operand_def(MemRefType)
     out = operand_def(MemRefType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    # Two optional operands in one `ins` list would be ambiguous: row_positions has its own.
+    assembly_format = (
+        "`ins` `(` $logits `,` $temperature `,` $top_k `,` $top_p `,` $seed (`,` $position^)?"
+        " `:` type($logits) `,` type($temperature) `,` type($top_k) `,` type($top_p) `,`"
+        " type($seed) (`,` type($position)^)? `)`"
+        " (`row_positions` `(` $row_positions^ `:` type($row_positions) `)`)?"
+        " `outs` `(` $out `:` type($out) `)` attr-dict"
+    )
 
     def verify_value(self, label: str, value: SSAValue) -> None:
         if not isinstance(value.type, IndexType):

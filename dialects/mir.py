@@ -1392,11 +1392,15 @@ class SampleOp(IndexOperandsMixin):
     `temperature` <= 0; else top-k (`top_k` <= 0 keeps all), top-p on the softmax of the
     raw logits (`top_p` >= 1 keeps all), the softmax at `temperature`, and one Philox4x32-10
     draw keyed by `seed` and counted by (row, `position`) (docs/modules.md "Sampling
-    ops"). The parameters are rank-0 tensors (f32, i32, f32, i64), so one compiled graph
-    serves every setting; `position` is the model's (absent: 0).
+    ops"). The parameters (f32, i32, f32, i64) are rank-0 tensors, so one compiled graph
+    serves every setting, or, for logits [R, V], one value per row [R] (batched decoding:
+    every sequence its own setting); `position` is the model's (absent: 0). With
+    `row_positions` (i64 [R]; exclusive with `position`) row r is counted as row 0 at
+    position row_positions[r]: it draws what a one-row call at that position draws.
 
     ```mlir
     %ids = mir.sample %l, %t, %k, %p, %s position %pos : (tensor<1x50xf32>, tensor<f32>, tensor<i32>, tensor<f32>, tensor<i64>, index) -> tensor<1xi32>
+    %ids = mir.sample %l, %t, %k, %p, %s row_positions(%rp : tensor<3xi64>) : (tensor<3x50xf32>, tensor<3xf32>, tensor<i32>, tensor<f32>, tensor<3xi64>) -> tensor<3xi32>
     ```
     """
 
@@ -1409,18 +1413,29 @@ class SampleOp(IndexOperandsMixin):
     top_p = operand_def(TensorType)
     seed = operand_def(TensorType)
     position = opt_operand_def(IndexType)
+    row_positions = opt_operand_def(TensorType)
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     assembly_format = (
         "$logits `,` $temperature `,` $top_k `,` $top_p `,` $seed (`position` $position^)?"
-        " attr-dict `:` functional-type(operands, results)"
+        " (`row_positions` `(` $row_positions^ `:` type($row_positions) `)`)? attr-dict `:`"
+        " `(` type($logits) `,` type($temperature) `,` type($top_k) `,` type($top_p) `,`"
+        " type($seed) (`,` type($position)^)? `)` `->` type($result)"
     )
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"logits": FLOAT, "temperature": FLOAT, "top_k": ("i32",), "top_p": FLOAT,
-         "seed": ("i64",), "result": ("i32",)})
+         "seed": ("i64",), "row_positions": ("i64",), "result": ("i32",)})
+
+    # (the lir twin takes this check too)
+    def verify_attributes(self) -> None:
+        if self.position is not None and self.row_positions is not None:
+            raise VerifyException(
+                f"'{self.name}': position and row_positions: expected at most one "
+                f"(row_positions gives every row its own position), got both")
 
 
 @irdl_op_definition

@@ -1282,7 +1282,8 @@ class Graph:
         return values, indices
 
     def sample(self, logits: Value, *, temperature: float | Value = 1.0, top_k: int | Value = 0,
-               top_p: float | Value = 1.0, seed: int | Value = 0) -> Value:
+               top_p: float | Value = 1.0, seed: int | Value = 0,
+               positions: Value | None = None) -> Value:
         """One token id (i32) per row of `logits` [..., V]: `logits.shape[:-1]`
         (docs/modules.md "Sampling ops"). Greedy (the argmax) at temperature 0; else the
         filters in llama.cpp's order: the `top_k` largest (0 keeps all), then the smallest
@@ -1293,7 +1294,14 @@ class Graph:
         so a seed reproduces a run on any thread count. Each parameter is a Python
         number (checked here, made a constant) or a rank-0 Value (f32 temperature, i32
         top_k, f32 top_p, i64 seed; read at run time, so one compiled graph serves every
-        setting)."""
+        setting).
+
+        Batched decoding (2-D logits [R, V], one row per sequence): a parameter may also be
+        a Value [R], one setting per row (mixed with rank-0 ones as needed), and
+        `positions`, an i64 Value [R], counts row r's draw as row 0 at position
+        positions[r] instead of by the row and the graph's position: row r then gets what
+        a one-row call at that position with row r's parameters gets (the 64-bit value is
+        the counter as it is; a negative one is its two's complement)."""
         self._own("logits", logits)
         with _context("sample"):
             _check_dtype("logits", logits, ("f32",))
@@ -1303,18 +1311,21 @@ class Graph:
                 "top_p": self._sampling_param("top_p", top_p, "f32"),
                 "seed": self._sampling_param("seed", seed, "i64"),
             }
+            if positions is not None:
+                self._own("positions", positions)
+                _check_dtype("positions", positions, ("i64",))
+        if positions is not None:
+            return self._op("sample", mir.SampleOp, logits=logits, **params,
+                            row_positions=positions)
         return self._op("sample", mir.SampleOp, logits=logits, **params, position=self._position)
 
     def _sampling_param(self, name: str, value: Any, dtype: str) -> Value:
-        """A rank-0 Value of `dtype` for a sampling parameter: a Value as it is (checked),
+        """A Value of `dtype` for a sampling parameter: a Value as it is (dtype checked),
         a Python number checked against its range and made a constant."""
         if isinstance(value, Value):
             self._own(name, value)
             _check_dtype(name, value, (dtype,))
-            if value.shape != ():
-                raise ShapeError(f"{name}: expected a rank-0 Value, got shape "
-                                 f"{rules.fmt(value.shape)}")
-            return value
+            return value  # rank-0 or one per row: the op's shape rule checks
         is_int = isinstance(value, int | np.integer) and not isinstance(value, bool)
         is_number = is_int or (isinstance(value, float | np.floating))
         checks = {

@@ -285,31 +285,61 @@ class _Candidates:
 
 @kernel(lir.SampleOp, runtime_dims=True)
 def build_sample(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
-    """out[r] = the token drawn from row r (reference_kernels.sample, step by step)."""
+    """out[r] = the token drawn from row r (reference_kernels.sample, step by step). A
+    rank-0 parameter is read once; one per row ([R]) is read in the row loop. With
+    `row_positions`, row r draws with counter row 0 at its own position."""
     assert isinstance(op, lir.SampleOp)
     symbols = kernel_symbols(op)
     has_position = op.position is not None
-    kb = KernelBuilder(name, [PTR] * 6 + [i64] * (int(has_position) + len(symbols)),
+    has_rows = op.row_positions is not None
+    pointers = 6 + int(has_rows)
+    kb = KernelBuilder(name, [PTR] * pointers + [i64] * (int(has_position) + len(symbols)),
                        vector_width=vector_width)
-    logits, t_ptr, k_ptr, p_ptr, seed_ptr, out = kb.args[:6]
-    position = kb.args[6] if has_position else kb.constant(0, i64)
-    rows, n = _row_geometry(kb, op, kb.args[6 + int(has_position):])
-    params = _Params(kb.load(t_ptr), kb.sext(kb.load(k_ptr, element=i32)), kb.load(p_ptr),
-                     kb.load(seed_ptr, element=i64), position)
+    logits, out = kb.args[0], kb.args[pointers - 1]
+    position = kb.args[pointers] if has_position else kb.constant(0, i64)
+    rows, n = _row_geometry(kb, op, kb.args[pointers + int(has_position):])
+    reads = [_ParamRead(kb, ptr, ty, per_row=getattr(op, name).type.get_shape() != ())
+             for ptr, (name, ty) in zip(kb.args[1:5], SAMPLE_PARAMS, strict=True)]
     slots = {name: kb.alloca(1, ty, align=8) for name, ty in (
         ("tk", i32), ("ties_k", i64), ("vp", i32), ("target", f64), ("above", f64),
         ("m", f32))}
     small = min(SMALL_TOP_K, n)
     buffers = (kb.alloca(small), kb.alloca(small, i32))
     with kb.loop(0, rows) as r:
+        temperature, top_k, top_p, seed = (read.at(r.iv) for read in reads)
+        counter_row = r.iv
+        if has_rows:  # row 0 at the row's own position: what a one-row call there draws
+            counter_row = kb.constant(0, i64)
+            position = kb.load(kb.args[5], r.iv, element=i64)
+        params = _Params(temperature, top_k, top_p, seed, position)
         row = kb.gep(logits, kb.mul(r.iv, n))
         best = _argmax_row(kb, row, n)
         kb.store(_trunc(kb, best), out, r.iv, element=i32)
         with kb.if_(kb.fcmp("ogt", params.temperature, 0.0)):
-            choice = _draw(kb, row, n, best, r.iv, params, slots, buffers)
+            choice = _draw(kb, row, n, best, counter_row, params, slots, buffers)
             kb.store(_trunc(kb, choice), out, r.iv, element=i32)
     kb.ret()
     return kb.finish()
+
+
+SAMPLE_PARAMS = (("temperature", f32), ("top_k", i32), ("top_p", f32), ("seed", i64))
+"""The sampling parameters of `lir.sample`, in operand order, with their element types."""
+
+
+class _ParamRead:
+    """A sampling parameter as the kernel uses it (top_k sign-extended to i64): a rank-0
+    one loaded once, before the row loop; one per row loaded at the row."""
+
+    def __init__(self, kb: KernelBuilder, ptr: SSAValue, ty, per_row: bool):
+        self.kb, self.ptr, self.ty = kb, ptr, ty
+        self.shared = None if per_row else self._load(0)
+
+    def _load(self, index: SSAValue | int) -> SSAValue:
+        value = self.kb.load(self.ptr, index, element=self.ty)
+        return self.kb.sext(value) if self.ty == i32 else value
+
+    def at(self, r: SSAValue) -> SSAValue:
+        return self.shared if self.shared is not None else self._load(r)
 
 
 class _Params:

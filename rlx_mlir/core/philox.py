@@ -55,5 +55,20 @@ def sample_uniform(rows: int, seed: int, position: int) -> np.ndarray:
     return ((words[..., 0] >> 8).astype(np.float32) * np.float32(2.0**-24)).astype(np.float32)
 
 
-__all__ = ["M0", "M1", "ROUNDS", "W0", "W1", "philox4x32", "sample_counter", "sample_uniform",
-           "seed_key"]
+def row_uniform(seeds: np.ndarray, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """`sample_uniform` with every row's own key and counter: row i draws with counter
+    (rows[i], positions[i] low 32 bits, high 32 bits, 0) under the key of seeds[i] (int64
+    arrays broadcast together; the 64 bits are used as they are, a negative value as its
+    two's complement, as the kernel does)."""
+    seeds, rows, positions = (np.ascontiguousarray(a).view(np.uint64) for a in np.broadcast_arrays(
+        *(np.asarray(a, np.int64) for a in (seeds, rows, positions))))
+    mask = np.uint64(MASK32)
+    counter = np.stack([rows & mask, positions & mask, positions >> np.uint64(32),
+                        np.zeros_like(rows)], axis=-1)
+    key = np.stack([seeds & mask, seeds >> np.uint64(32)], axis=-1)
+    words = philox4x32(counter, key)
+    return ((words[..., 0] >> 8).astype(np.float32) * np.float32(2.0**-24)).astype(np.float32)
+
+
+__all__ = ["M0", "M1", "ROUNDS", "W0", "W1", "philox4x32", "row_uniform", "sample_counter",
+           "sample_uniform", "seed_key"]

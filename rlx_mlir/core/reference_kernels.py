@@ -1234,22 +1234,32 @@ def _sample_row(x: np.ndarray, temperature: float, top_k: int, top_p: float,
 
 
 def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: ArrayLike,
-           seed: ArrayLike, position: int | None = None) -> np.ndarray:
+           seed: ArrayLike, position: int | None = None,
+           row_positions: ArrayLike | None = None) -> np.ndarray:
     """One token id (int32) per row of `logits` [..., V] (docs/modules.md "Sampling ops"):
     the argmax when temperature <= 0; else top-k (k <= 0 or >= V keeps all), then top-p
     on the softmax of the raw logits of the kept tokens (p >= 1 keeps all), then the
     softmax at the temperature, drawn in index order with the uniform of
-    `philox.sample_uniform` (keyed by the seed, counted by row and `position`)."""
+    `philox.row_uniform` (keyed by the seed, counted by row and `position`; with
+    `row_positions`, row r counted as row 0 at row_positions[r]). Each parameter is rank-0
+    or, for logits [R, V], one per row [R]."""
     from rlx_mlir.core import philox
 
     x = _data(logits).astype(F32)
-    rules.sample(_shape(x), (), (), (), ())
+    params = [np.asarray(a) for a in (temperature, top_k, top_p, seed)]
+    rules.sample(_shape(x), *(_shape(a) for a in params),
+                 row_positions=None if row_positions is None else _shape(np.asarray(row_positions)))
     rows = x.reshape(-1, x.shape[-1])
-    t = float(np.asarray(temperature, F32))
-    k, p = int(np.asarray(top_k)), float(np.asarray(top_p, F32))
-    u = philox.sample_uniform(rows.shape[0], int(np.asarray(seed)), int(position or 0))
+    n = rows.shape[0]
+    t, k, p, seeds = (np.broadcast_to(a.astype(dtype), (n,)) for a, dtype in
+                      zip(params, (F32, np.int64, F32, np.int64), strict=True))
+    if row_positions is None:
+        u = philox.row_uniform(seeds, np.arange(n), int(position or 0))
+    else:
+        u = philox.row_uniform(seeds, 0, np.asarray(row_positions, np.int64))
     with np.errstate(invalid="ignore"):  # a row of -inf only: NaN weights (its last id)
-        ids = [_sample_row(row, t, k, p, u[r]) for r, row in enumerate(rows)]
+        ids = [_sample_row(row, float(t[r]), int(k[r]), float(p[r]), u[r])
+               for r, row in enumerate(rows)]
     return np.array(ids, np.int32).reshape(x.shape[:-1])
 
 

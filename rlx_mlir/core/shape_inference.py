@@ -1018,15 +1018,27 @@ def top_k(input: Shape, k: int) -> tuple[Shape, Shape]:
 
 
 def sample(logits: Shape, temperature: Shape, top_k: Shape, top_p: Shape, seed: Shape,
-           position: Shape | None = None) -> Shape:
-    """One token id per row of `logits` [..., V]: `logits.shape[:-1]`; the sampling
-    parameters are rank-0 (`position`, an index, has no shape)."""
+           position: Shape | None = None, row_positions: Shape | None = None) -> Shape:
+    """One token id per row of `logits` [..., V]: `logits.shape[:-1]`. Each sampling
+    parameter is rank-0 (shared by every row) or, for 2-D logits [R, V], one per row [R];
+    `row_positions`, when given, is [R] (`position`, an index, has no shape)."""
     _last_axis("logits", logits)
     for name, shape in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p),
-                        ("seed", seed)):
-        if tuple(shape) != ():
-            raise ShapeError(f"{name}: expected a rank-0 tensor, got {fmt(shape)}")
+                        ("seed", seed), ("row_positions", row_positions)):
+        if shape is not None and (tuple(shape) != () or name == "row_positions"):
+            _check_per_row(name, logits, tuple(shape))
     return tuple(logits[:-1])
+
+
+def _check_per_row(name: str, logits: Shape, shape: Shape) -> None:
+    """A per-row operand of `sample`: [R] for logits [R, V]."""
+    shared = "" if name == "row_positions" else "a rank-0 tensor or "
+    if len(logits) != 2:
+        raise ShapeError(f"{name}: expected {shared}one value per row, which needs 2-D logits "
+                         f"[R, V] (got logits {fmt(logits)}), got {fmt(shape)}")
+    if len(shape) != 1 or not dims_match(shape[0], logits[0]):
+        raise ShapeError(f"{name}: expected {shared}{fmt(logits[:1])} (one per row of logits "
+                         f"{fmt(logits)}), got {fmt(shape)}")
 
 
 # ----------------------------------------------------------------------------- shared-input matmul
