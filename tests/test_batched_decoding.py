@@ -241,3 +241,27 @@ def test_engine_prompt_caching_and_logprobs(llama_pair):
     third = Request(np.array(ids, np.int32), max_tokens=4)
     run_requests(engine, [third])
     assert third.tokens == alone.generate_ids(ids, max_new_tokens=4)
+
+
+def test_smollm2_batched_step_logits_equal_alone():
+    """The real model (q8 activations): a batched call of three prompts, then three decode
+    steps, each row within 1e-3 of its sequence decoded alone (the SPEC's bound)."""
+    from rlx_mlir.models import ModelError, fetch
+
+    try:
+        path = fetch("smollm2-135m-instruct", quiet=True)
+    except ModelError as error:
+        pytest.skip(f"SmolLM2 is not cached and cannot be downloaded: {error}")
+    alone = load_gguf(path, max_seq=256)
+    runner = BatchRunner(load_gguf(path, max_seq=256, slots=4))
+    prompts = [alone.tokenizer.encode(p) for p in (
+        "The capital of France is", "Once upon a time, there was a", "def add(a, b):")]
+    ids, logits = runner.run([BatchItem(s, np.array(p, np.int32), 0)
+                              for s, p in enumerate(prompts)], logits=True)
+    histories = [list(p) for p in prompts]
+    for _ in range(3):
+        for row, history in enumerate(histories):
+            assert_logits_close(logits[row], fresh_prefill(alone, history))
+            history.append(ids[row])
+        ids, logits = runner.run([BatchItem(s, np.array(h[-1:], np.int32), len(h) - 1)
+                                  for s, h in enumerate(histories)], logits=True)

@@ -22,7 +22,12 @@ httpx = pytest.importorskip("httpx")
 from gguf_models import write_tiny_model  # noqa: E402
 
 from rlx_mlir.models import load_gguf  # noqa: E402
-from rlx_mlir.serving import LanguageModelEngine, log_softmax  # noqa: E402
+from rlx_mlir.serving import (  # noqa: E402
+    BatchedEngine,
+    LanguageModelEngine,
+    engine_for,
+    log_softmax,
+)
 from rlx_mlir.tools.rlx_serve import create_app, run  # noqa: E402
 
 MAX_SEQ = 64
@@ -258,10 +263,20 @@ def test_logprobs_are_log_softmax_of_the_logits(client, lm):
     np.testing.assert_allclose(streamed, logprobs["token_logprobs"], atol=1e-5)
 
 
-def test_eight_concurrent_clients_get_their_sequential_outputs(lm):
+@pytest.mark.parametrize("slots", [1, 8])
+def test_eight_concurrent_clients_get_their_sequential_outputs(lm, tiny_path, slots):
+    """With 8 slots the 8 streams are decoded together (one native call a step)."""
     prompts = [f"{p} {w}" for p in PROMPTS[:4] for w in ("cat", "mat")]
     expected = {p: lm.generate(p, max_new_tokens=10) for p in prompts}
-    live = LiveServer(create_app(LanguageModelEngine(lm), alias="tiny", max_queue=8))
+    model = lm if slots == 1 else load_gguf(tiny_path, max_seq=MAX_SEQ, slots=slots)
+    engine = engine_for(model)
+    assert isinstance(engine, BatchedEngine if slots > 1 else LanguageModelEngine)
+    batch_sizes = []
+    if slots > 1:
+        run = engine.runner.run
+        engine.runner.run = lambda items, logits=False: (batch_sizes.append(len(items)),
+                                                         run(items, logits))[1]
+    live = LiveServer(create_app(engine, alias="tiny", max_queue=8))
     results: dict[str, str] = {}
 
     def work(prompt):
@@ -279,6 +294,8 @@ def test_eight_concurrent_clients_get_their_sequential_outputs(lm):
     finally:
         live.close()
     assert results == expected
+    if slots > 1:
+        assert max(batch_sizes) > 1  # several streams advanced by one call
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -443,7 +460,8 @@ def test_cli_rejects_slots_below_one(tiny_path):
 
 def test_smollm2_end_to_end():
     """The real model behind the real client: `rlx-serve smollm2-135m-instruct` as the README
-    runs it (in-process app, same code)."""
+    runs it (in-process app, same code, batched: 4 slots), 4 concurrent clients each getting
+    what the one-sequence model gives it alone."""
     openai = pytest.importorskip("openai")
     from rlx_mlir.models import ModelError, fetch
 
@@ -451,7 +469,11 @@ def test_smollm2_end_to_end():
         path = fetch("smollm2-135m-instruct", quiet=True)
     except ModelError as error:
         pytest.skip(f"SmolLM2 is not cached and cannot be downloaded: {error}")
-    live = LiveServer(create_app(lambda: load_gguf(path, max_seq=256),
+    alone = load_gguf(path, max_seq=256)
+    prompts = ["The capital of France is", "Water boils at", "The largest planet is",
+               "Bread is made from"]
+    expected = [alone.generate(p, max_new_tokens=12) for p in prompts]
+    live = LiveServer(create_app(lambda: load_gguf(path, max_seq=256, slots=4),
                                  alias="smollm2-135m-instruct"))
     try:
         deadline = time.monotonic() + 600
@@ -459,10 +481,20 @@ def test_smollm2_end_to_end():
             assert time.monotonic() < deadline
             time.sleep(0.1)
         api = openai.OpenAI(base_url=live.url + "/v1", api_key="unused")
-        reply = api.completions.create(model="smollm2-135m-instruct", max_tokens=8,
-                                       prompt="The capital of France is", temperature=0)
-        assert reply.choices[0].text.startswith(" Paris"), reply.choices[0].text
-        assert reply.usage.prompt_tokens == 5
+        texts: dict[int, str] = {}
+
+        def complete(index: int) -> None:
+            reply = api.completions.create(model="smollm2-135m-instruct", max_tokens=12,
+                                           prompt=prompts[index], temperature=0)
+            texts[index] = reply.choices[0].text
+
+        threads = [threading.Thread(target=complete, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [texts[i] for i in range(4)] == expected
+        assert texts[0].startswith(" Paris"), texts[0]
         chat = api.chat.completions.create(
             model="smollm2-135m-instruct", max_tokens=24, temperature=0,
             messages=[{"role": "user", "content": "What is 2 + 2?"}])
