@@ -1314,6 +1314,13 @@ class Graph:
             if positions is not None:
                 self._own("positions", positions)
                 _check_dtype("positions", positions, ("i64",))
+                two_d = len(logits.shape) == 2
+                if not (two_d and len(positions.shape) == 1
+                        and rules.dims_match(positions.shape[0], logits.shape[0])):
+                    rows = rules.fmt(logits.shape[:1]) if two_d else "[R]"
+                    raise ShapeError(f"positions: expected {rows} (one per row of 2-D logits "
+                                     f"[R, V]; got logits {rules.fmt(logits.shape)}), got "
+                                     f"{rules.fmt(positions.shape)}")
         if positions is not None:
             return self._op("sample", mir.SampleOp, logits=logits, **params,
                             row_positions=positions)
