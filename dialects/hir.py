@@ -572,6 +572,8 @@ class Qwen35MtpHeadOp(HirOp):
                 for name, attr in self.schemes.data.items()}
 
     def verify_element_types(self, named: list[Operand]) -> None:
+        """The matrices named in `schemes` (checked first) are ui8, the others as declared."""
+        self.verify_schemes()
         raw = self.weight_schemes()
         super().verify_element_types([o for o in named if o.name not in raw])
         for operand in named:
@@ -579,8 +581,13 @@ class Qwen35MtpHeadOp(HirOp):
                 for label, value in operand.values:
                     verify_dtype(self, label, value, UI8)
 
-    def verify_attributes(self) -> None:
+    def verify_schemes(self) -> None:
+        """`schemes` maps matrix operands (rules.QWEN35_MTP_MATRICES) to quant schemes."""
         for name, attr in (self.schemes.data.items() if self.schemes is not None else ()):
+            if name not in rules.QWEN35_MTP_MATRICES:
+                raise VerifyException(
+                    f"'{self.name}': schemes: {name!r} is no matrix operand (expected some of "
+                    f"{', '.join(rules.QWEN35_MTP_MATRICES)})")
             if not isinstance(attr, QuantSchemeAttr):
                 raise VerifyException(f"'{self.name}': schemes: {name}: expected a "
                                       f"#rlx.quant_scheme, got {attr}")
