@@ -3,7 +3,8 @@
 Each op is one block of a model as a user writes it; `convert-hir-to-mir` expands it
 into `mir` primitives. Operands and results are ranked builtin tensors. Compute
 operands are f32; `hir.embedding` takes i32/i64 ids and `hir.dequant_matmul` takes the
-raw GGUF block bytes as ui8. Every result is f32.
+raw GGUF block bytes as ui8 (as do the quantized matrices of `hir.qwen35_mtp_head`). Every
+result is f32.
 
 Shape and dtype rules live in `rlx_mlir.core.shape_inference` (shared with the Graph
 builder); the verifiers here only call them and compare the declared result type with

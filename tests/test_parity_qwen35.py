@@ -321,6 +321,10 @@ def test_a_quantized_files_mtp_head_matches_its_f32_copy(hf, tmp_path, quant):
         matrices = [b for b in decoder.mtp.weights.values() if len(file.tensors[b.tensor].shape) == 2]
         assert len(matrices) == 10 and all(b.form == RAW for b in matrices), matrices
         arrays = decoder.mtp.params(file)
+        for name, binding in decoder.mtp.weights.items():  # views of the mapped file
+            if binding.form == RAW:
+                a = arrays[name]
+                assert a.dtype == np.uint8 and not a.flags.owndata and not a.flags.writeable
         assert all(a.ndim == 1 and a.size <= config.n_embd for a in arrays.values()
                    if a.dtype == np.float32)
         head = compile_mtp(decoder, file, lambda graph, params: rlx.jit(
