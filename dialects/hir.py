@@ -3,7 +3,8 @@
 Each op is one block of a model as a user writes it; `convert-hir-to-mir` expands it
 into `mir` primitives. Operands and results are ranked builtin tensors. Compute
 operands are f32; `hir.embedding` takes i32/i64 ids and `hir.dequant_matmul` takes the
-raw GGUF block bytes as ui8. Every result is f32.
+raw GGUF block bytes as ui8 (as do the quantized matrices of `hir.qwen35_mtp_head`). Every
+result is f32.
 
 Shape and dtype rules live in `rlx_mlir.core.shape_inference` (shared with the Graph
 builder); the verifiers here only call them and compare the declared result type with
@@ -23,6 +24,7 @@ from typing import ClassVar, cast
 
 from xdsl.dialects.builtin import (
     I64,
+    DictionaryAttr,
     Float32Type,
     FloatAttr,
     IndexType,
@@ -55,15 +57,27 @@ from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
     defined_ops,
     shape_of,
+    verify_dtype,
 )
 from rlx_mlir.dialects.rlx import (
     ActivationAttr,
     MaskKind,
     MaskKindAttr,
+    QuantActivations,
+    QuantActivationsAttr,
+    QuantScheme,
+    QuantSchemeAttr,
     RopeStyle,
     RopeStyleAttr,
 )
-from rlx_mlir.dialects.verifier import INDEX, ElementTypes, Operand, VerifiesSignature, twin
+from rlx_mlir.dialects.verifier import (
+    INDEX,
+    UI8,
+    ElementTypes,
+    Operand,
+    VerifiesSignature,
+    twin,
+)
 
 DEFAULT_EPS = 1e-5
 """The eps of the norms when none is given (docs/semantics.md)."""
@@ -484,11 +498,20 @@ class Qwen35MtpHeadOp(HirOp):
     `last_token_idx[b]` of each batch, `rms_norm(head_norm) @ lm_head_w` -> logits [B, V].
     The norm betas are optional.
 
+    A matrix operand (`rules.QWEN35_MTP_MATRICES`) is f32 [in, out] (the embedding table
+    [V, d]) or, named in `schemes` with its GGUF scheme, the raw rows of a quantized (or
+    f16/bf16) tensor, ui8 [out, in/values * bytes] as `hir.dequant_matmul`'s w (the
+    embedding: as `mir.dequant_gather`'s table). The custom syntax puts the scheme before
+    the operand; `activations q8` quantizes the activations of the block-quantized ones as
+    ggml does (f16/bf16 and f32 ones multiply in f32):
+
     ```mlir
     %l = hir.qwen35_mtp_head %h, %ids, %cos, %sin, %last embed(%emb) hnorm(%hn, %hb)
         enorm(%en) eh(%eh) attn_norm(%an) attn(%qg, %k, %v) q_norm(%qn) k_norm(%kn) o(%o)
         post_norm(%pn) ffn(%g, %u, %d) head_norm(%hd) lm_head(%lm)
         num_heads 4 num_kv_heads 2 head_dim 8 n_rot 4 : (...) -> tensor<2x64xf32>
+    %l = hir.qwen35_mtp_head ... embed(q6_k %emb) ... ffn(q4_k %g, q4_k %u, q8_0 %d)
+        lm_head(q6_k %lm) num_heads 4 num_kv_heads 2 head_dim 8 n_rot 4 activations q8 ...
     ```
     (`eps` only when not 1e-6; a beta is the second operand of its norm's group.)
     """
@@ -532,15 +555,48 @@ class Qwen35MtpHeadOp(HirOp):
     head_dim = prop_def(IntegerAttr[I64])
     n_rot = prop_def(IntegerAttr[I64])
     eps = prop_def(FloatAttr[Float32Type], default_value=FloatAttr(1e-6, f32))
+    schemes = opt_prop_def(DictionaryAttr)
+    """Matrix operand name -> its QuantSchemeAttr, for the ones given as raw GGUF rows."""
+    activations = opt_prop_def(QuantActivationsAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes(
         {"input_ids": INDEX, "last_token_idx": INDEX})
+    ABSENT_VALUES: ClassVar[dict[str, QuantActivations]] = {"activations": QuantActivations.F32}
+
+    def weight_schemes(self) -> dict[str, str]:
+        """The scheme of each matrix operand given as raw GGUF rows, by operand name."""
+        if self.schemes is None:
+            return {}
+        return {name: str(attr.data.value) if isinstance(attr, QuantSchemeAttr) else str(attr)
+                for name, attr in self.schemes.data.items()}
+
+    def verify_element_types(self, named: list[Operand]) -> None:
+        """The matrices named in `schemes` (checked first) are ui8, the others as declared."""
+        self.verify_schemes()
+        raw = self.weight_schemes()
+        super().verify_element_types([o for o in named if o.name not in raw])
+        for operand in named:
+            if operand.name in raw:
+                for label, value in operand.values:
+                    verify_dtype(self, label, value, UI8)
+
+    def verify_schemes(self) -> None:
+        """`schemes` maps matrix operands (rules.QWEN35_MTP_MATRICES) to quant schemes."""
+        for name, attr in (self.schemes.data.items() if self.schemes is not None else ()):
+            if name not in rules.QWEN35_MTP_MATRICES:
+                raise VerifyException(
+                    f"'{self.name}': schemes: {name!r} is no matrix operand (expected some of "
+                    f"{', '.join(rules.QWEN35_MTP_MATRICES)})")
+            if not isinstance(attr, QuantSchemeAttr):
+                raise VerifyException(f"'{self.name}': schemes: {name}: expected a "
+                                      f"#rlx.quant_scheme, got {attr}")
 
     @classmethod
     def parse(cls, parser: Parser) -> Qwen35MtpHeadOp:
         names = list(MTP_LEADING)
+        schemes: dict[str, Attribute] = {}
         unresolved = [parser.parse_unresolved_operand()]
         for _ in MTP_LEADING[1:]:
             parser.parse_punctuation(",")
@@ -551,6 +607,9 @@ class Qwen35MtpHeadOp(HirOp):
             for i, operand in enumerate(required):
                 if i:
                     parser.parse_punctuation(",")
+                if operand in rules.QWEN35_MTP_MATRICES and (
+                        scheme := _parse_optional_scheme(parser)) is not None:
+                    schemes[operand] = scheme
                 names.append(operand)
                 unresolved.append(parser.parse_unresolved_operand())
             if optional is not None and parser.parse_optional_punctuation(",") is not None:
@@ -561,6 +620,10 @@ class Qwen35MtpHeadOp(HirOp):
         for prop in MTP_PROPERTIES:
             parser.parse_keyword(prop)
             props[prop] = IntegerAttr.parse_with_type(parser, i64)
+        if schemes:
+            props["schemes"] = DictionaryAttr(schemes)
+        if parser.parse_optional_keyword("activations") is not None:
+            props["activations"] = QuantActivationsAttr(QuantActivationsAttr.parse_parameter(parser))
         if parser.parse_optional_keyword("eps") is not None:
             props["eps"] = FloatAttr.parse_with_type(parser, f32)
         attributes = parser.parse_optional_attr_dict()
@@ -581,21 +644,41 @@ class Qwen35MtpHeadOp(HirOp):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_list([getattr(self, name) for name in MTP_LEADING], printer.print_ssa_value)
+        raw = self.weight_schemes()
+
+        def print_operand(name: str) -> None:
+            if name in raw:
+                printer.print_string(f"{raw[name]} ")
+            printer.print_ssa_value(getattr(self, name))
+
         for keyword, required, optional in MTP_SYNTAX_GROUPS:
             names = required if optional is None else (*required, optional)
-            values = [v for v in (getattr(self, name) for name in names) if v is not None]
             printer.print_string(f" {keyword}(")
-            printer.print_list(values, printer.print_ssa_value)
+            printer.print_list([n for n in names if getattr(self, n) is not None], print_operand)
             printer.print_string(")")
         for prop in MTP_PROPERTIES:
             printer.print_string(f" {prop} ")
             getattr(self, prop).print_without_type(printer)
+        if self.activations is not None:
+            printer.print_string(f" activations {self.activations.data.value}")
         if self.eps != self.get_irdl_definition().properties["eps"].default_value:
             printer.print_string(" eps ")
             self.eps.print_without_type(printer)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_function_type(self.operand_types, self.result_types)
+
+
+def _parse_optional_scheme(parser: Parser) -> QuantSchemeAttr | None:
+    """The GGUF scheme keyword before a matrix operand of `hir.qwen35_mtp_head`, if any."""
+    pos = parser.pos
+    name = parser.parse_optional_identifier()
+    if name is None:
+        return None
+    if name not in {scheme.value for scheme in QuantScheme}:
+        parser.raise_error(f"expected a quant scheme ({', '.join(QuantScheme)}), got {name!r}",
+                           pos, parser.pos)
+    return QuantSchemeAttr(QuantScheme(name))
 
 
 # ----------------------------------------------------------------------------- shared input, fused linear

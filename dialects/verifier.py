@@ -45,6 +45,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     AnyFloatConstr,
     DenseArrayBase,
+    DictionaryAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -207,8 +208,8 @@ class OpBuildError(RlxError, TypeError):
 
 def plain(value: Any) -> Any:
     """The Python value of a property as a shape rule reads it: an int, a float, a str
-    (enums, strings), a tuple of ints (dense arrays), True (a unit attribute). A Python
-    value (or None) stays as it is."""
+    (enums, strings), a tuple of ints (dense arrays), True (a unit attribute), a dict of
+    these (a dictionary attribute). A Python value (or None) stays as it is."""
     match value:
         case IntegerAttr() | FloatAttr():
             return value.value.data
@@ -220,6 +221,8 @@ def plain(value: Any) -> Any:
             return value.data
         case UnitAttr():
             return True
+        case DictionaryAttr():
+            return {name: plain(attr) for name, attr in value.data.items()}
         case _:
             return value
 

@@ -35,6 +35,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from rlx_mlir.core.abi import CACHE_DIMS
+from rlx_mlir.core.quants import VEC_DOT_TYPES
 from rlx_mlir.core.shape_inference import DYNAMIC, UNKNOWN
 from rlx_mlir.dialects import hir, mir, registry
 from rlx_mlir.dialects.common import shape_of
@@ -224,7 +225,11 @@ class Qwen35MtpHeadLowering(RewritePattern):
     """`hir.qwen35_mtp_head` -> the whole head in mir primitives (docs/semantics.md): the
     two input norms, concat and projection, the gated causal attention block (per-head q/k
     rms_norm through reshapes, rope on n_rot dims, sigmoid gate), the SwiGLU FFN, then the
-    row `last_token_idx[b]` of each batch (two gathers), the head norm and the lm head."""
+    row `last_token_idx[b]` of each batch (two gathers), the head norm and the lm head.
+    A matrix given as raw GGUF rows (`schemes`) is multiplied by `mir.dequant_matmul`
+    (the op's `activations` for the block-quantized schemes, as the decoder's
+    projections), the embedding looked up by `mir.dequant_gather`; f32 ones by
+    `mir.matmul` and `mir.gather`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: hir.Qwen35MtpHeadOp, rewriter: PatternRewriter, /) -> None:
@@ -245,29 +250,43 @@ class Qwen35MtpHeadLowering(RewritePattern):
             normed = emit_rms_norm(seq, split, gamma, beta, op.eps)
             return seq.emit(mir.ReshapeOp(normed, tensor(batch, steps, n * d_head)))
 
+        raw = op.weight_schemes()
+
+        def project(x: SSAValue, name: str, result_type: Attribute | None = None) -> SSAValue:
+            w = getattr(op, name)
+            if name not in raw:
+                return seq.emit(mir.MatmulOp(x, w, result_type))
+            form = op.activations if raw[name] in VEC_DOT_TYPES else None
+            return seq.emit(mir.DequantMatmulOp(x, w, raw[name], form, result_type=result_type))
+
         h = emit_rms_norm(seq, op.h_pre_norm, op.hnorm_w, op.hnorm_b, op.eps)
-        tokens = seq.emit(mir.GatherOp(op.embed_w, op.input_ids, 0))
+        if "embed_w" in raw:
+            tokens = seq.emit(mir.DequantGatherOp(op.embed_w, op.input_ids, raw["embed_w"]))
+        else:
+            tokens = seq.emit(mir.GatherOp(op.embed_w, op.input_ids, 0))
         e = emit_rms_norm(seq, tokens, op.enorm_w, op.enorm_b, op.eps)
-        cur = seq.emit(mir.MatmulOp(seq.emit(mir.ConcatOp([e, h], 2)), op.eh_w))
+        cur = project(seq.emit(mir.ConcatOp([e, h], 2)), "eh_w")
         a = emit_rms_norm(seq, cur, op.attn_norm_w, op.attn_norm_b, op.eps)
-        q_gate = seq.emit(mir.ReshapeOp(seq.emit(mir.MatmulOp(a, op.q_gate_w)),
+        q_gate = seq.emit(mir.ReshapeOp(project(a, "q_gate_w"),
                                         tensor(batch, steps, heads, 2 * d_head)))
         q = seq.emit(mir.NarrowOp(q_gate, 3, 0, d_head))
         gate = seq.emit(mir.ReshapeOp(seq.emit(mir.NarrowOp(q_gate, 3, d_head, d_head)),
                                       tensor(batch, steps, heads * d_head)))
         q = per_head(seq.emit(mir.ReshapeOp(q, tensor(batch, steps, heads * d_head))),
                      op.q_norm_w, op.q_norm_b, heads)
-        k = per_head(seq.emit(mir.MatmulOp(a, op.k_w)), op.k_norm_w, op.k_norm_b, kv_heads)
-        v = seq.emit(mir.MatmulOp(a, op.v_w))
+        k = per_head(project(a, "k_w"), op.k_norm_w, op.k_norm_b, kv_heads)
+        v = project(a, "v_w")
         q = seq.emit(mir.RopeOp(q, op.cos, op.sin, d_head, n_rot))
         k = seq.emit(mir.RopeOp(k, op.cos, op.sin, d_head, n_rot))
         att = seq.emit(mir.AttentionOp(
             q, k, v, None, num_heads=heads, head_dim=d_head, num_kv_heads=kv_heads,
             mask_kind=MaskKindAttr(MaskKind.CAUSAL), scale=FloatAttr(1.0 / math.sqrt(d_head), f32)))
         gated = seq.emit(mir.MulOp(att, seq.emit(mir.SigmoidOp(gate))))
-        cur = seq.emit(mir.AddOp(cur, seq.emit(mir.MatmulOp(gated, op.o_w))))
+        cur = seq.emit(mir.AddOp(cur, project(gated, "o_w")))
         post = emit_rms_norm(seq, cur, op.post_norm_w, op.post_norm_b, op.eps)
-        cur = seq.emit(mir.AddOp(cur, emit_swiglu_ffn(seq, post, op.up_w, op.gate_w, op.down_w)))
+        ffn = seq.emit(mir.MulOp(seq.emit(mir.SiluOp(project(post, "gate_w"))),
+                                 project(post, "up_w")))
+        cur = seq.emit(mir.AddOp(cur, project(ffn, "down_w")))
         # Every batch's rows at every last_token_idx (a checked gather: an index outside
         # [0, S) is a run-time error), then the diagonal [b, b] of the B x B picks.
         picked = seq.emit(mir.GatherOp(cur, op.last_token_idx, 1))
@@ -278,7 +297,7 @@ class Qwen35MtpHeadLowering(RewritePattern):
                 diagonal, [b * (batch + 1) for b in range(batch)])))
             last = seq.emit(mir.GatherOp(last, rows, 0))
         normed = emit_rms_norm(seq, last, op.head_norm_w, op.head_norm_b, op.eps)
-        seq.emit(mir.MatmulOp(normed, op.lm_head_w, op.result.type))
+        project(normed, "lm_head_w", op.result.type)
         _replace(rewriter, op, seq)
 
 

@@ -1177,6 +1177,7 @@ class Graph:
 
     def qwen35_mtp_head(self, *operands: Value | None, num_heads: int, num_kv_heads: int,
                         head_dim: int, n_rot: int, eps: float = 1e-6,
+                        schemes: Mapping[str, str] | None = None, activations: str = "f32",
                         **named: Value | None) -> Value:
         """The Qwen3.5 multi-token-prediction head (docs/semantics.md): logits [B, V] of
         the token after `last_token_idx[b]`. The operands, positionally or by name, are
@@ -1185,18 +1186,38 @@ class Graph:
         attn_norm_b, q_gate_w, k_w, v_w, q_norm_w, q_norm_b, k_norm_w, k_norm_b, o_w,
         post_norm_w, post_norm_b, gate_w, up_w, down_w, head_norm_w, head_norm_b,
         lm_head_w. Weights are [in, out]; the norms multiply by their gamma as given
-        (Qwen3.5 stores 1 + gamma: pass 1 + w); the betas `*_b` may be None."""
+        (Qwen3.5 stores 1 + gamma: pass 1 + w); the betas `*_b` may be None.
+
+        `schemes` keeps matrices in a GGUF file's quantization: `{"lm_head_w": "q6_k",
+        ...}` makes each named matrix (embed_w, eh_w, q_gate_w, k_w, v_w, o_w, gate_w,
+        up_w, down_w, lm_head_w) the raw rows of a tensor of that `dequant_matmul` scheme,
+        ui8 [out, in/values · bytes] (the file's [out, in] layout, not transposed; embed_w
+        [V, d/values · bytes]), multiplied by `dequant_matmul` and looked up by the
+        dequantizing `embedding`. `activations="q8"` quantizes the activations of the
+        block-quantized ones as llama.cpp does (f16/bf16 multiply f32)."""
         op_cls = hir.Qwen35MtpHeadOp
         values = _bind_operands("qwen35_mtp_head", op_cls, operands, named)
+        raw = dict(schemes or {})
+        with _context("qwen35_mtp_head"):
+            scheme_attrs = {name: _enum(QuantScheme, QuantSchemeAttr, scheme, f"schemes: {name}")
+                            for name, scheme in raw.items()}
+            form = _enum(QuantActivations, QuantActivationsAttr, activations, "activations")
+            for name in raw:
+                if name not in rules.QWEN35_MTP_MATRICES:
+                    raise GraphError(f"schemes: {name!r} is no matrix operand (expected some "
+                                     f"of {', '.join(rules.QWEN35_MTP_MATRICES)})")
         for name, value in values.items():
             if value is not None:
                 self._own(name, value)
                 with _context("qwen35_mtp_head"):
-                    _check_dtype(name, value, op_cls.ELEMENT_TYPES.allowed_for(name))
+                    _check_dtype(name, value, ("ui8",) if name in raw
+                                 else op_cls.ELEMENT_TYPES.allowed_for(name))
         with _context("qwen35_mtp_head"):
             eps_attr = self._eps(eps)
         return self._op("qwen35_mtp_head", op_cls, **values, num_heads=num_heads,
-                        num_kv_heads=num_kv_heads, head_dim=head_dim, n_rot=n_rot, eps=eps_attr)
+                        num_kv_heads=num_kv_heads, head_dim=head_dim, n_rot=n_rot, eps=eps_attr,
+                        schemes=DictionaryAttr(scheme_attrs) if scheme_attrs else None,
+                        activations=form)
 
     def llama_decoder_block(
         self, x: Value, ln1_g: Value, ln1_b: Value | None, q_w: Value, k_w: Value, v_w: Value,

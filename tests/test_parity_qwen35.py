@@ -213,14 +213,23 @@ def test_mtp_head_over_a_symbolic_length_matches_hf_modules(lm, hf):
     check(np.stack(got), np.stack(expected), "mtp head, symbolic S")
 
 
-def test_a_q8_0_file_agrees_with_hf(hf, tmp_path):
-    """Every matrix Q8_0 (the conv's stays F32, as llama.cpp keeps it): the SPEC's criterion
-    against HF's f32 model, prefill and decode, and the MTP head (f32 copies of its weights)."""
+@pytest.fixture(scope="module")
+def q8_lm(hf, tmp_path_factory):
+    """The tiny model's file with every matrix Q8_0 (the conv's stays F32, as llama.cpp
+    keeps it), loaded with llama.cpp's q8 activations."""
     import gguf
 
     model, mtp = hf
-    path = write_qwen35(tmp_path / "q8.gguf", model, mtp, quant=gguf.GGMLQuantizationType.Q8_0)
-    lm = load_gguf(path, max_seq=16)
+    path = write_qwen35(tmp_path_factory.mktemp("qwen35-q8") / "q8.gguf", model, mtp,
+                        quant=gguf.GGMLQuantizationType.Q8_0)
+    return load_gguf(path, max_seq=16)
+
+
+def test_a_q8_0_file_agrees_with_hf(hf, q8_lm):
+    """The SPEC's criterion against HF's f32 model, prefill and decode, and the MTP head
+    (its weights in the file's Q8_0)."""
+    model, mtp = hf
+    lm = q8_lm
     ids = [int(i) for i in np.random.default_rng(6).integers(0, model.config.vocab_size, 12)]
     want = hf_logits(model, ids)
     for what, got in (("prefill", lm.logits(ids)),
@@ -234,6 +243,104 @@ def test_a_q8_0_file_agrees_with_hf(hf, tmp_path):
         model, mtp, prenorm_hidden(model, ids)[:, -1:], [7], [len(ids)]))
     print(f"qwen35 Q8_0 mtp head: KL {kl:.2e}, top-1 {same}/{decisive}")
     assert kl <= 0.01 and same == decisive, (kl, same, decisive)
+
+
+# --- the MTP head keeps the file's quantization ---------------------------------------------
+
+def f32_copy_head(path: Path, max_seq: int):
+    """The MTP head as it was built before it kept the file's quantization, the ground
+    truth: every matrix an f32 copy of the file's tensor, dequantized (the file's types
+    read as F32, so the head binds `file.array`, the dequantized values)."""
+    import dataclasses
+
+    import gguf
+
+    import rlx_mlir as rlx
+    from rlx_mlir.models.architectures import build_decoder
+    from rlx_mlir.models.gguf_file import read_gguf
+
+    with read_gguf(path) as file:
+        as_f32 = {name: dataclasses.replace(info, ggml_type=gguf.GGMLQuantizationType.F32)
+                  for name, info in file.tensors.items()}
+        head = build_decoder(file.check_model(), as_f32, max_seq=max_seq).mtp
+        assert head is not None
+        return rlx.jit(head.graph, params=head.params(file), max_dims={"S": max_seq})
+
+
+def mtp_inputs(lm, next_id: int) -> dict[str, np.ndarray]:
+    """What `lm.mtp_logits(next_id)` gives its head now (MtpHead.logits)."""
+    cos, sin = lm.rope_rows(lm.position, lm.position + 1)
+    return dict(h=np.asarray(lm.runner.state["mtp_hidden"], np.float32).reshape(1, 1, -1),
+                ids=np.array([[next_id]], np.int32), cos=cos, sin=sin,
+                last=np.zeros(1, np.int32))
+
+
+def test_a_quantized_files_mtp_head_holds_no_f32_copy(hf, q8_lm):
+    """Loaded from the Q8_0 file (q8 activations): every matrix of the compiled head, the
+    vocabulary-sized embedding and output included, is a ui8 param of the file's rows (no
+    f32 array of a matrix's size); `mtp_logits` agrees with the f32-copy head."""
+    model, _ = hf
+    c, lm = q8_lm.config, q8_lm
+    params = [a for a in lm.mtp.runner.signature.args if a.role == "param"]
+    matrices = [a for a in params if len(a.shape) == 2]
+    assert len(matrices) == 10 and all(a.dtype == "ui8" for a in matrices), matrices
+    assert {"token_embd_weight", "output_weight"} <= {a.name for a in matrices}
+    assert all(len(a.shape) == 1 and a.shape[0] <= c.n_embd for a in params if a.dtype == "f32")
+    ids = [int(i) for i in np.random.default_rng(8).integers(0, model.config.vocab_size, 6)]
+    lm.reset()
+    lm.prefill(ids)
+    want = f32_copy_head(lm.path, lm.max_seq)(**mtp_inputs(lm, 5))[0]
+    got = lm.mtp_logits(5)
+    kl, decisive, same = agreement(got[None], want[None])
+    error = relative_error(got, want)
+    print(f"qwen35 Q8_0 mtp head (q8 activations) vs its f32 copy: rel {error:.2e}, KL {kl:.2e}")
+    # q8 activations against f32 ones: the 8-bit rounding of each product's input
+    assert error <= 0.03 and kl <= 1e-3 and same == decisive, (error, kl, same, decisive)
+
+
+@pytest.mark.parametrize("quant", ["Q8_0", "Q4_0", "F16"])
+def test_a_quantized_files_mtp_head_matches_its_f32_copy(hf, tmp_path, quant):
+    """The head of a Q8_0, Q4_0 or F16 file with f32 activations (`exact_dequant`)
+    against the f32-copy head on the same inputs: equal to float32 rounding; its params are
+    the file's raw rows (RAW bindings, ui8 views), no f32 array of a matrix's size."""
+    import gguf
+
+    import rlx_mlir as rlx
+    from rlx_mlir.models.arch_qwen35 import compile_mtp
+    from rlx_mlir.models.architectures import RAW, build_decoder
+    from rlx_mlir.models.gguf_file import read_gguf
+
+    model, mtp = hf
+    path = write_qwen35(tmp_path / f"{quant}.gguf", model, mtp,
+                        quant=gguf.GGMLQuantizationType[quant])
+    max_seq, s = 8, 3
+    with read_gguf(path) as file:
+        config = file.check_model()
+        decoder = build_decoder(config, file.tensors, max_seq=max_seq, activations="f32")
+        assert decoder.mtp is not None
+        matrices = [b for b in decoder.mtp.weights.values() if len(file.tensors[b.tensor].shape) == 2]
+        assert len(matrices) == 10 and all(b.form == RAW for b in matrices), matrices
+        arrays = decoder.mtp.params(file)
+        for name, binding in decoder.mtp.weights.items():  # views of the mapped file
+            if binding.form == RAW:
+                a = arrays[name]
+                assert a.dtype == np.uint8 and not a.flags.owndata and not a.flags.writeable
+        assert all(a.ndim == 1 and a.size <= config.n_embd for a in arrays.values()
+                   if a.dtype == np.float32)
+        head = compile_mtp(decoder, file, lambda graph, params: rlx.jit(
+            graph.graph, params=params, max_dims={"S": max_seq}))
+    rng = np.random.default_rng(9)
+    angles = rng.uniform(0, 6, (s, decoder.n_rot // 2))
+    inputs = dict(h=rng.standard_normal((1, s, config.n_embd)).astype(np.float32),
+                  ids=rng.integers(0, config.n_vocab, (1, s)).astype(np.int32),
+                  cos=np.cos(angles).astype(np.float32), sin=np.sin(angles).astype(np.float32))
+    f32_copy = f32_copy_head(path, max_seq)
+    for last in (s - 1, 0):
+        got = head.runner(**inputs, last=np.array([last], np.int32))
+        want = f32_copy(**inputs, last=np.array([last], np.int32))
+        error = relative_error(got, want)
+        print(f"qwen35 {quant} mtp head vs its f32 copy (f32 activations): rel {error:.2e}")
+        assert error <= 1e-5, (quant, last, error)
 
 
 def test_a_file_without_nextn_has_no_mtp_logits(hf, tmp_path):

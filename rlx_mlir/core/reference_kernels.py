@@ -1111,15 +1111,20 @@ def gated_delta_net_backward(q: ArrayLike, k: ArrayLike, v: ArrayLike, g: ArrayL
 
 @_quiet
 def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int,
-                    eps: float = 1e-6, **operands: ArrayLike | None) -> np.ndarray:
+                    eps: float = 1e-6, schemes: dict[str, str] | None = None,
+                    activations: str = "f32", **operands: ArrayLike | None) -> np.ndarray:
     """The Qwen3.5 multi-token-prediction head (docs/semantics.md), operands by name (those
     of `hir.qwen35_mtp_head`) -> logits [B, V]: h = rms_norm(h_pre_norm, hnorm),
     e = rms_norm(embed_w[input_ids], enorm), cur = concat(e, h) @ eh_w, a gated causal
     attention block with per-head q/k norms and partial half rope, a SwiGLU FFN, then the
-    row last_token_idx[b] of each batch, rms_norm(head_norm) @ lm_head_w."""
+    row last_token_idx[b] of each batch, rms_norm(head_norm) @ lm_head_w. A matrix named
+    in `schemes` holds raw GGUF rows: its products are `dequant_matmul`s (`activations`
+    for the block-quantized schemes), the embedding a `dequant_gather`."""
     o = operands
+    raw = dict(schemes or {})
+    _check_name("activations", activations, QUANT_ACTIVATIONS)
     rules.qwen35_mtp_head(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                          n_rot=n_rot,
+                          n_rot=n_rot, schemes=raw,
                           **{k: None if v is None else _shape(np.asarray(v)) for k, v in o.items()})
     batch, steps, _ = np.shape(o["h_pre_norm"])
     idx = np.asarray(o["last_token_idx"])
@@ -1133,24 +1138,34 @@ def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: 
         shaped = x.reshape(batch, steps, heads, head_dim)
         return norm(shaped, name).reshape(batch, steps, heads * head_dim)
 
+    def project(x, name):
+        scheme = raw.get(name)
+        if scheme is None:
+            return matmul(x, o[name])
+        form = activations if scheme in quants.VEC_DOT_TYPES else "f32"
+        return dequant_matmul(x, o[name], scheme, form)
+
     h = norm(o["h_pre_norm"], "hnorm")
-    e = norm(embedding(o["embed_w"], o["input_ids"]), "enorm")
-    cur = matmul(np.concatenate([e, h], axis=-1), o["eh_w"])
+    table = (embedding(o["embed_w"], o["input_ids"]) if "embed_w" not in raw
+             else dequant_gather(o["embed_w"], o["input_ids"], raw["embed_w"]))
+    e = norm(table, "enorm")
+    cur = project(np.concatenate([e, h], axis=-1), "eh_w")
     a = norm(cur, "attn_norm")
-    q_gate = matmul(a, o["q_gate_w"]).reshape(batch, steps, num_heads, 2 * head_dim)
+    q_gate = project(a, "q_gate_w").reshape(batch, steps, num_heads, 2 * head_dim)
     q = per_head(q_gate[..., :head_dim], "q_norm", num_heads)
     gate = q_gate[..., head_dim:].reshape(batch, steps, num_heads * head_dim)
-    k = per_head(matmul(a, o["k_w"]), "k_norm", num_kv_heads)
-    v = matmul(a, o["v_w"])
+    k = per_head(project(a, "k_w"), "k_norm", num_kv_heads)
+    v = project(a, "v_w")
     q = rope(q, o["cos"], o["sin"], head_dim, n_rot)
     k = rope(k, o["cos"], o["sin"], head_dim, n_rot)
     att = attention(q, k, v, num_heads=num_heads, head_dim=head_dim, num_kv_heads=num_kv_heads,
                     mask_kind="causal")
-    cur = _out(_f64(cur) + _f64(matmul(_out(_f64(att) * _f64(sigmoid(gate))), o["o_w"])))
-    cur = _out(_f64(cur) + _f64(swiglu_ffn(norm(cur, "post_norm"), o["up_w"], o["gate_w"],
-                                           o["down_w"])))
+    cur = _out(_f64(cur) + _f64(project(_out(_f64(att) * _f64(sigmoid(gate))), "o_w")))
+    post = norm(cur, "post_norm")
+    ffn = mul(silu(project(post, "gate_w")), project(post, "up_w"))
+    cur = _out(_f64(cur) + _f64(project(ffn, "down_w")))
     last = cur[np.arange(batch), idx]
-    return matmul(norm(last, "head_norm"), o["lm_head_w"])
+    return project(norm(last, "head_norm"), "lm_head_w")
 
 
 

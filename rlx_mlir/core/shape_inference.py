@@ -949,13 +949,32 @@ def scan(init: Shape, xs: Sequence[Shape], length: int, trajectory: bool = False
     return (length, *init) if trajectory else tuple(init)
 
 
+QWEN35_MTP_MATRICES = ("embed_w", "eh_w", "q_gate_w", "k_w", "v_w", "o_w", "gate_w", "up_w",
+                       "down_w", "lm_head_w")
+"""The operands of `qwen35_mtp_head` that may hold a GGUF tensor's raw rows (`schemes`)."""
+
+
 def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: int,
-                    **operands: Shape | None) -> Shape:
+                    schemes: Mapping[str, str] | None = None, **operands: Shape | None) -> Shape:
     """The Qwen3.5 multi-token-prediction head (docs/semantics.md), its operands' shapes
     by name (the op `hir.qwen35_mtp_head` lists them; a beta `*_b` may be None):
     h_pre_norm [B, S, d], input_ids [B, S], cos/sin [S, n_rot/2], last_token_idx [B], ...
-    -> logits [B, V]."""
+    -> logits [B, V]. `schemes` names the matrices (QWEN35_MTP_MATRICES) given as a
+    GGUF tensor's raw rows, ui8 [out, in/values·bytes] of that scheme, instead of f32
+    [in, out] (the embedding table: f32 [V, d])."""
     s = operands
+    schemes = dict(schemes or {})
+    for name, scheme in schemes.items():
+        if name not in QWEN35_MTP_MATRICES:
+            raise ShapeError(f"schemes: {name!r} is no matrix operand (expected some of "
+                             f"{', '.join(QWEN35_MTP_MATRICES)})")
+        if scheme not in QUANT_BLOCKS:
+            raise ShapeError(f"schemes: {name}: expected one of {', '.join(QUANT_BLOCKS)}, "
+                             f"got {scheme!r}")
+
+    def matrix(name: str, k: Dim, n: Dim | None, what: str) -> Dim:
+        return _mtp_matrix(name, s[name], schemes.get(name), k, n, what)
+
     h = s["h_pre_norm"]
     check_rank("h_pre_norm", h, (3,))
     batch, steps, d = h
@@ -969,27 +988,44 @@ def qwen35_mtp_head(*, num_heads: int, num_kv_heads: int, head_dim: int, n_rot: 
     check_exact("last_token_idx", s["last_token_idx"], (batch,), "[B]")
     for name in ("cos", "sin"):
         check_exact(name, s[name], (steps, n_rot // 2), "[S, n_rot/2]")
-    check_rank("embed_w", s["embed_w"], (2,))
-    check_exact("embed_w", s["embed_w"], (s["embed_w"][0], d), "[vocab, d]")
+    matrix("embed_w", d, None, "[vocab, d]")
     rows = {"hnorm": d, "enorm": d, "attn_norm": d, "post_norm": d, "head_norm": d,
             "q_norm": head_dim, "k_norm": head_dim}
     for norm, n in rows.items():
         check_exact(f"{norm}_w", s[f"{norm}_w"], (n,), f"[{n}]")
         if s.get(f"{norm}_b") is not None:
             check_exact(f"{norm}_b", s[f"{norm}_b"], (n,), f"[{n}]")
-    check_exact("eh_w", s["eh_w"], (2 * d, d), "[2d, d]")
-    check_exact("q_gate_w", s["q_gate_w"], (d, num_heads * 2 * head_dim), "[d, H·2D]")
-    check_exact("k_w", s["k_w"], (d, num_kv_heads * head_dim), "[d, Hkv·D]")
-    check_exact("v_w", s["v_w"], (d, num_kv_heads * head_dim), "[d, Hkv·D]")
-    check_exact("o_w", s["o_w"], (num_heads * head_dim, d), "[H·D, d]")
-    check_rank("gate_w", s["gate_w"], (2,))
-    ffn = s["gate_w"][1]
-    check_exact("gate_w", s["gate_w"], (d, ffn), "[d, F]")
-    check_exact("up_w", s["up_w"], (d, ffn), "[d, F] as gate_w")
-    check_exact("down_w", s["down_w"], (ffn, d), "[F, d]")
-    check_rank("lm_head_w", s["lm_head_w"], (2,))
-    check_exact("lm_head_w", s["lm_head_w"], (d, s["lm_head_w"][1]), "[d, V]")
-    return (batch, s["lm_head_w"][1])
+    matrix("eh_w", 2 * d, d, "[2d, d]")
+    matrix("q_gate_w", d, num_heads * 2 * head_dim, "[d, H·2D]")
+    matrix("k_w", d, num_kv_heads * head_dim, "[d, Hkv·D]")
+    matrix("v_w", d, num_kv_heads * head_dim, "[d, Hkv·D]")
+    matrix("o_w", num_heads * head_dim, d, "[H·D, d]")
+    ffn = matrix("gate_w", d, None, "[d, F]")
+    matrix("up_w", d, ffn, "[d, F] as gate_w")
+    matrix("down_w", ffn, d, "[F, d]")
+    return (batch, matrix("lm_head_w", d, None, "[d, V]"))
+
+
+def _mtp_matrix(name: str, shape: Shape, scheme: str | None, k: Dim, n: Dim | None,
+                what: str) -> Dim:
+    """A matrix operand of `qwen35_mtp_head` from k inputs to n outputs (None: any, read
+    from the shape) -> n. Without a scheme f32 [k, n] (`what`), the embedding table f32
+    [n, k]; with one, the raw rows ui8 [n, k/values·bytes] of the GGUF tensor."""
+    check_rank(name, shape, (2,))
+    if scheme is None:
+        table = name == "embed_w"
+        n = (shape[0] if table else shape[1]) if n is None else n
+        check_exact(name, shape, (n, k) if table else (k, n), what)
+        return n
+    values, block_bytes = QUANT_BLOCKS[scheme]
+    k = require_static(name, k, "the input size of quantized rows")
+    if k % values:
+        raise ShapeError(f"{name}: {scheme} rows need an input size that is a multiple of "
+                         f"{values} (one block), got {k}")
+    n = shape[0] if n is None else n
+    check_exact(name, shape, (n, k // values * block_bytes),
+                f"{scheme} rows of {what}: [out, {k}/{values} blocks of {block_bytes} bytes]")
+    return n
 
 
 # ----------------------------------------------------------------------------- sampling

@@ -13,6 +13,7 @@ import numpy as np
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     UnitAttr,
@@ -34,7 +35,8 @@ OpImpl = Callable[[Operation, list[Any], dict[str, Any]], Any]
 
 
 def python_value(attr: Attribute) -> Any:
-    """An op property as a plain Python value (int, float, str, tuple, bool or ndarray)."""
+    """An op property as a plain Python value (int, float, str, tuple, bool, ndarray, or a
+    dict of these)."""
     if isinstance(attr, IntegerAttr):
         return attr.value.data
     if isinstance(attr, FloatAttr):
@@ -47,6 +49,8 @@ def python_value(attr: Attribute) -> Any:
         return True
     if isinstance(attr, DenseIntOrFPElementsAttr):
         return dense_array(attr)
+    if isinstance(attr, DictionaryAttr):
+        return {name: python_value(value) for name, value in attr.data.items()}
     return attr
 
 

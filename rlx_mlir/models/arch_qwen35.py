@@ -38,6 +38,8 @@ import numpy as np
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.graph import Graph, Value
 from rlx_mlir.models.architectures import (
+    RAW,
+    TRANSPOSED,
     VALUES,
     DecoderBuilder,
     DecoderGraph,
@@ -68,7 +70,7 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     n_rot = n_rot or params_of(config).n_rot or config.head_dim
     decoder = _Qwen35Builder(config, tensors, max_seq, n_rot, activations).build()
     if config.n_mtp:
-        decoder.mtp = _MtpBuilder(config, tensors, n_rot, max_seq).build()
+        decoder.mtp = _MtpBuilder(config, tensors, n_rot, max_seq, activations).build()
     return decoder
 
 
@@ -187,26 +189,32 @@ class _Qwen35Builder(DecoderBuilder):
 
 # --- the MTP head ----------------------------------------------------------------------
 
-class _MtpBuilder:
+class _MtpBuilder(DecoderBuilder):
     """The graph of `hir.qwen35_mtp_head` over a symbolic S (`mtp_logits` runs S = 1):
     inputs h (1, S, d) (hidden states before the output norm), ids (1, S) (the tokens
     after them), cos/sin (S, n_rot/2), last (1,) (the row whose logits are wanted);
-    output logits (1, n_vocab). Its weights are f32 params ([in, out] where the op says
-    so): on a quantized file the head holds f32 copies of its matrices, the embedding
-    and the output projection."""
+    output logits (1, n_vocab). Its matrices stay in the file's quantization, as the
+    decoder's (`DecoderBuilder.project`; its params are made by `DecoderBuilder.param`):
+    a quantized or F16/BF16 matrix is a RAW param (a view of the mapped file, never an
+    f32 copy) that the op reads by its scheme (`schemes`, with the decoder's
+    `activations`), the embedding table too; F32 matrices are f32 params, transposed to
+    [in, out] (the table as it is); the norms are f32 vectors."""
 
     def __init__(self, config: ModelConfig, tensors: Mapping[str, TensorInfo], n_rot: int,
-                 max_seq: int):
-        self.config, self.tensors, self.n_rot, self.max_seq = config, tensors, n_rot, max_seq
+                 max_seq: int, activations: str = "q8"):
+        super().__init__(config, tensors, max_seq, n_rot, activations)
         self.g = Graph("qwen35_mtp")
-        self.weights: dict[str, WeightBinding] = {}
+        self.schemes: dict[str, str] = {}
+        """The head's operand -> the scheme of the raw rows it is given (its RAW params)."""
 
-    def param(self, tensor: str, form: str = VALUES) -> Value:
+    def matrix(self, operand: str, tensor: str) -> Value:
+        """The head's matrix `operand` from the file's `tensor` [out, in], in the file's
+        type: F32 as f32 (the embedding table as is, others [in, out]), else the raw rows."""
         info = self.tensors[tensor]
-        name = tensor.replace(".", "_") + ("_t" if form != VALUES else "")
-        shape = info.shape if form == VALUES else tuple(reversed(info.shape))
-        self.weights[name] = WeightBinding(tensor, form)
-        return self.g.param(name, shape)
+        if info.type_name == "F32":
+            return self.param(tensor, VALUES if operand == "embed_w" else TRANSPOSED)
+        self.schemes[operand] = info.type_name.lower()
+        return self.param(tensor, RAW)
 
     def optional(self, tensor: str, fallback: str) -> str:
         return tensor if tensor in self.tensors else fallback
@@ -214,36 +222,33 @@ class _MtpBuilder:
     def build(self) -> DecoderGraph:
         c, g = self.config, self.g
         blk = f"blk.{c.n_layer}."
-        t = "transposed"
         output = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
         h = g.input("h", (1, "S", c.n_embd))
         ids = g.input("ids", (1, "S"), "i32")
         cos, sin = g.input("cos", ("S", self.n_rot // 2)), g.input("sin", ("S", self.n_rot // 2))
         last = g.input("last", (1,), "i32")
+        matrices = {
+            "embed_w": self.optional(blk + "nextn.embed_tokens.weight", "token_embd.weight"),
+            "eh_w": blk + "nextn.eh_proj.weight", "q_gate_w": blk + "attn_q.weight",
+            "k_w": blk + "attn_k.weight", "v_w": blk + "attn_v.weight",
+            "o_w": blk + "attn_output.weight", "gate_w": blk + "ffn_gate.weight",
+            "up_w": blk + "ffn_up.weight", "down_w": blk + "ffn_down.weight",
+            "lm_head_w": self.optional(blk + "nextn.shared_head_head.weight", output),
+        }
+        weights = {operand: self.matrix(operand, tensor) for operand, tensor in matrices.items()}
         with g.scope("mtp"):
             logits = g.qwen35_mtp_head(
-                h, ids, cos, sin, last,
-                embed_w=self.param(self.optional(blk + "nextn.embed_tokens.weight",
-                                                 "token_embd.weight")),
-                hnorm_w=self.param(blk + "nextn.hnorm.weight"),
-                enorm_w=self.param(blk + "nextn.enorm.weight"),
-                eh_w=self.param(blk + "nextn.eh_proj.weight", t),
-                attn_norm_w=self.param(blk + "attn_norm.weight"),
-                q_gate_w=self.param(blk + "attn_q.weight", t),
-                k_w=self.param(blk + "attn_k.weight", t), v_w=self.param(blk + "attn_v.weight", t),
-                q_norm_w=self.param(blk + "attn_q_norm.weight"),
-                k_norm_w=self.param(blk + "attn_k_norm.weight"),
-                o_w=self.param(blk + "attn_output.weight", t),
-                post_norm_w=self.param(blk + "post_attention_norm.weight"),
-                gate_w=self.param(blk + "ffn_gate.weight", t),
-                up_w=self.param(blk + "ffn_up.weight", t),
-                down_w=self.param(blk + "ffn_down.weight", t),
-                head_norm_w=self.param(self.optional(blk + "nextn.shared_head_norm.weight",
-                                                     "output_norm.weight")),
-                lm_head_w=self.param(self.optional(blk + "nextn.shared_head_head.weight",
-                                                   output), t),
+                h, ids, cos, sin, last, **weights,
+                hnorm_w=self.vector(blk + "nextn.hnorm.weight"),
+                enorm_w=self.vector(blk + "nextn.enorm.weight"),
+                attn_norm_w=self.vector(blk + "attn_norm.weight"),
+                q_norm_w=self.vector(blk + "attn_q_norm.weight"),
+                k_norm_w=self.vector(blk + "attn_k_norm.weight"),
+                post_norm_w=self.vector(blk + "post_attention_norm.weight"),
+                head_norm_w=self.vector(self.optional(blk + "nextn.shared_head_norm.weight",
+                                                      "output_norm.weight")),
                 num_heads=c.n_head, num_kv_heads=c.n_head_kv, head_dim=c.head_dim,
-                n_rot=self.n_rot, eps=c.eps)
+                n_rot=self.n_rot, eps=c.eps, schemes=self.schemes, activations=self.activations)
         g.output(logits=logits)
         return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
 
