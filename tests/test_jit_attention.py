@@ -183,7 +183,8 @@ def run(jitted, name, case):
 
 def test_builders_registry():
     assert {op: r.build for op, r in family("attention").items()} == {
-        lir.AttentionOp: A.build_attention, lir.RopeOp: A.build_rope}
+        lir.AttentionOp: A.build_attention, lir.RopeOp: A.build_rope,
+        lir.SlotAttentionOp: A.build_slot_attention}
 
 
 @pytest.mark.parametrize("case", range(len(ATTENTION_CASES)),

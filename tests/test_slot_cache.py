@@ -307,3 +307,33 @@ def test_slot_attention_refuses_bad_arguments():
     with pytest.raises(DTypeError, match="keys"):
         g.slot_attention(q, g.input("ki", (N_SLOTS, 5, 16), dtype="i32"), kv, slots,
                          positions, **heads)
+
+
+def test_the_lir_stage_reference_agrees():
+    """The reference executor runs the bufferized ops too (the rows written in place)."""
+    heads, kv_heads, dim, capacity, window = 4, 2, 8, 6, 3
+    model = rlx.jit(slot_graph(heads, kv_heads, dim, capacity, window))
+    lir_reference = rlx.reference(model.mlir("lir"))
+    rng = np.random.default_rng(11)
+    for slots, positions in (([0, 0, 0, 1], [0, 1, 2, 0]), ([2, 1], [0, 1]), ([0], [3])):
+        data = call_data(rng, np.array(slots, np.int32), np.array(positions, np.int32),
+                         heads, kv_heads, dim)
+        np.testing.assert_allclose(model(**data), lir_reference(**data), rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(model.state["v_cache"], lir_reference.state["v_cache"])
+    bad = call_data(rng, np.array([N_SLOTS], np.int32), np.array([0], np.int32), heads,
+                    kv_heads, dim)
+    with pytest.raises(ArgumentError, match="lir.cache_scatter: slots: 3 is out of range"):
+        lir_reference(**bad)
+
+
+def test_gradients_through_the_slot_ops_are_refused():
+    g = rlx.Graph("grad_slots")
+    rows, kv = g.param("rows", (2, 8)), g.param("kv", (2, 4, 8))
+    slots, positions = g.constant(np.array([0, 1], np.int32)), g.constant(np.array([1, 3], np.int32))
+    cache = g.cache_append(g.state("cache", (2, 4, 8)), rows, slots=slots, positions=positions)
+    attended = g.slot_attention(g.input("q", (2, 16)), kv, kv, slots, positions,
+                                num_heads=2, head_dim=8, num_kv_heads=1)
+    loss = g.reduce_sum(attended, (0, 1)) + g.reduce_sum(cache, (0, 1, 2))
+    for name, op in (("kv", "mir.slot_attention"), ("rows", "mir.cache_scatter")):
+        with pytest.raises(RlxError, match=f"no VJP rule for {op}"):
+            rlx.grad(g, loss, wrt=[name])

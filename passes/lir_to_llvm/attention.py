@@ -18,6 +18,11 @@ and never materializes the S×T scores.  Keys arrive in blocks of W:
 A dropped key has p = 0 exactly, so a row whose keys are all dropped keeps total = 0
 and yields zeros.  Query head h reads kv head h // (H / Hkv) by indexing (grouped-query).
 
+Slot attention (`lir.slot_attention`, batched decoding) reuses the same row code: row r's
+keys are the rows [lo, positions[r]] of slot slots[r] of a [n_slots, capacity, Hkv·D]
+cache (`_SlotAttention`); its last partial block ends at the row's own position, so a
+row never reads a stale key past it.
+
 Rope rotates the first n_rot dims of every head: `half` pairs (x[i], x[i + n_rot/2]),
 vectorized along i; `interleaved` pairs (x[2i], x[2i+1]), vectorized by
 de-interleaving 2W elements with shuffles and interleaving the results back.
