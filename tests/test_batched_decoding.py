@@ -180,10 +180,70 @@ def test_generate_batch_on_one_slot_runs_the_prompts_in_turn(models):
     assert len(alone.stats.finish_reasons) == 2
 
 
-def test_recurrent_models_refuse_slots(tmp_path):
+# --- a recurrent model: per-sequence states in slots -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mamba_pair(tmp_path_factory):
     state, config = random_mamba()
-    path = write_mamba_gguf(tmp_path / "mamba.gguf", state, config)
-    with pytest.raises(BatchingUnsupported, match="mamba.*slots=1"):
+    path = write_mamba_gguf(tmp_path_factory.mktemp("mamba") / "mamba.gguf", state, config)
+    return load_gguf(path, max_seq=MAX_SEQ), load_gguf(path, max_seq=MAX_SEQ, slots=SLOTS)
+
+
+def test_mamba_generate_batch_equals_generate(mamba_pair):
+    """6 prompts over 4 slots: each sequence's conv window and scan state live in its
+    slot (a new sequence starts from zeros), decode steps of all go in one call."""
+    alone, batched = mamba_pair
+    prompts = [p + " " + p for p in PROMPTS]  # a few more tokens: the states matter
+    assert batched.generate_batch(prompts, max_new_tokens=8) == [
+        alone.generate(p, max_new_tokens=8) for p in prompts]
+    seeds, temperatures = [1, 2, 3], [0.8, 1.2, 0.0]
+    assert batched.generate_batch(prompts[:3], max_new_tokens=6, temperature=temperatures,
+                                  seed=seeds) == [
+        alone.generate(p, max_new_tokens=6, temperature=t, seed=s)
+        for p, t, s in zip(prompts, temperatures, seeds, strict=False)]
+
+
+def test_mamba_batched_logits_and_slot_zero(mamba_pair):
+    alone, batched = mamba_pair
+    runner = BatchRunner(batched)
+    prompts = [alone.tokenizer.encode(p) for p in PROMPTS[:3]]
+    # prompts of different lengths: one call per length, the slots independent
+    ids, logits = runner.run([BatchItem(s, np.array(p, np.int32), 0)
+                              for s, p in zip((3, 1, 0), prompts, strict=True)], logits=True)
+    for row, prompt in enumerate(prompts):
+        assert_logits_close(logits[row], fresh_prefill(alone, prompt))
+    histories = [list(p) + [t] for p, t in zip(prompts, ids, strict=True)]
+    ids, logits = runner.run([BatchItem(s, np.array(h[-1:], np.int32), len(h) - 1)
+                              for s, h in zip((3, 1, 0), histories, strict=True)], logits=True)
+    for row, history in enumerate(histories):
+        assert_logits_close(logits[row], fresh_prefill(alone, history))
+    ids_5 = alone.tokenizer.encode(PROMPTS[5])
+    batched.reset()
+    assert_logits_close(batched.prefill(ids_5), fresh_prefill(alone, ids_5))
+    with pytest.raises(ArgumentError, match="slots=1"):
+        batched.logits(ids_5)
+
+
+def test_mamba_engine_reuses_no_prefix(mamba_pair):
+    alone, batched = mamba_pair
+    engine = BatchedEngine(batched)
+    ids = alone.tokenizer.encode(PROMPTS[5])
+    first, again = (Request(np.array(ids, np.int32), max_tokens=4) for _ in range(2))
+    run_requests(engine, [first])
+    run_requests(engine, [again])
+    assert again.usage.cached_tokens == 0
+    assert first.tokens == again.tokens == alone.generate_ids(ids, max_new_tokens=4)
+
+
+def test_qwen35_refuses_slots(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from gguf_qwen35 import tiny_model, write_qwen35
+
+    model, mtp = tiny_model()
+    path = write_qwen35(tmp_path / "qwen35.gguf", model, mtp)
+    with pytest.raises(BatchingUnsupported, match="qwen35.*slots=1"):
         load_gguf(path, max_seq=16, slots=2)
 
 

@@ -63,9 +63,11 @@ class _Sequence:
     share: tuple[SSAValue, SSAValue] | None
     state_size: int
     scratch: SSAValue | None
+    batch: Index = 1
+    """The batch rows b (an int, or the i64 size argument of a symbolic b)."""
 
     @contextmanager
-    def items(self, count: int, inner: int) -> Iterator[tuple[SSAValue, SSAValue, SSAValue]]:
+    def items(self, count: Index, inner: int) -> Iterator[tuple[SSAValue, SSAValue, SSAValue]]:
         """Loop over this call's work items of `count` = rows · `inner` (all when serial),
         yielding (row, index within the row, the item's seeded state buffer)."""
         kb = self.kb
@@ -90,10 +92,11 @@ def _kernel(op: Operation, name: str, vector_width: int, partitioned: bool, stat
     args = list(kb.args)
     sizes = args[pointers:pointers + len(symbols)]
     share = (args[-2], args[-1]) if partitioned else None
-    steps = _steps(op, RuntimeDims.of(op, sizes)) if symbols else shape_of(op.operands[0])[1]
+    batch, steps = (_batch_and_steps(op, RuntimeDims.of(op, sizes)) if symbols
+                    else shape_of(op.operands[0])[:2])
     *inputs, initial, out, state_out = _pointers(op, args[:pointers])
     return _Sequence(kb, inputs, initial, out, state_out, steps, share, state_size,
-                     None if state_out is not None else kb.alloca(state_size))
+                     None if state_out is not None else kb.alloca(state_size), batch)
 
 
 def _pointers(op: lir.KernelOp, ptrs: list[SSAValue]) -> list[SSAValue | None]:
@@ -106,17 +109,35 @@ def _pointers(op: lir.KernelOp, ptrs: list[SSAValue]) -> list[SSAValue | None]:
 
 def _steps(op: Operation, dims: RuntimeDims) -> Index:
     """The run-time s of a sequence op whose only symbol is s (axis 1 of its operands)."""
+    batch, steps = _batch_and_steps(op, dims)
+    if not isinstance(batch, int):
+        raise DynamicKernelError(f"{op.name}: the batch (axis 0) must be static here, got "
+                                 f"operands {', '.join(str(tuple(s)) for s in dims.shapes)}")
+    return steps
+
+
+def _batch_and_steps(op: Operation, dims: RuntimeDims) -> tuple[Index, Index]:
+    """(b, s) of a forward sequence op over symbols: s (axis 1 of its operands) is one,
+    and the batch (axis 0 of every operand that has one) may be another (a batched
+    decoder's sequences); any other symbol is refused."""
     first = dims.shapes[0]
+    batch = first[0]
     others = [d for shape in dims.shapes for i, d in enumerate(shape)
-              if isinstance(d, str) and (i != 1 or d != first[1])]
+              if isinstance(d, str) and not (i == 1 and d == first[1])
+              and not (i == 0 and d == batch)]
     if others or not isinstance(first[1], str):
         raise DynamicKernelError(
-            f"{op.name}: only the sequence length (axis 1) may be symbolic, got operands "
-            f"{', '.join(str(tuple(s)) for s in dims.shapes)}")
-    return dims.size(first[1])
+            f"{op.name}: only the sequence length (axis 1) and the batch (axis 0) may be "
+            f"symbolic, got operands {', '.join(str(tuple(s)) for s in dims.shapes)}")
+    return (dims.size(batch) if isinstance(batch, str) else batch), dims.size(first[1])
 
 
-def _items(kb: KernelBuilder, count: int, share: tuple[SSAValue, SSAValue] | None
+def _times(kb: KernelBuilder, batch: Index, inner: int) -> Index:
+    """batch · inner: an int when the batch is static, else an i64 op."""
+    return batch * inner if isinstance(batch, int) else kb.mul(batch, inner)
+
+
+def _items(kb: KernelBuilder, count: Index, share: tuple[SSAValue, SSAValue] | None
            ) -> tuple[Value, Value]:
     """The work items [first, last) of `count` this call runs (all when serial)."""
     return (0, count) if share is None else kb.part_range(count, *share)
@@ -155,13 +176,13 @@ def build_selective_scan(op: Operation, name: str, vector_width: int,
     (Δ = delta[b, t, c], x = x[b, t, c]): one (b, c) item at a time, its state [n] in L1
     across the s steps."""
     assert isinstance(op, lir.SelectiveScanOp)
-    batch, _, channels = shape_of(op.x)
+    channels = shape_of(op.x)[2]
     n = shape_of(op.a)[1]
     seq = _kernel(op, name, vector_width, partitioned, n)
     kb, steps, out = seq.kb, seq.steps, seq.out
     x, delta, a, b, c = seq.inputs
 
-    with seq.items(batch * channels, channels) as (row, channel, state):
+    with seq.items(_times(kb, seq.batch, channels), channels) as (row, channel, state):
         a_row = kb.gep(a, kb.mul(channel, n))
         with kb.loop(0, steps) as t_loop:
             step = kb.add(kb.mul(row, steps), t_loop.iv)             # b·s + t
@@ -193,14 +214,14 @@ def build_gated_delta_net(op: Operation, name: str, vector_width: int,
     per step, pass 1 decays S by exp(g) and accumulates kv = Sᵀk into a stack row; then
     δ = β(v − kv); pass 2 adds k δᵀ to S and accumulates o = Sᵀq straight into out."""
     assert isinstance(op, lir.GatedDeltaNetOp)
-    batch, _, heads, n = shape_of(op.q)
+    _, _, heads, n = shape_of(op.q)
     m = shape_of(op.v)[3]
     seq = _kernel(op, name, vector_width, partitioned, n * m)
     kb, steps, out = seq.kb, seq.steps, seq.out
     q, k, v, g, beta = seq.inputs
     kv = kb.alloca(m)                       # Sᵀk, then δ
 
-    with seq.items(batch * heads, heads) as (row, head, state):
+    with seq.items(_times(kb, seq.batch, heads), heads) as (row, head, state):
         with kb.loop(0, steps) as t_loop:
             at = kb.add(kb.mul(kb.add(kb.mul(row, steps), t_loop.iv), heads), head)  # [b, t, H]
             k_t, q_t = kb.gep(k, kb.mul(at, n)), kb.gep(q, kb.mul(at, n))

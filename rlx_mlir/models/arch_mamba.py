@@ -29,6 +29,7 @@ hand-built Hugging Face stack of tests/test_parity_sequence.py runs).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -48,14 +49,24 @@ ARCHITECTURE = "mamba"
 def mamba_mixer(g: Graph, x: Value, weights: Mapping[str, Value],
                 project: Callable[[Value, str], Value], *, d_inner: int, d_state: int,
                 dt_rank: int, conv_state: Value | None = None,
-                ssm_state: Value | None = None) -> Value:
+                ssm_state: Value | None = None,
+                keep: Callable[[str, Value], None] | None = None) -> Value:
     """Mamba's mixer on x [B, S, d] (already normed) -> [B, S, d].
 
     `weights`: conv_w [K, I], conv_b [I], dt_bias [I], A [I, N] (negative: -exp(A_log)),
     D [I]; `project(v, name)` multiplies v by the matrix `name` (in_proj d -> 2I, x_proj
     I -> R+2N, dt_proj R -> I, out_proj I -> d). With `conv_state` [B, K-1, I] and
     `ssm_state` [B, I, N] (graph states), the conv and the scan start from them and the
-    call's final window and state are assigned back: the model decodes with state."""
+    call's final window and state are assigned back: the model decodes with state.
+    `keep(kind, value)` stores them instead ("conv", then "ssm"; the batched graph writes
+    each sequence's into its slot), the states then being the initial values only."""
+
+    def store(kind: str, state: Value, value: Value) -> None:
+        if keep is None:
+            g.assign(state, value)
+        else:
+            keep(kind, value)
+
     xz = project(x, "in_proj")
     xs, z = g.narrow(xz, 2, 0, d_inner), g.narrow(xz, 2, d_inner, d_inner)
     if conv_state is None:
@@ -63,7 +74,7 @@ def mamba_mixer(g: Graph, x: Value, weights: Mapping[str, Value],
     else:
         conv, window = g.depthwise_conv1d_causal(xs, weights["conv_w"], conv_state,
                                                  return_state=True)
-        g.assign(conv_state, window)
+        store("conv", conv_state, window)
     xc = g.silu(g.add(conv, weights["conv_b"]))
     dbl = project(xc, "x_proj")
     dt = g.narrow(dbl, 2, 0, dt_rank)
@@ -74,7 +85,7 @@ def mamba_mixer(g: Graph, x: Value, weights: Mapping[str, Value],
     else:
         y, final = g.selective_scan(xc, delta, weights["A"], b, c, initial_state=ssm_state,
                                     return_state=True)
-        g.assign(ssm_state, final)
+        store("ssm", ssm_state, final)
     y = g.mul(g.add(y, g.mul(xc, weights["D"])), g.silu(z))
     return project(y, "out_proj")
 
@@ -143,11 +154,12 @@ def mamba_tensors(config: ModelConfig, has_output: bool) -> list[tuple[str, tupl
 
 
 def build_mamba(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
+                n_rot: int | None = None, activations: str = "q8",
+                slots: int | None = None) -> DecoderGraph:
     """The graph of a `mamba` model (see the module docstring); `max_seq` bounds the tokens
     of one call and of a sequence, as for the transformer decoders (no rope: `n_rot` is
-    not used)."""
-    return _MambaBuilder(config, tensors, max_seq, 0, activations).build()
+    not used). `slots`: the batched graph (`_MambaBuilder.build_batched`)."""
+    return _MambaBuilder(config, tensors, max_seq, 0, activations, slots).build()
 
 
 class _MambaBuilder(DecoderBuilder):
@@ -158,6 +170,8 @@ class _MambaBuilder(DecoderBuilder):
 
     def build(self) -> DecoderGraph:
         g = self.g
+        if self.slots is not None:
+            return self.build_batched()
         ids = g.input("ids", ("S",), "i32")
         rows = g.input("rows", ("R",), "i32")
         with g.scope("embed"):
@@ -168,27 +182,83 @@ class _MambaBuilder(DecoderBuilder):
         self.head(h, rows)
         return DecoderGraph(self.g, self.config, 0, self.max_seq, self.weights, kv_cache=False)
 
+    def build_batched(self) -> DecoderGraph:
+        """B sequences of S tokens each (a rectangle: the scan runs along S), each in its
+        slot of the per-sequence states `[slots, 1, size]` (conv window, scan state):
+
+        inputs  ids i32 (B, S); row_slots i32 (B,): each sequence's slot; row_keep f32 (B,):
+                1 continues the slot's state, 0 starts from zeros (a new sequence);
+                row_positions i32 (B,): zeros (the states' one row); last_token i32 (1,): S - 1;
+                rows i32 (R,): which sequences' logits; sampling per row as the
+                transformers' batched graph (`architectures` module docstring).
+
+        Each layer gathers its sequences' states, runs the mixer on [B, S, d], and writes
+        the final states back into their slots (`cache_append(..., slots=)`)."""
+        c, g = self.config, self.g
+        ids = g.input("ids", ("B", "S"), "i32")
+        self.row_slots = g.input("row_slots", ("B",), "i32")
+        self.row_keep = g.input("row_keep", ("B",), "f32")
+        self.row_positions = g.input("row_positions", ("B",), "i32")
+        last = g.input("last_token", (1,), "i32")
+        rows = g.input("rows", ("R",), "i32")
+        with g.scope("embed"):
+            h = self.embed("token_embd.weight", ids)
+        for i in range(c.n_layer):
+            with g.scope(f"layer{i}"):
+                h = self.mamba_layer(i, h)
+        self.head(g.reshape(g.gather(h, last, axis=1), ("B", c.n_embd)), rows)
+        return DecoderGraph(g, c, 0, self.max_seq, self.weights, kv_cache=False,
+                            slots=self.slots, ragged=False)
+
+    def slot_state(self, name: str, shape: tuple[int, ...]) -> tuple[Value, Callable]:
+        """(the sequences' initial values [B, *shape], a function storing their final
+        values) of the per-slot state `name`."""
+        g, width = self.g, math.prod(shape)
+        state = g.state(name, (self.slots, 1, width))
+        rows = g.gather(g.reshape(state, (self.slots, width)), self.row_slots, axis=0)
+        rows = g.mul(rows, g.reshape(self.row_keep, ("B", 1)))
+
+        def store(value: Value) -> None:
+            g.cache_append(state, g.reshape(value, ("B", width)), slots=self.row_slots,
+                           positions=self.row_positions)
+
+        return g.reshape(rows, ("B", *shape)), store
+
     def mamba_layer(self, i: int, h: Value) -> Value:
         c, g = self.config, self.g
         blk = f"blk.{i}."
         inner, n, taps = c.ssm_inner_size, c.ssm_state_size, c.ssm_conv_kernel
-        x = g.reshape(g.rms_norm(h, self.vector(blk + "attn_norm.weight"), eps=c.eps),
-                      (1, "S", c.n_embd))
+        x = g.rms_norm(h, self.vector(blk + "attn_norm.weight"), eps=c.eps)
+        if self.slots is not None:  # [B, S, d] already
+            conv_state, store_conv = self.slot_state(f"blk{i}_conv", (taps - 1, inner))
+            ssm_state, store_ssm = self.slot_state(f"blk{i}_ssm", (inner, n))
+            stores = {"conv": store_conv, "ssm": store_ssm}
+            mixed = self.mixer(blk, x, conv_state, ssm_state,
+                               lambda kind, value: stores[kind](value))
+            return g.add(h, mixed)
+        x = g.reshape(x, (1, "S", c.n_embd))
+        mixed = self.mixer(blk, x, g.state(f"blk{i}_conv", (1, taps - 1, inner)),
+                           g.state(f"blk{i}_ssm", (1, inner, n)))
+        return g.add(h, g.reshape(mixed, ("S", c.n_embd)))
+
+    def mixer(self, blk: str, x: Value, conv_state: Value, ssm_state: Value,
+              keep: Callable[[str, Value], None] | None = None) -> Value:
+        """`mamba_mixer` of layer `blk` on x [B, S, d] from the given states."""
+        c = self.config
         weights = {
             "conv_w": self.param(blk + "ssm_conv1d.weight", TRANSPOSED),  # [K, I]
             "conv_b": self.vector(blk + "ssm_conv1d.bias"),
             "dt_bias": self.vector(blk + "ssm_dt.bias"),
             "A": self.vector(blk + "ssm_a"), "D": self.vector(blk + "ssm_d"),
         }
-        mixed = mamba_mixer(
-            g, x, weights, lambda v, name: self.project(v, blk + self.PROJECTIONS[name]),
-            d_inner=inner, d_state=n, dt_rank=c.ssm_time_step_rank,
-            conv_state=g.state(f"blk{i}_conv", (1, taps - 1, inner)),
-            ssm_state=g.state(f"blk{i}_ssm", (1, inner, n)))
-        return g.add(h, g.reshape(mixed, ("S", c.n_embd)))
+        return mamba_mixer(
+            self.g, x, weights, lambda v, name: self.project(v, blk + self.PROJECTIONS[name]),
+            d_inner=c.ssm_inner_size, d_state=c.ssm_state_size,
+            dt_rank=c.ssm_time_step_rank, conv_state=conv_state, ssm_state=ssm_state,
+            keep=keep)
 
 
 ARCHITECTURE_MODULES[ARCHITECTURE] = ArchitectureModule(build_mamba, config=mamba_config,
-                                                         tensors=mamba_tensors)
+                                                         tensors=mamba_tensors, batched=True)
 
 __all__ = ["build_mamba", "mamba_config", "mamba_mixer", "mamba_tensors"]

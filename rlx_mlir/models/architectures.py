@@ -101,6 +101,9 @@ class DecoderGraph:
     slots: int | None = None
     """Sequences the graph decodes together (slot KV caches, per-row positions and
     sampling; see the module docstring); None: one sequence at the model's position."""
+    ragged: bool = True
+    """With slots: a call is a ragged batch of token rows (the transformers); False: a
+    rectangle of B sequences × S tokens (the recurrent models, whose scans run along S)."""
 
     def params(self, file: GGUFFile) -> dict[str, np.ndarray]:
         """The param arrays, read from `file`: views of the mapped file where the form

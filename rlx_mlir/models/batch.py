@@ -72,12 +72,29 @@ class BatchRunner:
         """One native call over `items` (distinct slots): the id drawn for each item and,
         with `logits`, their logits [len(items), n_vocab] (else None: the ids-only entry
         runs, no vocabulary-sized output)."""
-        inputs = self.inputs(items)
+        if self.model.ragged:
+            return self._call(self.inputs(items), len(items), logits)
+        # a recurrent model: one call per group of items of one length (a rectangle each)
+        ids, rows = [0] * len(items), [np.empty(0)] * len(items)
+        groups: dict[int, list[int]] = {}
+        for index, item in enumerate(items):
+            groups.setdefault(len(item.tokens), []).append(index)
+        for indices in groups.values():
+            drawn, group_logits = self._call(self.inputs([items[i] for i in indices]),
+                                             len(indices), logits)
+            for j, index in enumerate(indices):
+                ids[index] = drawn[j]
+                if group_logits is not None:
+                    rows[index] = group_logits[j]
+        return ids, (np.stack(rows) if logits else None)
+
+    def _call(self, inputs: dict[str, np.ndarray], count: int, logits: bool
+              ) -> tuple[list[int], np.ndarray | None]:
         model = self.model
         if logits or model.ids_runner is None:
             all_logits, ids = model.runner(**inputs)
             return [int(i) for i in ids], (np.asarray(all_logits) if logits else None)
-        out = np.empty(len(items), np.int32)
+        out = np.empty(count, np.int32)
         model.ids_runner.run(**inputs, out=out)
         return [int(i) for i in out], None
 
@@ -88,22 +105,49 @@ class BatchRunner:
         seen: set[int] = set()
         for item in items:
             self._check(item, seen)
+        if not self.model.ragged:
+            return self._rectangle_inputs(items)
         tokens = np.concatenate([np.asarray(item.tokens, np.int32) for item in items])
         counts = [len(item.tokens) for item in items]
         positions = np.concatenate([np.arange(item.start, item.start + n, dtype=np.int32)
                                     for item, n in zip(items, counts, strict=True)])
         slots = np.repeat(np.array([item.slot for item in items], np.int32), counts)
         rows = (np.cumsum(counts) - 1).astype(np.int32)
-        samplings = [item.sampling for item in items]
         inputs = {
             "ids": tokens, "row_slots": slots, "row_positions": positions, "rows": rows,
+            **self._sampling(items),
+            "sample_positions": np.array([item.sample_position for item in items], np.int64),
+        }
+        return inputs | self.model.rope_inputs(positions)
+
+    def _rectangle_inputs(self, items: Sequence[BatchItem]) -> dict[str, np.ndarray]:
+        """A recurrent model's batched inputs: the items' tokens as [B, S] (one length);
+        a sequence at position 0 starts from zero states. The draws are counted at
+        position 0, as a one-sequence recurrent model (which has no position) counts them."""
+        lengths = {len(item.tokens) for item in items}
+        if len(lengths) != 1:
+            raise ArgumentError(f"a recurrent model's batched call takes sequences of one "
+                                f"length, got lengths {sorted(lengths)}")
+        count = len(items)
+        return {
+            "ids": np.stack([np.asarray(item.tokens, np.int32) for item in items]),
+            "row_slots": np.array([item.slot for item in items], np.int32),
+            "row_keep": np.array([item.start > 0 for item in items], np.float32),
+            "row_positions": np.zeros(count, np.int32),
+            "last_token": np.array([lengths.pop() - 1], np.int32),
+            "rows": np.arange(count, dtype=np.int32),
+            **self._sampling(items), "sample_positions": np.zeros(count, np.int64),
+        }
+
+    @staticmethod
+    def _sampling(items: Sequence[BatchItem]) -> dict[str, np.ndarray]:
+        samplings = [item.sampling for item in items]
+        return {
             "temperature": np.array([p.temperature for p in samplings], np.float32),
             "top_k": np.array([min(p.top_k, 2**31 - 1) for p in samplings], np.int32),
             "top_p": np.array([p.top_p for p in samplings], np.float32),
             "seed": np.array([p.seed or 0 for p in samplings], np.int64),
-            "sample_positions": np.array([item.sample_position for item in items], np.int64),
         }
-        return inputs | self.model.rope_inputs(positions)
 
     def _check(self, item: BatchItem, seen: set[int]) -> None:
         if not 0 <= item.slot < self.slots or item.slot in seen:

@@ -175,6 +175,8 @@ def _compile(decoder: DecoderGraph, params: Mapping[str, np.ndarray], engine: st
     # a batched call holds a prefill chunk of up to max_seq rows and the others' steps
     rows = decoder.max_seq + (decoder.slots or 0)
     bounds = {name: rows for name in ("S", "R") if name in decoder.graph.symbols}
+    if "B" in decoder.graph.symbols:  # sequences of a recurrent model's batched call
+        bounds["B"] = decoder.slots or 1
 
     samples = IDS_ENTRY in decoder.graph.output_names  # a decoder; not an MTP head
 
@@ -246,6 +248,9 @@ class LanguageModel:
         """The model's Graph (inputs ids, cos, sin, rows; KV caches as state)."""
         self.slots = decoder.slots or 1
         """Sequences the model decodes together (`load_gguf(..., slots=N)`)."""
+        self.ragged = decoder.ragged
+        """With slots: whether a batched call takes a ragged batch of token rows
+        (transformers) or B sequences of S tokens each (recurrent models)."""
         self.slot0_writes = 0
         """Calls of the one-sequence API on slot 0 of a batched model (a serving engine
         reuses that slot's rows only if nobody else wrote them)."""
@@ -378,6 +383,11 @@ class LanguageModel:
             self.slot0_writes += 1
             inputs = BatchRunner(self).inputs([BatchItem(0, tokens, start, p, start)])
             if rows.size != 1 or rows[0] != tokens.size - 1:  # logits of other rows
+                if not self.ragged:
+                    raise ArgumentError(
+                        f"logits of every position: this {self.config.architecture} model "
+                        f"was loaded with slots={self.slots}, whose graph gives the last "
+                        f"position's logits only; load it with slots=1")
                 inputs |= {"rows": rows.astype(np.int32), **{
                     name: np.repeat(inputs[name], rows.size) for name in BATCH_SAMPLING}}
             return inputs

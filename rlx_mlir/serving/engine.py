@@ -231,8 +231,9 @@ class BatchedEngine(Engine):
             self._held[0], self._slot0_writes = [], self.model.slot0_writes
         used = {slot.slot for _, slot in self._active.values()}
         prompt = sequence.prompt
-        shared = {s: _shared_prefix(self._held[s], prompt) for s in range(self.slots)
-                  if s not in used}
+        # a recurrent state holds no earlier positions: such a model reuses nothing
+        shared = {s: _shared_prefix(self._held[s], prompt) if self.model.ragged else 0
+                  for s in range(self.slots) if s not in used}
         slot = max(shared, key=lambda s: (shared[s], -s))
         keep = shared[slot]
         del self._held[slot][keep:]
