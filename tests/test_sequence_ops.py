@@ -334,6 +334,26 @@ def test_one_compiled_model_over_a_symbolic_s(threads, return_state):
                 close(got, want[0])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_symbolic_batch_and_s(threads):
+    """A batched decoder's sequences: b and s both read at run time (b = 1, 3, 5 with
+    several s), the items (b · channels or heads) counted at run time and split over the
+    threads."""
+    gdn = delta_graph("B", "S", 3, 16, 16, with_state=True, return_state=True)
+    sscan = scan_graph("B", "S", 37, 5, with_state=True, return_state=True)
+    for graph, make_inputs, reference, sizes in (
+            (gdn, delta_inputs, gated_delta_net_np, (3, 16, 16)),
+            (sscan, scan_inputs, selective_scan_np, (37, 5))):
+        model = rlx.jit(graph, threads=threads, max_dims={"S": 8, "B": 5})
+        rng = np.random.default_rng(threads)
+        for b, s in ((1, 1), (3, 4), (5, 1), (2, 8)):
+            data = make_inputs(rng, b, s, *sizes, with_state=True)
+            want = reference(**data)
+            got = model(**data)
+            close(got[0], want[0])
+            close(got[1], want[1])
+
+
 @pytest.mark.parametrize("op", ["selective_scan", "gated_delta_net"])
 def test_return_state_over_a_symbolic_s_in_the_reference(op):
     """The reference executor binds both results of the op over a symbolic s."""

@@ -13,8 +13,10 @@ channels or heads spread over the threads with no barrier inside.
 
 A symbolic sequence length s (`?` in the operands' second dim) is read at run time
 (`runtime_dims=True`, ABI of dynamic.py: its size argument after the pointers, before part and
-parts): it bounds the time loop and strides the rows; the batch, the channels or heads and
-the state (`state_out` included) are static.
+parts): it bounds the time loop and strides the rows. The forward kernels also take a
+symbolic batch b (axis 0, a batched decoder's sequences): the work items b · channels (or
+heads) are counted at run time. The channels or heads and the per-item state are static;
+the backward kernels take a symbolic s only.
 """
 
 from __future__ import annotations
