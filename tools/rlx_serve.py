@@ -538,7 +538,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="port (default 8080)")
     parser.add_argument("--slots", type=_number(int, 1), default=8,
                         help="sequences decoded together, each with its own KV rows "
-                             "(default 8; recurrent models use 1)")
+                             "(default 8; qwen35 models use 1)")
     parser.add_argument("--max-seq", type=_number(int, 1), default=4096,
                         help="KV cache rows: prompt + max_tokens (default 4096)")
     parser.add_argument("--threads", type=_number(int, 1), default=None,

@@ -142,7 +142,7 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32". `slots`: the batched
     graph of that many sequences (module docstring); a ModelError for an architecture
-    that has none (the recurrent ones)."""
+    that has none (qwen35)."""
     module = ARCHITECTURE_MODULES.get(config.architecture)
     if module is not None:  # an architecture of its own module (arch_<name>.py)
         if slots is None:
@@ -151,7 +151,8 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
         if not module.batched:
             raise BatchingUnsupported(
                 f"batched decoding (slots > 1) is not implemented for {config.architecture} "
-                f"models (per-sequence recurrent states); load it with slots=1")
+                f"models yet (its delta-net and attention layers in one batch); load it with "
+                f"slots=1")
         return module.build(config, tensors, max_seq=max_seq, n_rot=n_rot,
                             activations=activations, slots=slots)
     return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,

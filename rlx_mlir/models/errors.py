@@ -10,5 +10,5 @@ class ModelError(RlxError):
 
 
 class BatchingUnsupported(ModelError):
-    """`load_gguf(..., slots > 1)` on an architecture without a batched graph (the
-    recurrent ones, whose per-sequence states are not batched yet)."""
+    """`load_gguf(..., slots > 1)` on an architecture without a batched graph (qwen35,
+    whose delta-net and attention layers are not batched together yet)."""

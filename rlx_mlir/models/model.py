@@ -93,8 +93,8 @@ def load_gguf(path_or_name: str | os.PathLike, max_seq: int = 2048, threads: int
     the same numbers on every CPU; docs/semantics.md, dequant_matmul).
     slots: sequences decoded together (batched decoding, `generate_batch` and `rlx-serve`):
     the KV caches hold `slots` sequences of `max_seq` rows each, and one native call
-    advances all of them (llama, qwen2, qwen3 and gemma3 files; the recurrent
-    architectures take slots=1). `logits`/`prefill`/`step`/`reset`/`position` act on slot 0.
+    advances all of them (llama, qwen2, qwen3, gemma3 and mamba files; qwen35 takes
+    slots=1). `logits`/`prefill`/`step`/`reset`/`position` act on slot 0.
     """
     _check_int("max_seq", max_seq, 1)
     _check_slots(slots)
