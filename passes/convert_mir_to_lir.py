@@ -407,19 +407,24 @@ def is_state_write(op: Operation) -> bool:
     return isinstance(op, lir.CopyOp) and is_state_argument(op.out)
 
 
+def _state_cache(op: Operation, cache: SSAValue) -> SSAValue:
+    """`cache`, which a cache op updates in place: it must be a state argument."""
+    if not is_state_argument(cache):
+        raise PassFailedException(
+            f"convert-mir-to-lir: '{op.name}': cache: expected a state argument (updated "
+            f"in place), got {cache.type} defined by "
+            f"{cache.owner.name if isinstance(cache.owner, Operation) else 'a block'}"
+        )
+    return cache
+
+
 class InsertRowsLowering(RewritePattern):
     """`mir.insert_rows` -> `lir.insert_rows` writing the rows into the cache's state
     buffer in place; the state buffer then stands for the updated cache."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.InsertRowsOp, rewriter: PatternRewriter, /) -> None:
-        cache = op.cache
-        if not is_state_argument(cache):
-            raise PassFailedException(
-                f"convert-mir-to-lir: '{op.name}': cache: expected a state argument (updated "
-                f"in place), got {cache.type} defined by "
-                f"{cache.owner.name if isinstance(cache.owner, Operation) else 'a block'}"
-            )
+        cache = _state_cache(op, op.cache)
         rewriter.replace(op, [lir.InsertRowsOp(op.rows, op.position, cache)], [cache])
 
 
@@ -429,13 +434,7 @@ class CacheScatterLowering(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.CacheScatterOp, rewriter: PatternRewriter, /) -> None:
-        cache = op.cache
-        if not is_state_argument(cache):
-            raise PassFailedException(
-                f"convert-mir-to-lir: '{op.name}': cache: expected a state argument (updated "
-                f"in place), got {cache.type} defined by "
-                f"{cache.owner.name if isinstance(cache.owner, Operation) else 'a block'}"
-            )
+        cache = _state_cache(op, op.cache)
         kernel = lir.CacheScatterOp(op.rows, op.slots, op.positions, cache)
         rewriter.replace(op, [kernel], [cache])
 

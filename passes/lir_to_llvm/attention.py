@@ -309,26 +309,31 @@ class _Attention:
         """out[b, s, h·D:(h+1)·D] = softmax(scale·q·Kᵀ + mask)·V for one query row."""
         kb, dim, seq_k = self.kb, self.dim, self.seq_k
         q_offset = kb.mul(kb.add(kb.mul(kb.add(kb.mul(b, self.seq_q), s), self.heads), h), dim)
-        self.q_row = kb.gep(self.q, q_offset)
-        self.out_row = kb.gep(self.out, q_offset)
         kv_offset = kb.add(kb.mul(b, self.kv_batch_stride),
                            kb.mul(kb.sdiv(h, self.group), dim))
-        self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
         self.mask_row = None if self.mask is None else kb.gep(self.mask, self.mask_offset(b, s, h))
-        self.q_chunks = self.load_q() if self.in_registers else None
+        state = self.start_row(q_offset, kv_offset)
+        if isinstance(seq_k, int):
+            state = self.static_keys(s, seq_k, state)
+        else:
+            state = self.runtime_keys(s, seq_k, state)
+        self.finish_row(state)
 
+    def start_row(self, q_offset: SSAValue, kv_offset: SSAValue) -> _RowState:
+        """Point at the row's q and out (`q_offset`) and its kv head (`kv_offset`), load q
+        (when it stays in registers) and zero the accumulator: the row's initial state."""
+        kb = self.kb
+        self.q_row = kb.gep(self.q, q_offset)
+        self.out_row = kb.gep(self.out, q_offset)
+        self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
+        self.q_chunks = self.load_q() if self.in_registers else None
         if self.in_registers:
             acc = [kb.vconst(0.0)] * self.n_vec + [kb.fconst(0.0)] * self.d_tail
         else:
             acc = None
             self.for_chunks(lambda c, vector: kb.store(
                 kb.vconst(0.0) if vector else kb.fconst(0.0), self.out_row, c))
-        state = _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
-        if isinstance(seq_k, int):
-            state = self.static_keys(s, seq_k, state)
-        else:
-            state = self.runtime_keys(s, seq_k, state)
-        self.finish_row(state)
+        return _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
 
     def static_keys(self, s: SSAValue, seq_k: int, state: _RowState) -> _RowState:
         """Feed the keys row s sees into its state, T known at compile time."""
@@ -625,20 +630,9 @@ class _SlotAttention(_Attention):
         slot = load_index(kb, self.slots, r, i32)  # in range: checked by `build`
         visible = kb.add(load_index(kb, self.positions, r, i32), 1)
         q_offset = kb.mul(kb.add(kb.mul(r, self.heads), h), dim)
-        self.q_row = kb.gep(self.q, q_offset)
-        self.out_row = kb.gep(self.out, q_offset)
         kv_offset = kb.add(kb.mul(slot, self.capacity * self.kv_heads * dim),
                            kb.mul(kb.sdiv(h, self.group), dim))
-        self.k_base, self.v_base = kb.gep(self.k, kv_offset), kb.gep(self.v, kv_offset)
-        self.q_chunks = self.load_q() if self.in_registers else None
-        if self.in_registers:
-            acc = [kb.vconst(0.0)] * self.n_vec + [kb.fconst(0.0)] * self.d_tail
-        else:
-            acc = None
-            self.for_chunks(lambda c, vector: kb.store(
-                kb.vconst(0.0) if vector else kb.fconst(0.0), self.out_row, c))
-        state = _RowState(kb.fconst(NEG_INF), kb.fconst(0.0), acc)
-        self.finish_row(self.slot_keys(visible, state))
+        self.finish_row(self.slot_keys(visible, self.start_row(q_offset, kv_offset)))
 
     def slot_keys(self, visible: SSAValue, state: _RowState) -> _RowState:
         """Feed the keys [first, visible) into the row state, none at or past `visible`."""

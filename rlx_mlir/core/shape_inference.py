@@ -385,6 +385,25 @@ def rope(x: Shape, cos: Shape, sin: Shape, head_dim: int, n_rot: int) -> Shape:
     return x
 
 
+def _check_heads(q: Shape, num_heads: int, head_dim: int, num_kv_heads: int) -> None:
+    """Grouped-query heads: counts >= 1, kv heads dividing the heads, q's last dim
+    num_heads·head_dim."""
+    if num_heads < 1 or head_dim < 1 or num_kv_heads < 1:
+        raise ShapeError(
+            f"num_heads, head_dim and num_kv_heads must be >= 1, got "
+            f"{num_heads}, {head_dim}, {num_kv_heads}"
+        )
+    if num_heads % num_kv_heads:
+        raise ShapeError(
+            f"num_kv_heads: must divide num_heads={num_heads} (grouped-query), got {num_kv_heads}"
+        )
+    if not dims_match(q[-1], num_heads * head_dim):
+        raise ShapeError(
+            f"q: last dim must be num_heads*head_dim = {num_heads}*{head_dim} = "
+            f"{num_heads * head_dim}, got {q[-1]}"
+        )
+
+
 def attention(
     q: Shape,
     k: Shape,
@@ -402,20 +421,7 @@ def attention(
     check_rank("q", q, (2, 3))
     check_rank("k", k, (len(q),))
     check_rank("v", v, (len(q),))
-    if num_heads < 1 or head_dim < 1 or num_kv_heads < 1:
-        raise ShapeError(
-            f"num_heads, head_dim and num_kv_heads must be >= 1, got "
-            f"{num_heads}, {head_dim}, {num_kv_heads}"
-        )
-    if num_heads % num_kv_heads:
-        raise ShapeError(
-            f"num_kv_heads: must divide num_heads={num_heads} (grouped-query), got {num_kv_heads}"
-        )
-    if not dims_match(q[-1], num_heads * head_dim):
-        raise ShapeError(
-            f"q: last dim must be num_heads*head_dim = {num_heads}*{head_dim} = "
-            f"{num_heads * head_dim}, got {q[-1]}"
-        )
+    _check_heads(q, num_heads, head_dim, num_kv_heads)
     batch, seq_q = q[:-2], q[-2]
     kv_dim = num_kv_heads * head_dim
     check_exact("k", k, batch + (k[-2], kv_dim), "[B, T, num_kv_heads*head_dim]")
@@ -829,20 +835,7 @@ def slot_attention(q: Shape, keys: Shape, values: Shape, slots: Shape, positions
     """Attention of each row of q [R, H*D] over the keys/values [n_slots, capacity,
     Hkv*D] of its slot up to its position (`slots`, `positions` [R]): q's shape."""
     check_rank("q", q, (2,))
-    if num_heads < 1 or head_dim < 1 or num_kv_heads < 1:
-        raise ShapeError(
-            f"num_heads, head_dim and num_kv_heads must be >= 1, got "
-            f"{num_heads}, {head_dim}, {num_kv_heads}"
-        )
-    if num_heads % num_kv_heads:
-        raise ShapeError(
-            f"num_kv_heads: must divide num_heads={num_heads} (grouped-query), got {num_kv_heads}"
-        )
-    if not dims_match(q[-1], num_heads * head_dim):
-        raise ShapeError(
-            f"q: last dim must be num_heads*head_dim = {num_heads}*{head_dim} = "
-            f"{num_heads * head_dim}, got {q[-1]}"
-        )
+    _check_heads(q, num_heads, head_dim, num_kv_heads)
     check_rank("keys", keys, (3,))
     for d in keys:
         require_static("keys", d, "a slot cache [n_slots, capacity, num_kv_heads*head_dim]")
