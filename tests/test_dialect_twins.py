@@ -14,9 +14,10 @@ from rlx_mlir.dialects import hir, lir, mir
 from rlx_mlir.dialects.rlx import ElementwiseFn
 from rlx_mlir.dialects.verifier import VerifiesSignature
 
-HAND_WRITTEN = (lir.ElementwiseOp, lir.CopyOp, lir.ConstantOp, lir.InsertRowsOp)
+HAND_WRITTEN = (lir.ElementwiseOp, lir.CopyOp, lir.ConstantOp, lir.InsertRowsOp,
+                lir.CacheScatterOp)
 """Kernels whose form differs from their mir op by design (they reuse its rules; the
-cache of `insert_rows` is its `out`, written in place)."""
+cache of `insert_rows` and of `cache_scatter` is its `out`, written in place)."""
 LIR_TWINS = [op for op in lir.KERNEL_OPS if op not in HAND_WRITTEN]
 HIR_TWINS = [op for op in hir.HIR_OPS if getattr(op, "MIR_OP", None) is not None]
 

@@ -113,7 +113,7 @@ def test_builders_registry():
     assert kernel_builders()[lir.GatherOp] is build_gather
     assert kernel_builders()[lir.DepthwiseConv1dOp] is build_depthwise_conv1d
     assert set(family("indexing")) == {lir.GatherOp, lir.ScatterAddOp, lir.DepthwiseConv1dOp,
-                                       lir.InsertRowsOp}
+                                       lir.InsertRowsOp, lir.CacheScatterOp}
 
 
 def gather_setup(kernels, case):
