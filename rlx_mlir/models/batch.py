@@ -17,6 +17,9 @@ logits and its drawn id: the draw is the one a one-sequence call at position
 start, and each later one at the position of the token it feeds), so seeded sequences
 draw the same tokens batched or alone.
 
+A recurrent model (Mamba) takes rectangles instead, B sequences × S tokens: `run` makes
+one call per group of items of one length (`_rectangle_inputs`).
+
 `BatchRunner.decode(...)` runs whole generations on it with continuous batching (the
 engine of `LanguageModel.generate_batch`); the serving engine drives `run` itself.
 """
@@ -57,7 +60,7 @@ class BatchItem:
 
 
 class BatchRunner:
-    """Runs batched calls on a model loaded with `slots > 1` (`LanguageModel.batched`)."""
+    """Runs batched calls on a model loaded with `slots > 1` (`load_gguf(..., slots=N)`)."""
 
     def __init__(self, model: Any):
         if model.slots < 2:
