@@ -113,10 +113,11 @@ def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, vnni: bool) -> lir.De
 
 
 def _call_parts(fn, x: np.ndarray, w: np.ndarray, m: int, parts: int, where: str) -> np.ndarray:
-    out = np.full((m, N), np.nan, np.float32)
-    writers = np.zeros((m, N), np.int64)
+    n = w.shape[0]
+    out = np.full((m, n), np.nan, np.float32)
+    writers = np.zeros((m, n), np.int64)
     for part in range(parts):
-        share = np.full((m, N), np.nan, np.float32)
+        share = np.full((m, n), np.nan, np.float32)
         fn(x.ctypes.data, w.ctypes.data, share.ctypes.data, m, part, parts)
         written = ~np.isnan(share)
         writers += written
@@ -151,6 +152,37 @@ def test_dynamic_rows_every_scheme(target):
             serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
             check(out, x, w, scheme, where)
             for parts in PARTS:
+                check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
+                      f"{where} parts={parts}")
+
+
+@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni"])
+def test_column_lane_tiles(target):
+    """More rows than one: W weight rows per tile, one per lane (quant_dot.column_tile),
+    then a rest of weight rows in row tiles; 37 = 2·16 + 5 = 4·8 + 5. One symbolic kernel
+    per scheme, at row counts around the tile's 8 (4)."""
+    width, cpu, _ = TARGETS[target]
+    if not HAS_VNNI[width]:
+        pytest.skip(f"no VNNI at W={width}")
+    n, k = 37, 96
+    cases, functions = [], []
+    for i, scheme in enumerate(("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")):
+        w = np.ascontiguousarray(blocks(scheme, n, k))
+        op = dequant_op(scheme, ("S", k), w, True)
+        functions += [mm.build_dequant_matmul(op, f"k{i}", width),
+                      mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
+        cases.append((scheme, w))
+    jitted = Jitted(functions, cpu, verify=False)
+    for i, (scheme, w) in enumerate(cases):
+        serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
+        parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
+        for m in (2, 5, 8, 9, 16, 23):
+            x = x_rows(m, k)
+            where = f"{scheme} N={n} M={m} {target}"
+            out = np.full((m, n), np.nan, np.float32)
+            serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
+            check(out, x, w, scheme, where)
+            for parts in (2, 3):
                 check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
                       f"{where} parts={parts}")
 

@@ -335,11 +335,12 @@ class KernelBuilder:
     # ------------------------------------------------------------------ vectors
 
     def splat(self, scalar: SSAValue) -> SSAValue:
-        """Broadcast a scalar f32 into every lane of a vector<W x f32>."""
-        one = self.insert(llvm.InsertElementOp(self.insert(llvm.UndefOp(self.vec)), scalar,
+        """Broadcast a scalar (f32 or an integer) into every lane of a vector<W x type>."""
+        ty = self.vec if scalar.type == f32 else vector_type(self.vector_width, scalar.type)
+        one = self.insert(llvm.InsertElementOp(self.insert(llvm.UndefOp(ty)), scalar,
                                                self.constant(0, i32)))
         mask = DenseArrayBase.from_list(i32, [0] * self.vector_width)
-        return self.insert(llvm.ShuffleVectorOp(one, one, mask, self.vec))
+        return self.insert(llvm.ShuffleVectorOp(one, one, mask, ty))
 
     def hsum(self, v: SSAValue) -> SSAValue:
         """The sum of the lanes of a vector, as a tree of halving shuffles (not 16 serial adds)."""
