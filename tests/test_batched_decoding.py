@@ -77,6 +77,22 @@ def test_each_row_of_a_batched_call_is_its_sequence_alone(models):
             history.append(ids[row])
 
 
+def test_a_row_gets_the_same_bits_alone_and_among_others(models):
+    """In a batched model a row's numbers do not depend on the other rows of its call (the
+    q8 matmuls' ROWS_INVARIANT tiles, quant_dot.py): a decode step of one sequence alone
+    gives the logits it gets in a step of three, bit for bit."""
+    _, batched = models
+    runner = BatchRunner(batched)
+    prompts = [batched.tokenizer.encode(p) for p in PROMPTS[:3]]
+    ids, _ = runner.run([BatchItem(s, np.array(p, np.int32), 0) for s, p in enumerate(prompts)])
+    steps = [BatchItem(s, np.array([t], np.int32), len(p))
+             for s, (p, t) in enumerate(zip(prompts, ids, strict=True))]
+    _, together = runner.run(steps, logits=True)
+    for row, step in enumerate(steps):
+        _, alone = runner.run([step], logits=True)  # rewrites the same cache row
+        np.testing.assert_array_equal(alone[0], together[row])
+
+
 def test_prefill_chunk_beside_decode_steps(models):
     alone, batched = models
     runner = BatchRunner(batched)

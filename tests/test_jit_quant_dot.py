@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from jit_harness import Jitted
 from test_jit_dequant import blocks
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.dialects.func import FuncOp
 from xdsl.ir import Block, Region
 
@@ -185,6 +185,34 @@ def test_column_lane_tiles(target):
             for parts in (2, 3):
                 check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
                       f"{where} parts={parts}")
+
+
+@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni"])
+def test_rows_invariant_kernels_give_a_row_the_same_bits(target):
+    """Marked ROWS_INVARIANT (a module with slot caches), one row takes the column-lane
+    tiles too: each row of a 9-row call equals that row computed alone, bit for bit."""
+    width, cpu, _ = TARGETS[target]
+    if not HAS_VNNI[width]:
+        pytest.skip(f"no VNNI at W={width}")
+    n, k = 37, 96
+    cases, functions = [], []
+    for i, scheme in enumerate(("q4_1", "q5_0", "q8_0")):
+        w = np.ascontiguousarray(blocks(scheme, n, k))
+        op = dequant_op(scheme, ("S", k), w, True)
+        op.attributes[qd.ROWS_INVARIANT] = UnitAttr()
+        functions.append(mm.build_dequant_matmul(op, f"k{i}", width))
+        cases.append((scheme, w))
+    jitted = Jitted(functions, cpu, verify=False)
+    for i, (scheme, w) in enumerate(cases):
+        kernel = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
+        x = x_rows(9, k)
+        together = np.full((9, n), np.nan, np.float32)
+        kernel(x.ctypes.data, w.ctypes.data, together.ctypes.data, 9)
+        check(together, x, w, scheme, f"{scheme} {target}")
+        for r in range(9):
+            row, alone = np.ascontiguousarray(x[r:r + 1]), np.full((1, n), np.nan, np.float32)
+            kernel(row.ctypes.data, w.ctypes.data, alone.ctypes.data, 1)
+            np.testing.assert_array_equal(alone[0], together[r], err_msg=f"{scheme} row {r}")
 
 
 @pytest.mark.parametrize("target", ["w16-vnni", "w16-emulated", "w4-x86-64"])

@@ -42,7 +42,8 @@ bandwidth a decode GEMV could stream at. The VNNI kernel:
    their f32 conversion too).
 
 **Tiles.** One row of x (decode) streams C = SINGLE_ROW_COLS weight rows at once, R·C
-f32 accumulators of partial sums (lanes of one output, summed at the end). More rows
+f32 accumulators of partial sums (lanes of one output, summed at the end), except in a
+module that batches sequences (ROWS_INVARIANT). More rows
 use *column-lane* tiles (`column_tile`): W weight rows, one per lane, × up to
 COLUMN_TILE_ROWS rows of x. Per block, the W rows' quants are transposed in registers
 (lane c: row c's 4 bytes) and each row of x adds 8 `vpdpbusd` of its broadcast
@@ -68,6 +69,7 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     ModuleOp,
     StringAttr,
+    UnitAttr,
     VectorType,
     f16,
     f32,
@@ -99,6 +101,13 @@ from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 INT8_DOT = "rlx.int8_dot"
 """Attribute of a lir.dequant_matmul whose kernel takes the int8 path: the instruction
 set of its dot products (`VNNI`)."""
+
+ROWS_INVARIANT = "rlx.rows_invariant"
+"""Attribute of a marked op in a module that batches sequences (it has slot caches:
+lir.cache_scatter or lir.slot_attention): its one-row calls run the column-lane tiles
+too, so a row's numbers do not depend on how many rows share the call — a sequence
+decoded alone and in a batch get the same logits, bit for bit. Elsewhere one row takes
+the row tiles, which stream 4 weight rows and read memory faster."""
 
 VNNI = "vnni"
 """`vpdpbusd` on zmm (W = 16) or ymm (W = 8) registers."""
@@ -190,12 +199,15 @@ def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     isa = int8_dot_isa(target, width)
     if isa is None:
         return 0
+    batched = any(isinstance(op, lir.CacheScatterOp | lir.SlotAttentionOp) for op in module.walk())
     marked = 0
     for op in module.walk():
         if (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
                 and activations_of(op) == QuantActivations.Q8
                 and op.scheme.data.value in INT8_SCHEMES):
             op.attributes[INT8_DOT] = StringAttr(isa)
+            if batched:
+                op.attributes[ROWS_INVARIANT] = UnitAttr()
             marked += 1
     return marked
 
@@ -542,7 +554,8 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     scratch = Scratch(*(kb.alloca(chunk * steps * step_bytes, i8) for _ in range(3)), steps, width)
     ivec = _vec(width, i32)
 
-    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, SINGLE_ROW_COLS),
+    single = (1, width) if ROWS_INVARIANT in op.attributes else (1, SINGLE_ROW_COLS)
+    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, single,
                    (COLUMN_TILE_ROWS[width], width))
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
