@@ -601,14 +601,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
                     accs[r * cols + c] = acc
             return accs
 
-        accs = [kb.vconst(0.0)] * (rows * cols)
-        whole = blocks // per_step
-        if whole:
-            with kb.loop(0, whole, carried=accs) as loop:
-                loop.yield_(*step(loop.carried, loop.iv, per_step))
-            accs = loop.results
-        if blocks % per_step:
-            accs = step(accs, whole, blocks % per_step)
+        accs = sweep_steps(kb, blocks, per_step, [kb.vconst(0.0)] * (rows * cols), step)
         base = kb.address(out, kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j))
         for r in range(rows):
             for c in range(cols):
@@ -618,6 +611,20 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
                  lambda first, rows: _quantize_rows(kb, scheme, x, k, first, rows, scratch), tile)
     kb.ret()
     return kb.finish()
+
+
+def sweep_steps(kb: KernelBuilder, blocks: int, per_step: int, accs: list[SSAValue],
+                step: Callable[[list[SSAValue], Index, int], list[SSAValue]]) -> list[SSAValue]:
+    """step(accs, index, present) over a row's blocks, `per_step` to a step: a loop over
+    the whole steps carrying the accumulators, then the last step's `present` blocks."""
+    whole = blocks // per_step
+    if whole:
+        with kb.loop(0, whole, carried=accs) as loop:
+            loop.yield_(*step(loop.carried, loop.iv, per_step))
+        accs = loop.results
+    if blocks % per_step:
+        accs = step(accs, whole, blocks % per_step)
+    return accs
 
 
 # ----------------------------------------------------------------------------- column lanes
@@ -757,14 +764,7 @@ def column_tile(kb: KernelBuilder, scheme: Int8Scheme, plan: RowPlan, scratch: S
             accs = block(accs, index, b)
         return accs
 
-    accs = [kb.vconst(0.0)] * rows
-    whole = blocks // per_step
-    if whole:
-        with kb.loop(0, whole, carried=accs) as loop:
-            loop.yield_(*step(loop.carried, loop.iv, per_step))
-        accs = loop.results
-    if blocks % per_step:
-        accs = step(accs, whole, blocks % per_step)
+    accs = sweep_steps(kb, blocks, per_step, [kb.vconst(0.0)] * rows, step)
     base = kb.address(out, kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j))
     for r in range(rows):
         kb.store(accs[r], base, r * n, align=4)
