@@ -78,8 +78,8 @@ def test_each_row_of_a_batched_call_is_its_sequence_alone(models):
 
 
 def test_a_row_gets_the_same_bits_alone_and_among_others(models):
-    """In a batched model a row's numbers do not depend on the other rows of its call (the
-    q8 matmuls' ROWS_INVARIANT tiles, quant_dot.py): a decode step of one sequence alone
+    """A row's numbers do not depend on the other rows of its call (the q8 matmuls'
+    column-lane tiles for every row count, quant_dot.py): a decode step of one sequence alone
     gives the logits it gets in a step of three, bit for bit."""
     _, batched = models
     runner = BatchRunner(batched)

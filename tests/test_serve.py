@@ -225,21 +225,12 @@ def test_streaming_equals_the_whole_response(client):
     assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
 
 
-def decoded_logits(lm, ids: list[int], new: list[int]) -> np.ndarray:
-    """The logits the server's engine computes for `new` after `ids`: a prefill of the
-    prompt, then one decode step per token (a one-sequence model's one-row calls take
-    other matmul tiles than a many-row `lm.logits`: f32 rounding apart, which q8 rounding
-    of activations can turn into ~1e-2)."""
-    lm.reset()
-    return np.stack([lm.prefill(ids)] + [lm.step(t) for t in new[:-1]])
-
-
 def test_logprobs_are_log_softmax_of_the_logits(client, lm):
     ids = lm.tokenizer.encode(PROMPTS[2])
     body = client.post("/v1/completions", json=greedy(PROMPTS[2], max_tokens=5,
                                                       logprobs=3)).json()
     new = lm.generate_ids(ids, max_new_tokens=5)
-    expected = np.array([log_softmax(r) for r in decoded_logits(lm, ids, new)])
+    expected = np.array([log_softmax(r) for r in lm.logits(ids + new[:-1])[len(ids) - 1:]])
     logprobs = body["choices"][0]["logprobs"]
     assert logprobs["tokens"] == [lm.tokenizer.decode([t]) for t in new]
     np.testing.assert_allclose(logprobs["token_logprobs"],
@@ -257,7 +248,7 @@ def test_logprobs_are_log_softmax_of_the_logits(client, lm):
     assert len(content) == body["usage"]["completion_tokens"]
     chat_ids = lm.tokenizer.encode(lm.chat_prompt(messages), special=True)
     new = lm.generate_ids(chat_ids, max_new_tokens=4)
-    rows = decoded_logits(lm, chat_ids, new)
+    rows = lm.logits(chat_ids + new[:-1])[len(chat_ids) - 1:]
     for entry, token, row in zip(content, new, rows, strict=False):
         expected = log_softmax(row)
         assert entry["logprob"] == pytest.approx(expected[token], abs=1e-4)

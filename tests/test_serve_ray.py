@@ -1,4 +1,4 @@
-"""rlx-serve's app as a Ray Serve deployment (rlx_mlir/serving/ray_serve.py), on a local Ray
+"""rlx-serve's app as a Ray Serve deployment (tools/ray_serve.py), on a local Ray
 instance: a replica loads a tiny GGUF, /health turns 200, and the `openai` client gets
 through Ray's proxy what the model gives alone (greedy), concurrent and streamed.
 
@@ -29,7 +29,7 @@ CLIENT = """
 import json, threading
 import openai, ray
 from ray import serve
-from rlx_mlir.serving.ray_serve import rlx_deployment, wait_until_healthy
+from rlx_mlir.tools.ray_serve import rlx_deployment, wait_until_healthy
 
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 try:

@@ -41,21 +41,23 @@ bandwidth a decode GEMV could stream at. The VNNI kernel:
    and the lanes are summed at the end. The integer parts are exact (|Σ| < 2^24, so
    their f32 conversion too).
 
-**Tiles.** One row of x (decode) streams C = SINGLE_ROW_COLS weight rows at once, R·C
-f32 accumulators of partial sums (lanes of one output, summed at the end), except in a
-module that batches sequences (ROWS_INVARIANT). More rows
-use *column-lane* tiles (`column_tile`): W weight rows, one per lane, × up to
-COLUMN_TILE_ROWS rows of x. Per block, the W rows' quants are transposed in registers
-(lane c: row c's 4 bytes) and each row of x adds 8 `vpdpbusd` of its broadcast
-4-byte groups: the lanes are W whole block dots, so the f32 conversion and the scales
-cost one vector op per W outputs instead of one per output (a decode step of 8
-sequences of SmolLM2 Q4_1, 2 threads: 17.9 → 9.4 ms). Weight rows past the last whole W go to row tiles (MULTI_ROW_TILES). The
-weight tiles are outermost, so a tile's weight rows stay in L1 while every row tile of
-the chunk reads them. Partitioned kernels split the weight rows (whole tiles) between
-parts; each part quantizes the rows of x it needs itself (K values per row: cheap next
-to its share of the weights). Over a symbolic x (`?` rows, ABI of dynamic.py), M == 1
-runs the one-row code, more rows the chunked code with a run-time count (the rest of R
-rows as static tiles of its binary digits).
+**Tiles.** Every row count uses *column-lane* tiles (`column_tile`): W weight rows, one
+per lane, × up to COLUMN_TILE_ROWS rows of x. Per block, the W rows' quants are
+transposed in registers (lane c: row c's 4 bytes) and each row of x adds 8 `vpdpbusd`
+of its broadcast 4-byte groups: the lanes are W whole block dots, so the f32
+conversion and the scales cost one vector op per W outputs instead of one per output
+(a decode step of 8 sequences of SmolLM2 Q4_1, 2 threads: 17.9 → 9.4 ms). One row of x
+takes the same tiles as many, so a row's numbers never depend on how many rows share
+the call: a prefill, the decode steps after it and a batched step of several sequences
+give a row the same bits (q8 rounding of the next activations would turn f32 rounding
+differences into visible ones: 0.5 of SmolLM2's logits after a few steps). Weight rows
+past the last whole W go to row tiles (MULTI_ROW_TILES, per-output lanes of partial
+sums, summed at the end). The weight tiles are outermost, so a tile's weight rows stay
+in L1 while every row tile of the chunk reads them. Partitioned kernels split the
+weight rows (whole tiles) between parts; each part quantizes the rows of x it needs
+itself (K values per row: cheap next to its share of the weights). Over a symbolic x
+(`?` rows, ABI of dynamic.py), M == 1 runs the one-row code, more rows the chunked code
+with a run-time count (the rest of R rows as static tiles of its binary digits).
 """
 
 from __future__ import annotations
@@ -69,7 +71,6 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     ModuleOp,
     StringAttr,
-    UnitAttr,
     VectorType,
     f16,
     f32,
@@ -102,21 +103,11 @@ INT8_DOT = "rlx.int8_dot"
 """Attribute of a lir.dequant_matmul whose kernel takes the int8 path: the instruction
 set of its dot products (`VNNI`)."""
 
-ROWS_INVARIANT = "rlx.rows_invariant"
-"""Attribute of a marked op in a module that batches sequences (it has slot caches:
-lir.cache_scatter or lir.slot_attention): its one-row calls run the column-lane tiles
-too, so a row's numbers do not depend on how many rows share the call — a sequence
-decoded alone and in a batch get the same logits, bit for bit. Elsewhere one row takes
-the row tiles, which stream 4 weight rows and read memory faster."""
-
 VNNI = "vnni"
 """`vpdpbusd` on zmm (W = 16) or ymm (W = 8) registers."""
 
 BLOCK = 32
 """Values per block of x (and of every weight scheme of this path)."""
-
-SINGLE_ROW_COLS = 4
-"""Weight rows per tile for one row of x (decode): four independent streams."""
 
 MULTI_ROW_TILES: dict[int, tuple[int, int]] = {16: (8, 2), 8: (4, 2)}
 """Rows of x × weight rows per row tile (lanes of partial sums), per vector width: the
@@ -199,15 +190,12 @@ def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     isa = int8_dot_isa(target, width)
     if isa is None:
         return 0
-    batched = any(isinstance(op, lir.CacheScatterOp | lir.SlotAttentionOp) for op in module.walk())
     marked = 0
     for op in module.walk():
         if (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
                 and activations_of(op) == QuantActivations.Q8
                 and op.scheme.data.value in INT8_SCHEMES):
             op.attributes[INT8_DOT] = StringAttr(isa)
-            if batched:
-                op.attributes[ROWS_INVARIANT] = UnitAttr()
             marked += 1
     return marked
 
@@ -554,8 +542,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     scratch = Scratch(*(kb.alloca(chunk * steps * step_bytes, i8) for _ in range(3)), steps, width)
     ivec = _vec(width, i32)
 
-    single = (1, width) if ROWS_INVARIANT in op.attributes else (1, SINGLE_ROW_COLS)
-    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, single,
+    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
                    (COLUMN_TILE_ROWS[width], width))
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
@@ -563,7 +550,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
         if cols == width:
             column_tile(kb, scheme, plan, scratch, (first, i, j), rows, product, blocks)
             return
-        pieces = cols if rows == 1 and cols <= SINGLE_ROW_COLS else MULTI_ROW_TILES[width][1]
+        pieces = MULTI_ROW_TILES[width][1]
         for c in range(0, cols, pieces):
             row_tile(first, i, kb.fold_add(j, c), rows, min(pieces, cols - c), product)
 

@@ -2,7 +2,7 @@
 cores), each loading its own model, behind Ray's HTTP proxy.
 
     pip install -e '.[serve,ray]'
-    python -m rlx_mlir.serving.ray_serve smollm2-135m-instruct --replicas 1 --slots 8
+    python -m rlx_mlir.tools.ray_serve smollm2-135m-instruct --replicas 1 --slots 8
 
 or from Python: `serve.run(rlx_deployment("smollm2-135m-instruct", alias="smollm2"))`,
 
@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from rlx_mlir.models import fetch, load_gguf
+from rlx_mlir.tools.rlx_serve import create_app
 
 
 def rlx_deployment(model: str, *, alias: str, slots: int = 8, threads: int | None = None,
@@ -28,8 +29,6 @@ def rlx_deployment(model: str, *, alias: str, slots: int = 8, threads: int | Non
     """The bound Ray Serve application serving the GGUF file (or known model name) `model`
     under the name `alias`: `serve.run(rlx_deployment(...))` starts it."""
     from ray import serve
-
-    from rlx_mlir.tools.rlx_serve import create_app
 
     options = {"slots": slots, "threads": threads}
     if max_seq is not None:
