@@ -106,7 +106,7 @@ def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, vnni: bool) -> lir.De
     op = lir.DequantMatmulOp(*args, scheme=scheme, activations="q8")
     if not all(isinstance(d, int) for d in x_shape):
         dynamic.set_operand_shapes(op, shapes)
-    if vnni and scheme in qd.INT8_SCHEMES:
+    if vnni and (scheme in qd.INT8_SCHEMES or scheme in qd.K_INT8_SCHEMES):
         op.attributes[qd.INT8_DOT] = StringAttr(qd.VNNI)
     op.verify()
     return op

@@ -53,8 +53,9 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
 )
 from rlx_mlir.passes.lir_to_llvm.gguf import SCHEMES, DequantScheme, dequant_weights
 from rlx_mlir.passes.lir_to_llvm.indexing import load_index
+from rlx_mlir.passes.lir_to_llvm.kquant_dot import build_kquant_int8
 from rlx_mlir.passes.lir_to_llvm.q8_emulated import build_q8_emulated
-from rlx_mlir.passes.lir_to_llvm.quant_dot import build_int8_dequant, uses_int8_dot
+from rlx_mlir.passes.lir_to_llvm.quant_dot import K_INT8_SCHEMES, build_int8_dequant, uses_int8_dot
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 
@@ -169,9 +170,9 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int,
     plus trailing (part, parts), this part's share of out). Over a symbolic x (`?` rows, ABI of dynamic.py) the
     row count M is a run-time size: one row runs the static code of M = 1, more run
     DEQUANT_ROWS-row tiles in a loop and the rest as the static tile of its size. An op
-    with `activations q8` (x quantized to q8 blocks first) goes to `_build_q8`."""
+    with `activations q8` (x quantized to q8 blocks first) goes to `build_q8_kernel`."""
     if activations_of(op) == QuantActivations.Q8:
-        return _build_q8(op, name, vector_width, partitioned)
+        return build_q8_kernel(op, name, vector_width, partitioned)
     dynamic = is_dynamic(op)
     xs, ws = row_operands(op)[:2] if dynamic else (shape_of(op.x), shape_of(op.w))
     k, n = xs[-1], ws[0]
@@ -215,12 +216,15 @@ def build_dequant_matmul(op: lir.DequantMatmulOp, name: str, vector_width: int,
     return kb.finish()
 
 
-def _build_q8(op: lir.DequantMatmulOp, name: str, vector_width: int,
-              partitioned: bool) -> llvm.FuncOp:
-    """The kernel of a dequant_matmul with `activations q8`: VNNI dot products where
-    convert-lir-to-llvm marked it (quant_dot.py), else the emulation (q8_emulated.py: the
-    same numbers within f32 rounding)."""
+def build_q8_kernel(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str,
+                    vector_width: int, partitioned: bool) -> llvm.FuncOp:
+    """The kernel of a dequant_matmul (or shared_input_matmul) with `activations q8`: VNNI
+    dot products where convert-lir-to-llvm marked it (quant_dot.py; the K-quants
+    kquant_dot.py), else the emulation (q8_emulated.py: the same numbers within f32
+    rounding)."""
     if uses_int8_dot(op, vector_width):
+        if op.scheme.data.value in K_INT8_SCHEMES:
+            return build_kquant_int8(op, name, vector_width, partitioned)
         return build_int8_dequant(op, name, vector_width, partitioned)
     return build_q8_emulated(op, name, vector_width, partitioned)
 

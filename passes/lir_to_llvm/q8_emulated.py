@@ -73,7 +73,7 @@ class EmulatedScratch:
         return kb.address(row, kb.fold_add(index, self.k + self.k // self.t_span))
 
 
-def _load_block(kb: KernelBuilder, src: SSAValue, count: int) -> tuple[list[SSAValue], SSAValue]:
+def load_block(kb: KernelBuilder, src: SSAValue, count: int) -> tuple[list[SSAValue], SSAValue]:
     """The `count` values at src as vectors, and their largest magnitude."""
     values = [kb.load(src, t, vector=True) for t in range(0, count, kb.vector_width)]
     largest = kb.fabs(values[0])
@@ -86,7 +86,7 @@ def _emulate_q8_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue, scratch: 
                       blk: Index, with_s: bool) -> None:
     """One q8_0 / q8_1 block of 32 values at src (quantize_row_q8_0_ref / q8_1_ref)."""
     w = kb.vector_width
-    values, amax = _load_block(kb, src, BLOCK)
+    values, amax = load_block(kb, src, BLOCK)
     d, inverse = q8_scale(kb, amax)
     quants = kb.address(dst, kb.fold_mul(blk, BLOCK))
     total = None
@@ -105,8 +105,28 @@ def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
     """One q8_K block of 256 values at src (quantize_row_q8_K_ref), with d·Σq per
     scratch.t_span values."""
     w = kb.vector_width
-    values, amax = _load_block(kb, src, QK_K)
-    # the first value of largest magnitude (its sign matters): the least index of a lane at amax
+    values, amax = load_block(kb, src, QK_K)
+    iscale, d = q8_k_scale(kb, src, values, amax)
+    quants = kb.address(dst, kb.fold_mul(blk, QK_K))
+    qs = q8_k_quants(kb, iscale, values)
+    per_sub = scratch.t_span // w
+    for sub in range(QK_K // scratch.t_span):
+        total = None
+        for t in range(sub * per_sub, (sub + 1) * per_sub):
+            kb.store(qs[t], quants, t * w)
+            total = qs[t] if total is None else kb.insert(llvm.FAddOp(total, qs[t]))
+        kb.store(kb.insert(llvm.FMulOp(d, kb.hsum(total))),
+                 scratch.t_at(kb, dst, kb.fold_add(kb.fold_mul(blk, QK_K // scratch.t_span), sub)))
+    kb.store(d, scratch.d_at(kb, dst, blk))
+
+
+def q8_k_scale(kb: KernelBuilder, src: SSAValue, values: list[SSAValue], amax: SSAValue
+               ) -> tuple[SSAValue, SSAValue]:
+    """(iscale, d) of the q8_K block of 256 values at src (`values`, largest magnitude
+    amax): iscale = −127/largest, largest the first value of magnitude amax (its sign
+    matters), d = 1/iscale; both 0 for an all-zero block (quantize_row_q8_K_ref)."""
+    w = kb.vector_width
+    # the least index of a lane at amax
     lanes = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(
         kb.vec, [float(t) for t in range(w)]), kb.vec))
     first = None
@@ -120,20 +140,19 @@ def _emulate_q8_k_block(kb: KernelBuilder, src: SSAValue, dst: SSAValue,
     zero = kb.fconst(0.0)
     iscale = kb.select(nonzero, kb.fdiv(kb.fconst(-127.0), largest_value), zero)
     d = kb.select(nonzero, kb.fdiv(kb.fconst(1.0), iscale), zero)
-    quants = kb.address(dst, kb.fold_mul(blk, QK_K))
+    return iscale, d
+
+
+def q8_k_quants(kb: KernelBuilder, iscale: SSAValue, values: list[SSAValue]) -> list[SSAValue]:
+    """min(127, nearest_int(iscale·x)) of each vector of a q8_K block (f32 integers;
+    nearest_int rounds half to even: ggml adds 1.5·2^23 and reads the mantissa)."""
     magic, top = kb.vconst(MAGIC), kb.vconst(127.0)
-    per_sub = scratch.t_span // w
-    for sub in range(QK_K // scratch.t_span):
-        total = None
-        for t in range(sub * per_sub, (sub + 1) * per_sub):
-            scaled = kb.insert(llvm.FMulOp(kb.splat(iscale), values[t]))
-            q = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(scaled, magic)), magic))  # nearest_int
-            q = kb.select(kb.fcmp("ogt", q, top), top, q)
-            kb.store(q, quants, t * w)
-            total = q if total is None else kb.insert(llvm.FAddOp(total, q))
-        kb.store(kb.insert(llvm.FMulOp(d, kb.hsum(total))),
-                 scratch.t_at(kb, dst, kb.fold_add(kb.fold_mul(blk, QK_K // scratch.t_span), sub)))
-    kb.store(d, scratch.d_at(kb, dst, blk))
+    quants = []
+    for v in values:
+        scaled = kb.insert(llvm.FMulOp(kb.splat(iscale), v))
+        q = kb.insert(llvm.FSubOp(kb.insert(llvm.FAddOp(scaled, magic)), magic))
+        quants.append(kb.select(kb.fcmp("ogt", q, top), top, q))
+    return quants
 
 
 def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str,

@@ -156,8 +156,11 @@ INT8_SCHEMES: dict[str, Int8Scheme] = {
     "q5_1": Int8Scheme(24, 8, 5, min_at=2, high_at=4),
     "q8_0": Int8Scheme(34, 2, 8, offset=128),
 }
-"""The weight schemes of the VNNI kernel (the K-quants take the emulation; the float types
-have no q8 form)."""
+"""The weight schemes of the VNNI kernel of this module (the float types have no q8 form)."""
+
+K_INT8_SCHEMES: dict[str, int] = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
+"""The K-quants of the VNNI path (kquant_dot.py): bytes per 256-value superblock (q2_k,
+q3_k and iq4_xs take the emulation)."""
 
 _VNNI_CPUS = {
     16: ("cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
@@ -194,7 +197,7 @@ def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     for op in module.walk():
         if (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
                 and activations_of(op) == QuantActivations.Q8
-                and op.scheme.data.value in INT8_SCHEMES):
+                and _has_int8_kernel(op.scheme.data.value)):
             op.attributes[INT8_DOT] = StringAttr(isa)
             marked += 1
     return marked
@@ -204,13 +207,17 @@ def uses_int8_dot(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, width: int)
     """Whether the kernel of `op` takes the VNNI path (q8 activations, marked, an int8
     scheme, W 16 or 8)."""
     return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
-            and op.scheme.data.value in INT8_SCHEMES and width in (8, 16))
+            and _has_int8_kernel(op.scheme.data.value) and width in (8, 16))
+
+
+def _has_int8_kernel(scheme: str) -> bool:
+    return scheme in INT8_SCHEMES or scheme in K_INT8_SCHEMES
 
 
 # ----------------------------------------------------------------------------- helpers
 
 
-def _vec(lanes: int, element: Attribute) -> VectorType:
+def vector_of(lanes: int, element: Attribute) -> VectorType:
     return VectorType(element, [lanes])
 
 
@@ -222,22 +229,22 @@ def _concat(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
     """The lanes of a then those of b (vectors of one type)."""
     ty = a.type
     lanes = ty.get_shape()[0]
-    return _shuffle(kb, a, b, list(range(2 * lanes)), _vec(2 * lanes, ty.element_type))
+    return _shuffle(kb, a, b, list(range(2 * lanes)), vector_of(2 * lanes, ty.element_type))
 
 
-def _load(kb: KernelBuilder, base: SSAValue, byte_offset: Index, ty: Attribute, align: int = 1) -> SSAValue:
+def load_at(kb: KernelBuilder, base: SSAValue, byte_offset: Index, ty: Attribute, align: int = 1) -> SSAValue:
     return kb.insert(llvm.LoadOp(kb.address(base, byte_offset, i8), ty, alignment=align))
 
 
-def _store(kb: KernelBuilder, value: SSAValue, base: SSAValue, byte_offset: Index, align: int = 4) -> None:
+def store_at(kb: KernelBuilder, value: SSAValue, base: SSAValue, byte_offset: Index, align: int = 4) -> None:
     kb.insert(llvm.StoreOp(value, kb.address(base, byte_offset, i8), alignment=align))
 
 
-def _f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
+def f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
     """i16 bits of f16s (scalar or vector) as f32 (F16C: every VNNI CPU has it)."""
     if isinstance(raw.type, VectorType):
         lanes = raw.type.get_shape()[0]
-        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, _vec(lanes, f16)), _vec(lanes, f32)))
+        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, vector_of(lanes, f16)), vector_of(lanes, f32)))
     return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
 
 
@@ -258,7 +265,7 @@ def small_int(kb: KernelBuilder, value: SSAValue) -> SSAValue:
     """An f32 (scalar or vector) holding an integer of magnitude < 2^22 as i32: its low
     mantissa bits after adding 1.5·2^23."""
     shifted = kb.insert(llvm.FAddOp(value, kb.constant(MAGIC, value.type)))
-    ty = _vec(value.type.get_shape()[0], i32) if isinstance(value.type, VectorType) else i32
+    ty = vector_of(value.type.get_shape()[0], i32) if isinstance(value.type, VectorType) else i32
     return kb.sub(kb.bitcast(shifted, ty), kb.constant(0x4B400000, ty))
 
 
@@ -345,7 +352,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     for b in range(per_step):
         if b >= present:
             for first in range(0, BLOCK, lanes):
-                _store(kb, kb.constant(0, _vec(lanes, i8)), quants, _position(w, b, first), align=1)
+                store_at(kb, kb.constant(0, vector_of(lanes, i8)), quants, _position(w, b, first), align=1)
             continue
         values = [kb.load(src, b * BLOCK + first, vector=True) for first in range(0, BLOCK, w)]
         largest = kb.fabs(values[0])
@@ -357,7 +364,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
             # no contraction: x·id rounds to f32 first, then to an integer
             q = round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
             as_int = small_int(kb, q)
-            _store(kb, kb.insert(llvm.TruncOp(as_int, _vec(w, i8))), quants,
+            store_at(kb, kb.insert(llvm.TruncOp(as_int, vector_of(w, i8))), quants,
                    _position(w, b, t * w), align=1)
             total = q if total is None else kb.insert(llvm.FAddOp(total, q))
         sums = kb.hsum(total)  # an exact integer (|Σ| ≤ 32·127)
@@ -372,11 +379,11 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     scale = kb.insert(llvm.UndefOp(kb.vec))
     for lane, block in enumerate(blocks_of):
         scale = kb.insert(llvm.InsertElementOp(scale, d_lanes[block], kb.constant(lane, i32)))
-    _store(kb, scale, scales, 0)
-    corr = kb.constant(0, _vec(w, i32)) if scheme.offset else kb.vconst(0.0)
+    store_at(kb, scale, scales, 0)
+    corr = kb.constant(0, vector_of(w, i32)) if scheme.offset else kb.vconst(0.0)
     for b in range(present):
         corr = kb.insert(llvm.InsertElementOp(corr, c_lanes[b], kb.constant(_first_lane(w, b), i32)))
-    _store(kb, corr, corrections, 0)
+    store_at(kb, corr, corrections, 0)
 
 
 def q8_scale(kb: KernelBuilder, amax: SSAValue) -> tuple[SSAValue, SSAValue]:
@@ -417,14 +424,14 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, f
 
 def _nibble_bytes(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
     """The 16 nibble bytes of each block side by side (zeros for an absent block)."""
-    parts = [_load(kb, b, scheme.quants, _vec(16, i8)) if b is not None
-             else kb.constant(0, _vec(16, i8)) for b in blocks]
+    parts = [load_at(kb, b, scheme.quants, vector_of(16, i8)) if b is not None
+             else kb.constant(0, vector_of(16, i8)) for b in blocks]
     return parts[0] if len(parts) == 1 else _concat(kb, parts[0], parts[1])
 
 
 def _high_bits(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
     """The 5th bits of a step in its byte order, each as 0 or 16 (an i8 vector)."""
-    words = [_load(kb, b, scheme.high_at, i32) if b is not None else kb.constant(0, i32)
+    words = [load_at(kb, b, scheme.high_at, i32) if b is not None else kb.constant(0, i32)
              for b in blocks]
     if len(words) == 1:
         mask, lanes = words[0], 32
@@ -436,20 +443,20 @@ def _high_bits(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | No
         for part, shift in ((low[1], 16), (high[0], 32), (high[1], 48)):
             mask = kb.or_(mask, kb.insert(llvm.ShlOp(part, kb.constant(shift, i64))))
         lanes = 64
-    bits = kb.insert(llvm.ZExtOp(kb.bitcast(mask, _vec(lanes, i1)), _vec(lanes, i8)))
-    return kb.insert(llvm.ShlOp(bits, kb.constant(4, _vec(lanes, i8))))
+    bits = kb.insert(llvm.ZExtOp(kb.bitcast(mask, vector_of(lanes, i1)), vector_of(lanes, i8)))
+    return kb.insert(llvm.ShlOp(bits, kb.constant(4, vector_of(lanes, i8))))
 
 
 def _unsigned_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
     """The unsigned quants u of a step's weight blocks, in the step's byte order."""
     if scheme.bits == 8:
-        parts = [_load(kb, b, scheme.quants, _vec(32, i8)) if b is not None
-                 else kb.constant(0, _vec(32, i8)) for b in blocks]
+        parts = [load_at(kb, b, scheme.quants, vector_of(32, i8)) if b is not None
+                 else kb.constant(0, vector_of(32, i8)) for b in blocks]
         if len(parts) == 1:
             raw = parts[0]
         else:
             raw = _shuffle(kb, parts[0], parts[1],
-                           [*range(16), *range(32, 48), *range(16, 32), *range(48, 64)], _vec(64, i8))
+                           [*range(16), *range(32, 48), *range(16, 32), *range(48, 64)], vector_of(64, i8))
         # (an absent block's bytes become 128: its x_q are zeros, so they add nothing)
         return kb.insert(llvm.XOrOp(raw, kb.constant(-128, raw.type)))
     raw = _nibble_bytes(kb, scheme, blocks)
@@ -464,13 +471,13 @@ def _unsigned_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue 
 def _block_f16(kb: KernelBuilder, blocks: list[SSAValue | None], offset: int) -> SSAValue:
     """The f16 at `offset` of each block (None: 0) as f32, in the lanes of its block."""
     if len(blocks) == 1:
-        return kb.splat(_f16_as_f32(kb, _load(kb, blocks[0], offset, i16)))
-    pair = kb.constant(0, _vec(2, i16))
+        return kb.splat(f16_as_f32(kb, load_at(kb, blocks[0], offset, i16)))
+    pair = kb.constant(0, vector_of(2, i16))
     for lane, block in enumerate(blocks):
         if block is not None:
-            pair = kb.insert(llvm.InsertElementOp(pair, _load(kb, block, offset, i16),
+            pair = kb.insert(llvm.InsertElementOp(pair, load_at(kb, block, offset, i16),
                                                   kb.constant(lane, i32)))
-    wide = _f16_as_f32(kb, pair)
+    wide = f16_as_f32(kb, pair)
     return _shuffle(kb, wide, wide, _lane_blocks(kb.vector_width), kb.vec)
 
 
@@ -486,7 +493,7 @@ class WeightStep:
 
 def _weight_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> WeightStep:
     """The step of `blocks` (W/8 block pointers; None: a zero block past the row's end)."""
-    quants = kb.bitcast(_unsigned_step(kb, scheme, blocks), _vec(kb.vector_width, i32))
+    quants = kb.bitcast(_unsigned_step(kb, scheme, blocks), vector_of(kb.vector_width, i32))
     if scheme.min_at == 2:
         return WeightStep(quants, *_block_d_and_m(kb, blocks))
     m = _block_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
@@ -496,18 +503,18 @@ def _weight_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | 
 def _block_d_and_m(kb: KernelBuilder, blocks: list[SSAValue | None]) -> tuple[SSAValue, SSAValue]:
     """(d, m) of blocks that start with the f16 pair (d, m): one 4-byte load per block and
     one f16 conversion for the whole step, then each spread over its block's lanes."""
-    words = kb.constant(0, _vec(len(blocks), i32))
+    words = kb.constant(0, vector_of(len(blocks), i32))
     for lane, block in enumerate(blocks):
         if block is not None:
-            words = kb.insert(llvm.InsertElementOp(words, _load(kb, block, 0, i32),
+            words = kb.insert(llvm.InsertElementOp(words, load_at(kb, block, 0, i32),
                                                    kb.constant(lane, i32)))
-    pairs = _f16_as_f32(kb, kb.bitcast(words, _vec(2 * len(blocks), i16)))  # d0 m0 d1 m1
+    pairs = f16_as_f32(kb, kb.bitcast(words, vector_of(2 * len(blocks), i16)))  # d0 m0 d1 m1
     lanes = _lane_blocks(kb.vector_width)
     return (_shuffle(kb, pairs, pairs, [2 * b for b in lanes], kb.vec),
             _shuffle(kb, pairs, pairs, [2 * b + 1 for b in lanes], kb.vec))
 
 
-def _dpbusd(kb: KernelBuilder, acc: SSAValue, unsigned: SSAValue, signed: SSAValue) -> SSAValue:
+def dpbusd(kb: KernelBuilder, acc: SSAValue, unsigned: SSAValue, signed: SSAValue) -> SSAValue:
     """acc + Σ of 4 u8 × s8 products per i32 lane (exact)."""
     name = "llvm.x86.avx512.vpdpbusd.512" if kb.vector_width == 16 else "llvm.x86.avx512.vpdpbusd.256"
     return kb.insert(llvm.CallIntrinsicOp(name, [acc, unsigned, signed], [acc.type]))
@@ -540,7 +547,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     if static_m is not None:
         chunk = min(chunk, static_m)
     scratch = Scratch(*(kb.alloca(chunk * steps * step_bytes, i8) for _ in range(3)), steps, width)
-    ivec = _vec(width, i32)
+    ivec = vector_of(width, i32)
 
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
                    (COLUMN_TILE_ROWS[width], width))
@@ -576,12 +583,12 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
             accs = list(accs)
             offset = kb.fold_mul(index, step_bytes)
             for r, (quants, scales, corrections) in enumerate(x_rows):
-                xq = _load(kb, quants, offset, ivec, align=4)
-                dx = _load(kb, scales, offset, kb.vec, align=4)
-                corr = _load(kb, corrections, offset, ivec if scheme.offset else kb.vec, align=4)
+                xq = load_at(kb, quants, offset, ivec, align=4)
+                dx = load_at(kb, scales, offset, kb.vec, align=4)
+                corr = load_at(kb, corrections, offset, ivec if scheme.offset else kb.vec, align=4)
                 for c, wt in enumerate(weights):
                     start = corr if scheme.offset else kb.constant(0, ivec)
-                    dot = kb.sitofp(_dpbusd(kb, start, wt.quants, xq), kb.vec)
+                    dot = kb.sitofp(dpbusd(kb, start, wt.quants, xq), kb.vec)
                     acc = kb.fma(dot, kb.fmul(wt.d, dx), accs[r * cols + c])
                     if wt.m is not None:
                         acc = kb.fma(wt.m, corr, acc)
@@ -627,13 +634,13 @@ class ColumnWeights:
     m: SSAValue | None
 
 
-def _transpose_quads(kb: KernelBuilder, rows: list[SSAValue]) -> list[SSAValue]:
+def transpose_quads(kb: KernelBuilder, rows: list[SSAValue]) -> list[SSAValue]:
     """W vectors <4 x i32> (4 dwords of each weight row) → 4 vectors <W x i32>: vector q
     holds dword q of row c in lane c. Rows c, c+4, c+8, c+12 share a vector (one per
     128-bit lane), then the 4 × 4 transposes within 128-bit lanes (unpack lo/hi of
     dwords, then of qwords)."""
     width = kb.vector_width
-    ivec = _vec(width, i32)
+    ivec = vector_of(width, i32)
     z = []
     for k in range(4):
         parts = [rows[k + 4 * lane] for lane in range(width // 4)]
@@ -654,20 +661,20 @@ def _transpose_quads(kb: KernelBuilder, rows: list[SSAValue]) -> list[SSAValue]:
             unpack(t1, t3, hi64)]
 
 
-def _column_f16(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
+def column_f16(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
     """The f16 at `offset` of each block (one per lane) as f32 lanes."""
-    halves = kb.constant(0, _vec(len(blocks), i16))
+    halves = kb.constant(0, vector_of(len(blocks), i16))
     for lane, block in enumerate(blocks):
-        halves = kb.insert(llvm.InsertElementOp(halves, _load(kb, block, offset, i16),
+        halves = kb.insert(llvm.InsertElementOp(halves, load_at(kb, block, offset, i16),
                                                 kb.constant(lane, i32)))
-    return _f16_as_f32(kb, halves)
+    return f16_as_f32(kb, halves)
 
 
 def _column_words(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
     """The i32 at `offset` of each block, one per lane."""
-    words = kb.constant(0, _vec(len(blocks), i32))
+    words = kb.constant(0, vector_of(len(blocks), i32))
     for lane, block in enumerate(blocks):
-        words = kb.insert(llvm.InsertElementOp(words, _load(kb, block, offset, i32),
+        words = kb.insert(llvm.InsertElementOp(words, load_at(kb, block, offset, i32),
                                                kb.constant(lane, i32)))
     return words
 
@@ -689,21 +696,21 @@ def _with_high_bits(kb: KernelBuilder, quads: list[SSAValue], high: SSAValue) ->
 
 def _column_weights(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue]) -> ColumnWeights:
     """One block of each of W weight rows (`blocks`: its address in each row)."""
-    ivec = _vec(kb.vector_width, i32)
+    ivec = vector_of(kb.vector_width, i32)
     if scheme.bits == 8:  # q + 128, as unsigned bytes
-        quads = [q for half in (0, 16) for q in _transpose_quads(
-            kb, [_load(kb, b, scheme.quants + half, _vec(4, i32)) for b in blocks])]
+        quads = [q for half in (0, 16) for q in transpose_quads(
+            kb, [load_at(kb, b, scheme.quants + half, vector_of(4, i32)) for b in blocks])]
         quads = [kb.insert(llvm.XOrOp(q, kb.constant(-0x7F7F7F80, ivec))) for q in quads]
     else:  # byte i: value i in its low nibble, value 16 + i in its high one
-        packed = _transpose_quads(kb, [_load(kb, b, scheme.quants, _vec(4, i32)) for b in blocks])
+        packed = transpose_quads(kb, [load_at(kb, b, scheme.quants, vector_of(4, i32)) for b in blocks])
         nibbles = kb.constant(0x0F0F0F0F, ivec)
         quads = ([kb.insert(llvm.AndOp(q, nibbles)) for q in packed]
                  + [kb.insert(llvm.AndOp(kb.insert(llvm.LShrOp(q, kb.constant(4, ivec))), nibbles))
                     for q in packed])
         if scheme.high_at is not None:
             quads = _with_high_bits(kb, quads, _column_words(kb, blocks, scheme.high_at))
-    m = _column_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
-    return ColumnWeights(quads, _column_f16(kb, blocks, 0), m)
+    m = column_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
+    return ColumnWeights(quads, column_f16(kb, blocks, 0), m)
 
 
 def column_tile(kb: KernelBuilder, scheme: Int8Scheme, plan: RowPlan, scratch: Scratch,
@@ -721,7 +728,7 @@ def column_tile(kb: KernelBuilder, scheme: Int8Scheme, plan: RowPlan, scratch: S
     row_bytes = blocks * scheme.bytes
     columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(width)]
     x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
-    ivec = _vec(width, i32)
+    ivec = vector_of(width, i32)
 
     def block(accs: list[SSAValue], step: Index, b: int) -> list[SSAValue]:
         at = kb.fold_mul(kb.fold_add(kb.fold_mul(step, per_step), b), scheme.bytes)
@@ -730,12 +737,12 @@ def column_tile(kb: KernelBuilder, scheme: Int8Scheme, plan: RowPlan, scratch: S
         lane = kb.fold_add(base, 4 * _first_lane(width, b))
         sums = []
         for r, (quants, scales, corrections) in enumerate(x_rows):
-            corr = _load(kb, corrections, lane, i32 if scheme.offset else f32, align=4)
+            corr = load_at(kb, corrections, lane, i32 if scheme.offset else f32, align=4)
             dot = kb.splat(corr) if scheme.offset else kb.constant(0, ivec)
             for q, quad in enumerate(weights.quads):
-                x4 = _load(kb, quants, kb.fold_add(base, _position(width, b, 4 * q)), i32, align=4)
-                dot = _dpbusd(kb, dot, quad, kb.splat(x4))
-            dx = kb.splat(_load(kb, scales, lane, f32, align=4))
+                x4 = load_at(kb, quants, kb.fold_add(base, _position(width, b, 4 * q)), i32, align=4)
+                dot = dpbusd(kb, dot, quad, kb.splat(x4))
+            dx = kb.splat(load_at(kb, scales, lane, f32, align=4))
             acc = kb.fma(kb.sitofp(dot, kb.vec), kb.fmul(weights.d, dx), accs[r])
             if weights.m is not None:
                 acc = kb.fma(weights.m, kb.splat(corr), acc)

@@ -42,6 +42,7 @@ from rlx_mlir.dialects.rlx import QuantActivations
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dequant import (
     F32Dequant,
+    build_q8_kernel,
     dequant_cols,
     dequant_rows,
     emit_dequant_product,
@@ -63,8 +64,7 @@ from rlx_mlir.passes.lir_to_llvm.matmul import (
     pack_buffer_floats,
     rhs_packed,
 )
-from rlx_mlir.passes.lir_to_llvm.q8_emulated import build_q8_emulated
-from rlx_mlir.passes.lir_to_llvm.quant_dot import build_int8_dequant, q8_products, uses_int8_dot
+from rlx_mlir.passes.lir_to_llvm.quant_dot import q8_products
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 
@@ -75,9 +75,7 @@ def build_shared_input_matmul(op: lir.SharedInputMatmulOp, name: str, vector_wid
     quantized once) for every weight i (partitioned: plus trailing (part, parts), this
     part's share of the weights' joint columns)."""
     if activations_of(op) == QuantActivations.Q8:
-        if uses_int8_dot(op, vector_width):
-            return build_int8_dequant(op, name, vector_width, partitioned)
-        return build_q8_emulated(op, name, vector_width, partitioned)
+        return build_q8_kernel(op, name, vector_width, partitioned)
     if op.scheme is None:
         return build_shared_gemm(op, name, vector_width, partitioned)
     return build_shared_dequant(op, name, vector_width, partitioned)

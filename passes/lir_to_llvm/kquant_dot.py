@@ -1,0 +1,339 @@
+"""The VNNI kernel of the K-quants' q8 form (`activations q8`, quant_dot.py): q4_k,
+q5_k and q6_k weights times x quantized to q8_K (ggml's vec_dot_type of the K-quants),
+with `vpdpbusd`, where convert-lir-to-llvm marked the op with `INT8_DOT` (targets without
+VNNI run q8_emulated.py: the same numbers within f32 rounding).
+
+**Activations.** Each row of x is quantized once per call into a stack scratch, per
+256-value block as quantize_row_q8_K_ref: q = min(127, nearest_int(x·iscale)) as bytes,
+d = 1/iscale in f32, and the 16 sums of 16 consecutive q as i16 (`KScratch`).
+
+**Weights.** A 256-value superblock of W weight rows (one per lane, as quant_dot's
+column-lane tiles) is transposed in registers 16 bytes at a time (`transpose_quads`): lane
+c holds row c's 4 bytes, unpacked to unsigned quants u (q4_k: 0..15; q5_k: 0..31; q6_k:
+q + 32, 0..63) of one sub-block (32 values for q4_k/q5_k, 16 for q6_k) with its integer
+scale sc (6-bit unsigned; q6_k: int8) and, for q4_k/q5_k, its 6-bit min m.
+
+**Dots.** Per row of x and sub-block j, `vpdpbusd` of the u quads with broadcast x
+dwords gives the W exact dots Σ u·q_x; then per superblock, all in exact i32 lanes,
+
+    q4_k, q5_k:  A = Σ_j sc_j·dot_j,   B = Σ_j m_j·Σq_x(j)       (`vpdpwssd` on i16 pairs)
+                 acc += f32(A)·(d·d_x) − f32(B)·(dmin·d_x)
+    q6_k:        A = Σ_j sc_j·dot_j − 32·Σ_j sc_j·Σq_x(j)        (w = d·sc·(u − 32))
+                 acc += f32(A)·(d·d_x)
+
+as ggml's vec_dot_q4_K_q8_K / q6_K (its integer sums, its two f32 scale products). The
+lanes are W outputs: no sums across lanes. One row of x takes the same tiles as many
+(quant_dot: a row's numbers must not depend on its call); weight rows past the last whole
+W take a tile whose extra lanes repeat the last row and are not stored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import f32, i8, i16, i32, i64
+from xdsl.ir import SSAValue
+
+from rlx_mlir.core.quants import QK_K
+from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic, kernel_symbols, row_operands
+from rlx_mlir.passes.lir_to_llvm.q8_emulated import load_block, q8_k_quants, q8_k_scale
+from rlx_mlir.passes.lir_to_llvm.quant_dot import (
+    CHUNK_ROWS,
+    COLUMN_TILE_ROWS,
+    K_INT8_SCHEMES,
+    PREFETCH_BYTES,
+    SCRATCH_BYTES,
+    RowPlan,
+    chunked_rows,
+    column_f16,
+    dpbusd,
+    f16_as_f32,
+    load_at,
+    product_buffers,
+    q8_products,
+    small_int,
+    store_at,
+    transpose_quads,
+    vector_of,
+)
+
+SUMS_PER_BLOCK = QK_K // 16
+"""i16 sums of 16 consecutive q per q8_K block (q6_k's sub-blocks; q4_k/q5_k add pairs)."""
+
+
+# ----------------------------------------------------------------------------- x quantization
+
+
+@dataclass(frozen=True)
+class KScratch:
+    """Quantized rows of x: per row K bytes of q, then K/16 i16 sums of 16 q, then one
+    f32 d per block (the row stride rounded to 64 bytes)."""
+
+    base: SSAValue
+    k: int
+
+    @staticmethod
+    def row_bytes_of(k: int) -> int:
+        return -(-(k + 2 * (k // 16) + 4 * (k // QK_K)) // 64) * 64
+
+    def row(self, kb: KernelBuilder, r: Index) -> SSAValue:
+        return kb.address(self.base, kb.fold_mul(r, self.row_bytes_of(self.k)), i8)
+
+    def sums(self, kb: KernelBuilder, row: SSAValue, block: Index) -> SSAValue:
+        """Address in `row` of the sums of `block`: 8 dwords of i16 pairs."""
+        return kb.address(row, kb.fold_add(kb.fold_mul(block, 2 * SUMS_PER_BLOCK), self.k), i8)
+
+    def d(self, kb: KernelBuilder, row: SSAValue, block: Index) -> SSAValue:
+        """Address in `row` of the f32 d of `block`."""
+        return kb.address(row, kb.fold_add(kb.fold_mul(block, 4), self.k + 2 * (self.k // 16)), i8)
+
+
+def _quantize_block(kb: KernelBuilder, src: SSAValue, row: SSAValue, scratch: KScratch,
+                    blk: SSAValue) -> None:
+    """One q8_K block of 256 values at src into scratch row `row`."""
+    w = kb.vector_width
+    values, amax = load_block(kb, src, QK_K)
+    iscale, d = q8_k_scale(kb, src, values, amax)
+    quants = q8_k_quants(kb, iscale, values)
+    q_base = kb.address(row, kb.fold_mul(blk, QK_K), i8)
+    for t, q in enumerate(quants):
+        as_bytes = kb.insert(llvm.TruncOp(small_int(kb, q), vector_of(w, i8)))
+        store_at(kb, as_bytes, q_base, t * w, align=1)
+    per_sum = 16 // w
+    sums = kb.constant(0, vector_of(SUMS_PER_BLOCK, i16))
+    for g in range(SUMS_PER_BLOCK):
+        total = quants[g * per_sum]
+        for t in range(1, per_sum):
+            total = kb.fadd(total, quants[g * per_sum + t])
+        exact = kb.insert(llvm.TruncOp(small_int(kb, kb.hsum(total)), i16))
+        sums = kb.insert(llvm.InsertElementOp(sums, exact, kb.constant(g, i32)))
+    store_at(kb, sums, scratch.sums(kb, row, blk), 0, align=2)
+    store_at(kb, d, scratch.d(kb, row, blk), 0)
+
+
+def _quantize_rows(kb: KernelBuilder, x: SSAValue, scratch: KScratch, first: Index,
+                   rows: Index) -> None:
+    """Quantize rows [first, first + rows) of x into scratch rows [0, rows)."""
+    k = scratch.k
+
+    def one_row(r: Index) -> None:
+        src = kb.address(x, kb.fold_mul(kb.fold_add(first, r), k))
+        row = scratch.row(kb, r)
+        with kb.loop(0, k // QK_K) as loop:
+            _quantize_block(kb, kb.gep(src, kb.mul(loop.iv, QK_K)), row, scratch, loop.iv)
+
+    if isinstance(rows, int) and rows == 1:
+        one_row(0)
+    else:
+        with kb.loop(0, rows) as loop:
+            one_row(loop.iv)
+
+
+# ----------------------------------------------------------------------------- weights
+
+
+def _int(kb: KernelBuilder, op_type: type, v: SSAValue, amount: int) -> SSAValue:
+    """An i32-lane op of `v` and a splat constant."""
+    return kb.insert(op_type(v, kb.constant(amount, v.type)))
+
+
+def _bits(kb: KernelBuilder, v: SSAValue, shift: int, mask: int) -> SSAValue:
+    """(v >> shift) & mask, lane by lane."""
+    shifted = _int(kb, llvm.LShrOp, v, shift) if shift else v
+    return _int(kb, llvm.AndOp, shifted, mask)
+
+
+@dataclass(frozen=True)
+class SubBlock:
+    """One sub-block of W weight rows: unsigned quants as quads (vector q: each lane's
+    values 4q..4q+3), the index of its first value in the superblock, sc per lane."""
+
+    quads: list[SSAValue]
+    first: int
+    scale: SSAValue
+
+
+@dataclass
+class Superblock:
+    """One superblock of W weight rows: d per lane, −dmin per lane (q4_k/q5_k; None:
+    q6_k), the 8 i16 pairs per lane that `vpdpwssd` takes with x's 8 dwords of sums (m_j
+    twice, or q6_k's sc pairs), and its sub-blocks, decoded as they are consumed."""
+
+    d: SSAValue
+    neg_dmin: SSAValue | None
+    pairs: list[SSAValue]
+    sub_blocks: Iterator[SubBlock]
+
+
+def _columns_of(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> list[SSAValue]:
+    """The 16 bytes at `offset` of each lane's superblock, transposed: 4 vectors, vector
+    q holding bytes 4q..4q+3 of each lane's row."""
+    return transpose_quads(kb, [load_at(kb, b, offset, vector_of(4, i32)) for b in blocks])
+
+
+def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], high_bits: bool) -> Superblock:
+    """q4_k (d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles) and q5_k
+    (the same, with 32 bytes of 5th bits before the nibbles)."""
+    width = kb.vector_width
+    head = _columns_of(kb, blocks, 0)  # (d, dmin), scales 0-3, mins 0-3, low nibbles 4-7
+    halves = vector_of(width, i16)
+    d = f16_as_f32(kb, kb.insert(llvm.TruncOp(head[0], halves)))
+    dmin = f16_as_f32(kb, kb.insert(llvm.TruncOp(_int(kb, llvm.LShrOp, head[0], 16), halves)))
+
+    def six_bits(low: SSAValue, nibble_shift: int) -> list[SSAValue]:
+        """Sub-blocks 0-3 from `low`'s bytes; 4-7 from head[3]'s nibbles and `low`'s top bits."""
+        first = [_bits(kb, low, 8 * j, 63) for j in range(4)]
+        rest = [kb.or_(_bits(kb, head[3], 8 * j + nibble_shift, 0xF),
+                       _int(kb, llvm.ShlOp, _bits(kb, low, 8 * j + 6, 3), 4)) for j in range(4)]
+        return first + rest
+
+    scales, mins = six_bits(head[1], 0), six_bits(head[2], 4)
+    pairs = [kb.or_(m, _int(kb, llvm.ShlOp, m, 16)) for m in mins]
+    quants_at = 48 if high_bits else 16
+    high = _columns_of(kb, blocks, 16) + _columns_of(kb, blocks, 32) if high_bits else []
+
+    def sub_blocks() -> Iterator[SubBlock]:
+        for chunk in range(4):  # 32 bytes: sub-block 2·chunk low nibbles, 2·chunk + 1 high
+            packed = (_columns_of(kb, blocks, quants_at + 32 * chunk)
+                      + _columns_of(kb, blocks, quants_at + 32 * chunk + 16))
+            for half in (0, 1):
+                sub = 2 * chunk + half
+                quads = [_bits(kb, p, 4 * half, 0x0F0F0F0F) for p in packed]
+                if high_bits:  # bit `sub` of byte l: value l's 16
+                    quads = [kb.or_(q, _int(kb, llvm.ShlOp, _bits(kb, h, sub, 0x01010101), 4))
+                             for q, h in zip(quads, high, strict=True)]
+                yield SubBlock(quads, 32 * sub, scales[sub])
+
+    neg_dmin = kb.fmul(dmin, kb.vconst(-1.0))
+    return Superblock(d, neg_dmin, pairs, sub_blocks())
+
+
+def _q6_k(kb: KernelBuilder, blocks: list[SSAValue]) -> Superblock:
+    """q6_k: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d. Per half
+    h of 128 values, value 32g + l has the low nibble of byte 64h + 32·(g % 2) + l (high
+    nibble for g ≥ 2) and bits 2g, 2g + 1 of byte 128 + 32h + l."""
+    raw_scales = _columns_of(kb, blocks, 192)
+    scales = [_int(kb, llvm.AShrOp, _int(kb, llvm.ShlOp, raw_scales[j // 4], 24 - 8 * (j % 4)), 24)
+              for j in range(16)]
+    pairs = [kb.or_(_int(kb, llvm.AndOp, scales[2 * p], 0xFFFF),
+                    _int(kb, llvm.ShlOp, scales[2 * p + 1], 16)) for p in range(8)]
+
+    def sub_blocks() -> Iterator[SubBlock]:
+        for h in (0, 1):
+            for s in (0, 1):  # values l in [16s, 16s + 16) of each group g
+                even, odd = (_columns_of(kb, blocks, 64 * h + 32 * g + 16 * s) for g in (0, 1))
+                high = _columns_of(kb, blocks, 128 + 32 * h + 16 * s)
+                for g in range(4):
+                    low = even if g % 2 == 0 else odd
+                    quads = [kb.or_(_bits(kb, q, 4 * (g // 2), 0x0F0F0F0F),
+                                    _int(kb, llvm.ShlOp, _bits(kb, hb, 2 * g, 0x03030303), 4))
+                             for q, hb in zip(low, high, strict=True)]
+                    sub = 8 * h + 2 * g + s
+                    yield SubBlock(quads, 16 * sub, scales[sub])
+
+    return Superblock(column_f16(kb, blocks, 208), None, pairs, sub_blocks())
+
+
+SUPERBLOCKS: dict[str, Callable[[KernelBuilder, list[SSAValue]], Superblock]] = {
+    "q4_k": lambda kb, blocks: _q4_k_style(kb, blocks, high_bits=False),
+    "q5_k": lambda kb, blocks: _q4_k_style(kb, blocks, high_bits=True),
+    "q6_k": _q6_k,
+}
+
+
+def dpwssd(kb: KernelBuilder, acc: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+    """acc + Σ of 2 i16 × i16 products per i32 lane (exact)."""
+    name = "llvm.x86.avx512.vpdpwssd.512" if kb.vector_width == 16 else "llvm.x86.avx512.vpdpwssd.256"
+    return kb.insert(llvm.CallIntrinsicOp(name, [acc, a, b], [acc.type]))
+
+
+# ----------------------------------------------------------------------------- kernel
+
+
+def _column_tile(kb: KernelBuilder, scheme: str, plan: RowPlan, scratch: KScratch,
+                 where: tuple[Index, Index, Index], rows: int, cols: int, product: int) -> None:
+    """out[first + i + r, j + c] for r < rows, c < cols ≤ W, weight row j + c in lane c
+    (lanes past `cols` repeat the last row and are not stored)."""
+    first, i, j = where
+    width, k = kb.vector_width, scratch.k
+    block_bytes = K_INT8_SCHEMES[scheme]
+    wq, out = product_buffers(kb, plan, product)
+    n = plan.ns[product]
+    row_bytes = k // QK_K * block_bytes
+    columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, min(c, cols - 1)), row_bytes), i8)
+               for c in range(width)]
+    x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
+    zero = kb.constant(0, vector_of(width, i32))
+    with kb.loop(0, k // QK_K, carried=[kb.vconst(0.0)] * rows) as loop:
+        blk = loop.iv
+        at = kb.mul(blk, block_bytes)
+        blocks = [kb.address(col, at, i8) for col in columns]
+        if PREFETCH_BYTES:
+            for b in blocks:
+                for line in range(0, block_bytes, 64):
+                    kb.prefetch(kb.address(b, PREFETCH_BYTES + line, i8), 0)
+        superblock = SUPERBLOCKS[scheme](kb, blocks)
+        sums = [zero] * rows
+        for sub in superblock.sub_blocks:
+            for r, row in enumerate(x_rows):
+                xq = kb.address(row, kb.add(kb.mul(blk, QK_K), sub.first), i8)
+                dot = zero
+                for q, quad in enumerate(sub.quads):
+                    dot = dpbusd(kb, dot, quad, kb.splat(load_at(kb, xq, 4 * q, i32, align=4)))
+                sums[r] = kb.add(sums[r], kb.mul(dot, sub.scale))
+        accs = []
+        for r, row in enumerate(x_rows):
+            x_sums = scratch.sums(kb, row, blk)
+            corr = zero
+            for p, pair in enumerate(superblock.pairs):
+                corr = dpwssd(kb, corr, pair, kb.splat(load_at(kb, x_sums, 4 * p, i32, align=4)))
+            dx = kb.splat(load_at(kb, scratch.d(kb, row, blk), 0, f32, align=4))
+            acc = loop.carried[r]
+            if superblock.neg_dmin is None:  # q6_k: u − 32
+                whole = kb.sub(sums[r], _int(kb, llvm.ShlOp, corr, 5))
+                acc = kb.fma(kb.sitofp(whole, kb.vec), kb.fmul(superblock.d, dx), acc)
+            else:
+                acc = kb.fma(kb.sitofp(sums[r], kb.vec), kb.fmul(superblock.d, dx), acc)
+                acc = kb.fma(kb.sitofp(corr, kb.vec), kb.fmul(superblock.neg_dmin, dx), acc)
+            accs.append(acc)
+        loop.yield_(*accs)
+    base = kb.address(out, kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j))
+    mask = None if cols == width else kb.lane_mask(cols)
+    for r, acc in enumerate(loop.results):
+        kb.vstore(acc, base, r * n, mask)
+
+
+def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str,
+                      vector_width: int, partitioned: bool) -> llvm.FuncOp:
+    """The K-quant kernel of the int8 path (see the module docstring); the ABI of
+    quant_dot's `build_int8_dequant`: (x, w_0..w_n-1, out_0..out_n-1, [sizes...],
+    [part, parts])."""
+    scheme = op.scheme.data.value
+    width = vector_width
+    ns, k = q8_products(op)
+    symbols = kernel_symbols(op) if is_dynamic(op) else ()
+    kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
+                       + [i64, i64] * partitioned, vector_width=width)
+    xs = row_operands(op)[0] if symbols else shape_of(op.x)
+    row_bytes = KScratch.row_bytes_of(k)
+    chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // row_bytes))
+    static_m = None if symbols else math.prod(xs[:-1])
+    if static_m is not None:
+        chunk = max(1, min(chunk, static_m))
+    scratch = KScratch(kb.alloca(chunk * row_bytes, i8), k)
+    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
+                   (COLUMN_TILE_ROWS[width], width))
+
+    def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
+        _column_tile(kb, scheme, plan, scratch, (first, i, j), rows, cols, product)
+
+    chunked_rows(kb, op, plan, lambda first, rows: _quantize_rows(kb, kb.args[0], scratch, first, rows),
+                 tile)
+    kb.ret()
+    return kb.finish()
