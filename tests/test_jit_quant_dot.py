@@ -6,10 +6,11 @@ ggml's reference rounding and f16 scales) before the block dot products; its num
 the reference executor's (`quants.q8_matmul`) on every target, within f32 rounding
 (1e-5 of Σ|x·w| per output, where the f32 form's difference would be ~1e-3):
 
-- the VNNI kernel (`vpdpbusd`) for q4_0/q4_1/q5_0/q5_1/q8_0 where the pass marked the op
-  (AVX512-VNNI at W = 16, AVX512-VNNI+VL or AVX-VNNI at W = 8);
+- the VNNI kernels (`vpdpbusd`) for q4_0/q4_1/q5_0/q5_1/q8_0 (quant_dot.py) and
+  q4_k/q5_k/q6_k (kquant_dot.py) where the pass marked the op (AVX512-VNNI at W = 16,
+  AVX512-VNNI+VL or AVX-VNNI at W = 8);
 - the emulation (q8_emulated.py: x quantized into a scratch of f32 integers, exact
-  f32 integer dots) for every other width, target and the K-quants.
+  f32 integer dots) for every other width and target, and q2_k/q3_k/iq4_nl/iq4_xs.
 
 Every block scheme, at W = 16 (VNNI and emulated), W = 8 (VNNI; haswell, no VNNI) and W = 4
 (x86-64, SSE): ONE kernel over a symbolic row count S (ABI of lir_to_llvm/dynamic.py)
@@ -214,6 +215,46 @@ def test_a_row_gets_the_same_bits_alone_and_in_a_call(target):
             np.testing.assert_array_equal(alone[0], together[r], err_msg=f"{scheme} row {r}")
 
 
+@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni"])
+def test_kquant_column_tiles(target):
+    """The K-quants' VNNI kernel (kquant_dot.py): 37 weight rows = whole W-row tiles and
+    a masked rest, two superblocks, row counts around the tile's 8 (4), serial and
+    partitioned; a row with an all-zero 256-block (d_x = 0); and each row of a 9-row call
+    equals that row computed alone, bit for bit."""
+    width, cpu, _ = TARGETS[target]
+    if not HAS_VNNI[width]:
+        pytest.skip(f"no VNNI at W={width}")
+    n, k = 37, 512
+    cases, functions = [], []
+    for i, scheme in enumerate(qd.K_INT8_SCHEMES):
+        w = np.ascontiguousarray(blocks(scheme, n, k))
+        op = dequant_op(scheme, ("S", k), w, True)
+        functions += [mm.build_dequant_matmul(op, f"k{i}", width),
+                      mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
+        cases.append((scheme, w))
+    jitted = Jitted(functions, cpu, verify=False)
+    assert "vpdpwssd" in jitted.asm
+    for i, (scheme, w) in enumerate(cases):
+        serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
+        parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
+        for m in (1, 2, 5, 9, 23):
+            x = x_rows(m, k)
+            x[-1, k - 256:] = 0.0
+            where = f"{scheme} N={n} M={m} {target}"
+            out = np.full((m, n), np.nan, np.float32)
+            serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
+            check(out, x, w, scheme, where)
+            for parts in (2, 3):
+                check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
+                      f"{where} parts={parts}")
+            if m != 9:
+                continue
+            for r in range(m):
+                row, alone = np.ascontiguousarray(x[r:r + 1]), np.full((1, n), np.nan, np.float32)
+                serial(row.ctypes.data, w.ctypes.data, alone.ctypes.data, 1)
+                np.testing.assert_array_equal(alone[0], out[r], err_msg=f"{where} row {r}")
+
+
 @pytest.mark.parametrize("target", ["w16-vnni", "w16-emulated", "w4-x86-64"])
 @pytest.mark.parametrize("scheme", ["q4_1", "q8_0", "q6_k"])
 def test_static_rows(scheme, target):
@@ -247,13 +288,15 @@ def test_isa_of_targets():
 
 
 def test_marking_follows_the_op_not_the_target():
-    """mark_int8_dots marks the q8 ops of an int8 scheme on a VNNI target, never an f32
-    op nor a K-quant; on a target without VNNI none."""
+    """mark_int8_dots marks the q8 ops of an int8 scheme (q4_k too) on a VNNI target,
+    never an f32 op nor a scheme without a VNNI kernel (q2_k); on a target without VNNI
+    none."""
     triple = host_target().triple
     w4 = np.zeros((3, 36), np.uint8)
     wk = np.zeros((3, 144), np.uint8)
+    w2 = np.zeros((3, 84), np.uint8)
     shapes = [((2, 64), w4.shape, "q4_0", "q8"), ((2, 64), w4.shape, "q4_0", "f32"),
-              ((2, 256), wk.shape, "q4_k", "q8")]
+              ((2, 256), wk.shape, "q4_k", "q8"), ((2, 256), w2.shape, "q2_k", "q8")]
     block = Block()
     ops = []
     for x_shape, w_shape, scheme, form in shapes:
@@ -263,8 +306,8 @@ def test_marking_follows_the_op_not_the_target():
     block.add_ops(ops)
     module = ModuleOp([FuncOp("f", (list(block.arg_types), []), Region(block))])
     assert qd.mark_int8_dots(module, Target("haswell", "", triple, 8), 8) == 0
-    assert qd.mark_int8_dots(module, Target("icelake-server", "", triple, 16), 16) == 1
-    assert [qd.INT8_DOT in op.attributes for op in ops] == [True, False, False]
+    assert qd.mark_int8_dots(module, Target("icelake-server", "", triple, 16), 16) == 2
+    assert [qd.INT8_DOT in op.attributes for op in ops] == [True, False, True, False]
     assert not qd.uses_int8_dot(ops[1], 16)
 
 

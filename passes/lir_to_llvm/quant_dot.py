@@ -5,11 +5,13 @@ give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
 - **VNNI** (`build_int8_dequant`) for q4_0/q4_1/q5_0/q5_1/q8_0 where convert-lir-to-llvm
   marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
   W = 8): integer dot products with `vpdpbusd`;
-- **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (the
-  K-quants, iq4_nl/iq4_xs, targets without VNNI, W = 4): x quantized into a scratch of f32 integers,
-  exact f32 integer dots per weight group.
+- **the K-quants' VNNI kernel** (kquant_dot.py `build_kquant_int8`) for q4_k/q5_k/q6_k,
+  marked the same way, with this module's column-lane tiles and row driver;
+- **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (q2_k,
+  q3_k, iq4_nl/iq4_xs, targets without VNNI, W = 4): x quantized into a scratch of f32
+  integers, exact f32 integer dots per weight group.
 
-dequant.py `build_dequant_matmul` picks the kernel. This module also holds what both
+dequant.py `build_q8_kernel` picks the kernel. This module also holds what both
 share: ggml's rounding (`round_half_away`, `round_to_f16`, `q8_scale`) and the row driver
 (`RowPlan`, `chunked_rows`).
 
