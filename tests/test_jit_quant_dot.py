@@ -12,7 +12,8 @@ the reference executor's (`quants.q8_matmul`) on every target, within f32 roundi
 - the emulation (q8_emulated.py: x quantized into a scratch of f32 integers, exact
   f32 integer dots) for every other width and target, and q2_k/q3_k/iq4_nl/iq4_xs.
 
-Every block scheme, at W = 16 (VNNI and emulated), W = 8 (VNNI; haswell, no VNNI) and W = 4
+Every block scheme, at W = 16 (VNNI, AVX512BW's maddubs and emulated), W = 8 (VNNI; haswell:
+AVX2's maddubs and emulated) and W = 4
 (x86-64, SSE): ONE kernel over a symbolic row count S (ABI of lir_to_llvm/dynamic.py)
 called at M = 1, 3, 17, 64, serial and partitioned into 1, 2 and 3 parts (every output
 written by exactly one part), plus static kernels; and through `rlx.jit` on every target:
@@ -53,13 +54,26 @@ HAS_VNNI = {w: qd.int8_dot_isa(host_target(), w) is not None for w in (16, 8)}
 needs_vnni = pytest.mark.skipif(not HAS_VNNI[16], reason="the host has no AVX512-VNNI")
 
 TARGETS = {
-    "w16-vnni": (16, None, True),
-    "w16-emulated": (16, None, False),
-    "w8-vnni": (8, None, True),
-    "w8-haswell": (8, "haswell", False),
-    "w4-x86-64": (4, "x86-64", False),
+    "w16-vnni": (16, None, qd.VNNI),
+    "w16-emulated": (16, None, None),
+    "w16-avx512bw": (16, "skylake-avx512", qd.MADDUBS),
+    "w8-vnni": (8, None, qd.VNNI),
+    "w8-avx2": (8, "haswell", qd.MADDUBS),
+    "w8-haswell": (8, "haswell", None),
+    "w4-x86-64": (4, "x86-64", None),
 }
-"""(vector width, CPU (None: the host), VNNI marked) of each kernel target tested."""
+"""(vector width, CPU (None: the host), the int8 instruction set marked (None: the
+emulation)) of each kernel target tested."""
+
+
+def runnable(target: str) -> tuple[int, str | None, str | None]:
+    """TARGETS[target], skipping where the host cannot run it."""
+    width, cpu, isa = TARGETS[target]
+    if isa == qd.VNNI and not HAS_VNNI[width]:
+        pytest.skip(f"no VNNI at W={width}")
+    if width == 16 and "+avx512bw" not in host_target().features.split(","):
+        pytest.skip("the host has no AVX512BW")
+    return width, cpu, isa
 
 
 def ks(scheme: str) -> tuple[int, int]:
@@ -98,8 +112,9 @@ def x_rows(m: int, k: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- kernels
 
 
-def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, vnni: bool) -> lir.DequantMatmulOp:
-    """A q8 lir.dequant_matmul (symbolic rows: `S` in x_shape), marked for VNNI or not."""
+def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, isa: str | None) -> lir.DequantMatmulOp:
+    """A q8 lir.dequant_matmul (symbolic rows: `S` in x_shape), marked for the int8
+    instruction set `isa` where the scheme has a kernel for it (None: not marked)."""
     out_shape = (*x_shape[:-1], w.shape[0])
     shapes = [x_shape, w.shape, out_shape]
     args = Block(arg_types=[memref_type(s, dt) for s, dt in zip(shapes, ("f32", "ui8", "f32"),
@@ -107,8 +122,8 @@ def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, vnni: bool) -> lir.De
     op = lir.DequantMatmulOp(*args, scheme=scheme, activations="q8")
     if not all(isinstance(d, int) for d in x_shape):
         dynamic.set_operand_shapes(op, shapes)
-    if vnni and (scheme in qd.INT8_SCHEMES or scheme in qd.K_INT8_SCHEMES):
-        op.attributes[qd.INT8_DOT] = StringAttr(qd.VNNI)
+    if isa is not None and qd.has_int8_kernel(scheme, isa):
+        op.attributes[qd.INT8_DOT] = StringAttr(isa)
     op.verify()
     return op
 
@@ -129,20 +144,20 @@ def _call_parts(fn, x: np.ndarray, w: np.ndarray, m: int, parts: int, where: str
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_dynamic_rows_every_scheme(target):
-    width, cpu, vnni = TARGETS[target]
-    if vnni and not HAS_VNNI[width]:
-        pytest.skip(f"no VNNI at W={width}")
+    width, cpu, isa = runnable(target)
     cases, functions = [], []
     for scheme in SCHEMES:
         for k in ks(scheme)[:1]:  # the other K: test_static_rows, test_jit_forms_on_every_target
             w = np.ascontiguousarray(blocks(scheme, N, k))
-            op = dequant_op(scheme, ("S", k), w, vnni)
+            op = dequant_op(scheme, ("S", k), w, isa)
             i = len(cases)
             functions += [mm.build_dequant_matmul(op, f"k{i}", width),
                           mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
             cases.append((scheme, k, w))
     jitted = Jitted(functions, cpu, verify=False)
-    assert ("vpdpbusd" in jitted.asm) == vnni  # the path is the one asked for
+    # the path is the one asked for
+    assert ("vpdpbusd" in jitted.asm) == (isa == qd.VNNI)
+    assert ("vpmaddubsw" in jitted.asm) == (isa == qd.MADDUBS)
     for i, (scheme, k, w) in enumerate(cases):
         serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
         parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
@@ -157,19 +172,17 @@ def test_dynamic_rows_every_scheme(target):
                       f"{where} parts={parts}")
 
 
-@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni"])
+@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni", "w8-avx2"])
 def test_column_lane_tiles(target):
     """More rows than one: W weight rows per tile, one per lane (quant_dot.column_tile),
     then a rest of weight rows in row tiles; 37 = 2·16 + 5 = 4·8 + 5. One symbolic kernel
     per scheme, at row counts around the tile's 8 (4)."""
-    width, cpu, _ = TARGETS[target]
-    if not HAS_VNNI[width]:
-        pytest.skip(f"no VNNI at W={width}")
+    width, cpu, isa = runnable(target)
     n, k = 37, 96
     cases, functions = [], []
     for i, scheme in enumerate(("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")):
         w = np.ascontiguousarray(blocks(scheme, n, k))
-        op = dequant_op(scheme, ("S", k), w, True)
+        op = dequant_op(scheme, ("S", k), w, isa)
         functions += [mm.build_dequant_matmul(op, f"k{i}", width),
                       mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
         cases.append((scheme, w))
@@ -192,14 +205,12 @@ def test_column_lane_tiles(target):
 def test_a_row_gets_the_same_bits_alone_and_in_a_call(target):
     """One row takes the column-lane tiles too: each row of a 9-row call equals that row
     computed alone, bit for bit (a prefill and the decode steps after it agree)."""
-    width, cpu, _ = TARGETS[target]
-    if not HAS_VNNI[width]:
-        pytest.skip(f"no VNNI at W={width}")
+    width, cpu, isa = runnable(target)
     n, k = 37, 96
     cases, functions = [], []
     for i, scheme in enumerate(("q4_1", "q5_0", "q8_0")):
         w = np.ascontiguousarray(blocks(scheme, n, k))
-        op = dequant_op(scheme, ("S", k), w, True)
+        op = dequant_op(scheme, ("S", k), w, isa)
         functions.append(mm.build_dequant_matmul(op, f"k{i}", width))
         cases.append((scheme, w))
     jitted = Jitted(functions, cpu, verify=False)
@@ -215,25 +226,23 @@ def test_a_row_gets_the_same_bits_alone_and_in_a_call(target):
             np.testing.assert_array_equal(alone[0], together[r], err_msg=f"{scheme} row {r}")
 
 
-@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni"])
+@pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni", "w8-avx2", "w16-avx512bw"])
 def test_kquant_column_tiles(target):
     """The K-quants' VNNI kernel (kquant_dot.py): 37 weight rows = whole W-row tiles and
     a masked rest, two superblocks, row counts around the tile's 8 (4), serial and
     partitioned; a row with an all-zero 256-block (d_x = 0); and each row of a 9-row call
     equals that row computed alone, bit for bit."""
-    width, cpu, _ = TARGETS[target]
-    if not HAS_VNNI[width]:
-        pytest.skip(f"no VNNI at W={width}")
+    width, cpu, isa = runnable(target)
     n, k = 37, 512
     cases, functions = [], []
     for i, scheme in enumerate(qd.K_INT8_SCHEMES):
         w = np.ascontiguousarray(blocks(scheme, n, k))
-        op = dequant_op(scheme, ("S", k), w, True)
+        op = dequant_op(scheme, ("S", k), w, isa)
         functions += [mm.build_dequant_matmul(op, f"k{i}", width),
                       mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
         cases.append((scheme, w))
     jitted = Jitted(functions, cpu, verify=False)
-    assert "vpdpwssd" in jitted.asm
+    assert ("vpdpwssd" if isa == qd.VNNI else "vpmaddwd") in jitted.asm
     for i, (scheme, w) in enumerate(cases):
         serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
         parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
@@ -259,13 +268,11 @@ def test_kquant_column_tiles(target):
 @pytest.mark.parametrize("scheme", ["q4_1", "q8_0", "q6_k"])
 def test_static_rows(scheme, target):
     """Static kernels: one row (decode), a chunk and a rest (17 > CHUNK_ROWS), a batch."""
-    width, cpu, vnni = TARGETS[target]
-    if vnni and not HAS_VNNI[width]:
-        pytest.skip(f"no VNNI at W={width}")
+    width, cpu, isa = runnable(target)
     k = ks(scheme)[1]
     shapes = [(1, k), (17, k), (2, 3, k)]
     w = np.ascontiguousarray(blocks(scheme, 7, k))
-    functions = [mm.build_dequant_matmul(dequant_op(scheme, s, w, vnni), f"k{i}", width)
+    functions = [mm.build_dequant_matmul(dequant_op(scheme, s, w, isa), f"k{i}", width)
                  for i, s in enumerate(shapes)]
     jitted = Jitted(functions, cpu, verify=False)
     for i, shape in enumerate(shapes):
@@ -277,20 +284,24 @@ def test_static_rows(scheme, target):
 
 def test_isa_of_targets():
     triple = host_target().triple
-    assert qd.int8_dot_isa(Target("haswell", "", triple, 8), 8) is None
+    assert qd.int8_dot_isa(Target("haswell", "", triple, 8), 8) == qd.MADDUBS
+    assert qd.int8_dot_isa(Target("haswell", "-avx2", triple, 8), 8) is None
+    assert qd.int8_dot_isa(Target("sandybridge", "", triple, 8), 8) is None
     assert qd.int8_dot_isa(Target("x86-64", "", triple, 4), 4) is None
-    assert qd.int8_dot_isa(Target("skylake-avx512", "", triple, 16), 16) is None
+    assert qd.int8_dot_isa(Target("skylake-avx512", "", triple, 16), 16) == qd.MADDUBS
     assert qd.int8_dot_isa(Target("icelake-server", "", triple, 16), 16) == qd.VNNI
     assert qd.int8_dot_isa(Target("alderlake", "", triple, 8), 8) == qd.VNNI
     host = "+avx512f,+avx512vnni,+avx512vl"
     assert qd.int8_dot_isa(Target("x", host, triple, 16), 16) == qd.VNNI
     assert qd.int8_dot_isa(Target("x", host + ",-avx512vnni", triple, 16), 16) is None
+    assert qd.int8_dot_isa(Target("x", host + ",-avx512vnni,+avx512bw", triple, 16), 16) == qd.MADDUBS
+    assert not qd.has_int8_kernel("q8_0", qd.MADDUBS)  # its u = q + 128 would saturate
 
 
 def test_marking_follows_the_op_not_the_target():
-    """mark_int8_dots marks the q8 ops of an int8 scheme (q4_k too) on a VNNI target,
-    never an f32 op nor a scheme without a VNNI kernel (q2_k); on a target without VNNI
-    none."""
+    """mark_int8_dots marks the q8 ops of an int8 scheme (q4_k too) with the target's
+    int8 instruction set (VNNI, or MADDUBS on AVX2), never an f32 op nor a scheme without
+    an int8 kernel (q2_k); on an SSE target none."""
     triple = host_target().triple
     w4 = np.zeros((3, 36), np.uint8)
     wk = np.zeros((3, 144), np.uint8)
@@ -305,7 +316,10 @@ def test_marking_follows_the_op_not_the_target():
         ops.append(lir.DequantMatmulOp(x, w, out, scheme, activations=form))
     block.add_ops(ops)
     module = ModuleOp([FuncOp("f", (list(block.arg_types), []), Region(block))])
-    assert qd.mark_int8_dots(module, Target("haswell", "", triple, 8), 8) == 0
+    assert qd.mark_int8_dots(module, Target("x86-64", "", triple, 4), 4) == 0
+    assert qd.mark_int8_dots(module, Target("haswell", "", triple, 8), 8) == 2
+    assert [op.attributes.get(qd.INT8_DOT) for op in ops] == [
+        StringAttr(qd.MADDUBS), None, StringAttr(qd.MADDUBS), None]
     assert qd.mark_int8_dots(module, Target("icelake-server", "", triple, 16), 16) == 2
     assert [qd.INT8_DOT in op.attributes for op in ops] == [True, False, True, False]
     assert not qd.uses_int8_dot(ops[1], 16)
@@ -377,7 +391,7 @@ def test_graph_refuses_bad_forms():
 def test_avx_vnni_target_without_avx512():
     """W = 8 for an AVX-VNNI CPU without AVX-512 (alderlake): the VEX vpdpbusd."""
     cases = [(s, np.ascontiguousarray(blocks(s, 9, 160))) for s in ("q4_0", "q5_1", "q8_0")]
-    functions = [mm.build_dequant_matmul(dequant_op(s, ("S", 160), w, True), f"k{i}", 8)
+    functions = [mm.build_dequant_matmul(dequant_op(s, ("S", 160), w, qd.VNNI), f"k{i}", 8)
                  for i, (s, w) in enumerate(cases)]
     jitted = Jitted(functions, "alderlake", verify=False)
     assert "{vex}\tvpdpbusd" in jitted.asm and "zmm" not in jitted.asm

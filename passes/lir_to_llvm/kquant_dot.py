@@ -52,8 +52,10 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     RowPlan,
     chunked_rows,
     column_f16,
-    dpbusd,
     f16_as_f32,
+    int8_dot,
+    int8_isa_of,
+    int16_dot,
     load_at,
     product_buffers,
     q8_products,
@@ -247,16 +249,10 @@ SUPERBLOCKS: dict[str, Callable[[KernelBuilder, list[SSAValue]], Superblock]] = 
 }
 
 
-def dpwssd(kb: KernelBuilder, acc: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-    """acc + Σ of 2 i16 × i16 products per i32 lane (exact)."""
-    name = "llvm.x86.avx512.vpdpwssd.512" if kb.vector_width == 16 else "llvm.x86.avx512.vpdpwssd.256"
-    return kb.insert(llvm.CallIntrinsicOp(name, [acc, a, b], [acc.type]))
-
-
 # ----------------------------------------------------------------------------- kernel
 
 
-def _column_tile(kb: KernelBuilder, scheme: str, plan: RowPlan, scratch: KScratch,
+def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratch: KScratch,
                  where: tuple[Index, Index, Index], rows: int, cols: int, product: int) -> None:
     """out[first + i + r, j + c] for r < rows, c < cols ≤ W, weight row j + c in lane c
     (lanes past `cols` repeat the last row and are not stored)."""
@@ -285,14 +281,14 @@ def _column_tile(kb: KernelBuilder, scheme: str, plan: RowPlan, scratch: KScratc
                 xq = kb.address(row, kb.add(kb.mul(blk, QK_K), sub.first), i8)
                 dot = zero
                 for q, quad in enumerate(sub.quads):
-                    dot = dpbusd(kb, dot, quad, kb.splat(load_at(kb, xq, 4 * q, i32, align=4)))
+                    dot = int8_dot(kb, isa, dot, quad, kb.splat(load_at(kb, xq, 4 * q, i32, align=4)))
                 sums[r] = kb.add(sums[r], kb.mul(dot, sub.scale))
         accs = []
         for r, row in enumerate(x_rows):
             x_sums = scratch.sums(kb, row, blk)
-            corr = zero
+            corr = None
             for p, pair in enumerate(superblock.pairs):
-                corr = dpwssd(kb, corr, pair, kb.splat(load_at(kb, x_sums, 4 * p, i32, align=4)))
+                corr = int16_dot(kb, isa, corr, pair, kb.splat(load_at(kb, x_sums, 4 * p, i32, align=4)))
             dx = kb.splat(load_at(kb, scratch.d(kb, row, blk), 0, f32, align=4))
             acc = loop.carried[r]
             if superblock.neg_dmin is None:  # q6_k: u − 32
@@ -331,7 +327,7 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
                    (COLUMN_TILE_ROWS[width], width))
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
-        _column_tile(kb, scheme, plan, scratch, (first, i, j), rows, cols, product)
+        _column_tile(kb, int8_isa_of(op), scheme, plan, scratch, (first, i, j), rows, cols, product)
 
     chunked_rows(kb, op, plan, lambda first, rows: _quantize_rows(kb, kb.args[0], scratch, first, rows),
                  tile)

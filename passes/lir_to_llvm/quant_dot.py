@@ -84,7 +84,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 
-from rlx_mlir.core.target import Target
+from rlx_mlir.core.target import Target, has_avx2, has_avx512bw
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.mir import activations_of
@@ -103,10 +103,16 @@ from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
 INT8_DOT = "rlx.int8_dot"
 """Attribute of a lir.dequant_matmul whose kernel takes the int8 path: the instruction
-set of its dot products (`VNNI`)."""
+set of its dot products (`VNNI` or `MADDUBS`)."""
 
 VNNI = "vnni"
 """`vpdpbusd` on zmm (W = 16) or ymm (W = 8) registers."""
+
+MADDUBS = "maddubs"
+"""`vpmaddubsw`, then `vpmaddwd` by ones (AVX512BW at W = 16, AVX2 at W = 8): the int8 path
+of CPUs without VNNI, three instructions per `vpdpbusd`. Its i16 sums of two u8 × s8
+products saturate past 32767, so only weights whose unsigned quants stay below 128 take
+it: not q8_0 (u = q + 128)."""
 
 BLOCK = 32
 """Values per block of x (and of every weight scheme of this path)."""
@@ -175,15 +181,17 @@ _VNNI_CPUS = {
 
 
 def int8_dot_isa(target: Target, width: int) -> str | None:
-    """VNNI when `target` runs `vpdpbusd` at vector width `width`, else None."""
+    """VNNI when `target` runs `vpdpbusd` at vector width `width`, else MADDUBS where it
+    has AVX512BW (W = 16) or AVX2 (W = 8), else None."""
     flags = set(target.features.split(","))
-    avx512_vnni = "+avx512vnni" in flags or (not target.features and target.cpu in _VNNI_CPUS[16])
+    avx512_vnni = ("+avx512vnni" in flags or (not target.features and target.cpu in _VNNI_CPUS[16])
+                   ) and "-avx512vnni" not in flags
     if width == 16:
-        return VNNI if avx512_vnni and "-avx512vnni" not in flags else None
+        return VNNI if avx512_vnni else MADDUBS if has_avx512bw(target) else None
     if width == 8:
         avx_vnni = "+avxvnni" in flags or (not target.features and target.cpu in _VNNI_CPUS[8])
         avx512_vl = avx512_vnni and ("+avx512vl" in flags or not target.features)
-        return VNNI if avx_vnni or avx512_vl else None
+        return VNNI if avx_vnni or avx512_vl else MADDUBS if has_avx2(target) else None
     return None
 
 
@@ -199,20 +207,28 @@ def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     for op in module.walk():
         if (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
                 and activations_of(op) == QuantActivations.Q8
-                and _has_int8_kernel(op.scheme.data.value)):
+                and has_int8_kernel(op.scheme.data.value, isa)):
             op.attributes[INT8_DOT] = StringAttr(isa)
             marked += 1
     return marked
 
 
 def uses_int8_dot(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, width: int) -> bool:
-    """Whether the kernel of `op` takes the VNNI path (q8 activations, marked, an int8
-    scheme, W 16 or 8)."""
+    """Whether the kernel of `op` takes the int8 path (q8 activations, marked, a scheme
+    with a kernel for the marked instruction set, W 16 or 8)."""
     return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
-            and _has_int8_kernel(op.scheme.data.value) and width in (8, 16))
+            and has_int8_kernel(op.scheme.data.value, int8_isa_of(op)) and width in (8, 16))
 
 
-def _has_int8_kernel(scheme: str) -> bool:
+def int8_isa_of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> str:
+    """The instruction set convert-lir-to-llvm marked `op` with."""
+    return op.attributes[INT8_DOT].data
+
+
+def has_int8_kernel(scheme: str, isa: str) -> bool:
+    """Whether `scheme` has an int8 kernel for `isa` (MADDUBS: no q8_0, see there)."""
+    if isa == MADDUBS and scheme == "q8_0":
+        return False
     return scheme in INT8_SCHEMES or scheme in K_INT8_SCHEMES
 
 
@@ -516,10 +532,38 @@ def _block_d_and_m(kb: KernelBuilder, blocks: list[SSAValue | None]) -> tuple[SS
             _shuffle(kb, pairs, pairs, [2 * b + 1 for b in lanes], kb.vec))
 
 
-def dpbusd(kb: KernelBuilder, acc: SSAValue, unsigned: SSAValue, signed: SSAValue) -> SSAValue:
-    """acc + Σ of 4 u8 × s8 products per i32 lane (exact)."""
-    name = "llvm.x86.avx512.vpdpbusd.512" if kb.vector_width == 16 else "llvm.x86.avx512.vpdpbusd.256"
-    return kb.insert(llvm.CallIntrinsicOp(name, [acc, unsigned, signed], [acc.type]))
+def int8_dot(kb: KernelBuilder, isa: str, acc: SSAValue, unsigned: SSAValue,
+             signed: SSAValue) -> SSAValue:
+    """acc + Σ of 4 u8 × s8 products per i32 lane (exact; MADDUBS: while no two
+    neighbouring products sum past 32767)."""
+    width = kb.vector_width
+    if isa == VNNI:
+        name = "llvm.x86.avx512.vpdpbusd.512" if width == 16 else "llvm.x86.avx512.vpdpbusd.256"
+        return _x86(kb, name, [acc, unsigned, signed], acc.type)
+    name = "llvm.x86.avx512.pmaddubs.w.512" if width == 16 else "llvm.x86.avx2.pmadd.ub.sw"
+    byte_lanes = vector_of(4 * width, i8)
+    pairs = _x86(kb, name, [kb.bitcast(unsigned, byte_lanes), kb.bitcast(signed, byte_lanes)],
+                 vector_of(2 * width, i16))
+    return kb.add(acc, int16_dot(kb, isa, None, pairs, kb.constant(1, pairs.type)))
+
+
+def int16_dot(kb: KernelBuilder, isa: str, acc: SSAValue | None, a: SSAValue,
+              b: SSAValue) -> SSAValue:
+    """acc + Σ of 2 i16 × i16 products per i32 lane (exact; acc None: 0)."""
+    width = kb.vector_width
+    ivec, words = vector_of(width, i32), vector_of(2 * width, i16)
+    if isa == VNNI:
+        name = "llvm.x86.avx512.vpdpwssd.512" if width == 16 else "llvm.x86.avx512.vpdpwssd.256"
+        start = acc if acc is not None else kb.constant(0, ivec)
+        return _x86(kb, name, [start, kb.bitcast(a, ivec), kb.bitcast(b, ivec)], ivec)
+    name = "llvm.x86.avx512.pmaddw.d.512" if width == 16 else "llvm.x86.avx2.pmadd.wd"
+    sums = _x86(kb, name, [kb.bitcast(a, words), kb.bitcast(b, words)], ivec)
+    return sums if acc is None else kb.add(acc, sums)
+
+
+def _x86(kb: KernelBuilder, name: str, args: list[SSAValue], result: Attribute) -> SSAValue:
+    """A call of the (not overloaded) x86 intrinsic `name`."""
+    return kb.insert(llvm.CallIntrinsicOp(name, args, [result]))
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -531,6 +575,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     the f32 path's: (x, w, out, [sizes...], [part, parts]). A shared_input_matmul takes
     (x, w_0..w_n-1, out_0..out_n-1, ...): x is quantized once for every weight."""
     scheme = INT8_SCHEMES[op.scheme.data.value]
+    isa = int8_isa_of(op)
     width = vector_width
     ns, k = q8_products(op)
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
@@ -557,7 +602,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
         if cols == width:
-            column_tile(kb, scheme, plan, scratch, (first, i, j), rows, product, blocks)
+            column_tile(kb, isa, scheme, plan, scratch, (first, i, j), rows, product, blocks)
             return
         pieces = MULTI_ROW_TILES[width][1]
         for c in range(0, cols, pieces):
@@ -590,7 +635,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
                 corr = load_at(kb, corrections, offset, ivec if scheme.offset else kb.vec, align=4)
                 for c, wt in enumerate(weights):
                     start = corr if scheme.offset else kb.constant(0, ivec)
-                    dot = kb.sitofp(dpbusd(kb, start, wt.quants, xq), kb.vec)
+                    dot = kb.sitofp(int8_dot(kb, isa, start, wt.quants, xq), kb.vec)
                     acc = kb.fma(dot, kb.fmul(wt.d, dx), accs[r * cols + c])
                     if wt.m is not None:
                         acc = kb.fma(wt.m, corr, acc)
@@ -715,7 +760,7 @@ def _column_weights(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue
     return ColumnWeights(quads, column_f16(kb, blocks, 0), m)
 
 
-def column_tile(kb: KernelBuilder, scheme: Int8Scheme, plan: RowPlan, scratch: Scratch,
+def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, scratch: Scratch,
                 where: tuple[Index, Index, Index], rows: int, product: int, blocks: int) -> None:
     """out[first + i + r, j + c] for r < rows, c < W, with weight row j + c in lane c: per
     block and row of x, 8 `vpdpbusd` of broadcast x dwords give the W exact integer dots
@@ -743,7 +788,7 @@ def column_tile(kb: KernelBuilder, scheme: Int8Scheme, plan: RowPlan, scratch: S
             dot = kb.splat(corr) if scheme.offset else kb.constant(0, ivec)
             for q, quad in enumerate(weights.quads):
                 x4 = load_at(kb, quants, kb.fold_add(base, _position(width, b, 4 * q)), i32, align=4)
-                dot = dpbusd(kb, dot, quad, kb.splat(x4))
+                dot = int8_dot(kb, isa, dot, quad, kb.splat(x4))
             dx = kb.splat(load_at(kb, scales, lane, f32, align=4))
             acc = kb.fma(kb.sitofp(dot, kb.vec), kb.fmul(weights.d, dx), accs[r])
             if weights.m is not None:

@@ -97,6 +97,24 @@ def vector_width_for(cpu: str, features: str) -> int:
     return 4
 
 
+def has_avx2(target: Target) -> bool:
+    """Whether `target` has AVX2 (its feature string, else its CPU name)."""
+    flags = set(target.features.split(","))
+    if "-avx2" in flags:
+        return False
+    return "+avx2" in flags or (not target.features and target.cpu in (
+        *_AVX2_CPUS, *_AVX512_CPUS, "x86-64-v4"))
+
+
+def has_avx512bw(target: Target) -> bool:
+    """Whether `target` has AVX512BW (its feature string, else its CPU name)."""
+    flags = set(target.features.split(","))
+    if "-avx512bw" in flags:
+        return False
+    return "+avx512bw" in flags or (not target.features and target.cpu in (
+        *(c for c in _AVX512_CPUS if c not in ("knl", "knm")), "x86-64-v4"))
+
+
 _CPU_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _FEATURE = re.compile(r"[+-][a-z0-9][a-z0-9._-]*")
 
