@@ -30,7 +30,7 @@ W take a tile whose extra lanes repeat the last row and are not stored.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
@@ -79,6 +79,8 @@ class KScratch:
 
     base: SSAValue
     k: int
+    scales: SSAValue
+    """A stack buffer of 16 i32 vectors: a superblock's per-lane scales."""
 
     @staticmethod
     def row_bytes_of(k: int) -> int:
@@ -157,31 +159,53 @@ class SubBlock:
     values 4q..4q+3), the index of its first value in the superblock, sc per lane."""
 
     quads: list[SSAValue]
-    first: int
+    first: SSAValue
     scale: SSAValue
 
 
-@dataclass
+@dataclass(frozen=True)
 class Superblock:
     """One superblock of W weight rows: d per lane, −dmin per lane (q4_k/q5_k; None:
     q6_k), the 8 i16 pairs per lane that `vpdpwssd` takes with x's 8 dwords of sums (m_j
-    twice, or q6_k's sc pairs), and its sub-blocks, decoded as they are consumed."""
+    twice, or q6_k's sc pairs), and its sub-blocks as GROUPS groups: `group(g)` decodes
+    those of group g, a run-time index (a loop, not 8 or 16 unrolled sub-blocks: a
+    fraction of the code and of its compile time, for the same speed)."""
 
     d: SSAValue
     neg_dmin: SSAValue | None
     pairs: list[SSAValue]
-    sub_blocks: Iterator[SubBlock]
+    group: Callable[[SSAValue], list[SubBlock]]
 
 
-def _columns_of(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> list[SSAValue]:
+GROUPS = 4
+"""Groups of sub-blocks per superblock (q4_k/q5_k: 2 of 32 values; q6_k: 4 of 16)."""
+
+
+def _columns_of(kb: KernelBuilder, blocks: list[SSAValue], offset: Index) -> list[SSAValue]:
     """The 16 bytes at `offset` of each lane's superblock, transposed: 4 vectors, vector
     q holding bytes 4q..4q+3 of each lane's row."""
     return transpose_quads(kb, [load_at(kb, b, offset, vector_of(4, i32)) for b in blocks])
 
 
-def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], high_bits: bool) -> Superblock:
+def _spill_scales(kb: KernelBuilder, scales: list[SSAValue], buffer: SSAValue) -> Callable[[SSAValue], SSAValue]:
+    """Store the per-lane scales of the sub-blocks; returns the load of scale `sub` (a
+    run-time index)."""
+    lanes = scales[0].type
+    for j, scale in enumerate(scales):
+        store_at(kb, scale, buffer, 4 * kb.vector_width * j, align=64)
+    return lambda sub: load_at(kb, buffer, kb.mul(sub, 4 * kb.vector_width), lanes, align=64)
+
+
+def _splat_i32(kb: KernelBuilder, value: SSAValue) -> SSAValue:
+    """An i64 index as an i32 in every lane (a per-lane shift count)."""
+    return kb.splat(kb.insert(llvm.TruncOp(value, i32)))
+
+
+def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue,
+                high_bits: bool) -> Superblock:
     """q4_k (d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles) and q5_k
-    (the same, with 32 bytes of 5th bits before the nibbles)."""
+    (the same, with 32 bytes of 5th bits before the nibbles). Group c: the 32 bytes of
+    sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles)."""
     width = kb.vector_width
     head = _columns_of(kb, blocks, 0)  # (d, dmin), scales 0-3, mins 0-3, low nibbles 4-7
     halves = vector_of(width, i16)
@@ -195,58 +219,66 @@ def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], high_bits: bool) -> S
                        _int(kb, llvm.ShlOp, _bits(kb, low, 8 * j + 6, 3), 4)) for j in range(4)]
         return first + rest
 
-    scales, mins = six_bits(head[1], 0), six_bits(head[2], 4)
-    pairs = [kb.or_(m, _int(kb, llvm.ShlOp, m, 16)) for m in mins]
+    scale_of = _spill_scales(kb, six_bits(head[1], 0), buffer)
+    pairs = [kb.or_(m, _int(kb, llvm.ShlOp, m, 16)) for m in six_bits(head[2], 4)]
     quants_at = 48 if high_bits else 16
     high = _columns_of(kb, blocks, 16) + _columns_of(kb, blocks, 32) if high_bits else []
 
-    def sub_blocks() -> Iterator[SubBlock]:
-        for chunk in range(4):  # 32 bytes: sub-block 2·chunk low nibbles, 2·chunk + 1 high
-            packed = (_columns_of(kb, blocks, quants_at + 32 * chunk)
-                      + _columns_of(kb, blocks, quants_at + 32 * chunk + 16))
-            for half in (0, 1):
-                sub = 2 * chunk + half
-                quads = [_bits(kb, p, 4 * half, 0x0F0F0F0F) for p in packed]
-                if high_bits:  # bit `sub` of byte l: value l's 16
-                    quads = [kb.or_(q, _int(kb, llvm.ShlOp, _bits(kb, h, sub, 0x01010101), 4))
-                             for q, h in zip(quads, high, strict=True)]
-                yield SubBlock(quads, 32 * sub, scales[sub])
+    def group(c: SSAValue) -> list[SubBlock]:
+        at = kb.add(kb.mul(c, 32), quants_at)
+        packed = _columns_of(kb, blocks, at) + _columns_of(kb, blocks, kb.add(at, 16))
+        subs = []
+        for half in (0, 1):
+            sub = kb.add(kb.mul(c, 2), half)
+            quads = [_bits(kb, p, 4 * half, 0x0F0F0F0F) for p in packed]
+            if high_bits:  # bit `sub` of byte l: value l's 16
+                shift = _splat_i32(kb, sub)
+                quads = [kb.or_(q, _int(kb, llvm.ShlOp, _int(kb, llvm.AndOp, kb.insert(
+                    llvm.LShrOp(h, shift)), 0x01010101), 4)) for q, h in zip(quads, high, strict=True)]
+            subs.append(SubBlock(quads, kb.mul(sub, 32), scale_of(sub)))
+        return subs
 
     neg_dmin = kb.fmul(dmin, kb.vconst(-1.0))
-    return Superblock(d, neg_dmin, pairs, sub_blocks())
+    return Superblock(d, neg_dmin, pairs, group)
 
 
-def _q6_k(kb: KernelBuilder, blocks: list[SSAValue]) -> Superblock:
+def _q6_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superblock:
     """q6_k: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d. Per half
     h of 128 values, value 32g + l has the low nibble of byte 64h + 32·(g % 2) + l (high
-    nibble for g ≥ 2) and bits 2g, 2g + 1 of byte 128 + 32h + l."""
+    nibble for g ≥ 2) and bits 2g, 2g + 1 of byte 128 + 32h + l. Group t = 2h + s: the
+    values l in [16s, 16s + 16) of each g of half h."""
     raw_scales = _columns_of(kb, blocks, 192)
     scales = [_int(kb, llvm.AShrOp, _int(kb, llvm.ShlOp, raw_scales[j // 4], 24 - 8 * (j % 4)), 24)
               for j in range(16)]
     pairs = [kb.or_(_int(kb, llvm.AndOp, scales[2 * p], 0xFFFF),
                     _int(kb, llvm.ShlOp, scales[2 * p + 1], 16)) for p in range(8)]
+    scale_of = _spill_scales(kb, scales, buffer)
 
-    def sub_blocks() -> Iterator[SubBlock]:
-        for h in (0, 1):
-            for s in (0, 1):  # values l in [16s, 16s + 16) of each group g
-                even, odd = (_columns_of(kb, blocks, 64 * h + 32 * g + 16 * s) for g in (0, 1))
-                high = _columns_of(kb, blocks, 128 + 32 * h + 16 * s)
-                for g in range(4):
-                    low = even if g % 2 == 0 else odd
-                    quads = [kb.or_(_bits(kb, q, 4 * (g // 2), 0x0F0F0F0F),
-                                    _int(kb, llvm.ShlOp, _bits(kb, hb, 2 * g, 0x03030303), 4))
-                             for q, hb in zip(low, high, strict=True)]
-                    sub = 8 * h + 2 * g + s
-                    yield SubBlock(quads, 16 * sub, scales[sub])
+    def group(t: SSAValue) -> list[SubBlock]:
+        h, s = kb.sdiv(t, 2), kb.srem(t, 2)
+        low_at = kb.add(kb.mul(h, 64), kb.mul(s, 16))
+        even, odd = (_columns_of(kb, blocks, kb.add(low_at, 32 * g)) for g in (0, 1))
+        high = _columns_of(kb, blocks, kb.add(kb.mul(h, 32), kb.add(kb.mul(s, 16), 128)))
+        subs = []
+        for g in range(4):
+            low = even if g % 2 == 0 else odd
+            quads = [kb.or_(_bits(kb, q, 4 * (g // 2), 0x0F0F0F0F),
+                            _int(kb, llvm.ShlOp, _bits(kb, hb, 2 * g, 0x03030303), 4))
+                     for q, hb in zip(low, high, strict=True)]
+            sub = kb.add(kb.mul(h, 8), kb.add(s, 2 * g))
+            subs.append(SubBlock(quads, kb.mul(sub, 16), scale_of(sub)))
+        return subs
 
-    return Superblock(column_f16(kb, blocks, 208), None, pairs, sub_blocks())
+    return Superblock(column_f16(kb, blocks, 208), None, pairs, group)
 
 
-SUPERBLOCKS: dict[str, Callable[[KernelBuilder, list[SSAValue]], Superblock]] = {
-    "q4_k": lambda kb, blocks: _q4_k_style(kb, blocks, high_bits=False),
-    "q5_k": lambda kb, blocks: _q4_k_style(kb, blocks, high_bits=True),
+SUPERBLOCKS: dict[str, Callable[[KernelBuilder, list[SSAValue], SSAValue], Superblock]] = {
+    "q4_k": lambda kb, blocks, buffer: _q4_k_style(kb, blocks, buffer, high_bits=False),
+    "q5_k": lambda kb, blocks, buffer: _q4_k_style(kb, blocks, buffer, high_bits=True),
     "q6_k": _q6_k,
 }
+"""Each K-quant's superblock decoder: (builder, each lane's superblock address, a stack
+buffer of 16 vectors for its scales)."""
 
 
 # ----------------------------------------------------------------------------- kernel
@@ -274,15 +306,19 @@ def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratc
             for b in blocks:
                 for line in range(0, block_bytes, 64):
                     kb.prefetch(kb.address(b, PREFETCH_BYTES + line, i8), 0)
-        superblock = SUPERBLOCKS[scheme](kb, blocks)
-        sums = [zero] * rows
-        for sub in superblock.sub_blocks:
-            for r, row in enumerate(x_rows):
-                xq = kb.address(row, kb.add(kb.mul(blk, QK_K), sub.first), i8)
-                dot = zero
-                for q, quad in enumerate(sub.quads):
-                    dot = int8_dot(kb, isa, dot, quad, kb.splat(load_at(kb, xq, 4 * q, i32, align=4)))
-                sums[r] = kb.add(sums[r], kb.mul(dot, sub.scale))
+        superblock = SUPERBLOCKS[scheme](kb, blocks, scratch.scales)
+        with kb.loop(0, GROUPS, carried=[zero] * rows) as groups:
+            sums = list(groups.carried)
+            for sub in superblock.group(groups.iv):
+                for r, row in enumerate(x_rows):
+                    xq = kb.address(row, kb.add(kb.mul(blk, QK_K), sub.first), i8)
+                    dot = zero
+                    for q, quad in enumerate(sub.quads):
+                        x4 = kb.splat(load_at(kb, xq, 4 * q, i32, align=4))
+                        dot = int8_dot(kb, isa, dot, quad, x4)
+                    sums[r] = kb.add(sums[r], kb.mul(dot, sub.scale))
+            groups.yield_(*sums)
+        sums = groups.results
         accs = []
         for r, row in enumerate(x_rows):
             x_sums = scratch.sums(kb, row, blk)
@@ -322,7 +358,7 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     static_m = None if symbols else math.prod(xs[:-1])
     if static_m is not None:
         chunk = max(1, min(chunk, static_m))
-    scratch = KScratch(kb.alloca(chunk * row_bytes, i8), k)
+    scratch = KScratch(kb.alloca(chunk * row_bytes, i8), k, kb.alloca(16 * width, i32))
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
                    (COLUMN_TILE_ROWS[width], width))
 
