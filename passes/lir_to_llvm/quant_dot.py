@@ -4,11 +4,13 @@ give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
 
 - **VNNI** (`build_int8_dequant`) for q4_0/q4_1/q5_0/q5_1/q8_0 where convert-lir-to-llvm
   marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
-  W = 8): integer dot products with `vpdpbusd`;
+  W = 8): integer dot products with `vpdpbusd`; on CPUs without VNNI that have AVX2
+  (W = 8) or AVX512BW (W = 16) the same kernel with `vpmaddubsw` + `vpmaddwd` for each
+  `vpdpbusd` (`MADDUBS`, all but q8_0: `int8_dot`);
 - **the K-quants' VNNI kernel** (kquant_dot.py `build_kquant_int8`) for q4_k/q5_k/q6_k,
   marked the same way, with this module's column-lane tiles and row driver;
 - **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (q2_k,
-  q3_k, iq4_nl/iq4_xs, targets without VNNI, W = 4): x quantized into a scratch of f32
+  q3_k, iq4_nl/iq4_xs, q8_0 without VNNI, AVX1/SSE targets): x quantized into a scratch of f32
   integers, exact f32 integer dots per weight group.
 
 dequant.py `build_q8_kernel` picks the kernel. This module also holds what both
