@@ -7,10 +7,10 @@ the reference executor's (`quants.q8_matmul`) on every target, within f32 roundi
 (1e-5 of Σ|x·w| per output, where the f32 form's difference would be ~1e-3):
 
 - the VNNI kernels (`vpdpbusd`) for q4_0/q4_1/q5_0/q5_1/q8_0 (quant_dot.py) and
-  q4_k/q5_k/q6_k (kquant_dot.py) where the pass marked the op (AVX512-VNNI at W = 16,
+  q4_k/q5_k/q6_k/q2_k/q3_k (kquant_dot.py) where the pass marked the op (AVX512-VNNI at W = 16,
   AVX512-VNNI+VL or AVX-VNNI at W = 8);
 - the emulation (q8_emulated.py: x quantized into a scratch of f32 integers, exact
-  f32 integer dots) for every other width and target, and q2_k/q3_k/iq4_nl/iq4_xs.
+  f32 integer dots) for every other width and target, and iq4_nl/iq4_xs.
 
 Every block scheme, at W = 16 (VNNI, AVX512BW's maddubs and emulated), W = 8 (VNNI; haswell:
 AVX2's maddubs and emulated) and W = 4
@@ -301,13 +301,13 @@ def test_isa_of_targets():
 def test_marking_follows_the_op_not_the_target():
     """mark_int8_dots marks the q8 ops of an int8 scheme (q4_k too) with the target's
     int8 instruction set (VNNI, or MADDUBS on AVX2), never an f32 op nor a scheme without
-    an int8 kernel (q2_k); on an SSE target none."""
+    an int8 kernel (iq4_xs); on an SSE target none."""
     triple = host_target().triple
     w4 = np.zeros((3, 36), np.uint8)
     wk = np.zeros((3, 144), np.uint8)
-    w2 = np.zeros((3, 84), np.uint8)
+    wx = np.zeros((3, 136), np.uint8)
     shapes = [((2, 64), w4.shape, "q4_0", "q8"), ((2, 64), w4.shape, "q4_0", "f32"),
-              ((2, 256), wk.shape, "q4_k", "q8"), ((2, 256), w2.shape, "q2_k", "q8")]
+              ((2, 256), wk.shape, "q4_k", "q8"), ((2, 256), wx.shape, "iq4_xs", "q8")]
     block = Block()
     ops = []
     for x_shape, w_shape, scheme, form in shapes:

@@ -56,6 +56,7 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     RowPlan,
     chunked_rows,
     column_f16,
+    column_words,
     f16_as_f32,
     int8_dot,
     int8_isa_of,
@@ -169,9 +170,9 @@ class SubBlock:
 
 @dataclass(frozen=True)
 class Superblock:
-    """One superblock of W weight rows: d per lane, −dmin per lane (q4_k/q5_k; None:
-    q6_k), the 8 i16 pairs per lane that `vpdpwssd` takes with x's 8 dwords of sums (m_j
-    twice, or q6_k's sc pairs), and its sub-blocks as GROUPS groups: `group(g)` decodes
+    """One superblock of W weight rows: d per lane, −dmin per lane (q4_k/q5_k/q2_k; None:
+    q6_k/q3_k), the 8 i16 pairs per lane that `vpdpwssd` takes with x's 8 dwords of sums
+    (the mins, or the signed scales of the offset schemes), and its sub-blocks as GROUPS groups: `group(g)` decodes
     those of group g, a run-time index (a loop, not 8 or 16 unrolled sub-blocks: a
     fraction of the code and of its compile time, for the same speed)."""
 
@@ -179,6 +180,8 @@ class Superblock:
     neg_dmin: SSAValue | None
     pairs: list[SSAValue]
     group: Callable[[SSAValue], list[SubBlock]]
+    offset_shift: int = 0
+    """Without dmin: log2 of o in w = d·sc·(u − o) (q6_k: 32, q3_k: 4)."""
 
 
 GROUPS = 4
@@ -254,8 +257,6 @@ def _q6_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superb
     raw_scales = _columns_of(kb, blocks, 192)
     scales = [_int(kb, llvm.AShrOp, _int(kb, llvm.ShlOp, raw_scales[j // 4], 24 - 8 * (j % 4)), 24)
               for j in range(16)]
-    pairs = [kb.or_(_int(kb, llvm.AndOp, scales[2 * p], 0xFFFF),
-                    _int(kb, llvm.ShlOp, scales[2 * p + 1], 16)) for p in range(8)]
     scale_of = _spill_scales(kb, scales, buffer)
 
     def group(t: SSAValue) -> list[SubBlock]:
@@ -273,13 +274,76 @@ def _q6_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superb
             subs.append(SubBlock(quads, kb.mul(sub, 16), scale_of(sub)))
         return subs
 
-    return Superblock(column_f16(kb, blocks, 208), None, pairs, group)
+    return Superblock(column_f16(kb, blocks, 208), None, _i16_pairs(kb, scales), group, 5)
+
+
+def _i16_pairs(kb: KernelBuilder, values: list[SSAValue]) -> list[SSAValue]:
+    """Per lane, values 2p and 2p + 1 (16 small signed i32 vectors) as an i16 pair."""
+    return [kb.or_(_int(kb, llvm.AndOp, values[2 * p], 0xFFFF),
+                   _int(kb, llvm.ShlOp, values[2 * p + 1], 16)) for p in range(len(values) // 2)]
+
+
+def _two_bit_groups(kb: KernelBuilder, blocks: list[SSAValue], quants_at: int,
+                    high_at: int | None, scale_of: Callable[[SSAValue], SSAValue]
+                    ) -> Callable[[SSAValue], list[SubBlock]]:
+    """The groups of q2_k and q3_k: per half n of 128 values, value 32j + l has bits 2j,
+    2j + 1 of quant byte 32n + l (and q3_k its third bit in bit 4n + j of byte l of the
+    high bits). Group t = 2n + s: the values l in [16s, 16s + 16) of each j of half n."""
+
+    def group(t: SSAValue) -> list[SubBlock]:
+        n, s = kb.sdiv(t, 2), kb.srem(t, 2)
+        low = _columns_of(kb, blocks, kb.add(kb.mul(n, 32), kb.add(kb.mul(s, 16), quants_at)))
+        high = (_columns_of(kb, blocks, kb.add(kb.mul(s, 16), high_at))
+                if high_at is not None else None)
+        subs = []
+        for j in range(4):
+            quads = [_bits(kb, q, 2 * j, 0x03030303) for q in low]
+            if high is not None:
+                shift = _splat_i32(kb, kb.add(kb.mul(n, 4), j))
+                quads = [kb.or_(q, _int(kb, llvm.ShlOp, _int(kb, llvm.AndOp, kb.insert(
+                    llvm.LShrOp(h, shift)), 0x01010101), 2)) for q, h in zip(quads, high, strict=True)]
+            sub = kb.add(kb.mul(n, 8), kb.add(s, 2 * j))
+            subs.append(SubBlock(quads, kb.mul(sub, 16), scale_of(sub)))
+        return subs
+
+    return group
+
+
+def _q2_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superblock:
+    """q2_k: 16 bytes of (4-bit scale, 4-bit min) per 16 values, 64 bytes of 2-bit quants,
+    f16 d and dmin: w = d·sc·u − dmin·m."""
+    packed = _columns_of(kb, blocks, 0)
+    scales = [_bits(kb, packed[j // 4], 8 * (j % 4), 0xF) for j in range(16)]
+    mins = [_bits(kb, packed[j // 4], 8 * (j % 4) + 4, 0xF) for j in range(16)]
+    scale_of = _spill_scales(kb, scales, buffer)
+    words, halves = column_words(kb, blocks, 80), vector_of(kb.vector_width, i16)
+    d = f16_as_f32(kb, kb.insert(llvm.TruncOp(words, halves)))
+    dmin = f16_as_f32(kb, kb.insert(llvm.TruncOp(_int(kb, llvm.LShrOp, words, 16), halves)))
+    return Superblock(d, kb.fmul(dmin, kb.vconst(-1.0)), _i16_pairs(kb, mins),
+                      _two_bit_groups(kb, blocks, 16, None, scale_of))
+
+
+def _q3_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superblock:
+    """q3_k: 32 bytes of third bits, 64 of 2-bit quants, 12 of 6-bit scales (low nibbles
+    in bytes 0-7: scales 0-7, then 8-15 in the high nibbles; top 2 bits of scale j at
+    shift 2·(j // 4) of byte 8 + j % 4), f16 d: w = d·(sc − 32)·(u − 4)."""
+    packed = _columns_of(kb, blocks, 92)[1:]  # bytes 96-107 (92-95: the last quants)
+    scales = []
+    for j in range(16):
+        low = _bits(kb, packed[(j % 8) // 4], 8 * (j % 4) + 4 * (j // 8), 0xF)
+        top = _bits(kb, packed[2], 8 * (j % 4) + 2 * (j // 4), 3)
+        scales.append(_int(kb, llvm.SubOp, kb.or_(low, _int(kb, llvm.ShlOp, top, 4)), 32))
+    scale_of = _spill_scales(kb, scales, buffer)
+    return Superblock(column_f16(kb, blocks, 108), None, _i16_pairs(kb, scales),
+                      _two_bit_groups(kb, blocks, 32, 0, scale_of), 2)
 
 
 SUPERBLOCKS: dict[str, Callable[[KernelBuilder, list[SSAValue], SSAValue], Superblock]] = {
     "q4_k": lambda kb, blocks, buffer: _q4_k_style(kb, blocks, buffer, high_bits=False),
     "q5_k": lambda kb, blocks, buffer: _q4_k_style(kb, blocks, buffer, high_bits=True),
     "q6_k": _q6_k,
+    "q2_k": _q2_k,
+    "q3_k": _q3_k,
 }
 """Each K-quant's superblock decoder: (builder, each lane's superblock address, a stack
 buffer of 16 vectors for its scales)."""
@@ -331,8 +395,8 @@ def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratc
                 corr = int16_dot(kb, isa, corr, pair, kb.splat(load_at(kb, x_sums, 4 * p, i32, align=4)))
             dx = kb.splat(load_at(kb, scratch.d(kb, row, blk), 0, f32, align=4))
             acc = loop.carried[r]
-            if superblock.neg_dmin is None:  # q6_k: u − 32
-                whole = kb.sub(sums[r], _int(kb, llvm.ShlOp, corr, 5))
+            if superblock.neg_dmin is None:  # u − o
+                whole = kb.sub(sums[r], _int(kb, llvm.ShlOp, corr, superblock.offset_shift))
                 acc = kb.fma(kb.sitofp(whole, kb.vec), kb.fmul(superblock.d, dx), acc)
             else:
                 acc = kb.fma(kb.sitofp(sums[r], kb.vec), kb.fmul(superblock.d, dx), acc)

@@ -168,9 +168,9 @@ INT8_SCHEMES: dict[str, Int8Scheme] = {
 }
 """The weight schemes of the VNNI kernel of this module (the float types have no q8 form)."""
 
-K_INT8_SCHEMES: dict[str, int] = {"q4_k": 144, "q5_k": 176, "q6_k": 210}
-"""The K-quants of the VNNI path (kquant_dot.py): bytes per 256-value superblock (q2_k,
-q3_k and iq4_xs take the emulation)."""
+K_INT8_SCHEMES: dict[str, int] = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q2_k": 84, "q3_k": 110}
+"""The K-quants of the int8 path (kquant_dot.py): bytes per 256-value superblock (iq4_xs
+takes the emulation)."""
 
 _VNNI_CPUS = {
     16: ("cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake",
@@ -719,7 +719,7 @@ def column_f16(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAVal
     return f16_as_f32(kb, halves)
 
 
-def _column_words(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
+def column_words(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
     """The i32 at `offset` of each block, one per lane."""
     words = kb.constant(0, vector_of(len(blocks), i32))
     for lane, block in enumerate(blocks):
@@ -757,7 +757,7 @@ def _column_weights(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue
                  + [kb.insert(llvm.AndOp(kb.insert(llvm.LShrOp(q, kb.constant(4, ivec))), nibbles))
                     for q in packed])
         if scheme.high_at is not None:
-            quads = _with_high_bits(kb, quads, _column_words(kb, blocks, scheme.high_at))
+            quads = _with_high_bits(kb, quads, column_words(kb, blocks, scheme.high_at))
     m = column_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
     return ColumnWeights(quads, column_f16(kb, blocks, 0), m)
 
