@@ -3,6 +3,7 @@ llama.cpp's llama-bench when one is found.
 
     python -m benchmarks llm [--threads 1,2] [--model NAME|PATH] [--repeat 3] [--out DIR] [--name STEM]
     RLX_LLAMA_BENCH=path/to/llama-bench python -m benchmarks llm [--llama-bench-args '--repack 0']
+    RLX_LLAMA_QUANTIZE=path/to/llama-quantize python -m benchmarks llm --requantize Q4_K_M
 
 Per thread count, in a fresh subprocess (so peak memory and load time are its own):
 - load: `rlx.models.load_gguf` wall time (compile from the disk cache after the first run)
@@ -14,7 +15,13 @@ Each number is the best of `--repeat` runs (llama-bench reports means of 5 by de
 file at the same thread counts (`-p 16,64,256 -n 32,128`), and the report gives the ratio
 rlx / llama.cpp for each number (above 1: rlx is faster).
 
-The markdown goes to stdout and `DIR/STEM.md`, everything to `DIR/STEM.json`.
+`--requantize TYPE` first makes `<model>.TYPE.gguf` from the model file with llama.cpp's
+`llama-quantize --allow-requantize` (RLX_LLAMA_QUANTIZE) into RLX_CACHE_DIR/models (once;
+never committed) and measures that file: the K-quant files people download (Q4_K_M,
+Q5_K_M, Q6_K) from the Q4_1 SmolLM2 that the harness fetches.
+
+The markdown goes to stdout and `DIR/STEM.md`, everything to `DIR/STEM.json`; both name
+the target (`RLX_TARGET_CPU`, else the host).
 """
 
 from __future__ import annotations
@@ -84,6 +91,31 @@ def measure(model: str, threads: int, repeat: int) -> dict[str, Any]:
     return result
 
 
+def requantized(source: str, kind: str) -> str:
+    """The path of `source` requantized to `kind` (a llama-quantize type name) in
+    RLX_CACHE_DIR/models, made by RLX_LLAMA_QUANTIZE when absent."""
+    from rlx_mlir.backend import cache_dir
+
+    name = Path(source).name.removesuffix(".gguf")
+    base = name.rsplit(".", 1)[0] if "." in name else name
+    folder = (cache_dir() or Path(source).parent) / "models"
+    target = folder / f"{base}.{kind}.gguf"
+    if target.exists():
+        return str(target)
+    binary = os.environ.get("RLX_LLAMA_QUANTIZE", "")
+    if not binary:
+        raise SystemExit(f"--requantize {kind}: {target} is absent and RLX_LLAMA_QUANTIZE "
+                         "(the path of llama.cpp's llama-quantize) is not set")
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    done = subprocess.run([binary, "--allow-requantize", source, str(partial), kind],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"llama-quantize {kind} failed:\n{done.stderr[-2000:]}")
+    partial.rename(target)
+    return str(target)
+
+
 def llama_bench(binary: str, model_path: str, threads: int, repeat: int,
                 extra: list[str] | None = None) -> dict[str, Any]:
     """llama-bench's tok/s for the same prompt and generation lengths (`extra`: more
@@ -112,6 +144,7 @@ def markdown(meta: dict[str, Any], rlx: list[dict[str, Any]], peer: list[dict[st
     by_threads = {p["threads"]: p for p in peer}
     lines = [f"# LLM speed: {meta['model']}", "",
              f"{meta['timestamp']} · {meta['cpu']} · {meta['cores']} cores · "
+             f"rlx target: {meta.get('target', 'host')} · "
              f"llama.cpp: {meta['llama_bench'] or 'not found (set RLX_LLAMA_BENCH)'}", ""]
     if "loadavg_end" in meta:  # other processes on the machine make the numbers noisy
         lines[-1:-1] = ["", "load average (1, 5, 15 min) at the start: " + ", ".join(
@@ -143,6 +176,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="runs per number (best is kept)")
     p.add_argument("--out", default=str(HERE / "results"), help="folder of the .md and .json")
     p.add_argument("--name", default="", help="file name stem (default: llm-<timestamp>)")
+    p.add_argument("--requantize", default="", metavar="TYPE",
+                   help="measure the model requantized to TYPE by llama-quantize (RLX_LLAMA_QUANTIZE)")
     p.add_argument("--llama-bench-args", default="",
                    help="more llama-bench options, one string (e.g. '--repack 0')")
     p.add_argument("--worker", type=int, default=0, help=argparse.SUPPRESS)
@@ -160,9 +195,12 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.cli import cpu_name
 
     model_path = str(rlx.models.fetch(args.model)) if not Path(args.model).exists() else args.model
+    if args.requantize:
+        model_path = requantized(model_path, args.requantize)
     binary = os.environ.get("RLX_LLAMA_BENCH", "")
     meta = {"timestamp": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"), "model": model_path,
             "cpu": cpu_name(), "cores": os.cpu_count(), "llama_bench": binary or None,
+            "target": os.environ.get("RLX_TARGET_CPU") or "host",
             "loadavg_start": os.getloadavg()}
     rlx_rows, peer_rows = [], []
     for threads in args.thread_list:
