@@ -4,8 +4,9 @@
 Every tensor of each file dequantizes bit for bit as gguf.quants does; the compiled model's
 logits equal the independent numpy forward (tests/gguf_models.numpy_logits, weights
 dequantized by gguf) within f32 rounding with f32 activations (`exact_dequant=True`), and
-within twice the q8 tolerance of test_models.py with the default q8 activations (the emulated
-int8 path, ggml's vec_dot types q8_K / q8_0).
+within twice the q8 tolerance of test_models.py with the default q8 activations (the int8
+kernels for Q2_K/Q3_K where the CPU has them, the emulation for IQ4_NL/IQ4_XS; ggml's
+vec_dot types q8_K / q8_0).
 """
 
 from __future__ import annotations

@@ -168,7 +168,8 @@ def test_mir_fuse_merges_dequant_siblings(scheme, activations):
 @pytest.mark.parametrize("cpu", [None, "haswell"])
 @pytest.mark.parametrize("scheme", ["q4_0", "q4_1", "q8_0", "q4_k"])
 def test_q8_kernel_reads_x_once(scheme, cpu, monkeypatch):
-    """One lir.shared_input_matmul kernel (VNNI where the CPU has it, else the emulation),
+    """One lir.shared_input_matmul kernel (VNNI where the CPU has it; haswell: maddubs, and
+    the emulation for q8_0),
     split across two threads over the weights' joint columns (N not a multiple of the
     tile), one and several rows, equal to the reference and to the separate kernels."""
     if cpu is not None:
