@@ -122,7 +122,7 @@ def dequant_op(scheme: str, x_shape: tuple, w: np.ndarray, isa: str | None) -> l
     op = lir.DequantMatmulOp(*args, scheme=scheme, activations="q8")
     if not all(isinstance(d, int) for d in x_shape):
         dynamic.set_operand_shapes(op, shapes)
-    if isa is not None and qd.has_int8_kernel(scheme, isa):
+    if isa is not None and qd.has_int8_kernel(scheme):
         op.attributes[qd.INT8_DOT] = StringAttr(isa)
     op.verify()
     return op
@@ -264,6 +264,27 @@ def test_kquant_column_tiles(target):
                 np.testing.assert_array_equal(alone[0], out[r], err_msg=f"{where} row {r}")
 
 
+@pytest.mark.parametrize("target", ["w8-avx2", "w16-avx512bw"])
+def test_q8_0_without_vnni_does_not_saturate(target):
+    """q8_0 under MADDUBS keeps its quants signed: weights of −128 and 127 times x_q of
+    ±127 (|products| up to 16256, two to an i16 sum) are exact, in column and row tiles."""
+    width, cpu, isa = runnable(target)
+    n, k = 21, 64
+    q = np.where(np.arange(n * k).reshape(n, k) % 3 == 0, -128, 127).astype(np.int8)
+    raw = np.zeros((n, k // 32, 34), np.uint8)
+    raw[:, :, 0:2] = np.array([0.5], np.float16).view(np.uint8)
+    raw[:, :, 2:] = q.reshape(n, k // 32, 32).view(np.uint8)
+    w = np.ascontiguousarray(raw.reshape(n, -1))
+    jitted = Jitted([mm.build_dequant_matmul(dequant_op("q8_0", ("S", k), w, isa), "k", width)],
+                    cpu, verify=False)
+    kernel = jitted.function("k", 3, extra=[ctypes.c_int64])
+    x = np.where(np.arange(3 * k).reshape(3, k) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    x[1] = -np.abs(x[1])
+    out = np.full((3, n), np.nan, np.float32)
+    kernel(x.ctypes.data, w.ctypes.data, out.ctypes.data, 3)
+    check(out, x, w, "q8_0", target)
+
+
 @pytest.mark.parametrize("target", ["w16-vnni", "w16-emulated", "w4-x86-64"])
 @pytest.mark.parametrize("scheme", ["q4_1", "q8_0", "q6_k"])
 def test_static_rows(scheme, target):
@@ -295,7 +316,7 @@ def test_isa_of_targets():
     assert qd.int8_dot_isa(Target("x", host, triple, 16), 16) == qd.VNNI
     assert qd.int8_dot_isa(Target("x", host + ",-avx512vnni", triple, 16), 16) is None
     assert qd.int8_dot_isa(Target("x", host + ",-avx512vnni,+avx512bw", triple, 16), 16) == qd.MADDUBS
-    assert not qd.has_int8_kernel("q8_0", qd.MADDUBS)  # its u = q + 128 would saturate
+    assert qd.int8_scheme("q8_0", qd.MADDUBS).signed  # its u = q + 128 would saturate
 
 
 def test_marking_follows_the_op_not_the_target():

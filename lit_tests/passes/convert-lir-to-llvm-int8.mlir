@@ -5,8 +5,9 @@
 // A dequant_matmul with `activations q8` takes the int8 kernels where the target has
 // integer dot products: `vpdpbusd` with VNNI (icelake-server, 16 lanes), `vpmaddubsw` +
 // `vpmaddwd` with AVX2 (haswell, 8 lanes); the K-quants' mins (or offsets) add i16 pair
-// dots with x's sums of 16 quants. q8_0 has no AVX2 form (its unsigned quants would
-// saturate vpmaddubsw): it keeps the f32 emulation there, as every scheme on SSE.
+// dots with x's sums of 16 quants. q8_0 under AVX2 keeps its quants signed (q + 128 would
+// saturate vpmaddubsw's i16 sums): |q| times x with q's sign (vpsignb). SSE targets run
+// the f32 emulation.
 
 func.func @entry(%x: memref<2x256xf32> {rlx.name = "x", rlx.role = "input"},
                  %wk: memref<8x144xui8> {rlx.name = "wk", rlx.role = "param"},
@@ -29,7 +30,8 @@ func.func @entry(%x: memref<2x256xf32> {rlx.name = "x", rlx.role = "input"},
 // AVX2:     llvm.call_intrinsic "llvm.x86.avx2.pmadd.ub.sw"
 // AVX2:     llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"
 // AVX2:     llvm.func @entry__dequant_matmul_1
-// AVX2-NOT: llvm.x86.avx2.pmadd.ub.sw
+// AVX2:     llvm.call_intrinsic "llvm.x86.avx2.psign.b"
+// AVX2:     llvm.call_intrinsic "llvm.x86.avx2.pmadd.ub.sw"
 // AVX2:     llvm.func @entry(
 
 // SSE-NOT:  llvm.call_intrinsic "llvm.x86

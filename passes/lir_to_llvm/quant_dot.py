@@ -6,11 +6,11 @@ give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
   marked the op with `INT8_DOT` (AVX512-VNNI for W = 16, AVX-VNNI or AVX512-VNNI+VL for
   W = 8): integer dot products with `vpdpbusd`; on CPUs without VNNI that have AVX2
   (W = 8) or AVX512BW (W = 16) the same kernel with `vpmaddubsw` + `vpmaddwd` for each
-  `vpdpbusd` (`MADDUBS`, all but q8_0: `int8_dot`);
+  `vpdpbusd` (`MADDUBS`: `int8_dot`; q8_0 there keeps its quants signed, `weight_dot`);
 - **the K-quants' VNNI kernel** (kquant_dot.py `build_kquant_int8`) for q4_k/q5_k/q6_k,
   marked the same way, with this module's column-lane tiles and row driver;
 - **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (q2_k,
-  q3_k, iq4_nl/iq4_xs, q8_0 without VNNI, AVX1/SSE targets): x quantized into a scratch of f32
+  iq4_nl/iq4_xs, AVX1/SSE targets): x quantized into a scratch of f32
   integers, exact f32 integer dots per weight group.
 
 dequant.py `build_q8_kernel` picks the kernel. This module also holds what both
@@ -113,8 +113,7 @@ VNNI = "vnni"
 MADDUBS = "maddubs"
 """`vpmaddubsw`, then `vpmaddwd` by ones (AVX512BW at W = 16, AVX2 at W = 8): the int8 path
 of CPUs without VNNI, three instructions per `vpdpbusd`. Its i16 sums of two u8 × s8
-products saturate past 32767, so only weights whose unsigned quants stay below 128 take
-it: not q8_0 (u = q + 128)."""
+products saturate past 32767: q8_0 keeps its quants signed there (`SIGNED_Q8_0`)."""
 
 BLOCK = 32
 """Values per block of x (and of every weight scheme of this path)."""
@@ -157,6 +156,9 @@ class Int8Scheme:
     """The f16 m of w = d·u + m."""
     high_at: int | None = None
     """The little-endian u32 of 5th bits (bit j: value j)."""
+    signed: bool = False
+    """The quants stay signed bytes (q8_0 under MADDUBS): each dot takes |q| and x with
+    q's sign (`signed_dot`)."""
 
 
 INT8_SCHEMES: dict[str, Int8Scheme] = {
@@ -167,6 +169,15 @@ INT8_SCHEMES: dict[str, Int8Scheme] = {
     "q8_0": Int8Scheme(34, 2, 8, offset=128),
 }
 """The weight schemes of the VNNI kernel of this module (the float types have no q8 form)."""
+
+SIGNED_Q8_0 = Int8Scheme(34, 2, 8, signed=True)
+"""q8_0 under MADDUBS: q + 128 would reach 255, and two such products saturate
+`vpmaddubsw`'s i16 sums; |q| ≤ 128 times x_q with q's sign stays below 32767."""
+
+
+def int8_scheme(scheme: str, isa: str) -> Int8Scheme:
+    """The layout the int8 kernel of `isa` reads `scheme` with."""
+    return SIGNED_Q8_0 if isa == MADDUBS and scheme == "q8_0" else INT8_SCHEMES[scheme]
 
 K_INT8_SCHEMES: dict[str, int] = {"q4_k": 144, "q5_k": 176, "q6_k": 210, "q2_k": 84, "q3_k": 110}
 """The K-quants of the int8 path (kquant_dot.py): bytes per 256-value superblock (iq4_xs
@@ -209,7 +220,7 @@ def mark_int8_dots(module: ModuleOp, target: Target, width: int) -> int:
     for op in module.walk():
         if (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
                 and activations_of(op) == QuantActivations.Q8
-                and has_int8_kernel(op.scheme.data.value, isa)):
+                and has_int8_kernel(op.scheme.data.value)):
             op.attributes[INT8_DOT] = StringAttr(isa)
             marked += 1
     return marked
@@ -219,7 +230,7 @@ def uses_int8_dot(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, width: int)
     """Whether the kernel of `op` takes the int8 path (q8 activations, marked, a scheme
     with a kernel for the marked instruction set, W 16 or 8)."""
     return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
-            and has_int8_kernel(op.scheme.data.value, int8_isa_of(op)) and width in (8, 16))
+            and has_int8_kernel(op.scheme.data.value) and width in (8, 16))
 
 
 def int8_isa_of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> str:
@@ -227,10 +238,8 @@ def int8_isa_of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> str:
     return op.attributes[INT8_DOT].data
 
 
-def has_int8_kernel(scheme: str, isa: str) -> bool:
-    """Whether `scheme` has an int8 kernel for `isa` (MADDUBS: no q8_0, see there)."""
-    if isa == MADDUBS and scheme == "q8_0":
-        return False
+def has_int8_kernel(scheme: str) -> bool:
+    """Whether `scheme` has an int8 kernel (the same ones under VNNI and MADDUBS)."""
     return scheme in INT8_SCHEMES or scheme in K_INT8_SCHEMES
 
 
@@ -477,6 +486,8 @@ def _unsigned_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue 
         else:
             raw = _shuffle(kb, parts[0], parts[1],
                            [*range(16), *range(32, 48), *range(16, 32), *range(48, 64)], vector_of(64, i8))
+        if scheme.signed:
+            return raw
         # (an absent block's bytes become 128: its x_q are zeros, so they add nothing)
         return kb.insert(llvm.XOrOp(raw, kb.constant(-128, raw.type)))
     raw = _nibble_bytes(kb, scheme, blocks)
@@ -549,6 +560,24 @@ def int8_dot(kb: KernelBuilder, isa: str, acc: SSAValue, unsigned: SSAValue,
     return kb.add(acc, int16_dot(kb, isa, None, pairs, kb.constant(1, pairs.type)))
 
 
+def weight_dot(kb: KernelBuilder, isa: str, scheme: Int8Scheme, acc: SSAValue,
+               weights: SSAValue, x: SSAValue) -> SSAValue:
+    """acc + the 4-byte dots of each lane of `weights` (the scheme's quants) and x."""
+    if not scheme.signed:
+        return int8_dot(kb, isa, acc, weights, x)
+    byte_lanes = vector_of(4 * kb.vector_width, i8)
+    w, xs = kb.bitcast(weights, byte_lanes), kb.bitcast(x, byte_lanes)
+    zero = kb.constant(0, byte_lanes)
+    negative = kb.icmp("slt", w, zero)
+    magnitude = kb.select(negative, kb.sub(zero, w), w)  # −(−128) wraps to 128 unsigned
+    if kb.vector_width == 8:  # vpsignb: x·sign(w) (0 where w = 0, whose |w| is 0 anyway)
+        signed_x = _x86(kb, "llvm.x86.avx2.psign.b", [xs, w], byte_lanes)
+    else:
+        signed_x = kb.select(negative, kb.sub(zero, xs), xs)
+    lanes = weights.type
+    return int8_dot(kb, isa, acc, kb.bitcast(magnitude, lanes), kb.bitcast(signed_x, lanes))
+
+
 def int16_dot(kb: KernelBuilder, isa: str, acc: SSAValue | None, a: SSAValue,
               b: SSAValue) -> SSAValue:
     """acc + Σ of 2 i16 × i16 products per i32 lane (exact; acc None: 0)."""
@@ -576,8 +605,8 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     """The dequant_matmul kernel of the int8 path (see the module docstring); same ABI as
     the f32 path's: (x, w, out, [sizes...], [part, parts]). A shared_input_matmul takes
     (x, w_0..w_n-1, out_0..out_n-1, ...): x is quantized once for every weight."""
-    scheme = INT8_SCHEMES[op.scheme.data.value]
     isa = int8_isa_of(op)
+    scheme = int8_scheme(op.scheme.data.value, isa)
     width = vector_width
     ns, k = q8_products(op)
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
@@ -637,7 +666,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
                 corr = load_at(kb, corrections, offset, ivec if scheme.offset else kb.vec, align=4)
                 for c, wt in enumerate(weights):
                     start = corr if scheme.offset else kb.constant(0, ivec)
-                    dot = kb.sitofp(int8_dot(kb, isa, start, wt.quants, xq), kb.vec)
+                    dot = kb.sitofp(weight_dot(kb, isa, scheme, start, wt.quants, xq), kb.vec)
                     acc = kb.fma(dot, kb.fmul(wt.d, dx), accs[r * cols + c])
                     if wt.m is not None:
                         acc = kb.fma(wt.m, corr, acc)
@@ -746,10 +775,11 @@ def _with_high_bits(kb: KernelBuilder, quads: list[SSAValue], high: SSAValue) ->
 def _column_weights(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue]) -> ColumnWeights:
     """One block of each of W weight rows (`blocks`: its address in each row)."""
     ivec = vector_of(kb.vector_width, i32)
-    if scheme.bits == 8:  # q + 128, as unsigned bytes
+    if scheme.bits == 8:  # q + 128, as unsigned bytes (or q itself: scheme.signed)
         quads = [q for half in (0, 16) for q in transpose_quads(
             kb, [load_at(kb, b, scheme.quants + half, vector_of(4, i32)) for b in blocks])]
-        quads = [kb.insert(llvm.XOrOp(q, kb.constant(-0x7F7F7F80, ivec))) for q in quads]
+        if not scheme.signed:
+            quads = [kb.insert(llvm.XOrOp(q, kb.constant(-0x7F7F7F80, ivec))) for q in quads]
     else:  # byte i: value i in its low nibble, value 16 + i in its high one
         packed = transpose_quads(kb, [load_at(kb, b, scheme.quants, vector_of(4, i32)) for b in blocks])
         nibbles = kb.constant(0x0F0F0F0F, ivec)
@@ -790,7 +820,7 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
             dot = kb.splat(corr) if scheme.offset else kb.constant(0, ivec)
             for q, quad in enumerate(weights.quads):
                 x4 = load_at(kb, quants, kb.fold_add(base, _position(width, b, 4 * q)), i32, align=4)
-                dot = int8_dot(kb, isa, dot, quad, kb.splat(x4))
+                dot = weight_dot(kb, isa, scheme, dot, quad, kb.splat(x4))
             dx = kb.splat(load_at(kb, scales, lane, f32, align=4))
             acc = kb.fma(kb.sitofp(dot, kb.vec), kb.fmul(weights.d, dx), accs[r])
             if weights.m is not None:
