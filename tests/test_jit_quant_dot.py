@@ -142,34 +142,48 @@ def _call_parts(fn, x: np.ndarray, w: np.ndarray, m: int, parts: int, where: str
     return out
 
 
+def symbolic_kernels(target: str, cases: list[tuple[str, np.ndarray]]) -> Jitted:
+    """Per (scheme, weights) case i, one kernel over symbolic rows, serial (`k{i}`) and
+    partitioned (`p{i}`), for `target`."""
+    width, cpu, isa = runnable(target)
+    functions = []
+    for i, (scheme, w) in enumerate(cases):
+        qtype = quants.quant_type(scheme)
+        op = dequant_op(scheme, ("S", w.shape[1] // qtype.type_size * qtype.block_size), w, isa)
+        functions += [mm.build_dequant_matmul(op, f"k{i}", width),
+                      mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
+    return Jitted(functions, cpu, verify=False)
+
+
+def check_rows(jitted: Jitted, i: int, case: tuple[str, np.ndarray], x: np.ndarray,
+               where: str, parts: tuple[int, ...] = (2, 3)) -> np.ndarray:
+    """Case i's kernels at x's rows, serial and in `parts` parts, against the q8
+    reference; the serial out."""
+    scheme, w = case
+    m = x.shape[0]
+    out = np.full((m, w.shape[0]), np.nan, np.float32)
+    jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])(
+        x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
+    check(out, x, w, scheme, where)
+    parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
+    for count in parts:
+        check(_call_parts(parted, x, w, m, count, where), x, w, scheme, f"{where} parts={count}")
+    return out
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_dynamic_rows_every_scheme(target):
-    width, cpu, isa = runnable(target)
-    cases, functions = [], []
-    for scheme in SCHEMES:
-        for k in ks(scheme)[:1]:  # the other K: test_static_rows, test_jit_forms_on_every_target
-            w = np.ascontiguousarray(blocks(scheme, N, k))
-            op = dequant_op(scheme, ("S", k), w, isa)
-            i = len(cases)
-            functions += [mm.build_dequant_matmul(op, f"k{i}", width),
-                          mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
-            cases.append((scheme, k, w))
-    jitted = Jitted(functions, cpu, verify=False)
+    _, _, isa = runnable(target)
+    # the other K: test_static_rows, test_jit_forms_on_every_target
+    cases = [(s, np.ascontiguousarray(blocks(s, N, ks(s)[0]))) for s in SCHEMES]
+    jitted = symbolic_kernels(target, cases)
     # the path is the one asked for
     assert ("vpdpbusd" in jitted.asm) == (isa == qd.VNNI)
     assert ("vpmaddubsw" in jitted.asm) == (isa == qd.MADDUBS)
-    for i, (scheme, k, w) in enumerate(cases):
-        serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
-        parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
+    for i, (scheme, _) in enumerate(cases):
+        k = ks(scheme)[0]
         for m in ROWS:
-            x = x_rows(m, k)
-            where = f"{scheme} K={k} M={m} {target}"
-            out = np.full((m, N), np.nan, np.float32)
-            serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
-            check(out, x, w, scheme, where)
-            for parts in PARTS:
-                check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
-                      f"{where} parts={parts}")
+            check_rows(jitted, i, cases[i], x_rows(m, k), f"{scheme} K={k} M={m} {target}", PARTS)
 
 
 @pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni", "w8-avx2"])
@@ -177,28 +191,13 @@ def test_column_lane_tiles(target):
     """More rows than one: W weight rows per tile, one per lane (quant_dot.column_tile),
     then a rest of weight rows in row tiles; 37 = 2·16 + 5 = 4·8 + 5. One symbolic kernel
     per scheme, at row counts around the tile's 8 (4)."""
-    width, cpu, isa = runnable(target)
     n, k = 37, 96
-    cases, functions = [], []
-    for i, scheme in enumerate(("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")):
-        w = np.ascontiguousarray(blocks(scheme, n, k))
-        op = dequant_op(scheme, ("S", k), w, isa)
-        functions += [mm.build_dequant_matmul(op, f"k{i}", width),
-                      mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
-        cases.append((scheme, w))
-    jitted = Jitted(functions, cpu, verify=False)
-    for i, (scheme, w) in enumerate(cases):
-        serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
-        parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
+    cases = [(s, np.ascontiguousarray(blocks(s, n, k)))
+             for s in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")]
+    jitted = symbolic_kernels(target, cases)
+    for i, (scheme, _) in enumerate(cases):
         for m in (2, 5, 8, 9, 16, 23):
-            x = x_rows(m, k)
-            where = f"{scheme} N={n} M={m} {target}"
-            out = np.full((m, n), np.nan, np.float32)
-            serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
-            check(out, x, w, scheme, where)
-            for parts in (2, 3):
-                check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
-                      f"{where} parts={parts}")
+            check_rows(jitted, i, cases[i], x_rows(m, k), f"{scheme} N={n} M={m} {target}")
 
 
 @pytest.mark.parametrize("target", ["w16-vnni", "w8-vnni"])
@@ -232,35 +231,21 @@ def test_kquant_column_tiles(target):
     a masked rest, two superblocks, row counts around the tile's 8 (4), serial and
     partitioned; a row with an all-zero 256-block (d_x = 0); and each row of a 9-row call
     equals that row computed alone, bit for bit."""
-    width, cpu, isa = runnable(target)
+    _, _, isa = runnable(target)
     n, k = 37, 512
-    cases, functions = [], []
-    for i, scheme in enumerate(qd.K_INT8_SCHEMES):
-        w = np.ascontiguousarray(blocks(scheme, n, k))
-        op = dequant_op(scheme, ("S", k), w, isa)
-        functions += [mm.build_dequant_matmul(op, f"k{i}", width),
-                      mm.build_dequant_matmul(op, f"p{i}", width, partitioned=True)]
-        cases.append((scheme, w))
-    jitted = Jitted(functions, cpu, verify=False)
+    cases = [(s, np.ascontiguousarray(blocks(s, n, k))) for s in qd.K_INT8_SCHEMES]
+    jitted = symbolic_kernels(target, cases)
     assert ("vpdpwssd" if isa == qd.VNNI else "vpmaddwd") in jitted.asm
     for i, (scheme, w) in enumerate(cases):
-        serial = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
-        parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
         for m in (1, 2, 5, 9, 23):
             x = x_rows(m, k)
             x[-1, k - 256:] = 0.0
             where = f"{scheme} N={n} M={m} {target}"
-            out = np.full((m, n), np.nan, np.float32)
-            serial(x.ctypes.data, w.ctypes.data, out.ctypes.data, m)
-            check(out, x, w, scheme, where)
-            for parts in (2, 3):
-                check(_call_parts(parted, x, w, m, parts, where), x, w, scheme,
-                      f"{where} parts={parts}")
-            if m != 9:
-                continue
-            for r in range(m):
+            out = check_rows(jitted, i, cases[i], x, where)
+            for r in range(m if m == 9 else 0):
                 row, alone = np.ascontiguousarray(x[r:r + 1]), np.full((1, n), np.nan, np.float32)
-                serial(row.ctypes.data, w.ctypes.data, alone.ctypes.data, 1)
+                jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])(
+                    row.ctypes.data, w.ctypes.data, alone.ctypes.data, 1)
                 np.testing.assert_array_equal(alone[0], out[r], err_msg=f"{where} row {r}")
 
 
