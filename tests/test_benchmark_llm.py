@@ -3,12 +3,19 @@ RLX_LLAMA_QUANTIZE names, into RLX_CACHE_DIR/models, and named after the model a
 
 from __future__ import annotations
 
+import importlib.util
 import stat
 import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks import llm
+# By path: xdsl installs a top-level `benchmarks` package of its own, which an
+# `import benchmarks` may find first.
+_SPEC = importlib.util.spec_from_file_location(
+    "rlx_benchmarks_llm", Path(__file__).resolve().parents[1] / "benchmarks" / "llm.py")
+llm = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(llm)
 
 
 def test_requantized_is_made_once_in_the_cache(tmp_path, monkeypatch):
