@@ -7,10 +7,10 @@ give the same numbers (the reference's `quants.q8_matmul`) within f32 rounding:
   W = 8): integer dot products with `vpdpbusd`; on CPUs without VNNI that have AVX2
   (W = 8) or AVX512BW (W = 16) the same kernel with `vpmaddubsw` + `vpmaddwd` for each
   `vpdpbusd` (`MADDUBS`: `int8_dot`; q8_0 there keeps its quants signed, `weight_dot`);
-- **the K-quants' VNNI kernel** (kquant_dot.py `build_kquant_int8`) for q4_k/q5_k/q6_k,
-  marked the same way, with this module's column-lane tiles and row driver;
-- **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case (q2_k,
-  iq4_nl/iq4_xs, AVX1/SSE targets): x quantized into a scratch of f32
+- **the K-quants' int8 kernel** (kquant_dot.py `build_kquant_int8`) for q4_k/q5_k/q6_k/
+  q2_k/q3_k, marked the same way, with this module's column-lane tiles and row driver;
+- **the emulation** (q8_emulated.py `build_q8_emulated`) for every other case
+  (iq4_nl/iq4_xs, AVX1/SSE targets): x quantized into a scratch of f32
   integers, exact f32 integer dots per weight group.
 
 dequant.py `build_q8_kernel` picks the kernel. This module also holds what both
@@ -158,7 +158,7 @@ class Int8Scheme:
     """The little-endian u32 of 5th bits (bit j: value j)."""
     signed: bool = False
     """The quants stay signed bytes (q8_0 under MADDUBS): each dot takes |q| and x with
-    q's sign (`signed_dot`)."""
+    q's sign (`weight_dot`)."""
 
 
 INT8_SCHEMES: dict[str, Int8Scheme] = {
