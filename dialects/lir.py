@@ -1305,7 +1305,8 @@ class SharedInputMatmulOp(KernelOp):
 class CacheScatterOp(KernelOp):
     """out[slots[r], positions[r]] = `rows`[r] for every row r: writes the rows of a ragged
     batch into a slot cache in place (`out` is the cache's state buffer [n_slots,
-    capacity, *tail]; `mir.cache_scatter` bufferized). The kernel checks every slot and
+    capacity, *tail]; `mir.cache_scatter` bufferized; rows [B, S, *tail] are the B·S rows
+    in order). The kernel checks every slot and
     position first and writes nothing when one is out of range (a call-time error).
 
     ```mlir

@@ -1105,7 +1105,8 @@ class AssignOp(IRDLOperation):
 class CacheScatterOp(VerifiesSignature):
     """The slot cache `cache` [n_slots, capacity, *tail] with row r of `rows` [R, *tail]
     written at [slots[r], positions[r]] (`slots`, `positions` i32 [R]): the KV rows of a
-    ragged batch of sequences, each in its own slot (batched decoding). The cache is a
+    ragged batch of sequences, each in its own slot (batched decoding); rows [B, S, *tail]
+    with slots and positions [B, S] are the B·S rows in order. The cache is a
     state; bufferization writes the rows in place. Every slot in [0, n_slots) and
     position in [0, capacity) is checked by the call.
 
@@ -1144,7 +1145,8 @@ class SlotAttentionOp(VerifiesSignature):
     slot slots[r] at the positions j in [lo, positions[r]] (lo = 0, or with `window` W
     max(0, positions[r] − W + 1)), grouped-query (head h reads kv head h // (H/Hkv)),
     scores scaled by `scale`: the attention of a ragged batch of sequences over their
-    slot caches (`mir.cache_scatter`'s results). The result has q's shape.
+    slot caches (`mir.cache_scatter`'s results); q [B, S, H*D] with slots and positions
+    [B, S] is the B·S rows in order. The result has q's shape.
 
     ```mlir
     %o = mir.slot_attention %q, %k, %v, %slots, %positions num_heads 2 head_dim 8 num_kv_heads 1 scale 3.535534e-01 : (tensor<?x16xf32>, tensor<4x32x8xf32>, tensor<4x32x8xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x16xf32>

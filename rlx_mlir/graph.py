@@ -991,7 +991,8 @@ class Graph:
         max(0, positions[r] − W + 1); query head h reads kv head h // (H / Hkv), scores
         scaled by `scale` (1/sqrt(head_dim)). keys and values are the results of
         `cache_append(..., slots=, positions=)`; a row never reads past its position, and
-        a slot or position out of range fails the call (an RlxError). Returns [R, H·D]."""
+        a slot or position out of range fails the call (an RlxError). Returns [R, H·D].
+        q [B, S, H·D] with slots and positions [B, S] is the B·S rows in order."""
         self._f32_operands("slot_attention", ["q", "keys", "values"], [q, keys, values])
         for name, value in (("slots", slots), ("positions", positions)):
             self._own(name, value)
@@ -1379,7 +1380,8 @@ class Graph:
         caches of one capacity (docs/semantics.md "State").
 
         With `slots` and `positions` (both i32 [R]; batched decoding), `cache` is a slot
-        cache [n_slots, capacity, *tail] and `rows` [R, *tail]: see `_slot_cache_append`."""
+        cache [n_slots, capacity, *tail] and `rows` [R, *tail] (or [B, S, *tail] with
+        slots and positions [B, S]): see `_slot_cache_append`."""
         if slots is not None or positions is not None:
             return self._slot_cache_append(cache, rows, slots, positions)
         self._own("cache", cache)
@@ -1481,9 +1483,10 @@ class Graph:
         """`cache_append(cache, rows, slots=..., positions=...)`: row r of `rows` [R, *tail]
         (R an int or a symbol) is written to cache[slots[r], positions[r]] of the slot cache
         `cache`, a state [n_slots, capacity, *tail]; returns the whole updated cache
-        (n_slots, capacity, *tail), for `slot_attention`. The graph takes no position: the
-        caller owns each sequence's positions (rows past a sequence's length are never
-        read by `slot_attention`). A slot or position out of range fails the call (an
+        (n_slots, capacity, *tail), for `slot_attention`. Rows [B, S, *tail] with slots and
+        positions [B, S] (a rectangle of sequences) are the B·S rows in order. The graph
+        takes no position: the caller owns each sequence's positions (rows past a
+        sequence's length are never read by `slot_attention`). A slot or position out of range fails the call (an
         RlxError); rows written before the check failed may stay written (nothing of a
         slot cache is snapshot or restored, and `reset()` keeps it)."""
         self._own("cache", cache)

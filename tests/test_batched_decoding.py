@@ -10,6 +10,8 @@ Tiny random models (tests/gguf_models.py): llama (q8 activations), qwen3 and gem
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from gguf_models import write_tiny_model
@@ -199,17 +201,33 @@ def test_generate_batch_on_one_slot_runs_the_prompts_in_turn(models):
 # --- a recurrent model: per-sequence states in slots -----------------------------------------
 
 
-@pytest.fixture(scope="module")
-def mamba_pair(tmp_path_factory):
-    state, config = random_mamba()
-    path = write_mamba_gguf(tmp_path_factory.mktemp("mamba") / "mamba.gguf", state, config)
+def recurrent_model(name: str, directory) -> str:
+    """A tiny random file of the recurrent architecture `name`: Mamba, or Qwen3.5 (gated
+    delta nets and one gated attention layer, partial rope, an MTP layer; built with
+    transformers, so skipped without it)."""
+    if name == "mamba":
+        state, config = random_mamba()
+        return write_mamba_gguf(directory / "mamba.gguf", state, config)
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from gguf_qwen35 import tiny_model, write_qwen35
+
+    model, mtp = tiny_model()
+    return write_qwen35(directory / "qwen35.gguf", model, mtp)
+
+
+@pytest.fixture(scope="module", params=["mamba", "qwen35"])
+def recurrent_pair(request, tmp_path_factory):
+    """(alone, batched) of a recurrent model: B sequences × S tokens per batched call."""
+    path = recurrent_model(request.param, tmp_path_factory.mktemp(request.param))
     return load_gguf(path, max_seq=MAX_SEQ), load_gguf(path, max_seq=MAX_SEQ, slots=SLOTS)
 
 
-def test_mamba_generate_batch_equals_generate(mamba_pair):
+def test_recurrent_generate_batch_equals_generate(recurrent_pair):
     """6 prompts over 4 slots: each sequence's conv window and scan state live in its
-    slot (a new sequence starts from zeros), decode steps of all go in one call."""
-    alone, batched = mamba_pair
+    slot (a new sequence starts from zeros; Qwen3.5's KV rows at its own positions),
+    decode steps of all go in one call."""
+    alone, batched = recurrent_pair
     prompts = [p + " " + p for p in PROMPTS]  # a few more tokens: the states matter
     assert batched.generate_batch(prompts, max_new_tokens=8) == [
         alone.generate(p, max_new_tokens=8) for p in prompts]
@@ -220,8 +238,8 @@ def test_mamba_generate_batch_equals_generate(mamba_pair):
         for p, t, s in zip(prompts, temperatures, seeds, strict=False)]
 
 
-def test_mamba_batched_logits_and_slot_zero(mamba_pair):
-    alone, batched = mamba_pair
+def test_recurrent_batched_logits_and_slot_zero(recurrent_pair):
+    alone, batched = recurrent_pair
     runner = BatchRunner(batched)
     prompts = [alone.tokenizer.encode(p) for p in PROMPTS[:3]]
     # prompts of different lengths: one call per length, the slots independent
@@ -230,6 +248,7 @@ def test_mamba_batched_logits_and_slot_zero(mamba_pair):
     for row, prompt in enumerate(prompts):
         assert_logits_close(logits[row], fresh_prefill(alone, prompt))
     histories = [list(p) + [t] for p, t in zip(prompts, ids, strict=True)]
+    # one decode call: three sequences at three different positions
     ids, logits = runner.run([BatchItem(s, np.array(h[-1:], np.int32), len(h) - 1)
                               for s, h in zip((3, 1, 0), histories, strict=True)], logits=True)
     for row, history in enumerate(histories):
@@ -241,8 +260,8 @@ def test_mamba_batched_logits_and_slot_zero(mamba_pair):
         batched.logits(ids_5)
 
 
-def test_mamba_engine_reuses_no_prefix(mamba_pair):
-    alone, batched = mamba_pair
+def test_recurrent_engine_reuses_no_prefix(recurrent_pair):
+    alone, batched = recurrent_pair
     engine = BatchedEngine(batched)
     ids = alone.tokenizer.encode(PROMPTS[5])
     first, again = (Request(np.array(ids, np.int32), max_tokens=4) for _ in range(2))
@@ -252,15 +271,30 @@ def test_mamba_engine_reuses_no_prefix(mamba_pair):
     assert first.tokens == again.tokens == alone.generate_ids(ids, max_new_tokens=4)
 
 
-def test_qwen35_refuses_slots(tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from gguf_qwen35 import tiny_model, write_qwen35
+def test_qwen35_mtp_head_reads_slot_zero(tmp_path):
+    """A batched Qwen3.5 keeps each sequence's last hidden state in its slot; the MTP
+    head (the one-sequence API) reads slot 0's, as the one-slot model reads its own."""
+    path = recurrent_model("qwen35", tmp_path)
+    alone, batched = (load_gguf(path, max_seq=16, slots=n) for n in (1, 2))
+    ids = alone.tokenizer.encode(PROMPTS[1])
+    for lm in (alone, batched):
+        lm.reset()
+        lm.prefill(ids)
+    # another sequence in slot 1 leaves slot 0's hidden state alone
+    BatchRunner(batched).run([BatchItem(1, np.array(ids[:2], np.int32), 0)])
+    assert_logits_close(batched.mtp_logits(ids[0]), alone.mtp_logits(ids[0]))
 
-    model, mtp = tiny_model()
-    path = write_qwen35(tmp_path / "qwen35.gguf", model, mtp)
-    with pytest.raises(BatchingUnsupported, match="qwen35.*slots=1"):
-        load_gguf(path, max_seq=16, slots=2)
+
+def test_an_architecture_without_a_batched_graph_refuses_slots(monkeypatch, tmp_path):
+    """An architecture module that declares no batched graph: `BatchingUnsupported`
+    naming it and slots=1 (today every architecture has one)."""
+    from rlx_mlir.models.gguf_file import ARCHITECTURE_MODULES
+
+    path = recurrent_model("mamba", tmp_path)
+    monkeypatch.setitem(ARCHITECTURE_MODULES, "mamba",
+                        dataclasses.replace(ARCHITECTURE_MODULES["mamba"], batched=False))
+    with pytest.raises(BatchingUnsupported, match="mamba.*slots=1"):
+        load_gguf(path, max_seq=8, slots=2)
 
 
 # --- the serving engine ---------------------------------------------------------------------

@@ -202,6 +202,69 @@ def test_matches_causal_attention_over_one_slot():
     np.testing.assert_allclose(slotted(**data), want, rtol=RTOL, atol=ATOL)
 
 
+def rectangle_graph(heads: int, kv_heads: int, dim: int, capacity: int) -> rlx.Graph:
+    """`slot_graph` on a rectangle: rows [B, S, ·] with slots and positions [B, S] (the
+    batched graph of a recurrent model whose scans run along S)."""
+    g = rlx.Graph("rectangle")
+    width = kv_heads * dim
+    q = g.input("q", ("B", "S", heads * dim))
+    slots = g.input("slots", ("B", "S"), dtype="i32")
+    positions = g.input("positions", ("B", "S"), dtype="i32")
+    keys = g.cache_append(g.state("k_cache", (N_SLOTS, capacity, width)),
+                          g.input("k", ("B", "S", width)), slots=slots, positions=positions)
+    values = g.cache_append(g.state("v_cache", (N_SLOTS, capacity, width)),
+                            g.input("v", ("B", "S", width)), slots=slots, positions=positions)
+    g.output(g.slot_attention(q, keys, values, slots, positions, num_heads=heads,
+                              head_dim=dim, num_kv_heads=kv_heads))
+    return g
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_rectangle_of_rows_is_its_rows_in_order(threads):
+    """Rows [B, S, ·] with slots and positions [B, S] give what the B·S rows give as a
+    ragged batch, call after call (the caches persist): sequences of one length at
+    different positions, S = 1 decode steps, B = 1, and sizes off the vector width."""
+    heads, kv_heads, dim, capacity = 3, 1, 5, 12
+    rectangle = rlx.jit(rectangle_graph(heads, kv_heads, dim, capacity), threads=threads)
+    ragged = rlx.jit(slot_graph(heads, kv_heads, dim, capacity, None), threads=threads)
+    reference = rlx.reference(rectangle_graph(heads, kv_heads, dim, capacity))
+    rng = np.random.default_rng(21)
+    calls = [([2, 0], [0, 0], 3), ([1], [0], 4), ([2, 0, 1], [3, 3, 4], 1), ([0, 2], [4, 4], 5)]
+    for slots, starts, length in calls:
+        slot_rows = np.repeat(np.array(slots, np.int32), length)
+        position_rows = np.concatenate([np.arange(p, p + length, dtype=np.int32)
+                                        for p in starts])
+        flat = call_data(rng, slot_rows, position_rows, heads, kv_heads, dim)
+        shaped = {name: value.reshape(len(slots), length, *value.shape[1:])
+                  for name, value in flat.items()}
+        want = ragged(**flat).reshape(len(slots), length, -1)
+        np.testing.assert_allclose(rectangle(**shaped), want, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(reference(**shaped), want, rtol=RTOL, atol=ATOL)
+    for name in ("k_cache", "v_cache"):
+        np.testing.assert_array_equal(rectangle.state[name], ragged.state[name])
+    bad = {name: value.reshape(1, 2, *value.shape[1:]) for name, value in call_data(
+        rng, np.array([0, 0], np.int32), np.array([11, 12], np.int32), heads, kv_heads,
+        dim).items()}
+    with pytest.raises(RlxError, match="positions"):
+        rectangle(**bad)
+
+
+def test_rectangle_slots_must_have_the_rows_leading_shape():
+    g = rlx.Graph("bad_rectangle")
+    cache = g.state("cache", (N_SLOTS, 5, 8))
+    rows = g.input("rows", ("B", "S", 8))
+    slots = g.input("slots", ("B", "S"), dtype="i32")
+    with pytest.raises(ShapeError, match=r"slots.*one slot per row"):
+        g.cache_append(cache, rows, slots=g.input("s1", ("B",), dtype="i32"), positions=slots)
+    with pytest.raises(ShapeError, match=r"rows \[B, S, 4, 8\]"):
+        g.cache_append(cache, g.input("r4", ("B", "S", 4, 8)), slots=slots, positions=slots)
+    keys = g.cache_append(cache, rows, slots=slots, positions=slots)
+    with pytest.raises(ShapeError, match="positions"):
+        g.slot_attention(g.input("q", ("B", "S", 16)), keys, keys, slots,
+                         g.input("p", ("S", "B"), dtype="i32"), num_heads=4, head_dim=4,
+                         num_kv_heads=2)
+
+
 def test_the_slot_cache_is_neither_snapshot_nor_reset():
     """The slot caches count as appended caches: a call copies none of their rows and
     reset() keeps them (the caller owns the positions)."""

@@ -604,7 +604,8 @@ class _SlotAttention(_Attention):
         sizes = kb.args[6:6 + len(symbols)]
         self.share = kb.args[6 + len(symbols):] if partitioned else None
         self.mask = self.mask_row = None
-        self.rows: Index = RuntimeDims.of(op, sizes).shape(0)[0] if symbols else shape_of(op.q)[0]
+        q_shape = RuntimeDims.of(op, sizes).shape(0) if symbols else shape_of(op.q)
+        self.rows: Index = kb.product(q_shape[:-1])  # [R, H·D] or [B, S, H·D]
         self.n_slots, self.capacity, _ = shape_of(op.keys)
 
     def build(self) -> llvm.FuncOp:

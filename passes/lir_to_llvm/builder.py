@@ -246,6 +246,14 @@ class KernelBuilder:
     def mul(self, a: Value, b: Value) -> SSAValue:
         return self.insert(llvm.MulOp(*self.pair(a, b)))
 
+    def product(self, sizes: Sequence[Index]) -> Index:
+        """The product of `sizes` (ints fold; an i64 value when any is one)."""
+        total: Index = 1
+        for size in sizes:
+            total = total * size if isinstance(total, int) and isinstance(size, int) \
+                else self.mul(total, size)
+        return total
+
     def sdiv(self, a: Value, b: Value) -> SSAValue:
         return self.insert(llvm.SDivOp(*self.pair(a, b)))
 

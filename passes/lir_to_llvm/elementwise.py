@@ -643,13 +643,7 @@ def _build_dynamic_concat(op: lir.ConcatOp, name: str, vector_width: int,
     axis = op.axis.value.data % len(out_shape)
     element = llvm_element(op.out.type.get_element_type())
 
-    def product(sizes: Sequence[Value]) -> Value:
-        total: Value = 1
-        for size in sizes:
-            total = total * size if isinstance(total, int) and isinstance(size, int) \
-                else kb.mul(total, size)
-        return total
-
+    product = kb.product
     outer, inner = product(out_shape[:axis]), product(out_shape[axis + 1:])
     blocks = [product([dims.dim(i, axis), inner]) for i in range(count - 1)]
     out_block = product([out_shape[axis], inner])

@@ -269,7 +269,8 @@ def slot_out_of_range(kb: KernelBuilder, slots: SSAValue, positions: SSAValue, c
 @kernel(lir.CacheScatterOp, runtime_dims=True, checked=True)
 def build_cache_scatter(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
     """out[slots[r], positions[r]] = rows[r] for r < R (R read at run time when symbolic):
-    the rows of a ragged batch written into a slot cache [n_slots, capacity, *tail].
+    the rows of a ragged batch written into a slot cache [n_slots, capacity, *tail]
+    (rows [B, S, *tail] with slots and positions [B, S]: the B·S rows in order).
     Takes `(ptr rows, ptr slots, ptr positions, ptr out[, i64 R])` and returns an i32
     status: STATUS_SLOT_OUT_OF_RANGE, writing nothing, when any slot or position is out
     of range, else STATUS_OK."""
@@ -279,8 +280,9 @@ def build_cache_scatter(op: Operation, name: str, vector_width: int) -> llvm.Fun
     kb = KernelBuilder(name, [PTR] * 4 + [i64] * len(symbols), vector_width=vector_width,
                        result_type=i32)
     rows, slots, positions, out = kb.args[:4]
-    count = RuntimeDims.of(op, kb.args[4:]).shape(0)[0]
     n_slots, capacity, *tail = shape_of(op.out)
+    rows_shape = RuntimeDims.of(op, kb.args[4:]).shape(0)
+    count = kb.product(rows_shape[:len(rows_shape) - len(tail)])  # [R] or [B, S] rows
     row = numel(tail)
     any_bad = slot_out_of_range(kb, slots, positions, count, n_slots, capacity)
     with kb.loop(0, kb.select(any_bad, kb.index(0), kb.index(count))) as r_loop:

@@ -752,14 +752,16 @@ def slot_indices(what: str, slots: ArrayLike, positions: ArrayLike, n_slots: int
 def cache_scatter(rows: ArrayLike, cache: ArrayLike, slots: ArrayLike,
                   positions: ArrayLike) -> np.ndarray:
     """A copy of the slot cache `cache` [n_slots, capacity, *tail] with row r of `rows`
-    [R, *tail] at [slots[r], positions[r]] (in order: a later row wins)."""
+    [R, *tail] at [slots[r], positions[r]] (in order: a later row wins); rows [B, S, *tail]
+    with slots and positions [B, S] are the B·S rows in order."""
     rows, cache = _data(rows), _data(cache)
     rules.cache_scatter(_shape(rows), _shape(cache), _shape(np.asarray(slots)),
                         _shape(np.asarray(positions)))
     slot, position = slot_indices("cache_scatter", slots, positions, *cache.shape[:2])
     out = np.array(cache)
-    for r in range(rows.shape[0]):
-        out[slot[r], position[r]] = rows[r]
+    rows = rows.reshape(-1, *cache.shape[2:])  # [B, S, *tail]: the B·S rows in order
+    for r, (s, p) in enumerate(zip(slot.ravel(), position.ravel(), strict=True)):
+        out[s, p] = rows[r]
     return out
 
 
@@ -770,14 +772,18 @@ def slot_attention(q: ArrayLike, keys: ArrayLike, values: ArrayLike, slots: Arra
                    window: int | None = None) -> np.ndarray:
     """Row r of q [R, H·D] attends the keys/values [n_slots, capacity, Hkv·D] of slot
     slots[r] at j in [lo, positions[r]] (lo = 0, or with `window` W
-    max(0, positions[r] − W + 1)), grouped-query; the result has q's shape."""
+    max(0, positions[r] − W + 1)), grouped-query; the result has q's shape. q [B, S, H·D]
+    with slots and positions [B, S] is the B·S rows in order."""
     q, k, v = _f64(q), _f64(keys), _f64(values)
     num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
     rules.slot_attention(_shape(q), _shape(k), _shape(v), _shape(np.asarray(slots)),
                          _shape(np.asarray(positions)), num_heads=num_heads,
                          head_dim=head_dim, num_kv_heads=num_kv_heads, window=window)
     slot, position = slot_indices("slot_attention", slots, positions, *k.shape[:2])
+    slot, position = slot.ravel(), position.ravel()
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    shape = q.shape
+    q = q.reshape(-1, shape[-1])  # [B, S, H·D]: the B·S rows in order
     out = np.zeros_like(q)
     for r in range(q.shape[0]):
         end = int(position[r]) + 1
@@ -785,7 +791,7 @@ def slot_attention(q: ArrayLike, keys: ArrayLike, values: ArrayLike, slots: Arra
         out[r] = _attention64(q[r:r + 1], k[slot[r], lo:end], v[slot[r], lo:end], None,
                               num_heads=num_heads, head_dim=head_dim,
                               num_kv_heads=num_kv_heads, mask_kind="none", scale=scale)[0]
-    return _out(out)
+    return _out(out.reshape(shape))
 
 
 def embedding(table: ArrayLike, ids: ArrayLike) -> np.ndarray:

@@ -807,34 +807,39 @@ def extract_rows(cache: Shape, size: str) -> Shape:
 
 
 def cache_scatter(rows: Shape, cache: Shape, slots: Shape, positions: Shape) -> Shape:
-    """Writing `rows` [R, *tail] (R static or a symbol) into a slot cache [n_slots,
-    capacity, *tail] (a state: static), row r at [slots[r], positions[r]] (`slots`,
-    `positions` [R]): the cache's shape."""
+    """Writing `rows` [*lead, *tail] into a slot cache [n_slots, capacity, *tail] (a
+    state: static), each row at [slots[...], positions[...]] (`slots`, `positions` of the
+    shape `lead`: [R] for a ragged batch, [B, S] for a rectangle; its dims static or
+    symbols): the cache's shape."""
     check_rank("cache", cache, range(2, 9))
     for d in cache:
         require_static("cache", d, "a slot cache (a state) has a static shape, so every dim")
     tail = cache[2:]
-    if len(rows) != len(tail) + 1 or not all(map(dims_match, rows[1:], tail)):
+    lead = len(rows) - len(tail)
+    if lead not in (1, 2) or not all(map(dims_match, rows[lead:], tail)):
         raise ShapeError(
-            f"rows {fmt(rows)}: expected [R, {', '.join(map(str, tail))}] (rows of the slot "
-            f"cache {fmt(cache)} [n_slots, capacity, *tail]), got {fmt(rows)}"
+            f"rows {fmt(rows)}: expected [R, {', '.join(map(str, tail))}] or [B, S, "
+            f"{', '.join(map(str, tail))}] (rows of the slot cache {fmt(cache)} [n_slots, "
+            f"capacity, *tail]), got {fmt(rows)}"
         )
-    check_slot_rows(rows[0], slots, positions)
+    check_slot_rows(rows[:lead], slots, positions)
     return cache
 
 
-def check_slot_rows(count: Dim, slots: Shape, positions: Shape) -> None:
-    """`slots` and `positions` are [R], one entry per row (R = `count`)."""
-    check_exact("slots", slots, (count,), "one slot per row")
-    check_exact("positions", positions, (count,), "one position per row")
+def check_slot_rows(lead: Shape, slots: Shape, positions: Shape) -> None:
+    """`slots` and `positions` have the rows' leading shape `lead` ([R] or [B, S]): one
+    slot and one position per row."""
+    check_exact("slots", slots, lead, "one slot per row")
+    check_exact("positions", positions, lead, "one position per row")
 
 
 def slot_attention(q: Shape, keys: Shape, values: Shape, slots: Shape, positions: Shape, *,
                    num_heads: int, head_dim: int, num_kv_heads: int,
                    window: int | None = None) -> Shape:
-    """Attention of each row of q [R, H*D] over the keys/values [n_slots, capacity,
-    Hkv*D] of its slot up to its position (`slots`, `positions` [R]): q's shape."""
-    check_rank("q", q, (2,))
+    """Attention of each row of q [R, H*D] (or [B, S, H*D]) over the keys/values
+    [n_slots, capacity, Hkv*D] of its slot up to its position (`slots`, `positions` of
+    q's leading shape): q's shape."""
+    check_rank("q", q, (2, 3))
     _check_heads(q, num_heads, head_dim, num_kv_heads)
     check_rank("keys", keys, (3,))
     for d in keys:
@@ -843,7 +848,7 @@ def slot_attention(q: Shape, keys: Shape, values: Shape, slots: Shape, positions
     check_exact("keys", keys, (keys[0], keys[1], width),
                 f"[n_slots, capacity, num_kv_heads*head_dim = {width}]")
     check_exact("values", values, keys, "the shape of keys")
-    check_slot_rows(q[0], slots, positions)
+    check_slot_rows(q[:-1], slots, positions)
     attention_window(window, "causal")
     return q
 

@@ -140,8 +140,9 @@ def _cache_scatter(op: Operation, args: list[Any], props: dict[str, Any]) -> Non
     is written when a slot or position is out of range)."""
     rows, slots, positions, out = args
     slot, position = slot_indices(op.name, slots, positions, *out.shape[:2])
-    for r in range(rows.shape[0]):
-        out[slot[r], position[r]] = rows[r]
+    rows = rows.reshape(-1, *out.shape[2:])  # [B, S, *tail]: the B·S rows in order
+    for r, (s, p) in enumerate(zip(slot.ravel(), position.ravel(), strict=True)):
+        out[s, p] = rows[r]
 
 
 def _barrier(op: Operation, args: list[Any], props: dict[str, Any]) -> None:

@@ -29,7 +29,6 @@ hand-built Hugging Face stack of tests/test_parity_sequence.py runs).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -209,20 +208,6 @@ class _MambaBuilder(DecoderBuilder):
         self.head(g.reshape(g.gather(h, last, axis=1), ("B", c.n_embd)), rows)
         return DecoderGraph(g, c, 0, self.max_seq, self.weights, kv_cache=False,
                             slots=self.slots, ragged=False)
-
-    def slot_state(self, name: str, shape: tuple[int, ...]) -> tuple[Value, Callable]:
-        """(the sequences' initial values [B, *shape], a function storing their final
-        values) of the per-slot state `name`."""
-        g, width = self.g, math.prod(shape)
-        state = g.state(name, (self.slots, 1, width))
-        rows = g.gather(g.reshape(state, (self.slots, width)), self.row_slots, axis=0)
-        rows = g.mul(rows, g.reshape(self.row_keep, ("B", 1)))
-
-        def store(value: Value) -> None:
-            g.cache_append(state, g.reshape(value, ("B", width)), slots=self.row_slots,
-                           positions=self.row_positions)
-
-        return g.reshape(rows, ("B", *shape)), store
 
     def mamba_layer(self, i: int, h: Value) -> Value:
         c, g = self.config, self.g

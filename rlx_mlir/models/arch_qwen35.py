@@ -30,7 +30,7 @@ token's embedding, gives `lm.mtp_logits(next_id)`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,12 +63,14 @@ L2_EPS = 1e-6
 
 
 def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max_seq: int,
-                  n_rot: int | None = None, activations: str = "q8") -> DecoderGraph:
+                  n_rot: int | None = None, activations: str = "q8",
+                  slots: int | None = None) -> DecoderGraph:
     """The `qwen35` decoder graph (the interface of `architectures.build_decoder`, plus
     the input `last` and the state `mtp_hidden` when the file has an MTP layer), with its
-    MTP head graph as `.mtp`. `n_rot` defaults to the file's `rope.dimension_count`."""
+    MTP head graph as `.mtp`. `n_rot` defaults to the file's `rope.dimension_count`.
+    `slots`: the batched graph (`_Qwen35Builder.build_batched`)."""
     n_rot = n_rot or params_of(config).n_rot or config.head_dim
-    decoder = _Qwen35Builder(config, tensors, max_seq, n_rot, activations).build()
+    decoder = _Qwen35Builder(config, tensors, max_seq, n_rot, activations, slots).build()
     if config.n_mtp:
         decoder.mtp = _MtpBuilder(config, tensors, n_rot, max_seq, activations).build()
     return decoder
@@ -82,8 +84,13 @@ def l2_normalize(g: Graph, x: Value, eps: float = L2_EPS) -> Value:
 class _Qwen35Builder(DecoderBuilder):
     """The decoder: gated-delta-net and gated-attention layers (module docstring)."""
 
+    lead: tuple[str, ...] = ("S",)
+    """The leading dims of the token rows: [S] for one sequence, [B, S] batched."""
+
     def build(self) -> DecoderGraph:
         c, g = self.config, self.g
+        if self.slots is not None:
+            return self.build_batched()
         ids = g.input("ids", ("S",), "i32")
         cos = g.input("cos", ("S", self.n_rot // 2))
         sin = g.input("sin", ("S", self.n_rot // 2))
@@ -107,6 +114,42 @@ class _Qwen35Builder(DecoderBuilder):
         g.output(logits=logits, next_ids=sampled)
         return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights)
 
+    def build_batched(self) -> DecoderGraph:
+        """B sequences of S tokens each, a rectangle as Mamba's (`arch_mamba`): the conv
+        windows and delta-rule states are per-slot states (`slot_state`; `row_slots`,
+        `row_keep`, `row_positions` [B] as there), and the attention layers' KV caches
+        slot caches [slots, max_seq, ·] written and read at each token's slot and
+        position (`token_slots`, `token_positions` [B, S]: a sequence's S tokens at
+        consecutive positions from its own start); cos, sin [B, S, n_rot/2] are those
+        positions' rope rows. `last_token` (1,) is S - 1; `rows` (R,) which sequences'
+        logits; sampling per row (`sample_positions`: each draw counted as the
+        one-sequence graph counts it). With an MTP layer each sequence's last hidden
+        state goes to its slot of `mtp_hidden` [slots, 1, d] (`mtp_logits` reads slot 0)."""
+        c, g = self.config, self.g
+        self.lead = ("B", "S")
+        ids = g.input("ids", self.lead, "i32")
+        self.row_slots = g.input("row_slots", ("B",), "i32")
+        self.row_keep = g.input("row_keep", ("B",), "f32")
+        self.row_positions = g.input("row_positions", ("B",), "i32")
+        self.token_slots = g.input("token_slots", self.lead, "i32")
+        self.token_positions = g.input("token_positions", self.lead, "i32")
+        cos = g.input("cos", (*self.lead, self.n_rot // 2))
+        sin = g.input("sin", (*self.lead, self.n_rot // 2))
+        last = g.input("last_token", (1,), "i32")
+        rows = g.input("rows", ("R",), "i32")
+        with g.scope("embed"):
+            h = self.embed("token_embd.weight", ids)
+        for i in range(c.n_layer):
+            with g.scope(f"layer{i}"):
+                h = self.layer(i, h, cos, sin)
+        final = g.reshape(g.gather(h, last, axis=1), ("B", c.n_embd))
+        if c.n_mtp:  # each sequence's last hidden state (pre-norm), for the MTP head
+            with g.scope("head"):
+                self.slot_state("mtp_hidden", (c.n_embd,))[1](final)
+        self.head(final, rows)
+        return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights, slots=self.slots,
+                            ragged=False)
+
     def layer(self, i: int, h: Value, cos: Value, sin: Value) -> Value:
         c, g = self.config, self.g
         blk = f"blk.{i}."
@@ -124,15 +167,17 @@ class _Qwen35Builder(DecoderBuilder):
         """The gated-delta-net mixer of layer i on x (S, d) -> (S, d)."""
         g, p, blk = self.g, params_of(self.config), f"blk.{i}."
         n, nk, nv = p.head_k_dim, p.n_k_heads, p.n_v_heads
-        qkv = g.reshape(self.project(x, blk + "attn_qkv.weight"), (1, "S", p.conv_dim))
-        window = g.state(f"blk{i}_conv", (1, p.conv_kernel - 1, p.conv_dim))
+        seq = self.lead if self.slots is not None else (1, "S")  # the ops' [b, s, ...]
+        qkv = g.reshape(self.project(x, blk + "attn_qkv.weight"), (*seq, p.conv_dim))
+        window, keep_window = self.recurrent_state(f"blk{i}_conv",
+                                                   (p.conv_kernel - 1, p.conv_dim))
         mixed, new_window = g.depthwise_conv1d_causal(qkv, self.conv_weight(blk), window,
                                                       return_state=True)
-        g.assign(window, new_window)
+        keep_window(new_window)
         mixed = g.silu(mixed)
-        q = g.reshape(g.narrow(mixed, 2, 0, p.key_dim), (1, "S", nk, n))
-        k = g.reshape(g.narrow(mixed, 2, p.key_dim, p.key_dim), (1, "S", nk, n))
-        v = g.reshape(g.narrow(mixed, 2, 2 * p.key_dim, p.value_dim), (1, "S", nv, n))
+        q = g.reshape(g.narrow(mixed, 2, 0, p.key_dim), (*seq, nk, n))
+        k = g.reshape(g.narrow(mixed, 2, p.key_dim, p.key_dim), (*seq, nk, n))
+        v = g.reshape(g.narrow(mixed, 2, 2 * p.key_dim, p.value_dim), (*seq, nv, n))
         q = l2_normalize(g, q) * float(n ** -0.5)
         k = l2_normalize(g, k)
         if nv != nk:  # the converter ordered the value heads so that head j reads key j % nk
@@ -141,14 +186,22 @@ class _Qwen35Builder(DecoderBuilder):
         beta = g.sigmoid(self.project(x, blk + "ssm_beta.weight"))
         alpha = self.project(x, blk + "ssm_alpha.weight") + self.vector(blk + "ssm_dt.bias")
         decay = g.softplus(alpha) * self.vector(blk + "ssm_a")
-        recurrent = g.state(f"blk{i}_ssm", (1, nv, n, n))
-        o, final = g.gated_delta_net(q, k, v, g.reshape(decay, (1, "S", nv)),
-                                     g.reshape(beta, (1, "S", nv)), initial_state=recurrent,
+        recurrent, keep_recurrent = self.recurrent_state(f"blk{i}_ssm", (nv, n, n))
+        o, final = g.gated_delta_net(q, k, v, g.reshape(decay, (*seq, nv)),
+                                     g.reshape(beta, (*seq, nv)), initial_state=recurrent,
                                      return_state=True)
-        g.assign(recurrent, final)
-        z = g.reshape(self.project(x, blk + "attn_gate.weight"), (1, "S", nv, n))
+        keep_recurrent(final)
+        z = g.reshape(self.project(x, blk + "attn_gate.weight"), (*seq, nv, n))
         o = g.rms_norm(o, self.vector(blk + "ssm_norm.weight"), eps=self.config.eps) * g.silu(z)
-        return self.project(g.reshape(o, ("S", p.value_dim)), blk + "ssm_out.weight")
+        return self.project(g.reshape(o, (*self.lead, p.value_dim)), blk + "ssm_out.weight")
+
+    def recurrent_state(self, name: str, shape: tuple[int, ...]) -> tuple[Value, Callable]:
+        """(the state's value at the call's start [b, *shape], a function keeping its value
+        at the end): the state `name` [1, *shape], or batched each sequence's slot of it."""
+        if self.slots is not None:
+            return self.slot_state(name, shape)
+        state = self.g.state(name, (1, *shape))
+        return state, lambda value: self.g.assign(state, value)
 
     def conv_weight(self, blk: str) -> Value:
         """`ssm_conv1d.weight` [C, K] as the conv's f32 [K, C]."""
@@ -164,13 +217,16 @@ class _Qwen35Builder(DecoderBuilder):
     def gated_attention(self, i: int, x: Value, cos: Value, sin: Value) -> Value:
         """The gated full-attention mixer of layer i on x (S, d) -> (S, d)."""
         c, g, blk = self.config, self.g, f"blk.{i}."
-        heads, kv_heads, d = c.n_head, c.n_head_kv, c.head_dim
-        qg = g.reshape(self.project(x, blk + "attn_q.weight"), ("S", heads, 2 * d))
-        q = self.head_rms(g.narrow(qg, 2, 0, d), blk + "attn_q_norm.weight", heads)
-        gate = g.reshape(g.narrow(qg, 2, d, d), ("S", heads * d))
-        k = g.reshape(self.project(x, blk + "attn_k.weight"), ("S", kv_heads, d))
+        heads, kv_heads, d, lead = c.n_head, c.n_head_kv, c.head_dim, self.lead
+        qg = g.reshape(self.project(x, blk + "attn_q.weight"), (*lead, heads, 2 * d))
+        q = self.head_rms(g.narrow(qg, -1, 0, d), blk + "attn_q_norm.weight", heads)
+        gate = g.reshape(g.narrow(qg, -1, d, d), (*lead, heads * d))
+        k = g.reshape(self.project(x, blk + "attn_k.weight"), (*lead, kv_heads, d))
         k = self.head_rms(k, blk + "attn_k_norm.weight", kv_heads)
         v = self.project(x, blk + "attn_v.weight")
+        if self.slots is not None:
+            return self.project(self.slot_attention(i, q, k, v, cos, sin) * g.sigmoid(gate),
+                                blk + "attn_output.weight")
         q = g.rope(q, cos, sin, d, self.n_rot, style="half")
         k = g.rope(k, cos, sin, d, self.n_rot, style="half")
         kv_shape = (self.max_seq, kv_heads * d)
@@ -180,11 +236,40 @@ class _Qwen35Builder(DecoderBuilder):
                                num_kv_heads=kv_heads, mask_kind="causal")
         return self.project(attended * g.sigmoid(gate), blk + "attn_output.weight")
 
+    def slot_attention(self, i: int, q: Value, k: Value, v: Value, cos: Value,
+                       sin: Value) -> Value:
+        """The batched graph's attention of layer i: q, k, v [B, S, ·] roped at each
+        token's position, k and v written to the tokens' slots, q attending its slot."""
+        c, g = self.config, self.g
+        heads, kv_heads, d = c.n_head, c.n_head_kv, c.head_dim
+        q = self.rope_rows(q, cos, sin, heads)
+        k = self.rope_rows(k, cos, sin, kv_heads)
+        kv_shape = (self.slots, self.max_seq, kv_heads * d)
+        where = dict(slots=self.token_slots, positions=self.token_positions)
+        keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k, **where)
+        values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v, **where)
+        return g.slot_attention(q, keys, values, self.token_slots, self.token_positions,
+                                num_heads=heads, head_dim=d, num_kv_heads=kv_heads)
+
+    def rope_rows(self, x: Value, cos: Value, sin: Value, n_heads: int) -> Value:
+        """`g.rope(..., style="half")` of x [B, S, n_heads·head_dim] with cos, sin
+        [B, S, n_rot/2]: each sequence's rows at its own positions (`g.rope` takes one
+        table [S, n_rot/2] for every sequence), as elementwise ops on the heads."""
+        g, d, half = self.g, self.config.head_dim, self.n_rot // 2
+        heads = g.reshape(x, (*self.lead, n_heads, d))
+        cos, sin = (g.reshape(t, (*self.lead, 1, half)) for t in (cos, sin))
+        x1, x2 = g.narrow(heads, 3, 0, half), g.narrow(heads, 3, half, half)
+        parts = [x1 * cos - x2 * sin, x2 * cos + x1 * sin]
+        if self.n_rot < d:
+            parts.append(g.narrow(heads, 3, self.n_rot, d - self.n_rot))
+        return g.reshape(g.concat(parts, axis=3), (*self.lead, n_heads * d))
+
     def head_rms(self, x: Value, tensor: str, n_heads: int) -> Value:
-        """RMS norm of each head of x (S, n_heads, head_dim), flattened to (S, n_heads·head_dim)."""
+        """RMS norm of each head of x (*lead, n_heads, head_dim), flattened to (*lead,
+        n_heads·head_dim)."""
         g, d = self.g, self.config.head_dim
         return g.reshape(g.rms_norm(x, self.vector(tensor), eps=self.config.eps),
-                         ("S", n_heads * d))
+                         (*self.lead, n_heads * d))
 
 
 # --- the MTP head ----------------------------------------------------------------------
@@ -266,7 +351,8 @@ class MtpHead:
         position = lm.position
         if position == 0:
             raise ArgumentError("mtp_logits: the model holds no tokens yet; call prefill first")
-        hidden = np.asarray(lm.runner.state["mtp_hidden"], np.float32).reshape(1, 1, -1)
+        hidden = np.asarray(lm.runner.state["mtp_hidden"], np.float32)  # [slots, 1, d]
+        hidden = hidden.reshape(-1, 1, hidden.shape[-1])[:1]  # batched: slot 0's row
         row = min(position, lm.max_seq - 1)
         cos, sin = lm.rope_rows(row, row + 1)
         logits = self.runner(h=hidden, ids=np.array([[next_id]], np.int32), cos=cos, sin=sin,
@@ -284,6 +370,6 @@ def compile_mtp(decoder: DecoderGraph, file: GGUFFile, compile_graph: Any) -> Mt
 
 
 ARCHITECTURE_MODULES["qwen35"] = ArchitectureModule(build_decoder, refine=refine_config,
-                                                   tensors=expected_tensors)
+                                                   tensors=expected_tensors, batched=True)
 
 __all__ = ["MtpHead", "build_decoder", "compile_mtp", "l2_normalize"]

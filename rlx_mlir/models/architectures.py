@@ -49,7 +49,8 @@ params (transposed to [in, out]) used with `matmul`; 1-D tensors (norms, biases)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,8 +142,8 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
     choose the kernels); KV caches of `max_seq` rows. The tensors are assumed present with
     the right shapes (`GGUFFile.check_model`). `activations` is the form of every
     block-quantized `dequant_matmul`: "q8" (llama.cpp's) or "f32". `slots`: the batched
-    graph of that many sequences (module docstring); a ModelError for an architecture
-    that has none (qwen35)."""
+    graph of that many sequences (module docstring); `BatchingUnsupported` for an
+    architecture module that declares none."""
     module = ARCHITECTURE_MODULES.get(config.architecture)
     if module is not None:  # an architecture of its own module (arch_<name>.py)
         if slots is None:
@@ -151,8 +152,7 @@ def build_decoder(config: ModelConfig, tensors: Mapping[str, TensorInfo], *, max
         if not module.batched:
             raise BatchingUnsupported(
                 f"batched decoding (slots > 1) is not implemented for {config.architecture} "
-                f"models yet (its delta-net and attention layers in one batch); load it with "
-                f"slots=1")
+                f"models yet; load it with slots=1")
         return module.build(config, tensors, max_seq=max_seq, n_rot=n_rot,
                             activations=activations, slots=slots)
     return DecoderBuilder(config, tensors, max_seq, n_rot or config.head_dim,
@@ -250,6 +250,22 @@ class DecoderBuilder:
         keys = g.cache_append(g.state(f"blk{i}_k_cache", kv_shape), k, **where)
         values = g.cache_append(g.state(f"blk{i}_v_cache", kv_shape), v, **where)
         return g.slot_attention(q, keys, values, self.row_slots, self.row_positions, **heads)
+
+    def slot_state(self, name: str, shape: tuple[int, ...]) -> tuple[Value, Callable]:
+        """(the sequences' initial values [B, *shape], a function storing their final
+        values) of the per-slot state `name` [slots, 1, prod(shape)], in a rectangle's
+        batched graph (inputs `row_slots`, `row_keep` and `row_positions` [B], the latter
+        zeros: the state's one row): a sequence with keep 0 starts from zeros."""
+        g, width = self.g, math.prod(shape)
+        state = g.state(name, (self.slots, 1, width))
+        rows = g.gather(g.reshape(state, (self.slots, width)), self.row_slots, axis=0)
+        rows = g.mul(rows, g.reshape(self.row_keep, ("B", 1)))
+
+        def store(value: Value) -> None:
+            g.cache_append(state, g.reshape(value, ("B", width)), slots=self.row_slots,
+                           positions=self.row_positions)
+
+        return g.reshape(rows, ("B", *shape)), store
 
     def projection(self, x: Value, prefix: str) -> Value:
         """x @ W^T of `prefix.weight`, plus `prefix.bias` when the file has one (qwen2)."""

@@ -17,8 +17,8 @@ logits and its drawn id: the draw is the one a one-sequence call at position
 start, and each later one at the position of the token it feeds), so seeded sequences
 draw the same tokens batched or alone.
 
-A recurrent model (Mamba) takes rectangles instead, B sequences × S tokens: `run` makes
-one call per group of items of one length (`_rectangle_inputs`).
+A recurrent model (Mamba, Qwen3.5) takes rectangles instead, B sequences × S tokens:
+`run` makes one call per group of items of one length (`_rectangle_inputs`).
 
 `BatchRunner.decode(...)` runs whole generations on it with continuous batching (the
 engine of `LanguageModel.generate_batch`); the serving engine drives `run` itself.
@@ -125,22 +125,34 @@ class BatchRunner:
 
     def _rectangle_inputs(self, items: Sequence[BatchItem]) -> dict[str, np.ndarray]:
         """A recurrent model's batched inputs: the items' tokens as [B, S] (one length);
-        a sequence at position 0 starts from zero states. The draws are counted at
-        position 0, as a one-sequence recurrent model (which has no position) counts them."""
+        a sequence at position 0 starts from zero states. A model without attention
+        (Mamba) counts the draws at position 0, as its one-sequence graph (which has no
+        position) does; one with attention layers too (Qwen3.5) gets each token's slot,
+        position and rope rows [B, S], and counts the draws as the ragged graph does."""
         lengths = {len(item.tokens) for item in items}
         if len(lengths) != 1:
             raise ArgumentError(f"a recurrent model's batched call takes sequences of one "
                                 f"length, got lengths {sorted(lengths)}")
-        count = len(items)
-        return {
+        count, length = len(items), lengths.pop()
+        slots = np.array([item.slot for item in items], np.int32)
+        inputs = {
             "ids": np.stack([np.asarray(item.tokens, np.int32) for item in items]),
-            "row_slots": np.array([item.slot for item in items], np.int32),
+            "row_slots": slots,
             "row_keep": np.array([item.start > 0 for item in items], np.float32),
             "row_positions": np.zeros(count, np.int32),
-            "last_token": np.array([lengths.pop() - 1], np.int32),
+            "last_token": np.array([length - 1], np.int32),
             "rows": np.arange(count, dtype=np.int32),
             **self._sampling(items), "sample_positions": np.zeros(count, np.int64),
         }
+        if "token_positions" not in self.model.graph.inputs:
+            return inputs
+        positions = np.array([item.start for item in items], np.int32)[:, None] \
+            + np.arange(length, dtype=np.int32)
+        inputs |= {"token_slots": np.repeat(slots[:, None], length, axis=1),
+                   "token_positions": positions,
+                   "sample_positions": np.array([item.sample_position for item in items],
+                                                np.int64)}
+        return inputs | self.model.rope_inputs(positions)
 
     @staticmethod
     def _sampling(items: Sequence[BatchItem]) -> dict[str, np.ndarray]:

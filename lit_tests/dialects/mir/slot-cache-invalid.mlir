@@ -7,7 +7,7 @@ func.func @f(%k: tensor<?x4xf32> {rlx.name = "k", rlx.role = "input"}, %s: tenso
   func.return
 }
 
-// CHECK: 'mir.cache_scatter': rows [?, 4]: expected [R, 8] (rows of the slot cache [4, 32, 8] [n_slots, capacity, *tail]), got [?, 4]
+// CHECK: 'mir.cache_scatter': rows [?, 4]: expected [R, 8] or [B, S, 8] (rows of the slot cache [4, 32, 8] [n_slots, capacity, *tail]), got [?, 4]
 
 // -----
 
