@@ -26,6 +26,7 @@ so a failed call leaves them as it wrote them, and `reset()` keeps them.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -66,6 +67,23 @@ class Snapshot:
     """A copy of each assigned state."""
 
 
+LAZY_BUFFER_BYTES = 1 << 20
+"""State buffers from this size on are anonymous memory maps (`zeroed_buffer`)."""
+
+
+def zeroed_buffer(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A zero-filled state buffer. A large one (a KV cache of max_seq rows, a slot cache)
+    is an anonymous memory map: the OS commits it 4 KiB page by page as rows are written.
+    numpy's own large allocations ask for transparent huge pages, whose first touch
+    zero-fills 2 MiB at once: a batched model's first call in a fresh slot then stalled
+    for a quarter second (one huge page per layer's k and v)."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < LAZY_BUFFER_BYTES:
+        return np.zeros(shape, dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes), dtype).reshape(shape)
+
+
 class StateStore:
     """The state buffers of a model (zero at creation), its position and its KV caches."""
 
@@ -84,7 +102,7 @@ class StateStore:
         self.kept = kept
         """The states declared with `rollback=False`: never snapshot, restored or reset."""
         self.arrays: dict[str, np.ndarray] = {
-            s.name: np.zeros(s.shape, dtype=numpy_type(s.dtype)) for s in specs
+            s.name: zeroed_buffer(s.shape, numpy_type(s.dtype)) for s in specs
         }
         """The state buffers, updated in place by each call."""
         self.position = 0
