@@ -582,3 +582,36 @@ def test_compiled_calls_are_atomic():
     assert model.position == reference.position == 5
     for name in ("k", "h"):
         np.testing.assert_allclose(model.state[name], reference.state[name], rtol=RTOL, atol=ATOL)
+
+
+def test_large_state_buffers_are_lazily_committed_memory_maps():
+    """A KV cache of max_seq rows is an anonymous memory map (committed page by page as
+    rows are written, never a huge page zero-filled at a fresh slot's first row); small
+    states stay numpy arrays. Both start at zero, are writable and keep their layout,
+    and a model writes and resets them as before."""
+    import mmap
+
+    from rlx_mlir.state import LAZY_BUFFER_BYTES, zeroed_buffer
+
+    def is_memory_map(array: np.ndarray) -> bool:
+        while isinstance(array, np.ndarray):
+            array = array.base
+        return isinstance(array, memoryview) and isinstance(array.obj, mmap.mmap)
+
+    rows = LAZY_BUFFER_BYTES // (64 * 4) + 3
+    big, small = zeroed_buffer((rows, 64), np.float32), zeroed_buffer((3, 5), np.int32)
+    assert is_memory_map(big) and not is_memory_map(small)
+    for buffer, shape, dtype in ((big, (rows, 64), np.float32), (small, (3, 5), np.int32)):
+        assert buffer.shape == shape and buffer.dtype == dtype and buffer.flags.writeable
+        assert buffer.flags.c_contiguous and not buffer.any()
+    assert big.ctypes.data % 4096 == 0  # page-aligned
+    g = rlx.Graph("lazy_cache")
+    cache = g.state("cache", (rows, 64))
+    appended = g.cache_append(cache, g.input("x", ("S", 64)))
+    g.output(g.reduce_sum(appended, 0))
+    model = rlx.jit(g)
+    assert is_memory_map(model._state.arrays["cache"])
+    x = np.arange(2 * 64, dtype=np.float32).reshape(2, 64)
+    np.testing.assert_allclose(model(x=x), x.sum(0))
+    np.testing.assert_allclose(model(x=x), 2 * x.sum(0))
+    np.testing.assert_array_equal(model.state["cache"][2:4], x)
