@@ -173,11 +173,7 @@ class _MambaBuilder(DecoderBuilder):
             return self.build_batched()
         ids = g.input("ids", ("S",), "i32")
         rows = g.input("rows", ("R",), "i32")
-        with g.scope("embed"):
-            h = self.embed("token_embd.weight", ids)
-        for i in range(self.config.n_layer):
-            with g.scope(f"layer{i}"):
-                h = self.mamba_layer(i, h)
+        h = self.run_layers(ids, self.mamba_layer)
         self.head(h, rows)
         return DecoderGraph(self.g, self.config, 0, self.max_seq, self.weights, kv_cache=False)
 
@@ -193,21 +189,11 @@ class _MambaBuilder(DecoderBuilder):
 
         Each layer gathers its sequences' states, runs the mixer on [B, S, d], and writes
         the final states back into their slots (`cache_append(..., slots=)`)."""
-        c, g = self.config, self.g
-        ids = g.input("ids", ("B", "S"), "i32")
-        self.row_slots = g.input("row_slots", ("B",), "i32")
-        self.row_keep = g.input("row_keep", ("B",), "f32")
-        self.row_positions = g.input("row_positions", ("B",), "i32")
-        last = g.input("last_token", (1,), "i32")
-        rows = g.input("rows", ("R",), "i32")
-        with g.scope("embed"):
-            h = self.embed("token_embd.weight", ids)
-        for i in range(c.n_layer):
-            with g.scope(f"layer{i}"):
-                h = self.mamba_layer(i, h)
-        self.head(g.reshape(g.gather(h, last, axis=1), ("B", c.n_embd)), rows)
-        return DecoderGraph(g, c, 0, self.max_seq, self.weights, kv_cache=False,
-                            slots=self.slots, ragged=False)
+        ids, last, rows = self.rectangle_inputs()
+        h = self.run_layers(ids, self.mamba_layer)
+        self.head(self.last_hidden(h, last), rows)
+        return DecoderGraph(self.g, self.config, 0, self.max_seq, self.weights,
+                            kv_cache=False, slots=self.slots, ragged=False)
 
     def mamba_layer(self, i: int, h: Value) -> Value:
         c, g = self.config, self.g

@@ -95,11 +95,7 @@ class _Qwen35Builder(DecoderBuilder):
         cos = g.input("cos", ("S", self.n_rot // 2))
         sin = g.input("sin", ("S", self.n_rot // 2))
         rows = g.input("rows", ("R",), "i32")
-        with g.scope("embed"):
-            h = self.embed("token_embd.weight", ids)
-        for i in range(c.n_layer):
-            with g.scope(f"layer{i}"):
-                h = self.layer(i, h, cos, sin)
+        h = self.run_layers(ids, lambda i, h: self.layer(i, h, cos, sin))
         with g.scope("head"):
             if c.n_mtp:  # the MTP head reads the last position's hidden state (pre-norm)
                 last = g.gather(h, g.input("last", (1,), "i32"), axis=0)
@@ -127,22 +123,13 @@ class _Qwen35Builder(DecoderBuilder):
         state goes to its slot of `mtp_hidden` [slots, 1, d] (`mtp_logits` reads slot 0)."""
         c, g = self.config, self.g
         self.lead = ("B", "S")
-        ids = g.input("ids", self.lead, "i32")
-        self.row_slots = g.input("row_slots", ("B",), "i32")
-        self.row_keep = g.input("row_keep", ("B",), "f32")
-        self.row_positions = g.input("row_positions", ("B",), "i32")
+        ids, last, rows = self.rectangle_inputs()
         self.token_slots = g.input("token_slots", self.lead, "i32")
         self.token_positions = g.input("token_positions", self.lead, "i32")
         cos = g.input("cos", (*self.lead, self.n_rot // 2))
         sin = g.input("sin", (*self.lead, self.n_rot // 2))
-        last = g.input("last_token", (1,), "i32")
-        rows = g.input("rows", ("R",), "i32")
-        with g.scope("embed"):
-            h = self.embed("token_embd.weight", ids)
-        for i in range(c.n_layer):
-            with g.scope(f"layer{i}"):
-                h = self.layer(i, h, cos, sin)
-        final = g.reshape(g.gather(h, last, axis=1), ("B", c.n_embd))
+        h = self.run_layers(ids, lambda i, h: self.layer(i, h, cos, sin))
+        final = self.last_hidden(h, last)
         if c.n_mtp:  # each sequence's last hidden state (pre-norm), for the MTP head
             with g.scope("head"):
                 self.slot_state("mtp_hidden", (c.n_embd,))[1](final)

@@ -183,13 +183,36 @@ class DecoderBuilder:
             self.row_slots = g.input("row_slots", ("S",), "i32")
             self.row_positions = g.input("row_positions", ("S",), "i32")
         rows = g.input("rows", ("R",), "i32")
-        with g.scope("embed"):  # scopes name the kernels' origins (lm.profile groups by them)
-            h = self.embed("token_embd.weight", ids)
-        for i in range(c.n_layer):
-            with g.scope(f"layer{i}"):
-                h = self.layer(i, h, cos, sin)
+        h = self.run_layers(ids, lambda i, h: self.layer(i, h, cos, sin))
         self.head(h, rows)
         return DecoderGraph(g, c, self.n_rot, self.max_seq, self.weights, slots=self.slots)
+
+    def run_layers(self, ids: Value, layer: Callable[[int, Value], Value]) -> Value:
+        """The hidden states after the token embedding of `ids` and every layer
+        (`layer(i, h)`), each in its scope (scopes name the kernels' origins:
+        `lm.profile` groups by them)."""
+        with self.g.scope("embed"):
+            h = self.embed("token_embd.weight", ids)
+        for i in range(self.config.n_layer):
+            with self.g.scope(f"layer{i}"):
+                h = layer(i, h)
+        return h
+
+    def rectangle_inputs(self) -> tuple[Value, Value, Value]:
+        """The inputs of a rectangle's batched graph (B sequences × S tokens: arch_mamba,
+        arch_qwen35): ids [B, S]; each sequence's `row_slots`, `row_keep` and
+        `row_positions` [B] (`slot_state`); `last_token` (1,), S - 1; `rows` (R,), which
+        sequences' logits. Returns (ids, last_token, rows)."""
+        g = self.g
+        ids = g.input("ids", ("B", "S"), "i32")
+        self.row_slots = g.input("row_slots", ("B",), "i32")
+        self.row_keep = g.input("row_keep", ("B",), "f32")
+        self.row_positions = g.input("row_positions", ("B",), "i32")
+        return ids, g.input("last_token", (1,), "i32"), g.input("rows", ("R",), "i32")
+
+    def last_hidden(self, h: Value, last: Value) -> Value:
+        """Each sequence's hidden state at `last` of a rectangle's h [B, S, d]: [B, d]."""
+        return self.g.reshape(self.g.gather(h, last, axis=1), ("B", self.config.n_embd))
 
     def head(self, h: Value, rows: Value) -> None:
         """The graph's outputs: the logits of the hidden `rows` (output norm and projection)
