@@ -486,10 +486,11 @@ class KernelBuilder:
         args = [value, self.address(base, offset), self.constant(4, i32), mask]
         self.insert(llvm.CallIntrinsicOp(f"llvm.masked.store.v{self.vector_width}f32.p0", args, []))
 
-    def prefetch(self, base: SSAValue, offset: Index) -> None:
-        """Software prefetch (for reading, into L1) of the cache line holding base[offset]."""
-        args = [self.address(base, offset), self.constant(0, i32), self.constant(3, i32),
-                self.constant(1, i32)]
+    def prefetch(self, base: SSAValue, offset: Index, element: Attribute = f32) -> None:
+        """Software prefetch (for reading, into L1) of the cache line holding base[offset]
+        (`offset` counted in `element`s, as `address`: i8 for a byte offset)."""
+        args = [self.address(base, offset, element), self.constant(0, i32),
+                self.constant(3, i32), self.constant(1, i32)]
         self.insert(llvm.CallIntrinsicOp("llvm.prefetch.p0", args, []))
 
     # ------------------------------------------------------------------ sweeps

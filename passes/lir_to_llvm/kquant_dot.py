@@ -51,7 +51,6 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     CHUNK_ROWS,
     COLUMN_TILE_ROWS,
     K_INT8_SCHEMES,
-    PREFETCH_BYTES,
     SCRATCH_BYTES,
     RowPlan,
     chunked_rows,
@@ -72,6 +71,12 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
 
 SUMS_PER_BLOCK = QK_K // 16
 """i16 sums of 16 consecutive q per q8_K block (q6_k's sub-blocks; q4_k/q5_k add pairs)."""
+
+
+KQUANT_PREFETCH_BYTES = 2048
+"""How far ahead of its reads a K-quant tile prefetches its weight rows, in bytes: the
+distance these kernels were measured with (benchmarks/results/issue19-kquant-int8.md);
+quant_dot's PREFETCH_BYTES was retuned for its own kernels only."""
 
 
 # ----------------------------------------------------------------------------- x quantization
@@ -370,10 +375,10 @@ def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratc
         blk = loop.iv
         at = kb.mul(blk, block_bytes)
         blocks = [kb.address(col, at, i8) for col in columns]
-        if PREFETCH_BYTES:
+        if KQUANT_PREFETCH_BYTES:
             for b in blocks:
                 for line in range(0, block_bytes, 64):
-                    kb.prefetch(kb.address(b, PREFETCH_BYTES + line, i8), 0)
+                    kb.prefetch(kb.address(b, KQUANT_PREFETCH_BYTES + line, i8), 0)
         superblock = SUPERBLOCKS[scheme](kb, blocks, scratch.scales)
         with kb.loop(0, GROUPS, carried=[zero] * rows) as groups:
             sums = list(groups.carried)
