@@ -1,6 +1,7 @@
 """`python -m benchmarks`: see benchmarks/README.md (`python -m benchmarks llm`: the LLM
 speed benchmark of benchmarks/llm.py; `python -m benchmarks serve`: rlx-serve under
-concurrent clients, benchmarks/serve.py; `python -m benchmarks train`: training steps
+concurrent clients, benchmarks/serve.py; `python -m benchmarks profile`: a decode step's
+thread balance, benchmarks/decode_profile.py; `python -m benchmarks train`: training steps
 against torch, benchmarks/train.py)."""
 
 import sys
@@ -14,6 +15,10 @@ if __name__ == "__main__":
         from benchmarks.train import main as train_main
 
         train_main(sys.argv[2:])
+    elif sys.argv[1:2] == ["profile"]:
+        from benchmarks.decode_profile import main as profile_main
+
+        profile_main(sys.argv[2:])
     elif sys.argv[1:2] == ["serve"]:
         from benchmarks.serve import main as serve_main
 

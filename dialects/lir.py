@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     NoneAttr,
+    StringAttr,
     UnitAttr,
     i8,
     i64,
@@ -547,20 +548,39 @@ class ViewOp(IRDLOperation):
         )
 
 
+BARRIER_KINDS = ("gather", "release")
+"""The one-sided barriers; a `lir.barrier` without a kind is a full one."""
+
+
 @irdl_op_definition
 class BarrierOp(IRDLOperation):
-    """Every thread of a call waits here until all have arrived: what a kernel before it
-    wrote is visible to every kernel after it. Placed by `lir-parallelize` between kernels
-    whose work is split across threads; a no-op in a serial call.
+    """Threads of a call wait here for each other, so that what a kernel before it wrote is
+    visible to the kernels after it. Placed by `lir-parallelize` between kernels whose
+    work is split across threads; a no-op in a serial call. A full barrier (no kind) holds
+    every thread until all have arrived. `gather` holds thread 0 alone until all have
+    arrived (before a serial kernel: only thread 0 runs next); `release` holds the other
+    threads until thread 0 arrives (after serial kernels: only thread 0 wrote since the
+    last barrier).
 
     ```mlir
     lir.barrier
+    lir.barrier "gather"
     ```
     """
 
     name = "lir.barrier"
 
-    assembly_format = "attr-dict"
+    kind = opt_prop_def(StringAttr)
+
+    assembly_format = "($kind^)? attr-dict"
+
+    def __init__(self, kind: str | None = None):
+        super().__init__(properties={"kind": StringAttr(kind)} if kind is not None else {})
+
+    def verify_(self) -> None:
+        _require(self, self.kind is None or self.kind.data in BARRIER_KINDS,
+                 f"kind: expected one of {', '.join(BARRIER_KINDS)} or none (a full "
+                 f"barrier), got {self.kind.data if self.kind else None!r}")
 
 
 # ----------------------------------------------------------------------------- kernels

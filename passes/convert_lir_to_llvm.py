@@ -106,6 +106,7 @@ from rlx_mlir.passes.lir_to_llvm.kernels import (
     reads_dims,
 )
 from rlx_mlir.passes.lir_to_llvm.parallel import (
+    BARRIER_MODES,
     build_barrier,
     build_serial_wrapper,
     build_worker_loop,
@@ -314,13 +315,16 @@ def _symbol_arg(entry: llvm.FuncOp, symbol: str) -> SSAValue:
 
 
 class LowerBarrier(RewritePattern):
-    """lir.barrier -> a call of `rlx_barrier(sync, parts)` (returns at once when parts = 1)."""
+    """lir.barrier -> a call of `rlx_barrier(sync, part, parts, mode)` (returns at once
+    when parts = 1; mode: the barrier's kind, `BARRIER_MODES`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: lir.BarrierOp, rewriter: PatternRewriter, /):
         if (entry := _lowered_entry(op)) is not None:
+            mode = _constant(rewriter, BARRIER_MODES[op.kind.data if op.kind else None], i64)
             rewriter.replace(op, llvm.CallOp(BARRIER, _entry_arg(entry, ROLE_SYNC),
-                                             _entry_arg(entry, ROLE_PARTS)))
+                                             _entry_arg(entry, ROLE_PART),
+                                             _entry_arg(entry, ROLE_PARTS), mode))
 
 
 class RejectAlloc(RewritePattern):

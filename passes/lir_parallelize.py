@@ -10,19 +10,26 @@ one checks all its data in every part, so thread 0's status stands) and does at 
 Every other kernel is *serial*: thread 0 runs it alone.
 
 A `lir.barrier` goes between two consecutive kernels unless both are serial (thread 0
-then wrote what it reads next), and one goes before the `func.return` when any kernel is
-parallel, so that when thread 0 returns every thread's share is written. For example,
-with `%x` large and `%s` small:
+then wrote what it reads next). Its kind says who waits: between two parallel kernels a
+full barrier (every thread); before a serial kernel a `gather` (only thread 0 runs next,
+so only it waits for the others' shares; they go on to the next barrier); after a serial
+kernel a `release` (only thread 0 wrote since the last barrier, so the others wait for it
+and it waits for none). When the last kernel is parallel a `gather` ends the function, so
+that when thread 0 returns every thread's share is written (after a serial last kernel,
+the `gather` before it did that). For example, with `%x` large and `%s` small:
 
 ```mlir
 lir.elementwise exp ins(%x : ...) outs(%t : ...) {rlx.parallel}
 lir.barrier
 lir.elementwise neg ins(%t : ...) outs(%out0 : ...) {rlx.parallel}
-lir.barrier
+lir.barrier "gather"
 lir.elementwise abs ins(%s : ...) outs(%out1 : ...)
-lir.barrier
 func.return
 ```
+
+A one-sided barrier costs each thread one store or one wait instead of both: a decode
+step alternates parallel matmuls with small serial kernels, so most of its barriers are
+one-sided.
 
 `convert-lir-to-llvm` then lowers marked kernels with their partitioned builder, the
 others through serial wrappers, and each `lir.barrier` to a call of `rlx_barrier`. The
@@ -104,7 +111,6 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
         return  # already parallelized
     schedule = list(block.ops)
     previous_parallel: bool | None = None
-    any_parallel = False
     for op in schedule:
         if not isinstance(op, lir.KernelOp | lir.RegionOp):
             continue
@@ -113,12 +119,18 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
         if parallel:
             op.attributes[PARALLEL] = UnitAttr()
         if previous_parallel is not None and (previous_parallel or parallel):
-            block.insert_op_before(lir.BarrierOp(), op)
+            block.insert_op_before(lir.BarrierOp(_barrier_kind(previous_parallel, parallel)), op)
         previous_parallel = parallel
-        any_parallel |= parallel
-    if any_parallel:
-        block.insert_op_before(lir.BarrierOp(), block.last_op)
+    if previous_parallel:
+        block.insert_op_before(lir.BarrierOp("gather"), block.last_op)
     _renumber_live_ranges(block, schedule)
+
+
+def _barrier_kind(before_parallel: bool, after_parallel: bool) -> str | None:
+    """The barrier between a kernel and the next, not both serial (see the module doc)."""
+    if before_parallel and after_parallel:
+        return None
+    return "gather" if before_parallel else "release"
 
 
 def _renumber_live_ranges(block: Block, schedule: list[Operation]) -> None:

@@ -39,9 +39,9 @@ from rlx_mlir.core.abi import (
     ROLE_OUTPUT,
     ROLE_PARAM,
     ROLE_POSITION,
-    SYNC_BYTES,
     WORKER_SUFFIX,
     EntryABI,
+    sync_bytes,
 )
 from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
@@ -107,11 +107,11 @@ class CompiledGraph:
         argtypes = ([ctypes.c_int64 if a.dtype == INDEX_DTYPE else ctypes.c_void_p for a in abi.args]
                     + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p])
         self._entry = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(executable.address(abi.name))
-        self._sync = _aligned_empty(SYNC_BYTES)
-        self._sync[:] = 0
         wanted = default_threads() if threads is None else threads
         self.threads: int = wanted if abi.parallel else 1
         """Threads a call uses (1 when no kernel is large enough to split)."""
+        self._sync = _aligned_empty(sync_bytes(self.threads))
+        self._sync[:] = 0
         self._team: ThreadTeam | None = None
         # Precomputed once: the per-call path only binds arguments and calls.
         self._arena_address = self._arena.ctypes.data

@@ -153,6 +153,37 @@ class Profile:
                   for phase, total in self.by_phase().items()]
         return "\n".join(lines)
 
+    def balance(self) -> list[tuple[str, int, float, float, float]]:
+        """Per op kind (barriers as `barrier`): (op, calls per model call, thread 0's µs,
+        the mean and the largest µs over the threads), per call: how evenly a partitioned
+        kernel's work is split, and how long each thread waits at barriers (where the
+        threads stop scaling)."""
+        times = np.zeros((max(self.repeat, 1), self.threads, len(self.sites)))
+        for repeat, thread, site, start, end in self.events:
+            times[repeat, thread, site] += end - start
+        per_thread = times.mean(axis=0)  # [thread, site]
+        counts = np.zeros(len(self.sites), dtype=np.int64)
+        for repeat, thread, site, _, _ in self.events:
+            if repeat == 0 and thread == 0:
+                counts[site] += 1
+        groups: dict[str, list[int]] = {}
+        for site, info in enumerate(self.sites):
+            groups.setdefault(info["op"], []).append(site)
+        rows = []
+        for op, sites in groups.items():
+            thread_us = per_thread[:, sites].sum(axis=1)
+            rows.append((op, int(counts[sites].sum()), float(thread_us[0]),
+                         float(thread_us.mean()), float(thread_us.max())))
+        return sorted(rows, key=lambda row: -row[4])
+
+    def balance_markdown(self) -> str:
+        """`balance` as a markdown table."""
+        lines = ["| op | calls | thread 0 µs | mean over threads µs | busiest thread µs |",
+                 "|---|---:|---:|---:|---:|"]
+        lines += [f"| {op} | {calls} | {t0:.1f} | {mean:.1f} | {most:.1f} |"
+                  for op, calls, t0, mean, most in self.balance()]
+        return "\n".join(lines)
+
     def trace(self, path: str | Path) -> Path:
         """Write the Chrome trace-event JSON (Perfetto, chrome://tracing): one track per
         thread, a complete (`ph: "X"`) event per kernel call and barrier wait."""

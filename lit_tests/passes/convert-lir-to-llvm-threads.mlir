@@ -23,16 +23,18 @@ func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK:      llvm.func @big(
 // CHECK-SAME: %[[PART:[0-9a-z_]+]]: i64 {rlx.role = "part"}, %[[PARTS:[0-9a-z_]+]]: i64 {rlx.role = "parts"}, %[[SYNC:[0-9a-z_]+]]: !llvm.ptr {rlx.role = "sync"}) -> i32
 // CHECK:      llvm.call @big__elementwise_0(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
-// CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
+// CHECK-NEXT: %[[FULL:.*]] = llvm.mlir.constant(0) : i64
+// CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PART]], %[[PARTS]], %[[FULL]])
 // CHECK-NEXT: llvm.call @big__elementwise_1(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
-// CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
+// CHECK-NEXT: %[[GATHER:.*]] = llvm.mlir.constant(1) : i64
+// CHECK-NEXT: llvm.call @rlx_barrier(%[[SYNC]], %[[PART]], %[[PARTS]], %[[GATHER]])
 // CHECK-NEXT: llvm.call @big__elementwise_2__serial(%{{.*}}, %{{.*}}, %[[PART]], %[[PARTS]])
-// CHECK:      llvm.call @rlx_barrier(%[[SYNC]], %[[PARTS]])
 // CHECK-NEXT: llvm.mlir.constant(0 : i32)
 // CHECK-NEXT: llvm.return
 // CHECK:      llvm.func @big__worker(
 // CHECK:      llvm.func @rlx_barrier(
-// CHECK:      "lock xaddq
+// CHECK-NOT:  lock
+// CHECK:      "pause"
 // CHECK:      llvm.func @sched_yield() -> i32
 
 // Without lir-parallelize every kernel is serial: no partitioned kernel, no barrier, no

@@ -4,8 +4,10 @@
 // RUN: not rlx-opt %s --split-input-file -p 'lir-parallelize{min-work=0}' 2>&1 | filecheck %s --check-prefix=BAD
 
 // Kernels with a partitioned builder and enough work (min-work, default 2^18) are marked
-// rlx.parallel. A barrier separates two kernels unless both are serial, and a last one
-// ends the function when any kernel is parallel. The pass is idempotent.
+// rlx.parallel. A barrier separates two kernels unless both are serial: a full one
+// between two parallel kernels, "gather" (thread 0 waits for all) before a serial one,
+// "release" (the others wait for thread 0) after one. A "gather" ends the function when
+// its last kernel is parallel. The pass is idempotent.
 
 func.func @mixed(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
                  %small: memref<8xf32> {rlx.name = "small", rlx.role = "input"},
@@ -24,10 +26,9 @@ func.func @mixed(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK-NEXT:  lir.elementwise exp ins(%{{.*}} : memref<1024x512xf32>) outs(%[[T]] : memref<1024x512xf32>) {rlx.parallel}
 // CHECK-NEXT:  lir.barrier
 // CHECK-NEXT:  lir.elementwise neg ins(%[[T]] : memref<1024x512xf32>) outs(%{{.*}} : memref<1024x512xf32>) {rlx.parallel}
-// CHECK-NEXT:  lir.barrier
+// CHECK-NEXT:  lir.barrier "gather"
 // CHECK-NEXT:  lir.elementwise abs ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<8xf32>)
 // CHECK-NOT:   rlx.parallel
-// CHECK-NEXT:  lir.barrier
 // CHECK-NEXT:  func.return
 
 // ALL-LABEL: func.func @mixed(
@@ -60,7 +61,7 @@ func.func @small(%x: memref<8xf32> {rlx.name = "x", rlx.role = "input"},
 // ALL:       lir.elementwise exp {{.*}} {rlx.parallel}
 // ALL-NEXT:  lir.barrier
 // ALL-NEXT:  lir.elementwise neg {{.*}} {rlx.parallel}
-// ALL-NEXT:  lir.barrier
+// ALL-NEXT:  lir.barrier "gather"
 // ALL-NEXT:  func.return
 
 // -----
@@ -81,9 +82,9 @@ func.func @checked(%table: memref<1024x1024xf32> {rlx.name = "table", rlx.role =
 // CHECK-LABEL: func.func @checked(
 // CHECK:       lir.gather
 // CHECK-NOT:   {rlx.parallel}
-// CHECK-NEXT:  lir.barrier
+// CHECK-NEXT:  lir.barrier "release"
 // CHECK-NEXT:  lir.elementwise exp {{.*}} {rlx.parallel}
-// CHECK-NEXT:  lir.barrier
+// CHECK-NEXT:  lir.barrier "gather"
 // CHECK-NEXT:  func.return
 
 // ALL-LABEL: func.func @checked(

@@ -17,7 +17,9 @@
 // NAIVE:      lir.arena size 1114112 alignment 64 strategy naive
 
 // lir-parallelize: the matmuls and the attention (32 rows) are split across threads, the
-// small elementwise kernels are not; every kernel after a parallel one waits at a barrier.
+// small elementwise kernels are not; every kernel next to a parallel one waits at a barrier:
+// a full one between two parallel kernels, "gather" before a serial kernel, "release"
+// after one.
 // The in-place residual add still verifies: the slots' live ranges moved with their ops.
 // Every kernel carries its phase (convert-mir-to-lir): the residual add after the last
 // matmul is the epilogue.
@@ -26,19 +28,18 @@
 // PAR-NEXT: %{{.*}} = lir.slot
 // PAR-NEXT: %{{.*}} = lir.slot
 // PAR-NEXT: %{{.*}} = lir.slot
-// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.barrier "release"
 // PAR-NEXT: lir.shared_input_matmul ins(%{{.*}}, %q_w, %k_w, %v_w : {{.*}}) {rlx.phase = "steady_state", rlx.parallel}
 // PAR:      lir.attention {{.*}} {rlx.phase = "steady_state", rlx.parallel}
 // PAR:      %[[PROJ:.*]] = lir.slot %arena[360448]
 // PAR-NEXT: lir.barrier
 // PAR-NEXT: lir.matmul ins(%{{.*}}, %o_w : {{.*}}) outs(%[[PROJ]] : memref<32x512xf32>) {rlx.phase = "steady_state", rlx.parallel}
 // PAR-NEXT: %[[SUM:.*]] = lir.slot %arena[360448]
-// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.barrier "gather"
 // PAR-NEXT: lir.elementwise add ins(%x, %[[PROJ]] : memref<32x512xf32>, memref<32x512xf32>) outs(%[[SUM]] : memref<32x512xf32>)
 // PAR-NOT:  rlx.parallel
 // PAR-NEXT: %{{.*}} = lir.slot
 // PAR:      lir.matmul ins(%{{.*}}, %down_w : {{.*}}) {rlx.phase = "steady_state", rlx.parallel}
-// PAR-NEXT: lir.barrier
+// PAR-NEXT: lir.barrier "gather"
 // PAR-NEXT: lir.elementwise add ins(%[[SUM]], %{{.*}}) outs(%out0 : memref<32x512xf32>) {rlx.phase = "epilogue"}
-// PAR-NEXT: lir.barrier
 // PAR-NEXT: func.return

@@ -3,8 +3,8 @@
 Every thread of a call runs the same entry function with its thread id `part` and the
 thread count `parts`. Each kernel call passes `(part, parts)` on: a partitioned kernel
 computes its share of the output; a serial kernel is called through a wrapper that
-runs it on thread 0 only. `rlx_barrier(state, parts)` separates kernels whose data
-crosses threads. It spins with `pause` (a few hundred nanoseconds when the threads are
+runs it on thread 0 only. `rlx_barrier(state, part, parts, mode)` separates kernels whose
+data crosses threads (full, or one-sided: see `build_barrier`). It spins with `pause` (a few hundred nanoseconds when the threads are
 balanced) and yields the CPU after a while, so an oversubscribed machine still makes
 progress. The atomics are x86 inline assembly (xDSL's llvm dialect has no atomic ops).
 """
@@ -29,21 +29,43 @@ def _asm(kb: KernelBuilder, text: str, constraints: str, operands: list[SSAValue
     return kb.insert(op)
 
 
+BARRIER_MODES = {None: 0, "gather": 1, "release": 2}
+"""`rlx_barrier`'s `mode` argument per `lir.barrier` kind."""
+LINE_WORDS = 8
+"""i64 words per cache line: each word of the barrier state has a line of its own."""
+
+
 def build_barrier() -> list[llvm.FuncOp]:
-    """`void rlx_barrier(ptr state, i64 parts)` (sense-reversing, generation-counted) and the
-    declaration of libc's sched_yield it calls."""
-    kb = KernelBuilder(BARRIER, [PTR, i64], vector_width=4, noalias=[False, False])
-    state, parts = kb.args
+    """`void rlx_barrier(ptr state, i64 part, i64 parts, i64 mode)` and the declaration of
+    libc's sched_yield it calls.
+
+    The state is `sync_bytes(parts)` (core/abi.py): line 0 holds the release epoch, line
+    1 + p thread p's arrival epoch. Every thread counts the barriers it passes (its own
+    line holds the count), so the k-th barrier of a call has the same epoch e on every
+    thread. Arriving, a thread stores e on its line; thread 0 then waits until every
+    other line holds e (full, gather) and publishes e as the release epoch (full,
+    release), which the other threads wait for (full, release). No thread writes a line
+    another writes, and only thread 0 reads the arrival lines: a barrier costs one round
+    of cache-line transfers each way instead of `parts` atomic additions to one line.
+    x86's stores are seen in program order, so the arrival (the release) is seen after
+    the kernel's writes before it."""
+    kb = KernelBuilder(BARRIER, [PTR, i64, i64, i64], vector_width=4, noalias=[False] * 4)
+    state, part, parts, mode = kb.args
     with kb.if_(kb.icmp("sgt", parts, 1)):
-        generation_ptr = kb.gep(state, 8, i64)  # 64 bytes further: its own cache line
-        generation = _asm(kb, "movq ($1), $0", "=r,r,~{memory}", [generation_ptr], i64)
-        arrived = _asm(kb, "lock xaddq $0, ($2)", "=r,0,r,~{memory}", [kb.index(1), state], i64)
-        last = kb.icmp("eq", arrived, kb.sub(parts, 1))
-        with kb.if_(last):
-            _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [kb.index(0), state])
-            _asm(kb, "lock addq $0, ($1)", "r,r,~{memory}", [kb.index(1), generation_ptr])
-        with kb.if_(_not(kb, last)):
-            _spin_until_changed(kb, generation_ptr, generation)
+        own = kb.gep(state, kb.mul(kb.add(part, 1), LINE_WORDS), i64)
+        epoch = kb.add(_asm(kb, "movq ($1), $0", "=r,r,~{memory}", [own], i64), 1)
+        _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [epoch, own])
+        waits_for_all = kb.icmp("ne", mode, BARRIER_MODES["release"])
+        releases = kb.icmp("ne", mode, BARRIER_MODES["gather"])
+        leader = kb.icmp("eq", part, 0)
+        with kb.if_(kb.insert(llvm.AndOp(leader, waits_for_all))):
+            with kb.loop(1, parts) as loop:
+                _spin_while_below(kb, kb.gep(state, kb.mul(kb.add(loop.iv, 1), LINE_WORDS), i64),
+                                  epoch)
+        with kb.if_(kb.insert(llvm.AndOp(leader, releases))):
+            _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [epoch, state])
+        with kb.if_(kb.insert(llvm.AndOp(_not(kb, leader), releases))):
+            _spin_while_below(kb, state, epoch)
     kb.ret()
     declaration = llvm.FuncOp(SCHED_YIELD, llvm.LLVMFunctionType([], i32),
                               linkage=llvm.LinkageAttr("external"), body=Region())
@@ -54,8 +76,8 @@ def _not(kb: KernelBuilder, flag: SSAValue) -> SSAValue:
     return kb.insert(llvm.XOrOp(flag, kb.constant(1, flag.type)))
 
 
-def _spin_until_changed(kb: KernelBuilder, address: SSAValue, seen: SSAValue) -> None:
-    """while (*address == seen) { pause; every SPINS_BEFORE_YIELD rounds sched_yield(); }"""
+def _spin_while_below(kb: KernelBuilder, address: SSAValue, epoch: SSAValue) -> None:
+    """while (*address < epoch) { pause; every SPINS_BEFORE_YIELD rounds sched_yield(); }"""
     header = kb.new_block([i64])
     body = kb.new_block()
     done = kb.new_block()
@@ -63,7 +85,7 @@ def _spin_until_changed(kb: KernelBuilder, address: SSAValue, seen: SSAValue) ->
     kb.move_to(header)
     (count,) = header.args
     current = _asm(kb, "movq ($1), $0", "=r,r,~{memory}", [address], i64)
-    kb.insert(llvm.CondBrOp(kb.icmp("eq", current, seen), body, [], done, []))
+    kb.insert(llvm.CondBrOp(kb.icmp("slt", current, epoch), body, [], done, []))
     kb.move_to(body)
     _asm(kb, "pause", "~{memory}", [])
     with kb.if_(kb.icmp("eq", kb.srem(count, SPINS_BEFORE_YIELD), SPINS_BEFORE_YIELD - 1)):

@@ -15,7 +15,7 @@ and, once lowered to llvm (`convert-lir-to-llvm`), the entry point is
 
 returning `STATUS_OK` or one of the codes of `ERROR_MESSAGES`. A graph that splits work
 across threads also has `@<graph>__worker` (`WORKER_SUFFIX`), the native loop a worker
-thread waits in; every thread of a call shares the `SYNC_BYTES` of barrier state.
+thread waits in; every thread of a call shares the `sync_bytes(threads)` of barrier state.
 
 `entry_function` finds a module's graph function; `name_arguments` gives hand-written
 arguments their default names and roles (the pipeline and `rlx-lower` start with it).
@@ -132,10 +132,15 @@ LAYOUT_PACKED_RHS = "packed_rhs"
 
 WORKER_SUFFIX = "__worker"
 """Name suffix of a graph's native worker loop, `@<graph>__worker`."""
-SYNC_BYTES = 128
-"""Bytes of barrier state per graph: the arrival count and the generation, on two cache lines."""
+def sync_bytes(threads: int) -> int:
+    """Bytes of barrier state of a graph run by `threads` threads: the release epoch and
+    each thread's arrival epoch, a cache line each (see passes/lir_to_llvm/parallel.py)."""
+    return 64 * (threads + 1)
+
+
 BARRIER = "rlx_barrier"
-"""`void rlx_barrier(ptr sync, i64 parts)`: the spin barrier between kernels."""
+"""`void rlx_barrier(ptr sync, i64 part, i64 parts, i64 mode)`: the spin barrier between
+kernels (mode: full, gather or release)."""
 SERIAL_SUFFIX = "__serial"
 """Name suffix of the wrappers that run a serial kernel on thread 0 only."""
 TICKET_WAIT = "rlx_ticket_wait"

@@ -1225,3 +1225,9 @@ lir.gated_delta_net ins(%q, %q, %q, %g, %g : memref<1x3x2x4xf32>, memref<1x3x2x4
 lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) packed_rhs
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.shared_input_matmul': packed_rhs needs f32 weights, got scheme q4_1
+
+// -----
+
+lir.barrier "everyone"
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.barrier': kind: expected one of gather, release or none (a full barrier), got 'everyone'

@@ -399,3 +399,20 @@ func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: m
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
 // GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 2>}>
 // GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{packed_rhs, operandSegmentSizes
+
+// -----
+
+// lir.barrier: full (no kind), gather and release.
+// CHECK-LABEL: func.func @barriers
+// CHECK-NEXT:    lir.barrier{{$}}
+// CHECK-NEXT:    lir.barrier "gather"
+// CHECK-NEXT:    lir.barrier "release"
+// GENERIC-LABEL: sym_name = "barriers"
+// GENERIC:       "lir.barrier"() : () -> ()
+// GENERIC-NEXT:  "lir.barrier"() <{kind = "gather"}> : () -> ()
+func.func @barriers() {
+  lir.barrier
+  lir.barrier "gather"
+  lir.barrier "release"
+  func.return
+}
