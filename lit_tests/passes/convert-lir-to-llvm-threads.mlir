@@ -33,7 +33,7 @@ func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK-NEXT: llvm.return
 // CHECK:      llvm.func @big__worker(
 // CHECK:      llvm.func @rlx_barrier(
-// CHECK-NOT:  lock
+// CHECK:      "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}"
 // CHECK:      "pause"
 // CHECK:      llvm.func @sched_yield() -> i32
 

@@ -31,45 +31,66 @@ def _asm(kb: KernelBuilder, text: str, constraints: str, operands: list[SSAValue
 
 BARRIER_MODES = {None: 0, "gather": 1, "release": 2}
 """`rlx_barrier`'s `mode` argument per `lir.barrier` kind."""
+RELEASE_WORD, ARRIVALS_WORD, OWN_WORDS = 0, 16, 32
+"""i64 word offsets in the barrier state: the release epoch, the arrival count (128 bytes
+apart: Intel's adjacent-line prefetcher pairs lines), then a line per thread."""
 LINE_WORDS = 8
-"""i64 words per cache line: each word of the barrier state has a line of its own."""
+"""i64 words per cache line."""
 
 
 def build_barrier() -> list[llvm.FuncOp]:
     """`void rlx_barrier(ptr state, i64 part, i64 parts, i64 mode)` and the declaration of
     libc's sched_yield it calls.
 
-    The state is `sync_bytes(parts)` (core/abi.py): line 0 holds the release epoch, line
-    1 + p thread p's arrival epoch. Every thread counts the barriers it passes (its own
-    line holds the count), so the k-th barrier of a call has the same epoch e on every
-    thread. Arriving, a thread stores e on its line; thread 0 then waits until every
-    other line holds e (full, gather) and publishes e as the release epoch (full,
-    release), which the other threads wait for (full, release). No thread writes a line
-    another writes, and only thread 0 reads the arrival lines: a barrier costs one round
-    of cache-line transfers each way instead of `parts` atomic additions to one line.
-    x86's stores are seen in program order, so the arrival (the release) is seen after
-    the kernel's writes before it."""
+    The state is `sync_bytes(parts)` (core/abi.py): the release epoch, the arrival count,
+    and a line per thread that only it touches: the barriers it passed (its epoch e) and
+    the counting ones among them (c). Every thread passes the same barriers, so the k-th
+    barrier of a call has the same e and c on every thread. A full barrier and a gather
+    count: each thread adds 1 to the arrivals (`lock xadd`), so all have arrived at the
+    c-th counting barrier when the count reaches c·parts (a thread past a gather cannot
+    count again before thread 0 releases it: the next barrier after a gather is a
+    release, or the end). Full: the last to arrive publishes e as the release epoch and
+    the others wait for it. Gather: thread 0 waits for the count, the others go on.
+    Release: thread 0 publishes e, the others wait for it. x86's stores are seen in
+    program order, so an arrival (a release) is seen after the kernel's writes before it."""
     kb = KernelBuilder(BARRIER, [PTR, i64, i64, i64], vector_width=4, noalias=[False] * 4)
     state, part, parts, mode = kb.args
     with kb.if_(kb.icmp("sgt", parts, 1)):
-        own = kb.gep(state, kb.mul(kb.add(part, 1), LINE_WORDS), i64)
-        epoch = kb.add(_asm(kb, "movq ($1), $0", "=r,r,~{memory}", [own], i64), 1)
-        _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [epoch, own])
-        waits_for_all = kb.icmp("ne", mode, BARRIER_MODES["release"])
-        releases = kb.icmp("ne", mode, BARRIER_MODES["gather"])
+        release = kb.gep(state, RELEASE_WORD, i64)
+        arrivals = kb.gep(state, ARRIVALS_WORD, i64)
+        own = kb.gep(state, kb.add(kb.mul(part, LINE_WORDS), OWN_WORDS), i64)
+        own_count = kb.gep(own, 1, i64)
+        epoch = kb.add(_load(kb, own), 1)
+        _store(kb, epoch, own)
         leader = kb.icmp("eq", part, 0)
-        with kb.if_(kb.insert(llvm.AndOp(leader, waits_for_all))):
-            with kb.loop(1, parts) as loop:
-                _spin_while_below(kb, kb.gep(state, kb.mul(kb.add(loop.iv, 1), LINE_WORDS), i64),
-                                  epoch)
-        with kb.if_(kb.insert(llvm.AndOp(leader, releases))):
-            _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [epoch, state])
-        with kb.if_(kb.insert(llvm.AndOp(_not(kb, leader), releases))):
-            _spin_while_below(kb, state, epoch)
+        with kb.if_(kb.icmp("ne", mode, BARRIER_MODES["release"])):
+            count = kb.add(_load(kb, own_count), 1)
+            _store(kb, count, own_count)
+            arrived = _asm(kb, "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}",
+                           [kb.index(1), arrivals], i64)
+            everyone = kb.mul(count, parts)
+            with kb.if_(kb.icmp("eq", mode, BARRIER_MODES[None])):
+                with kb.if_(kb.icmp("eq", kb.add(arrived, 1), everyone)):
+                    _store(kb, epoch, release)
+                _spin_while_below(kb, release, epoch)
+            with kb.if_(kb.insert(llvm.AndOp(leader, kb.icmp("eq", mode, BARRIER_MODES["gather"])))):
+                _spin_while_below(kb, arrivals, everyone)
+        with kb.if_(kb.icmp("eq", mode, BARRIER_MODES["release"])):
+            with kb.if_(leader):
+                _store(kb, epoch, release)
+            _spin_while_below(kb, release, epoch)
     kb.ret()
     declaration = llvm.FuncOp(SCHED_YIELD, llvm.LLVMFunctionType([], i32),
                               linkage=llvm.LinkageAttr("external"), body=Region())
     return [kb.finish(), declaration]
+
+
+def _load(kb: KernelBuilder, address: SSAValue) -> SSAValue:
+    return _asm(kb, "movq ($1), $0", "=r,r,~{memory}", [address], i64)
+
+
+def _store(kb: KernelBuilder, value: SSAValue, address: SSAValue) -> None:
+    _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [value, address])
 
 
 def _not(kb: KernelBuilder, flag: SSAValue) -> SSAValue:
@@ -84,8 +105,7 @@ def _spin_while_below(kb: KernelBuilder, address: SSAValue, epoch: SSAValue) -> 
     kb.insert(llvm.BrOp(header, kb.index(0)))
     kb.move_to(header)
     (count,) = header.args
-    current = _asm(kb, "movq ($1), $0", "=r,r,~{memory}", [address], i64)
-    kb.insert(llvm.CondBrOp(kb.icmp("slt", current, epoch), body, [], done, []))
+    kb.insert(llvm.CondBrOp(kb.icmp("slt", _load(kb, address), epoch), body, [], done, []))
     kb.move_to(body)
     _asm(kb, "pause", "~{memory}", [])
     with kb.if_(kb.icmp("eq", kb.srem(count, SPINS_BEFORE_YIELD), SPINS_BEFORE_YIELD - 1)):
@@ -144,7 +164,7 @@ def build_ticket_functions() -> list[llvm.FuncOp]:
 
     bump = KernelBuilder(TICKET_BUMP, [PTR], vector_width=4, result_type=i64, noalias=[False])
     (word,) = bump.args
-    old = _asm(bump, "lock xaddq $0, ($2)", "=r,0,r,~{memory}", [bump.index(1), word], i64)
+    old = _asm(bump, "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}", [bump.index(1), word], i64)
     bump.ret(bump.add(old, 1))
     return [wait.finish(), bump.finish()]
 

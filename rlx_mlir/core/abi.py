@@ -133,9 +133,9 @@ LAYOUT_PACKED_RHS = "packed_rhs"
 WORKER_SUFFIX = "__worker"
 """Name suffix of a graph's native worker loop, `@<graph>__worker`."""
 def sync_bytes(threads: int) -> int:
-    """Bytes of barrier state of a graph run by `threads` threads: the release epoch and
-    each thread's arrival epoch, a cache line each (see passes/lir_to_llvm/parallel.py)."""
-    return 64 * (threads + 1)
+    """Bytes of barrier state of a graph run by `threads` threads: the release epoch, the
+    arrival count and a line per thread (see passes/lir_to_llvm/parallel.py)."""
+    return 256 + 64 * threads
 
 
 BARRIER = "rlx_barrier"
