@@ -43,9 +43,39 @@ def default_threads() -> int:
     return max(1, cores)
 
 
-SPIN_ROUNDS = 4096
-"""How long an idle worker spins (rounds of `pause`, ~100-300 µs) for the next call before it
-sleeps: back-to-back calls then find it awake instead of paying an OS wake-up each."""
+SPIN_ENV = "RLX_SPIN_US"
+SPIN_US = 1000
+"""How long an idle worker spins (rounds of `pause`) for the next call before it sleeps, in
+µs (RLX_SPIN_US overrides it): back-to-back calls, such as the decode steps of a
+generation with Python's work between them, then find it awake instead of paying an OS
+wake-up and the GIL per worker (600 µs for 15 workers of a 16-thread decode step). The
+rounds are calibrated once per process: one `pause` takes 10-150 cycles depending on the
+CPU."""
+
+
+def spin_rounds() -> int:
+    """Rounds of `pause` that take about SPIN_US (or RLX_SPIN_US) µs on this CPU."""
+    value = os.environ.get(SPIN_ENV, "").strip()
+    try:
+        micros = float(value) if value else SPIN_US
+    except ValueError:
+        raise RlxError(f"{SPIN_ENV}: expected a number of microseconds, got {value!r}") from None
+    if not micros >= 0:
+        raise RlxError(f"{SPIN_ENV}: expected a number of microseconds >= 0, got {value!r}")
+    return int(micros * _pause_rounds_per_us())
+
+
+@functools.cache
+def _pause_rounds_per_us() -> float:
+    wait, _ = _ticket_functions()
+    word = np.zeros(1, dtype=np.int64)
+    rounds = 20000
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        wait(word.ctypes.data, 0, rounds)  # the word never changes: all rounds run
+        best = min(best, time.perf_counter() - start)
+    return rounds / max(best * 1e6, 1.0)
 
 
 class ThreadTeam:
@@ -68,6 +98,7 @@ class ThreadTeam:
         self._wait, self._bump = _ticket_functions()
         self._worker = worker
         self._stopped = False
+        self._spins = spin_rounds()
         self._sleeping = [False] * size
         _TEAMS.add(self)
         self._wakeups: list[queue.SimpleQueue] = []
@@ -81,7 +112,7 @@ class ThreadTeam:
         seen = 0
         while not self._stopped:
             seen = self._worker(self._ticket, self._argblock_address, part, self.size, seen,
-                                SPIN_ROUNDS)
+                                self._spins)
             self._sleeping[part] = True
             if self._wait(self._ticket, seen, 0) == seen:  # re-check after announcing sleep
                 wakeups.get()
@@ -115,7 +146,9 @@ def _stop_teams() -> None:
     for team in teams:
         team.stop()
     if teams:
-        time.sleep(0.01)  # a spinning worker returns within SPIN_ROUNDS (~0.3 ms)
+        # a spinning worker returns within its spin rounds
+        longest = max(team._spins for team in teams) / _pause_rounds_per_us()
+        time.sleep(2 * longest / 1e6 + 0.005)
 
 
 @functools.cache

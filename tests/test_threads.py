@@ -113,3 +113,25 @@ def test_thread_count_option_and_environment(monkeypatch):
     monkeypatch.setenv("RLX_NUM_THREADS", "many")
     with pytest.raises(rlx.RlxError, match="RLX_NUM_THREADS: expected a positive integer"):
         default_threads()
+
+
+def test_spin_time_option(monkeypatch):
+    """RLX_SPIN_US sets how long idle workers spin (calibrated in pause rounds); with 0
+    they sleep after every call and a call still wakes them."""
+    from rlx_mlir.runtime import spin_rounds
+
+    monkeypatch.setenv("RLX_SPIN_US", "200")
+    short = spin_rounds()
+    monkeypatch.setenv("RLX_SPIN_US", "2000")
+    assert spin_rounds() > 5 * short > 0
+    for bad in ("soon", "-1"):
+        monkeypatch.setenv("RLX_SPIN_US", bad)
+        with pytest.raises(rlx.RlxError, match="RLX_SPIN_US: expected a number of microseconds"):
+            spin_rounds()
+    monkeypatch.setenv("RLX_SPIN_US", "0")
+    params = {"w": rand(512, 512) / np.float32(22.6)}
+    x = rand(512, 512)
+    sleepy = rlx.jit(chain_graph(), params=params, threads=2)
+    serial = rlx.jit(chain_graph(), params=params, threads=1)(x)
+    for _ in range(5):
+        np.testing.assert_allclose(sleepy(x)[0], serial[0], rtol=1e-5, atol=1e-6)
