@@ -51,6 +51,7 @@ generation with Python's work between them, then find it awake instead of paying
 wake-up and the GIL per worker (600 µs for 15 workers of a 16-thread decode step). The
 rounds are calibrated once per process: one `pause` takes 10-150 cycles depending on the
 CPU."""
+MAX_SPIN_US = 1_000_000
 
 
 def spin_rounds() -> int:
@@ -60,8 +61,8 @@ def spin_rounds() -> int:
         micros = float(value) if value else SPIN_US
     except ValueError:
         raise RlxError(f"{SPIN_ENV}: expected a number of microseconds, got {value!r}") from None
-    if not micros >= 0:
-        raise RlxError(f"{SPIN_ENV}: expected a number of microseconds >= 0, got {value!r}")
+    if not 0 <= micros <= MAX_SPIN_US:
+        raise RlxError(f"{SPIN_ENV}: expected microseconds in [0, {MAX_SPIN_US}], got {value!r}")
     return int(micros * _pause_rounds_per_us())
 
 

@@ -124,9 +124,9 @@ def test_spin_time_option(monkeypatch):
     short = spin_rounds()
     monkeypatch.setenv("RLX_SPIN_US", "2000")
     assert spin_rounds() > 5 * short > 0
-    for bad in ("soon", "-1"):
+    for bad in ("soon", "-1", "inf", "nan"):
         monkeypatch.setenv("RLX_SPIN_US", bad)
-        with pytest.raises(rlx.RlxError, match="RLX_SPIN_US: expected a number of microseconds"):
+        with pytest.raises(rlx.RlxError, match="RLX_SPIN_US: expected"):
             spin_rounds()
     monkeypatch.setenv("RLX_SPIN_US", "0")
     params = {"w": rand(512, 512) / np.float32(22.6)}

@@ -4,9 +4,9 @@ Every thread of a call runs the same entry function with its thread id `part` an
 thread count `parts`. Each kernel call passes `(part, parts)` on: a partitioned kernel
 computes its share of the output; a serial kernel is called through a wrapper that
 runs it on thread 0 only. `rlx_barrier(state, part, parts, mode)` separates kernels whose
-data crosses threads (full, or one-sided: see `build_barrier`). It spins with `pause` (a few hundred nanoseconds when the threads are
-balanced) and yields the CPU after a while, so an oversubscribed machine still makes
-progress. The atomics are x86 inline assembly (xDSL's llvm dialect has no atomic ops).
+data crosses threads (full, or one-sided: see `build_barrier`). It spins with `pause` (a
+few hundred nanoseconds when the threads are balanced) and yields the CPU after a while,
+so an oversubscribed machine still makes progress. The atomics are x86 inline assembly (xDSL's llvm dialect has no atomic ops).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def build_barrier() -> list[llvm.FuncOp]:
     count: each thread adds 1 to the arrivals (`lock xadd`), so all have arrived at the
     c-th counting barrier when the count reaches c·parts (a thread past a gather cannot
     count again before thread 0 releases it: the next barrier after a gather is a
-    release, or the end). Full: the last to arrive publishes e as the release epoch and
+    release, or the call ends and the next starts only after thread 0 returned). Full: the last to arrive publishes e as the release epoch and
     the others wait for it. Gather: thread 0 waits for the count, the others go on.
     Release: thread 0 publishes e, the others wait for it. x86's stores are seen in
     program order, so an arrival (a release) is seen after the kernel's writes before it."""
@@ -73,7 +73,8 @@ def build_barrier() -> list[llvm.FuncOp]:
                 with kb.if_(kb.icmp("eq", kb.add(arrived, 1), everyone)):
                     _store(kb, epoch, release)
                 _spin_while_below(kb, release, epoch)
-            with kb.if_(kb.insert(llvm.AndOp(leader, kb.icmp("eq", mode, BARRIER_MODES["gather"])))):
+            gather = kb.icmp("eq", mode, BARRIER_MODES["gather"])
+            with kb.if_(kb.insert(llvm.AndOp(leader, gather))):
                 _spin_while_below(kb, arrivals, everyone)
         with kb.if_(kb.icmp("eq", mode, BARRIER_MODES["release"])):
             with kb.if_(leader):
@@ -91,10 +92,6 @@ def _load(kb: KernelBuilder, address: SSAValue) -> SSAValue:
 
 def _store(kb: KernelBuilder, value: SSAValue, address: SSAValue) -> None:
     _asm(kb, "movq $0, ($1)", "r,r,~{memory}", [value, address])
-
-
-def _not(kb: KernelBuilder, flag: SSAValue) -> SSAValue:
-    return kb.insert(llvm.XOrOp(flag, kb.constant(1, flag.type)))
 
 
 def _spin_while_below(kb: KernelBuilder, address: SSAValue, epoch: SSAValue) -> None:
