@@ -112,7 +112,8 @@ def _arena_bytes(entry: llvm.FuncOp) -> int:
 
 
 def _rdtsc() -> llvm.InlineAsmOp:
-    return llvm.InlineAsmOp(_RDTSC, "={ax},~{dx}", [], [i64], has_side_effects=True)
+    return llvm.InlineAsmOp(_RDTSC, "={ax},~{dx},~{flags},~{memory}", [], [i64],
+                           has_side_effects=True)
 
 
 def instrument_entries(module: ModuleOp) -> None:
