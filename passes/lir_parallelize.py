@@ -27,9 +27,9 @@ lir.elementwise abs ins(%s : ...) outs(%out1 : ...)
 func.return
 ```
 
-A one-sided barrier costs each thread one store or one wait instead of both: a decode
-step alternates parallel matmuls with small serial kernels, so most of its barriers are
-one-sided.
+In a one-sided barrier the threads that need not wait only announce their arrival (or,
+for thread 0 in a release, only publish it) and go on: a decode step alternates parallel
+matmuls with small serial kernels, so most of its barriers are one-sided.
 
 `convert-lir-to-llvm` then lowers marked kernels with their partitioned builder, the
 others through serial wrappers, and each `lir.barrier` to a call of `rlx_barrier`. The
