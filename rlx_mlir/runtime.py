@@ -85,9 +85,10 @@ class ThreadTeam:
     Workers live in the graph's native worker loop (`<entry>__worker`, see
     passes/lir_to_llvm/parallel.py) without the GIL: a call writes its pointer arguments to
     `argblock` and bumps a ticket word; a spinning worker starts at once. A worker idle for
-    SPIN_ROUNDS returns to Python and sleeps on its queue until a call wakes it. The entry
-    ends in a barrier when it is split across threads, so when part 0 returns every share
-    is written and the caller never waits for the workers to report back.
+    `spin_rounds()` (about SPIN_US) returns to Python and sleeps on its queue until a call
+    wakes it. Thread 0 passes a gather after the entry's last parallel kernel, so when it
+    returns every share is written and the caller never waits for the workers to report
+    back.
     """
 
     def __init__(self, size: int, worker: Callable[..., int], pointer_count: int):
