@@ -15,7 +15,16 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
 
-from rlx_mlir.core.abi import BARRIER, TICKET_BUMP, TICKET_WAIT, WORKER_SUFFIX
+from rlx_mlir.core.abi import (
+    BARRIER,
+    SYNC_ARRIVALS_OFFSET,
+    SYNC_LINE_BYTES,
+    SYNC_RELEASE_OFFSET,
+    SYNC_THREADS_OFFSET,
+    TICKET_BUMP,
+    TICKET_WAIT,
+    WORKER_SUFFIX,
+)
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder
 
 SCHED_YIELD = "sched_yield"
@@ -31,11 +40,7 @@ def _asm(kb: KernelBuilder, text: str, constraints: str, operands: list[SSAValue
 
 BARRIER_MODES = {None: 0, "gather": 1, "release": 2}
 """`rlx_barrier`'s `mode` argument per `lir.barrier` kind."""
-RELEASE_WORD, ARRIVALS_WORD, OWN_WORDS = 0, 16, 32
-"""i64 word offsets in the barrier state: the release epoch, the arrival count (128 bytes
-apart: Intel's adjacent-line prefetcher pairs lines), then a line per thread."""
-LINE_WORDS = 8
-"""i64 words per cache line."""
+WORD_BYTES = 8
 
 
 def build_barrier() -> list[llvm.FuncOp]:
@@ -56,9 +61,10 @@ def build_barrier() -> list[llvm.FuncOp]:
     kb = KernelBuilder(BARRIER, [PTR, i64, i64, i64], vector_width=4, noalias=[False] * 4)
     state, part, parts, mode = kb.args
     with kb.if_(kb.icmp("sgt", parts, 1)):
-        release = kb.gep(state, RELEASE_WORD, i64)
-        arrivals = kb.gep(state, ARRIVALS_WORD, i64)
-        own = kb.gep(state, kb.add(kb.mul(part, LINE_WORDS), OWN_WORDS), i64)
+        release = kb.gep(state, SYNC_RELEASE_OFFSET // WORD_BYTES, i64)
+        arrivals = kb.gep(state, SYNC_ARRIVALS_OFFSET // WORD_BYTES, i64)
+        own = kb.gep(state, kb.add(kb.mul(part, SYNC_LINE_BYTES // WORD_BYTES),
+                                   SYNC_THREADS_OFFSET // WORD_BYTES), i64)
         own_count = kb.gep(own, 1, i64)
         epoch = kb.add(_load(kb, own), 1)
         _store(kb, epoch, own)
@@ -150,7 +156,7 @@ def build_ticket_functions() -> list[llvm.FuncOp]:
     wait.insert(llvm.BrOp(header, wait.index(0)))
     wait.move_to(header)
     (count,) = header.args
-    current = _asm(wait, "movq ($1), $0", "=r,r,~{memory}", [word], i64)
+    current = _load(wait, word)
     changed = wait.or_(wait.icmp("ne", current, seen), wait.icmp("sge", count, spins))
     wait.insert(llvm.CondBrOp(changed, done, [current], body, []))
     wait.move_to(body)
@@ -186,7 +192,7 @@ def build_worker_loop(entry: llvm.FuncOp) -> llvm.FuncOp:
     kb.insert(llvm.BrOp(header, seen0, kb.index(0)))
     kb.move_to(header)
     seen, count = header.args
-    current = _asm(kb, "movq ($1), $0", "=r,r,~{memory}", [ticket], i64)
+    current = _load(kb, ticket)
     kb.insert(llvm.CondBrOp(kb.icmp("ne", current, seen), run, [current], check_timeout, []))
     kb.move_to(check_timeout)
     kb.insert(llvm.CondBrOp(kb.icmp("sge", count, spins), done, [], spin, []))

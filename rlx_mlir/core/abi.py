@@ -132,10 +132,16 @@ LAYOUT_PACKED_RHS = "packed_rhs"
 
 WORKER_SUFFIX = "__worker"
 """Name suffix of a graph's native worker loop, `@<graph>__worker`."""
+SYNC_RELEASE_OFFSET, SYNC_ARRIVALS_OFFSET, SYNC_THREADS_OFFSET = 0, 128, 256
+"""Byte offsets in the barrier state: the release epoch, the arrival count (128 bytes
+apart: Intel's adjacent-line prefetcher pairs lines), then a cache line per thread (see
+passes/lir_to_llvm/parallel.py)."""
+SYNC_LINE_BYTES = 64
+
+
 def sync_bytes(threads: int) -> int:
-    """Bytes of barrier state of a graph run by `threads` threads: the release epoch, the
-    arrival count and a line per thread (see passes/lir_to_llvm/parallel.py)."""
-    return 256 + 64 * threads
+    """Bytes of barrier state of a graph run by `threads` threads."""
+    return SYNC_THREADS_OFFSET + SYNC_LINE_BYTES * threads
 
 
 BARRIER = "rlx_barrier"
