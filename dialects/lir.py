@@ -77,6 +77,7 @@ from xdsl.utils.exceptions import VerifyException
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import ARG_DIMS
 from rlx_mlir.core.dtypes import dtype_of_element, element_bytes, element_name
+from rlx_mlir.core.packing import BLOCK_FIELDS
 from rlx_mlir.core.shape_inference import Shape
 from rlx_mlir.dialects import mir
 from rlx_mlir.dialects.common import (
@@ -844,6 +845,27 @@ def _verify_packed_rhs(op: MatmulOp | FusedMatmulOp) -> None:
 PACKED_RHS = {"packed_rhs": opt_prop_def(UnitAttr)}
 """The lir-only property of the matmuls: the rhs buffer holds a prepacked weight."""
 
+INTERLEAVED = {"interleaved": opt_prop_def(IntegerAttr[I64])}
+"""The lir-only property of the q8 block matmuls: each weight buffer holds its blocks
+interleaved this many rows at a time (`rlx_mlir.core.packing.interleave_blocks`)."""
+
+
+def verify_interleaved(op: DequantMatmulOp | SharedInputMatmulOp | DequantGatherOp) -> None:
+    """`interleaved W`: W is a vector width (8 or 16), the scheme has an interleaved layout
+    and the activations of a matmul are q8 (only the int8 kernels read the layout)."""
+    if op.interleaved is None:
+        return
+    width = op.interleaved.value.data
+    scheme = op.scheme.data.value if op.scheme is not None else None
+    if width not in (8, 16):
+        raise VerifyException(f"'{op.name}': interleaved expects 8 or 16 rows, got {width}")
+    if scheme not in BLOCK_FIELDS:
+        raise VerifyException(f"'{op.name}': interleaved expects a scheme of "
+                              f"{', '.join(BLOCK_FIELDS)}, got {scheme}")
+    if not isinstance(op, DequantGatherOp) and mir.activations_of(op) != QuantActivations.Q8:
+        raise VerifyException(f"'{op.name}': interleaved expects activations q8 (the int8 "
+                              "kernels read that layout), got f32")
+
 
 @irdl_op_definition
 class MatmulOp(kernel_twin(mir.MatmulOp, extra_properties=PACKED_RHS)):
@@ -980,14 +1002,21 @@ class GatherOp(kernel_twin(mir.GatherOp)):
     """
 
 @irdl_op_definition
-class DequantGatherOp(kernel_twin(mir.DequantGatherOp, leading=("scheme",))):
+class DequantGatherOp(kernel_twin(mir.DequantGatherOp, leading=("scheme",),
+                                   extra_properties=INTERLEAVED)):
     """out = the rows `ids` of the raw GGUF `table` of `scheme`, dequantized (only the rows
     it reads); an id outside [0, V) is a run-time error (a checked kernel).
 
     ```mlir
     lir.dequant_gather q8_0 ins(%t, %ids : memref<100x34xui8>, memref<4xi32>) outs(%o : memref<4x32xf32>)
     ```
+
+    `interleaved W` (lir-pack-weights): the table holds its blocks interleaved W rows at a
+    time (a table tied to an output projection the int8 kernels read).
     """
+
+    def verify_attributes(self) -> None:
+        verify_interleaved(self)
 
 
 @irdl_op_definition
@@ -1090,7 +1119,8 @@ class CopyOp(KernelOp):
 
 
 @irdl_op_definition
-class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
+class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",),
+                                   extra_properties=INTERLEAVED)):
     """out = `x`[..., K] @ dequant(`w`)ᵀ with `w` the ui8 GGUF blocks [N, K/values·bytes]
     of `scheme`; `activations q8`: x quantized as ggml does (absent: f32).
 
@@ -1098,7 +1128,13 @@ class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",))):
     lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>)
     lir.dequant_matmul q4_1 ins(%x, %w : memref<4x64xf32>, memref<16x40xui8>) outs(%o : memref<4x16xf32>) activations q8
     ```
+
+    `interleaved W` (lir-pack-weights): `w` holds its blocks interleaved W rows at a time.
     """
+
+    def verify_attributes(self) -> None:
+        super().verify_attributes()
+        verify_interleaved(self)
 
 def _given_state_out(arguments: Mapping[str, Any]) -> bool:
     """A sequence kernel's `return_state` when left out: whether a `state_out` is given
@@ -1283,6 +1319,9 @@ class SharedInputMatmulOp(KernelOp):
     activations = opt_prop_def(QuantActivationsAttr)
     packed_rhs = PACKED_RHS["packed_rhs"]
     """f32 weights only: every weight buffer holds its weight prepacked (as `lir.matmul`'s)."""
+    interleaved = INTERLEAVED["interleaved"]
+    """q8 block weights only: every weight buffer holds its blocks interleaved (as
+    `lir.dequant_matmul`'s)."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
@@ -1291,7 +1330,7 @@ class SharedInputMatmulOp(KernelOp):
     assembly_format = (
         "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
         " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)?"
-        " (`packed_rhs` $packed_rhs^)? attr-dict"
+        " (`packed_rhs` $packed_rhs^)? (`interleaved` $interleaved^)? attr-dict"
     )
 
     @property
@@ -1315,6 +1354,7 @@ class SharedInputMatmulOp(KernelOp):
         if self.packed_rhs is not None and self.scheme is not None:
             raise VerifyException(f"'{self.name}': packed_rhs needs f32 weights, got scheme "
                                   f"{self.scheme.data.value}")
+        verify_interleaved(self)
 
     def verify_results(self) -> None:
         mir.verify_shared_products(self, self.out, "out")

@@ -10,6 +10,17 @@ argument gets the argument attribute `rlx.layout = "packed_rhs"` (`rlx_mlir.core
 convert-lir-to-llvm keeps on the llvm entry: the caller must pass that argument packed
 (`CompiledGraph` packs its bound copy once, for the target's vector width).
 
+A bound GGUF weight (2-D ui8 blocks) read only as the weight of `activations q8`
+`lir.dequant_matmul` / `lir.shared_input_matmul` ops of a 32-value block scheme
+(`rlx_mlir.core.packing.BLOCK_FIELDS`) and as the table of `lir.dequant_gather` (an
+embedding tied to the output projection), at least once as a weight, when the target runs those ops with its int8
+kernels at its vector width W, takes the layout `interleaved:<scheme>:<W>`
+(`interleave_blocks`: each block of W rows side by side, field by field): every such op
+gets `interleaved W` (its column-lane tiles then load each field of W rows as one vector
+instead of transposing W rows per call) and the caller binds it interleaved once. The
+target and W are the options `target` and `vector-width`, as for convert-lir-to-llvm,
+which refuses an `interleaved` op it would lower at another width or without int8 kernels.
+
 Any other use of the argument (the lhs of a matmul, an elementwise input, a view, ...)
 reads it in the logical row-major layout, so such a param stays unpacked, as do inputs
 and params not bound at compile time. The pass works on planned and unplanned lir and is
@@ -26,20 +37,30 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    IntegerAttr,
     MemRefType,
     ModuleOp,
     StringAttr,
     UnitAttr,
+    i64,
 )
 from xdsl.ir import BlockArgument
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core.abi import ARG_LAYOUT, ARG_NAME, ARG_ROLE, LAYOUT_PACKED_RHS, ROLE_PARAM
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.core.packing import BLOCK_FIELDS, interleaved_layout
+from rlx_mlir.core.target import target_of
 from rlx_mlir.dialects import lir
+from rlx_mlir.dialects.mir import activations_of
+from rlx_mlir.dialects.rlx import QuantActivations
+from rlx_mlir.passes.lir_to_llvm.quant_dot import int8_dot_isa
 from rlx_mlir.passes.utils import require_lowered
 
-Packer = lir.MatmulOp | lir.FusedMatmulOp | lir.SharedInputMatmulOp
-"""The kernels that read a prepacked weight (`packed_rhs`)."""
+Packer = (lir.MatmulOp | lir.FusedMatmulOp | lir.SharedInputMatmulOp | lir.DequantMatmulOp
+          | lir.DequantGatherOp)
+"""The kernels that read a prepacked weight (`packed_rhs`) or interleaved blocks."""
 
 
 def _packable(arg: BlockArgument) -> list[Packer] | None:
@@ -59,6 +80,33 @@ def _packable(arg: BlockArgument) -> list[Packer] | None:
     return users or None
 
 
+def _interleavable(arg: BlockArgument) -> tuple[str, list[Packer]] | None:
+    """The scheme and the q8 block matmuls reading `arg` as a weight, if that is all `arg`
+    is used for and they share one scheme with an interleaved layout."""
+    if not isinstance(arg.type, MemRefType) or len(arg.type.get_shape()) != 2:
+        return None
+    users, schemes = [], set()
+    for use in arg.uses:
+        op = use.operation
+        if isinstance(op, lir.SharedInputMatmulOp):
+            reads_weight = arg in op.weights and op.x is not arg and arg not in op.out
+        elif isinstance(op, lir.DequantMatmulOp):
+            reads_weight = op.w is arg and op.x is not arg and op.out is not arg
+        elif isinstance(op, lir.DequantGatherOp):  # an embedding tied to the output projection
+            reads_weight = op.table is arg and op.ids is not arg and op.out is not arg
+        else:
+            return None
+        if not reads_weight or (not isinstance(op, lir.DequantGatherOp)
+                                and (op.scheme is None or activations_of(op) != QuantActivations.Q8)):
+            return None
+        users.append(op)
+        schemes.add(op.scheme.data.value)
+    if (len(schemes) != 1 or next(iter(schemes)) not in BLOCK_FIELDS
+            or all(isinstance(op, lir.DequantGatherOp) for op in users)):
+        return None
+    return schemes.pop(), users
+
+
 def _drop_partial_shared(candidates: dict[BlockArgument, list[Packer]]) -> None:
     """A shared_input_matmul's weights are packed all or none: drop (until none is left)
     the candidates read by one whose other weights are not all candidates."""
@@ -72,27 +120,39 @@ def _drop_partial_shared(candidates: dict[BlockArgument, list[Packer]]) -> None:
                 changed = True
 
 
-def pack_weights(fn: func.FuncOp, params: frozenset[str]) -> list[str]:
-    """Mark the packable bound params of `fn` (see the module doc); their names."""
+def pack_weights(fn: func.FuncOp, params: frozenset[str], interleave: int = 0) -> list[str]:
+    """Mark the packable bound params of `fn` (see the module doc); their names.
+    `interleave`: the vector width of the target's int8 kernels (0: none, nothing is
+    interleaved)."""
     if fn.body.blocks.first is None or fn.arg_attrs is None:
         return []
     attrs = list(fn.arg_attrs.data)
-    candidates: dict[BlockArgument, list[Packer]] = {}
+    panels: dict[BlockArgument, list[Packer]] = {}
+    groups: dict[BlockArgument, list[Packer]] = {}
+    schemes: dict[BlockArgument, str] = {}
     for arg, arg_attrs in zip(fn.body.block.args, attrs, strict=True):
         role, name = arg_attrs.data.get(ARG_ROLE), arg_attrs.data.get(ARG_NAME)
         if role != StringAttr(ROLE_PARAM) or not isinstance(name, StringAttr) or name.data not in params:
             continue
         users = _packable(arg)
         if users is not None:
-            candidates[arg] = users
-    _drop_partial_shared(candidates)
+            panels[arg] = users
+        elif interleave and (found := _interleavable(arg)) is not None:
+            schemes[arg], groups[arg] = found
+    _drop_partial_shared(panels)
+    _drop_partial_shared(groups)
     packed = []
-    for arg, users in candidates.items():
-        for op in users:
-            op.properties["packed_rhs"] = UnitAttr()
-        arg_attrs = attrs[arg.index]
-        attrs[arg.index] = DictionaryAttr({**arg_attrs.data, ARG_LAYOUT: StringAttr(LAYOUT_PACKED_RHS)})
-        packed.append(arg_attrs.data[ARG_NAME].data)
+    for candidates, layout_of in ((panels, lambda _: LAYOUT_PACKED_RHS),
+                                  (groups, lambda arg: interleaved_layout(schemes[arg], interleave))):
+        for arg, users in candidates.items():
+            for op in users:
+                if candidates is panels:
+                    op.properties["packed_rhs"] = UnitAttr()
+                else:
+                    op.properties["interleaved"] = IntegerAttr(interleave, i64)
+            arg_attrs = attrs[arg.index]
+            attrs[arg.index] = DictionaryAttr({**arg_attrs.data, ARG_LAYOUT: StringAttr(layout_of(arg))})
+            packed.append(arg_attrs.data[ARG_NAME].data)
     fn.arg_attrs = ArrayAttr(attrs)
     return packed
 
@@ -100,18 +160,30 @@ def pack_weights(fn: func.FuncOp, params: frozenset[str]) -> list[str]:
 @dataclass(frozen=True)
 class LirPackWeightsPass(ModulePass):
     """Marks `packed_rhs` on the matmuls of bound 2-D weights used only as a matmul rhs
-    (or f32 shared-input weight)."""
+    (or f32 shared-input weight), and `interleaved W` on the q8 block matmuls of bound
+    GGUF weights the target's int8 kernels read."""
 
     name = "lir-pack-weights"
 
     params: tuple[str, ...] = ()
     """The names of the params bound at compile time (only those get packed)."""
+    vector_width: int = 0
+    """The vector width convert-lir-to-llvm lowers at (16, 8 or 4); 0 takes the target's."""
+    target: str = ""
+    """The CPU convert-lir-to-llvm lowers for (its `target` option); "" takes the module's
+    `rlx.target`, else the generic x86-64 (no int8 kernels: nothing is interleaved)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_lowered(op, self.name, "hir", "mir")
         params = frozenset(self.params)
         if not params:
             return
+        try:
+            target = target_of(op, self.target)
+        except RlxError as err:
+            raise PassFailedException(f"{self.name}: {err}") from None
+        width = self.vector_width or target.vector_width
+        interleave = width if width in (8, 16) and int8_dot_isa(target, width) else 0
         for fn in op.walk():
             if isinstance(fn, func.FuncOp):
-                pack_weights(fn, params)
+                pack_weights(fn, params, interleave)

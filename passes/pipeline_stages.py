@@ -136,7 +136,8 @@ FUSION_OPTIONS = {field: f"fusion.{source}" for field, source in MIR_FUSE_OPTION
 PASS_OPTIONS: dict[str, dict[str, str]] = {
     "mir-fuse": FUSION_OPTIONS,
     "lir-plan-arena": {"alignment": "alignment", "strategy": "strategy", "max_dims": "max_dims"},
-    "lir-pack-weights": {"params": "packed_params"},
+    "lir-pack-weights": {"params": "packed_params", "vector_width": "vector_width",
+                         "target": "target"},
     "convert-lir-to-llvm": {"vector_width": "vector_width", "profile": "profile", "target": "target"},
     "rlx-lower": {"alignment": "alignment", "strategy": "strategy",
                   "vector_width": "vector_width", "params": "packed_params",

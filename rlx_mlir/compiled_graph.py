@@ -45,7 +45,7 @@ from rlx_mlir.core.abi import (
 )
 from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
-from rlx_mlir.core.packing import pack_rhs
+from rlx_mlir.core.packing import interleave_blocks, pack_rhs, parse_interleaved
 from rlx_mlir.core.target import Target
 from rlx_mlir.ir import module_text, parse_module
 from rlx_mlir.pipeline import STAGES, PipelineOptions, lower_stages, stage_of
@@ -130,7 +130,8 @@ class CompiledGraph:
     def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Copies of the bound params, in the layout the compiled code reads: a weight
         with `rlx.layout = "packed_rhs"` is packed once here (`pack_rhs` for the
-        vector width of the compiled kernels), never per call."""
+        vector width of the compiled kernels), one with `interleaved:<scheme>:<W>` is
+        interleaved once (`interleave_blocks`), never per call."""
         specs = {a.name: a for a in self.signature.args}
         layouts = self.abi.layouts
         bound = {}
@@ -142,6 +143,8 @@ class CompiledGraph:
             layout = layouts.get(name)
             if layout == LAYOUT_PACKED_RHS:
                 bound[name] = pack_rhs(array, self.target.vector_width)
+            elif layout is not None and (interleaved := parse_interleaved(layout)) is not None:
+                bound[name] = interleave_blocks(array, *interleaved)
             elif layout is None:
                 # A read-only array (a memory-mapped weight) cannot change under us: bind it
                 # as is, so a model's weights are not copied into memory a second time.

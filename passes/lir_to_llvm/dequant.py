@@ -29,12 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import i1, i8, i32, i64
+from xdsl.dialects.builtin import i1, i8, i16, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from rlx_mlir.core import shape_inference as si
 from rlx_mlir.core.abi import STATUS_INDEX_OUT_OF_RANGE, STATUS_OK
 from rlx_mlir.core.dtypes import llvm_element
+from rlx_mlir.core.packing import BLOCK_FIELDS
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.mir import activations_of
@@ -55,7 +56,12 @@ from rlx_mlir.passes.lir_to_llvm.gguf import SCHEMES, DequantScheme, dequant_wei
 from rlx_mlir.passes.lir_to_llvm.indexing import load_index
 from rlx_mlir.passes.lir_to_llvm.kquant_dot import build_kquant_int8
 from rlx_mlir.passes.lir_to_llvm.q8_emulated import build_q8_emulated
-from rlx_mlir.passes.lir_to_llvm.quant_dot import K_INT8_SCHEMES, build_int8_dequant, uses_int8_dot
+from rlx_mlir.passes.lir_to_llvm.quant_dot import (
+    K_INT8_SCHEMES,
+    build_int8_dequant,
+    interleaved_scheme,
+    uses_int8_dot,
+)
 from rlx_mlir.passes.lir_to_llvm.record import kernel
 
 
@@ -221,7 +227,8 @@ def build_q8_kernel(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str
     """The kernel of a dequant_matmul (or shared_input_matmul) with `activations q8`: VNNI
     dot products where convert-lir-to-llvm marked it (quant_dot.py; the K-quants
     kquant_dot.py), else the emulation (q8_emulated.py: the same numbers within f32
-    rounding)."""
+    rounding). A kernel whose weights are interleaved must be int8 at their width."""
+    interleaved_scheme(op, vector_width)
     if uses_int8_dot(op, vector_width):
         if op.scheme.data.value in K_INT8_SCHEMES:
             return build_kquant_int8(op, name, vector_width, partitioned)
@@ -233,7 +240,7 @@ def build_q8_kernel(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: str
 
 
 def _decode_row(kb: KernelBuilder, scheme: DequantScheme, src: SSAValue, dst: SSAValue,
-                k: int) -> None:
+                k: int, block_at: Callable[[SSAValue], SSAValue] | None = None) -> None:
     """dst[0:k] = the k values of the GGUF row at `src` (bytes), block by block with the
     scheme's `quants` and `affine` (as dequant_matmul reads them; every q·scale is exact
     in f32, so the values equal rlx_mlir.core.quants' bit for bit); float types: vectors
@@ -251,12 +258,45 @@ def _decode_row(kb: KernelBuilder, scheme: DequantScheme, src: SSAValue, dst: SS
     if scheme.group % w:
         raise ValueError(f"dequant_gather: vector width {w} does not divide a block")
     with kb.loop(0, k // scheme.values) as loop:
-        block = kb.gep(src, kb.mul(loop.iv, scheme.bytes), i8)
+        block = (kb.gep(src, kb.mul(loop.iv, scheme.bytes), i8) if block_at is None
+                 else block_at(loop.iv))
         values = kb.gep(dst, kb.mul(loop.iv, scheme.values))
         for g in range(scheme.values // scheme.group):
             firsts = range(g * scheme.group, (g + 1) * scheme.group, w)
             for first, value in zip(firsts, dequant_weights(kb, scheme, block, g, firsts), strict=True):
                 kb.store(value, values, first)
+
+
+def _interleaved_block(kb: KernelBuilder, op: lir.DequantGatherOp, table: SSAValue, row: SSAValue,
+                       shape: tuple[int, int]) -> Callable[[SSAValue], SSAValue]:
+    """block_at(b) for `row` of a table interleaved W rows at a time
+    (`rlx_mlir.core.packing.interleave_blocks`): block b's fields copied into a stack block
+    of the row-major layout, read from the row's group (rows of a whole group) or the row
+    itself (the row-major rest)."""
+    name, width = op.scheme.data.value, op.interleaved.value.data
+    fields = BLOCK_FIELDS[name]
+    block_bytes = sum(size for _, size in fields)
+    n_rows, row_bytes = shape
+    grouped = kb.icmp("ult", row, kb.index(n_rows // width * width))
+    lane = kb.select(grouped, kb.insert(llvm.URemOp(row, kb.index(width))), kb.index(0))
+    row_start = kb.select(grouped, kb.sub(row, lane), row)  # a group's bytes start at its first row
+    spread = kb.select(grouped, kb.index(width), kb.index(1))  # W copies of each field, or one
+    base = kb.gep(table, kb.mul(row_start, row_bytes), i8)
+    scratch = kb.alloca(block_bytes, i8, align=4)
+
+    def block_at(b: SSAValue) -> SSAValue:
+        group = kb.gep(base, kb.mul(kb.mul(b, block_bytes), spread), i8)
+        for offset, size in fields:
+            unit = min(4, size)
+            element = i16 if unit == 2 else i32
+            for u in range(size // unit):
+                # interleaved_offset(name, W, offset, u, lane), or offset + u·unit row-major
+                at = kb.add(kb.mul(spread, offset + u * unit), kb.mul(lane, unit))
+                kb.store(kb.load(kb.gep(group, at, i8), element=element, align=1),
+                         kb.gep(scratch, offset + u * unit, i8), element=element, align=1)
+        return scratch
+
+    return block_at
 
 
 @kernel(lir.DequantGatherOp, runtime_dims=True, checked=True)
@@ -284,8 +324,11 @@ def build_dequant_gather(op: lir.DequantGatherOp, name: str, vector_width: int) 
     any_bad = check.results[0]
     with kb.loop(0, kb.select(any_bad, kb.index(0), kb.index(count))) as loop:
         row = load_index(kb, ids, loop.iv, id_element)
+        block_at = None
+        if op.interleaved is not None:
+            block_at = _interleaved_block(kb, op, table, row, (n_rows, row_bytes))
         _decode_row(kb, scheme, kb.gep(table, kb.mul(row, row_bytes), i8),
-                    kb.gep(out, kb.mul(loop.iv, k)), k)
+                    kb.gep(out, kb.mul(loop.iv, k)), k, block_at)
     kb.ret(kb.select(any_bad, kb.constant(STATUS_INDEX_OUT_OF_RANGE, i32),
                      kb.constant(STATUS_OK, i32)))
     return kb.finish()

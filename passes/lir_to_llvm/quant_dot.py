@@ -85,7 +85,9 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
+from xdsl.utils.exceptions import PassFailedException
 
+from rlx_mlir.core.packing import interleaved_offset
 from rlx_mlir.core.target import Target, has_avx2, has_avx512bw
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
@@ -138,6 +140,11 @@ next tiles' rows: more DRAM requests in flight than the hardware prefetcher keep
 0: no software prefetch. Until 2026-11-27 the offset was counted in f32 elements (4×
 the bytes); measured side by side, 8192 bytes beats 2048 bytes and no prefetch
 (SmolLM2 Q4_1, 2 threads)."""
+
+INTERLEAVED_PREFETCH_BYTES = 0
+"""Column tiles of interleaved weights prefetch every line of a step's groups this many
+bytes ahead (0: none; the groups of a tile are one sequential run, which the hardware
+prefetcher follows)."""
 
 MAGIC = 12582912.0
 """1.5·2^23: x + MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
@@ -233,6 +240,21 @@ def uses_int8_dot(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, width: int)
     with a kernel for the marked instruction set, W 16 or 8)."""
     return (INT8_DOT in op.attributes and activations_of(op) == QuantActivations.Q8
             and has_int8_kernel(op.scheme.data.value) and width in (8, 16))
+
+
+def interleaved_scheme(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, width: int) -> str:
+    """The scheme of `op`'s weights when lir-pack-weights interleaved them ("" if not);
+    refuses a kernel of another width than the layout's, or one that is not int8."""
+    if op.interleaved is None:
+        return ""
+    rows = op.interleaved.value.data
+    if rows != width or not uses_int8_dot(op, width):
+        raise PassFailedException(f"convert-lir-to-llvm: '{op.name}': its weights are interleaved {rows} rows at a time for the "
+                       f"int8 kernels of that vector width, but it is lowered at width {width} "
+                       f"{'with' if uses_int8_dot(op, width) else 'without'} an int8 kernel "
+                       "(run lir-pack-weights with the target and vector-width of "
+                       "convert-lir-to-llvm)")
+    return op.scheme.data.value
 
 
 def int8_isa_of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> str:
@@ -630,7 +652,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     ivec = vector_of(width, i32)
 
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
-                   (COLUMN_TILE_ROWS[width], width))
+                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width))
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
@@ -775,24 +797,54 @@ def _with_high_bits(kb: KernelBuilder, quads: list[SSAValue], high: SSAValue) ->
     return spread
 
 
+def quant_dwords(scheme: Int8Scheme) -> int:
+    """Dwords of quants per block: 8 bytes of q8_0, 4 of nibbles."""
+    return 8 if scheme.bits == 8 else 4
+
+
 def _column_weights(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue]) -> ColumnWeights:
-    """One block of each of W weight rows (`blocks`: its address in each row)."""
-    ivec = vector_of(kb.vector_width, i32)
-    if scheme.bits == 8:  # q + 128, as unsigned bytes (or q itself: scheme.signed)
-        quads = [q for half in (0, 16) for q in transpose_quads(
-            kb, [load_at(kb, b, scheme.quants + half, vector_of(4, i32)) for b in blocks])]
-        if not scheme.signed:
-            quads = [kb.insert(llvm.XOrOp(q, kb.constant(-0x7F7F7F80, ivec))) for q in quads]
-    else:  # byte i: value i in its low nibble, value 16 + i in its high one
-        packed = transpose_quads(kb, [load_at(kb, b, scheme.quants, vector_of(4, i32)) for b in blocks])
-        nibbles = kb.constant(0x0F0F0F0F, ivec)
-        quads = ([kb.insert(llvm.AndOp(q, nibbles)) for q in packed]
-                 + [kb.insert(llvm.AndOp(kb.insert(llvm.LShrOp(q, kb.constant(4, ivec))), nibbles))
-                    for q in packed])
-        if scheme.high_at is not None:
-            quads = _with_high_bits(kb, quads, column_words(kb, blocks, scheme.high_at))
+    """One block of each of W weight rows (`blocks`: its address in each row), transposed
+    in registers."""
+    quads = [q for half in range(0, 4 * quant_dwords(scheme), 16) for q in transpose_quads(
+        kb, [load_at(kb, b, scheme.quants + half, vector_of(4, i32)) for b in blocks])]
+    high = column_words(kb, blocks, scheme.high_at) if scheme.high_at is not None else None
     m = column_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
-    return ColumnWeights(quads, column_f16(kb, blocks, 0), m)
+    return ColumnWeights(_unsigned_quads(kb, scheme, quads, high), column_f16(kb, blocks, 0), m)
+
+
+def _interleaved_weights(kb: KernelBuilder, scheme: Int8Scheme, name: str,
+                         group: SSAValue) -> ColumnWeights:
+    """One block of each of W weight rows from their interleaved group (`group`: its
+    address; layout of `rlx_mlir.core.packing.interleave_blocks`): one vector load per
+    field and dword."""
+    width = kb.vector_width
+    ivec = vector_of(width, i32)
+
+    def field(offset: int, ty: Attribute, unit: int = 0) -> SSAValue:
+        return load_at(kb, group, interleaved_offset(name, width, offset, unit, 0), ty)
+
+    quads = [field(scheme.quants, ivec, q) for q in range(quant_dwords(scheme))]
+    high = field(scheme.high_at, ivec) if scheme.high_at is not None else None
+    halves = vector_of(width, i16)
+    m = f16_as_f32(kb, field(scheme.min_at, halves)) if scheme.min_at is not None else None
+    return ColumnWeights(_unsigned_quads(kb, scheme, quads, high), f16_as_f32(kb, field(0, halves)), m)
+
+
+def _unsigned_quads(kb: KernelBuilder, scheme: Int8Scheme, quads: list[SSAValue],
+                    high: SSAValue | None) -> list[SSAValue]:
+    """The 8 quads of unsigned quants (values 4q..4q+3 in quad q) of a block's quant
+    dwords in column lanes (`quads`: 8 of bytes, or 4 of nibbles: byte i holds value i in
+    its low nibble, 16 + i in its high one) and its 5th bits per lane (`high`)."""
+    ivec = quads[0].type
+    if scheme.bits == 8:  # q + 128, as unsigned bytes (or q itself: scheme.signed)
+        if scheme.signed:
+            return quads
+        return [kb.insert(llvm.XOrOp(q, kb.constant(-0x7F7F7F80, ivec))) for q in quads]
+    nibbles = kb.constant(0x0F0F0F0F, ivec)
+    unsigned = ([kb.insert(llvm.AndOp(q, nibbles)) for q in quads]
+                + [kb.insert(llvm.AndOp(kb.insert(llvm.LShrOp(q, kb.constant(4, ivec))), nibbles))
+                   for q in quads])
+    return unsigned if high is None else _with_high_bits(kb, unsigned, high)
 
 
 def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, scratch: Scratch,
@@ -808,13 +860,21 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
     wq, out = product_buffers(kb, plan, product)
     n = plan.ns[product]
     row_bytes = blocks * scheme.bytes
-    columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(width)]
-    x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
     ivec = vector_of(width, i32)
+    x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
+    if plan.interleaved:  # the W rows' blocks are one run of groups of W·bytes
+        group_bytes = width * scheme.bytes
+        columns = [kb.address(wq, kb.fold_mul(j, row_bytes), i8)]
+    else:
+        group_bytes = scheme.bytes
+        columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, c), row_bytes), i8) for c in range(width)]
 
     def block(accs: list[SSAValue], step: Index, b: int) -> list[SSAValue]:
-        at = kb.fold_mul(kb.fold_add(kb.fold_mul(step, per_step), b), scheme.bytes)
-        weights = _column_weights(kb, scheme, [kb.address(col, at, i8) for col in columns])
+        at = kb.fold_mul(kb.fold_add(kb.fold_mul(step, per_step), b), group_bytes)
+        if plan.interleaved:
+            weights = _interleaved_weights(kb, scheme, plan.interleaved, kb.address(columns[0], at, i8))
+        else:
+            weights = _column_weights(kb, scheme, [kb.address(col, at, i8) for col in columns])
         base = kb.fold_mul(step, step_bytes)
         lane = kb.fold_add(base, 4 * _first_lane(width, b))
         sums = []
@@ -832,7 +892,11 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
         return sums
 
     def step(accs: list[SSAValue], index: Index, present: int) -> list[SSAValue]:
-        if PREFETCH_BYTES:
+        if plan.interleaved and INTERLEAVED_PREFETCH_BYTES:  # every line of the step's groups
+            ahead = kb.fold_add(kb.fold_mul(index, per_step * group_bytes), INTERLEAVED_PREFETCH_BYTES)
+            for line in range(0, per_step * group_bytes, 64):
+                kb.prefetch(columns[0], kb.fold_add(ahead, line), i8)
+        elif PREFETCH_BYTES and not plan.interleaved:
             ahead = kb.fold_add(kb.fold_mul(index, per_step * scheme.bytes), PREFETCH_BYTES)
             for col in columns:
                 kb.prefetch(col, ahead, i8)
@@ -861,6 +925,9 @@ class RowPlan:
     partitioned: bool
     single: tuple[int, int]
     multi: tuple[int, int]
+    interleaved: str = ""
+    """The weights' scheme when their blocks are interleaved W rows at a time (`interleaved`
+    of the op: column tiles read groups), "" for row-major GGUF rows."""
 
     @property
     def pointers(self) -> int:

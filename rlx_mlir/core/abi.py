@@ -128,6 +128,11 @@ LAYOUT_PACKED_RHS = "packed_rhs"
 """`rlx.layout` of a weight in the prepacked matmul-rhs panel layout
 (`rlx_mlir.core.packing.pack_rhs`), packed once when it is bound."""
 
+LAYOUT_INTERLEAVED = "interleaved"
+"""Prefix of the `rlx.layout` of GGUF block rows interleaved W rows at a time for the int8
+kernels, `interleaved:<scheme>:<W>` (`rlx_mlir.core.packing.interleave_blocks`), packed
+once when it is bound."""
+
 # ----------------------------------------------------------------------------- threads
 
 WORKER_SUFFIX = "__worker"

@@ -4,11 +4,19 @@ A bound 2-D weight used only as a matmul rhs is stored as `LAYOUT_PACKED_RHS` (s
 `rlx_mlir.core.abi`): the compiled graph packs it once with `pack_rhs` when it binds the
 param, and the matmul kernels (`passes/lir_to_llvm`) read its panels of
 `panel_columns(W)` columns.
+
+A bound GGUF weight (ui8 rows of 32-value blocks) read only by the int8 kernels of its
+scheme is stored as `interleaved_layout(scheme, W)`: `interleave_blocks` puts each block
+of W consecutive rows side by side, field by field, so that the kernel's column-lane tiles
+(weight row c in vector lane c) load each field of W rows as one vector instead of
+gathering and transposing it per call.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from rlx_mlir.core.abi import LAYOUT_INTERLEAVED
 
 GEMM_TILES: dict[int, tuple[int, int]] = {16: (6, 4), 8: (6, 2), 4: (6, 2)}
 """(MR, NR) per vector width: an MR × NR·W tile of C in MR·NR vector accumulators.
@@ -30,3 +38,64 @@ def pack_rhs(b: np.ndarray, width: int) -> np.ndarray:
     nb = panel_columns(width)
     flat = np.concatenate([np.ascontiguousarray(b[:, j:j + nb]).ravel() for j in range(0, n, nb)])
     return flat.reshape(k, n)
+
+
+BLOCK_FIELDS: dict[str, tuple[tuple[int, int], ...]] = {
+    "q4_0": ((0, 2), (2, 16)),
+    "q4_1": ((0, 2), (2, 2), (4, 16)),
+    "q5_0": ((0, 2), (2, 4), (6, 16)),
+    "q5_1": ((0, 2), (2, 2), (4, 4), (8, 16)),
+    "q8_0": ((0, 2), (2, 32)),
+}
+"""(byte offset, bytes) of every field of a 32-value block of the schemes with an
+interleaved layout: the f16 d, the f16 m (q4_1, q5_1), the u32 of 5th bits (q5_0, q5_1),
+the quants."""
+
+
+def interleaved_layout(scheme: str, width: int) -> str:
+    """The `rlx.layout` of a weight of `scheme` interleaved `width` rows at a time."""
+    return f"{LAYOUT_INTERLEAVED}:{scheme}:{width}"
+
+
+def parse_interleaved(layout: str) -> tuple[str, int] | None:
+    """(scheme, width) of an `interleaved_layout`, None for any other layout."""
+    prefix, _, rest = layout.partition(":")
+    scheme, _, width = rest.partition(":")
+    if prefix != LAYOUT_INTERLEAVED or scheme not in BLOCK_FIELDS or not width.isdigit():
+        return None
+    return scheme, int(width)
+
+
+def interleaved_offset(scheme: str, width: int, field_offset: int, unit: int, lane: int) -> int:
+    """Byte offset, within the interleaved group of one block of `width` rows, of unit
+    `unit` (a dword, or the whole field when it is shorter) of the field at
+    `field_offset` of row `lane`'s block: the field's W copies start at W·field_offset,
+    unit-major, then lane."""
+    size = dict(BLOCK_FIELDS[scheme])[field_offset]
+    step = min(4, size)
+    return width * field_offset + (unit * width + lane) * step
+
+
+def interleave_blocks(w: np.ndarray, scheme: str, width: int) -> np.ndarray:
+    """GGUF block rows w[N, blocks·bytes] (ui8) in the interleaved layout: for every whole
+    group of `width` rows and every block column b, one group of width·bytes bytes in
+    which each field (`BLOCK_FIELDS`) of the W blocks comes as its dwords, dword-major,
+    then row (fields shorter than 4 bytes: the W copies side by side), at W times the
+    field's offset in a block (`interleaved_offset`). The N % width last rows stay as
+    they are. Returns the same bytes reordered, in w's shape."""
+    fields = BLOCK_FIELDS[scheme]
+    block_bytes = sum(size for _, size in fields)
+    n, row_bytes = w.shape
+    if row_bytes % block_bytes:
+        raise ValueError(f"interleave_blocks: rows of {row_bytes} bytes are not whole "
+                         f"{scheme} blocks of {block_bytes}")
+    whole = n // width * width
+    blocks = row_bytes // block_bytes
+    tiles = w[:whole].reshape(whole // width, width, blocks, block_bytes).transpose(0, 2, 1, 3)
+    parts = []
+    for offset, size in fields:
+        step = min(4, size)
+        field = tiles[..., offset:offset + size].reshape(*tiles.shape[:3], size // step, step)
+        parts.append(field.transpose(0, 1, 3, 2, 4).reshape(*tiles.shape[:2], width * size))
+    packed = np.concatenate(parts, axis=-1).reshape(whole, row_bytes)
+    return np.ascontiguousarray(np.concatenate([packed, w[whole:]]))

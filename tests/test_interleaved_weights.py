@@ -1,0 +1,213 @@
+"""Interleaved block weights (`interleaved W` of lir.dequant_matmul / shared_input_matmul,
+`rlx_mlir.core.packing.interleave_blocks`): the int8 kernels' column-lane tiles load each
+field of W weight rows as one vector instead of transposing per call.
+
+The arithmetic is the same as on row-major GGUF rows, so a kernel reading the interleaved
+copy gives the row-major kernel's output bit for bit (and so the q8 reference's numbers):
+every legacy scheme, whole tiles and a row-major rest of rows, one row and several, serial
+and partitioned, at every int8 target. Through `rlx.jit`: weights bound at compile time are
+interleaved once at bind time (lir-pack-weights), unbound ones and f32 activations are not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from jit_harness import Jitted
+from test_jit_dequant import blocks
+from test_jit_quant_dot import check, dequant_op, runnable, x_rows
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.utils.exceptions import PassFailedException, VerifyException
+
+import rlx_mlir as rlx
+from rlx_mlir.core import quants
+from rlx_mlir.core.packing import (
+    BLOCK_FIELDS,
+    interleave_blocks,
+    interleaved_layout,
+    interleaved_offset,
+    parse_interleaved,
+)
+from rlx_mlir.core.target import host_target
+from rlx_mlir.passes.lir_to_llvm import dequant as mm
+from rlx_mlir.passes.lir_to_llvm import quant_dot as qd
+
+SCHEMES = tuple(BLOCK_FIELDS)
+INT8_TARGETS = ("w16-vnni", "w8-vnni", "w8-avx2", "w16-avx512bw")
+RNG = np.random.default_rng(2027)
+
+
+def test_interleave_puts_each_field_where_the_kernel_reads_it():
+    """Every byte of a whole tile moves to `interleaved_offset` of its group; the rest of
+    the rows stay; the bytes are a permutation (nothing lost)."""
+    for scheme, fields in BLOCK_FIELDS.items():
+        block = sum(size for _, size in fields)
+        for width in (8, 16):
+            n, blocks_per_row = 2 * width + 3, 3
+            w = RNG.integers(0, 256, (n, blocks_per_row * block), dtype=np.uint8)
+            packed = interleave_blocks(w, scheme, width)
+            assert packed.shape == w.shape and packed.dtype == np.uint8
+            np.testing.assert_array_equal(np.sort(packed, axis=None), np.sort(w, axis=None))
+            np.testing.assert_array_equal(packed[2 * width:], w[2 * width:])
+            flat = packed.reshape(-1)
+            for row in range(2 * width):
+                tile, lane = divmod(row, width)
+                for b in range(blocks_per_row):
+                    group = (tile * blocks_per_row + b) * width * block
+                    for offset, size in fields:
+                        unit = min(4, size)
+                        for u in range(size // unit):
+                            at = group + interleaved_offset(scheme, width, offset, u, lane)
+                            first = b * block + offset + u * unit
+                            np.testing.assert_array_equal(flat[at:at + unit], w[row, first:first + unit])
+
+
+def test_layout_names_round_trip():
+    assert parse_interleaved(interleaved_layout("q5_1", 8)) == ("q5_1", 8)
+    for other in ("packed_rhs", "interleaved:q4_k:16", "interleaved:q4_0:x", "interleaved"):
+        assert parse_interleaved(other) is None
+    with pytest.raises(ValueError, match="not whole q4_0 blocks"):
+        interleave_blocks(np.zeros((16, 19), np.uint8), "q4_0", 16)
+
+
+def _interleaved(op, width: int):
+    op.properties["interleaved"] = IntegerAttr(width, i64)
+    op.verify()
+    return op
+
+
+@pytest.mark.parametrize("target", INT8_TARGETS)
+def test_interleaved_kernels_equal_the_row_major_ones(target):
+    """37 = 2·16 + 5 = 4·8 + 5 weight rows (whole tiles, then row tiles of the row-major
+    rest), K = 96 (at W = 16 the last step has one block), symbolic rows 1..23 serial and in
+    2 and 3 parts: the same bits as the row-major kernel, within the q8 reference."""
+    width, cpu, isa = runnable(target)
+    n, k = 37, 96
+    cases, functions = [], []
+    for i, scheme in enumerate(SCHEMES):
+        w = np.ascontiguousarray(blocks(scheme, n, k))
+        plain = dequant_op(scheme, ("S", k), w, isa)
+        packed = _interleaved(dequant_op(scheme, ("S", k), w, isa), width)
+        functions += [mm.build_dequant_matmul(plain, f"k{i}", width),
+                      mm.build_dequant_matmul(packed, f"i{i}", width),
+                      mm.build_dequant_matmul(packed, f"p{i}", width, partitioned=True)]
+        cases.append((scheme, w, interleave_blocks(w, scheme, width)))
+    jitted = Jitted(functions, cpu, verify=False)
+    for i, (scheme, w, w_packed) in enumerate(cases):
+        plain = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
+        packed = jitted.function(f"i{i}", 3, extra=[ctypes.c_int64])
+        parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
+        for m in (1, 2, 5, 9, 23):
+            x = x_rows(m, k)
+            want, got = (np.full((m, n), np.nan, np.float32) for _ in range(2))
+            plain(x.ctypes.data, w.ctypes.data, want.ctypes.data, m)
+            packed(x.ctypes.data, w_packed.ctypes.data, got.ctypes.data, m)
+            where = f"{scheme} M={m} {target}"
+            np.testing.assert_array_equal(got, want, err_msg=where)
+            check(got, x, w, scheme, where)
+            for parts in (2, 3):
+                out = np.full((m, n), np.nan, np.float32)
+                for part in range(parts):
+                    share = np.full((m, n), np.nan, np.float32)
+                    parted(x.ctypes.data, w_packed.ctypes.data, share.ctypes.data, m, part, parts)
+                    out[~np.isnan(share)] = share[~np.isnan(share)]
+                np.testing.assert_array_equal(out, want, err_msg=f"{where} parts={parts}")
+
+
+def test_the_op_states_a_layout_its_kernel_reads():
+    w = np.ascontiguousarray(blocks("q4_1", 16, 64))
+    for bad, message in ((12, "expects 8 or 16 rows"),):
+        op = dequant_op("q4_1", ("S", 64), w, qd.VNNI)
+        op.properties["interleaved"] = IntegerAttr(bad, i64)
+        with pytest.raises(VerifyException, match=message):
+            op.verify()
+    kquant = dequant_op("q4_k", ("S", 256), np.ascontiguousarray(blocks("q4_k", 16, 256)), qd.VNNI)
+    kquant.properties["interleaved"] = IntegerAttr(16, i64)
+    with pytest.raises(VerifyException, match="expects a scheme of q4_0"):
+        kquant.verify()
+    # a kernel of another width, or the emulation, cannot read the layout
+    op = _interleaved(dequant_op("q4_1", ("S", 64), w, qd.VNNI), 16)
+    with pytest.raises(PassFailedException, match="interleaved 16 rows.*width 8"):
+        mm.build_dequant_matmul(op, "k", 8)
+    emulated = _interleaved(dequant_op("q4_1", ("S", 64), w, None), 16)
+    with pytest.raises(PassFailedException, match="without an int8 kernel"):
+        mm.build_dequant_matmul(emulated, "k", 16)
+
+
+SHAPES = {"gate": (64, 96), "up": (64, 96), "down": (96, 64), "extra": (37, 96)}
+"""Weight rows × values per row: the FFN's, and 37 = 2·16 + 5 = 4·8 + 5 rows."""
+
+
+def _ffn_graph(scheme: str) -> rlx.Graph:
+    """x[S, 96] through a shared-input pair (gate, up: one shared_input_matmul after
+    mir-fuse) and a down projection, and through `extra` (a row-major rest of rows), all
+    in `scheme` with q8 activations."""
+    g = rlx.Graph("ffn")
+    x = g.input("x", ("S", 96))
+    raw = {name: g.param(name, (rows, cols // 32 * quants.quant_type(scheme).type_size), "ui8")
+           for name, (rows, cols) in SHAPES.items()}
+    gate, up = (g.dequant_matmul(x, raw[name], scheme, activations="q8") for name in ("gate", "up"))
+    g.output(g.dequant_matmul(g.mul(g.silu(gate), up), raw["down"], scheme, activations="q8"),
+             g.dequant_matmul(x, raw["extra"], scheme, activations="q8"))
+    return g
+
+
+@pytest.mark.parametrize("scheme", ["q4_1", "q8_0", "q5_0"])
+def test_jit_interleaves_bound_weights(scheme):
+    """Bound weights are interleaved at bind time for the host's int8 kernels (their
+    layout in the ABI) and give the unbound (row-major) build's bits."""
+    host = host_target()
+    width = host.vector_width
+    if qd.int8_dot_isa(host, width) is None:
+        pytest.skip("the host has no int8 kernels")
+    g = _ffn_graph(scheme)
+    params = {name: blocks(scheme, *shape) for name, shape in SHAPES.items()}
+    bound = rlx.jit(g, params=params, threads=1)
+    plain = rlx.jit(g, threads=1)
+    assert bound.abi.layouts == dict.fromkeys(SHAPES, interleaved_layout(scheme, width))
+    assert plain.abi.layouts == {}
+    lir_text = bound.mlir("lir")
+    assert f"shared_input_matmul {scheme}" in lir_text
+    assert lir_text.count(f"interleaved {width}") == lir_text.count("activations q8") >= 2
+    reference = rlx.reference(g, params=params)
+    for m in (1, 3, 17):
+        x = x_rows(m, 96)
+        got = bound(x)
+        for a, b, want in zip(got, plain(x, *params.values()), reference(x), strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"{scheme} M={m}")
+            finite = np.isfinite(want)  # random blocks' scales can overflow the down projection
+            np.testing.assert_array_equal(np.isfinite(a), finite)
+            np.testing.assert_allclose(a[finite], want[finite], rtol=1e-3,
+                                       atol=1e-3 * np.abs(want[finite]).max())
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_tied_table_is_interleaved_for_its_projection(scheme):
+    """An embedding table that is also the output projection (tied, as SmolLM2's
+    token_embd) is interleaved, and its lookup (lir.dequant_gather) decodes rows of whole
+    groups and of the row-major rest exactly; the ids out of range still fail."""
+    host = host_target()
+    if qd.int8_dot_isa(host, host.vector_width) is None:
+        pytest.skip("the host has no int8 kernels")
+    vocab, d = 37, 64
+    g = rlx.Graph("tied")
+    ids = g.input("ids", ("S",), "i32")
+    table = g.param("table", (vocab, d // 32 * quants.quant_type(scheme).type_size), "ui8")
+    h = g.embedding(table, ids, scheme=scheme)
+    g.output(g.dequant_matmul(h, table, scheme, activations="q8"), h)
+    params = {"table": blocks(scheme, vocab, d)}
+    bound = rlx.jit(g, params=params, threads=1)
+    assert bound.abi.layouts == {"table": interleaved_layout(scheme, host.vector_width)}
+    lir_text = bound.mlir("lir")
+    assert "lir.dequant_gather" in lir_text
+    assert lir_text.count(f"interleaved {host.vector_width}") == 2
+    plain = rlx.jit(g, threads=1)
+    every = np.arange(vocab, dtype=np.int32)[::-1].copy()
+    got, want = bound(every), plain(every, params["table"])
+    np.testing.assert_array_equal(got[1], quants.dequantize(params["table"], scheme)[every])
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(rlx.RlxError, match="out of range"):
+        bound(np.array([vocab], np.int32))
