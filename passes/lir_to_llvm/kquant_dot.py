@@ -60,6 +60,7 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     int8_dot,
     int8_isa_of,
     int16_dot,
+    interleaved_scheme,
     load_at,
     product_buffers,
     q8_products,
@@ -193,10 +194,41 @@ GROUPS = 4
 """Groups of sub-blocks per superblock (q4_k/q5_k: 2 of 32 values; q6_k: 4 of 16)."""
 
 
-def _columns_of(kb: KernelBuilder, blocks: list[SSAValue], offset: Index) -> list[SSAValue]:
-    """The 16 bytes at `offset` of each lane's superblock, transposed: 4 vectors, vector
-    q holding bytes 4q..4q+3 of each lane's row."""
-    return transpose_quads(kb, [load_at(kb, b, offset, vector_of(4, i32)) for b in blocks])
+@dataclass(frozen=True)
+class Columns:
+    """Where a column tile reads one superblock of each of its W weight rows: each lane's
+    superblock in a row-major row (`blocks`), or the group of the W superblocks of an
+    interleaved weight (`group`: `rlx_mlir.core.packing.interleave_blocks`, every dword
+    of a superblock as W consecutive dwords, the f16 d of q6_k/q3_k as W halves)."""
+
+    kb: KernelBuilder
+    blocks: list[SSAValue] | None = None
+    group: SSAValue | None = None
+
+    def quads(self, offset: Index) -> list[SSAValue]:
+        """The 16 bytes at `offset` (a multiple of 4) of each lane's superblock, as 4
+        vectors: vector q holds bytes 4q..4q+3 of each lane's row."""
+        kb = self.kb
+        if self.group is None:
+            return transpose_quads(kb, [load_at(kb, b, offset, vector_of(4, i32)) for b in self.blocks])
+        width = kb.vector_width
+        at = kb.fold_mul(offset, width)
+        return [load_at(kb, self.group, kb.fold_add(at, 4 * width * q), vector_of(width, i32))
+                for q in range(4)]
+
+    def halves(self, offset: int) -> SSAValue:
+        """The f16 at `offset` of each lane's superblock as f32 lanes."""
+        if self.group is None:
+            return column_f16(self.kb, self.blocks, offset)
+        width = self.kb.vector_width
+        return f16_as_f32(self.kb, load_at(self.kb, self.group, width * offset, vector_of(width, i16)))
+
+    def words(self, offset: int) -> SSAValue:
+        """The i32 at `offset` (a multiple of 4) of each lane's superblock."""
+        if self.group is None:
+            return column_words(self.kb, self.blocks, offset)
+        width = self.kb.vector_width
+        return load_at(self.kb, self.group, width * offset, vector_of(width, i32))
 
 
 def _spill_scales(kb: KernelBuilder, scales: list[SSAValue], buffer: SSAValue) -> Callable[[SSAValue], SSAValue]:
@@ -213,13 +245,13 @@ def _splat_i32(kb: KernelBuilder, value: SSAValue) -> SSAValue:
     return kb.splat(kb.insert(llvm.TruncOp(value, i32)))
 
 
-def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue,
+def _q4_k_style(kb: KernelBuilder, src: Columns, buffer: SSAValue,
                 high_bits: bool) -> Superblock:
     """q4_k (d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles) and q5_k
     (the same, with 32 bytes of 5th bits before the nibbles). Group c: the 32 bytes of
     sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles)."""
     width = kb.vector_width
-    head = _columns_of(kb, blocks, 0)  # (d, dmin), scales 0-3, mins 0-3, low nibbles 4-7
+    head = src.quads(0)  # (d, dmin), scales 0-3, mins 0-3, low nibbles 4-7
     halves = vector_of(width, i16)
     d = f16_as_f32(kb, kb.insert(llvm.TruncOp(head[0], halves)))
     dmin = f16_as_f32(kb, kb.insert(llvm.TruncOp(_int(kb, llvm.LShrOp, head[0], 16), halves)))
@@ -234,11 +266,11 @@ def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue,
     scale_of = _spill_scales(kb, six_bits(head[1], 0), buffer)
     pairs = [kb.or_(m, _int(kb, llvm.ShlOp, m, 16)) for m in six_bits(head[2], 4)]
     quants_at = 48 if high_bits else 16
-    high = _columns_of(kb, blocks, 16) + _columns_of(kb, blocks, 32) if high_bits else []
+    high = src.quads(16) + src.quads(32) if high_bits else []
 
     def group(c: SSAValue) -> list[SubBlock]:
         at = kb.add(kb.mul(c, 32), quants_at)
-        packed = _columns_of(kb, blocks, at) + _columns_of(kb, blocks, kb.add(at, 16))
+        packed = src.quads(at) + src.quads(kb.add(at, 16))
         subs = []
         for half in (0, 1):
             sub = kb.add(kb.mul(c, 2), half)
@@ -254,12 +286,12 @@ def _q4_k_style(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue,
     return Superblock(d, neg_dmin, pairs, group)
 
 
-def _q6_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superblock:
+def _q6_k(kb: KernelBuilder, src: Columns, buffer: SSAValue) -> Superblock:
     """q6_k: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d. Per half
     h of 128 values, value 32g + l has the low nibble of byte 64h + 32·(g % 2) + l (high
     nibble for g ≥ 2) and bits 2g, 2g + 1 of byte 128 + 32h + l. Group t = 2h + s: the
     values l in [16s, 16s + 16) of each g of half h."""
-    raw_scales = _columns_of(kb, blocks, 192)
+    raw_scales = src.quads(192)
     scales = [_int(kb, llvm.AShrOp, _int(kb, llvm.ShlOp, raw_scales[j // 4], 24 - 8 * (j % 4)), 24)
               for j in range(16)]
     scale_of = _spill_scales(kb, scales, buffer)
@@ -267,8 +299,8 @@ def _q6_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superb
     def group(t: SSAValue) -> list[SubBlock]:
         h, s = kb.sdiv(t, 2), kb.srem(t, 2)
         low_at = kb.add(kb.mul(h, 64), kb.mul(s, 16))
-        even, odd = (_columns_of(kb, blocks, kb.add(low_at, 32 * g)) for g in (0, 1))
-        high = _columns_of(kb, blocks, kb.add(kb.mul(h, 32), kb.add(kb.mul(s, 16), 128)))
+        even, odd = (src.quads(kb.add(low_at, 32 * g)) for g in (0, 1))
+        high = src.quads(kb.add(kb.mul(h, 32), kb.add(kb.mul(s, 16), 128)))
         subs = []
         for g in range(4):
             low = even if g % 2 == 0 else odd
@@ -279,7 +311,7 @@ def _q6_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superb
             subs.append(SubBlock(quads, kb.mul(sub, 16), scale_of(sub)))
         return subs
 
-    return Superblock(column_f16(kb, blocks, 208), None, _i16_pairs(kb, scales), group, 5)
+    return Superblock(src.halves(208), None, _i16_pairs(kb, scales), group, 5)
 
 
 def _i16_pairs(kb: KernelBuilder, values: list[SSAValue]) -> list[SSAValue]:
@@ -288,7 +320,7 @@ def _i16_pairs(kb: KernelBuilder, values: list[SSAValue]) -> list[SSAValue]:
                    _int(kb, llvm.ShlOp, values[2 * p + 1], 16)) for p in range(len(values) // 2)]
 
 
-def _two_bit_groups(kb: KernelBuilder, blocks: list[SSAValue], quants_at: int,
+def _two_bit_groups(kb: KernelBuilder, src: Columns, quants_at: int,
                     high_at: int | None, scale_of: Callable[[SSAValue], SSAValue]
                     ) -> Callable[[SSAValue], list[SubBlock]]:
     """The groups of q2_k and q3_k: per half n of 128 values, value 32j + l has bits 2j,
@@ -297,8 +329,8 @@ def _two_bit_groups(kb: KernelBuilder, blocks: list[SSAValue], quants_at: int,
 
     def group(t: SSAValue) -> list[SubBlock]:
         n, s = kb.sdiv(t, 2), kb.srem(t, 2)
-        low = _columns_of(kb, blocks, kb.add(kb.mul(n, 32), kb.add(kb.mul(s, 16), quants_at)))
-        high = (_columns_of(kb, blocks, kb.add(kb.mul(s, 16), high_at))
+        low = src.quads(kb.add(kb.mul(n, 32), kb.add(kb.mul(s, 16), quants_at)))
+        high = (src.quads(kb.add(kb.mul(s, 16), high_at))
                 if high_at is not None else None)
         subs = []
         for j in range(4):
@@ -314,43 +346,43 @@ def _two_bit_groups(kb: KernelBuilder, blocks: list[SSAValue], quants_at: int,
     return group
 
 
-def _q2_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superblock:
+def _q2_k(kb: KernelBuilder, src: Columns, buffer: SSAValue) -> Superblock:
     """q2_k: 16 bytes of (4-bit scale, 4-bit min) per 16 values, 64 bytes of 2-bit quants,
     f16 d and dmin: w = d·sc·u − dmin·m."""
-    packed = _columns_of(kb, blocks, 0)
+    packed = src.quads(0)
     scales = [_bits(kb, packed[j // 4], 8 * (j % 4), 0xF) for j in range(16)]
     mins = [_bits(kb, packed[j // 4], 8 * (j % 4) + 4, 0xF) for j in range(16)]
     scale_of = _spill_scales(kb, scales, buffer)
-    words, halves = column_words(kb, blocks, 80), vector_of(kb.vector_width, i16)
+    words, halves = src.words(80), vector_of(kb.vector_width, i16)
     d = f16_as_f32(kb, kb.insert(llvm.TruncOp(words, halves)))
     dmin = f16_as_f32(kb, kb.insert(llvm.TruncOp(_int(kb, llvm.LShrOp, words, 16), halves)))
     return Superblock(d, kb.fmul(dmin, kb.vconst(-1.0)), _i16_pairs(kb, mins),
-                      _two_bit_groups(kb, blocks, 16, None, scale_of))
+                      _two_bit_groups(kb, src, 16, None, scale_of))
 
 
-def _q3_k(kb: KernelBuilder, blocks: list[SSAValue], buffer: SSAValue) -> Superblock:
+def _q3_k(kb: KernelBuilder, src: Columns, buffer: SSAValue) -> Superblock:
     """q3_k: 32 bytes of third bits, 64 of 2-bit quants, 12 of 6-bit scales (low nibbles
     in bytes 0-7: scales 0-7, then 8-15 in the high nibbles; top 2 bits of scale j at
     shift 2·(j // 4) of byte 8 + j % 4), f16 d: w = d·(sc − 32)·(u − 4)."""
-    packed = _columns_of(kb, blocks, 92)[1:]  # bytes 96-107 (92-95: the last quants)
+    packed = src.quads(92)[1:]  # bytes 96-107 (92-95: the last quants)
     scales = []
     for j in range(16):
         low = _bits(kb, packed[(j % 8) // 4], 8 * (j % 4) + 4 * (j // 8), 0xF)
         top = _bits(kb, packed[2], 8 * (j % 4) + 2 * (j // 4), 3)
         scales.append(_int(kb, llvm.SubOp, kb.or_(low, _int(kb, llvm.ShlOp, top, 4)), 32))
     scale_of = _spill_scales(kb, scales, buffer)
-    return Superblock(column_f16(kb, blocks, 108), None, _i16_pairs(kb, scales),
-                      _two_bit_groups(kb, blocks, 32, 0, scale_of), 2)
+    return Superblock(src.halves(108), None, _i16_pairs(kb, scales),
+                      _two_bit_groups(kb, src, 32, 0, scale_of), 2)
 
 
-SUPERBLOCKS: dict[str, Callable[[KernelBuilder, list[SSAValue], SSAValue], Superblock]] = {
-    "q4_k": lambda kb, blocks, buffer: _q4_k_style(kb, blocks, buffer, high_bits=False),
-    "q5_k": lambda kb, blocks, buffer: _q4_k_style(kb, blocks, buffer, high_bits=True),
+SUPERBLOCKS: dict[str, Callable[[KernelBuilder, Columns, SSAValue], Superblock]] = {
+    "q4_k": lambda kb, src, buffer: _q4_k_style(kb, src, buffer, high_bits=False),
+    "q5_k": lambda kb, src, buffer: _q4_k_style(kb, src, buffer, high_bits=True),
     "q6_k": _q6_k,
     "q2_k": _q2_k,
     "q3_k": _q3_k,
 }
-"""Each K-quant's superblock decoder: (builder, each lane's superblock address, a stack
+"""Each K-quant's superblock decoder: (builder, where the W superblocks are, a stack
 buffer of 16 vectors for its scales)."""
 
 
@@ -367,19 +399,27 @@ def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratc
     wq, out = product_buffers(kb, plan, product)
     n = plan.ns[product]
     row_bytes = k // QK_K * block_bytes
-    columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, min(c, cols - 1)), row_bytes), i8)
-               for c in range(width)]
+    interleaved = bool(plan.interleaved) and cols == width  # a rest of rows stays row-major
+    if interleaved:
+        columns = [kb.address(wq, kb.fold_mul(j, row_bytes), i8)]
+    else:
+        columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, min(c, cols - 1)), row_bytes), i8)
+                   for c in range(width)]
     x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
     zero = kb.constant(0, vector_of(width, i32))
     with kb.loop(0, k // QK_K, carried=[kb.vconst(0.0)] * rows) as loop:
         blk = loop.iv
-        at = kb.mul(blk, block_bytes)
-        blocks = [kb.address(col, at, i8) for col in columns]
-        if KQUANT_PREFETCH_BYTES:
-            for b in blocks:
-                for line in range(0, block_bytes, 64):
-                    kb.prefetch(kb.address(b, KQUANT_PREFETCH_BYTES + line, i8), 0)
-        superblock = SUPERBLOCKS[scheme](kb, blocks, scratch.scales)
+        if interleaved:  # one sequential run of groups, which the hardware prefetcher follows
+            src = Columns(kb, group=kb.address(columns[0], kb.mul(blk, width * block_bytes), i8))
+        else:
+            at = kb.mul(blk, block_bytes)
+            blocks = [kb.address(col, at, i8) for col in columns]
+            if KQUANT_PREFETCH_BYTES:
+                for b in blocks:
+                    for line in range(0, block_bytes, 64):
+                        kb.prefetch(kb.address(b, KQUANT_PREFETCH_BYTES + line, i8), 0)
+            src = Columns(kb, blocks=blocks)
+        superblock = SUPERBLOCKS[scheme](kb, src, scratch.scales)
         with kb.loop(0, GROUPS, carried=[zero] * rows) as groups:
             sums = list(groups.carried)
             for sub in superblock.group(groups.iv):
@@ -433,7 +473,7 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
         chunk = max(1, min(chunk, static_m))
     scratch = KScratch(kb.alloca(chunk * row_bytes, i8), k, kb.alloca(16 * width, i32))
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
-                   (COLUMN_TILE_ROWS[width], width))
+                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width))
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         _column_tile(kb, int8_isa_of(op), scheme, plan, scratch, (first, i, j), rows, cols, product)

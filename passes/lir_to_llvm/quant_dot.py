@@ -62,6 +62,16 @@ weight rows (whole tiles) between parts; each part quantizes the rows of x it ne
 itself (K values per row: cheap next to its share of the weights). Over a symbolic x
 (`?` rows, ABI of dynamic.py), M == 1 runs the one-row code, more rows the chunked code
 with a run-time count (the rest of R rows as static tiles of its binary digits).
+
+**Interleaved weights** (`interleaved W`, lir-pack-weights; the layout of
+`rlx_mlir.core.packing.interleave_blocks`). A bound weight's blocks come W rows at a
+time, each field of the W blocks one contiguous run (the d's, the m's, the 5th-bit words,
+then the quants dword by dword). A column tile then loads each field as one vector:
+4 (8 for q8_0) vectors of quants, one of d, one of m, instead of W row loads, the
+transposes and W scalar inserts per field. The arithmetic is unchanged, so the bits
+are those of row-major rows. SmolLM2 Q4_1's decode step at 1 thread on a 2-core EPYC:
+14.8 → 5.8 ms, its Q8_0 output projection 4.2 → 1.2 ms (25 GB/s). Rows past the last
+whole W stay row-major, so the row tiles read them as before.
 """
 
 from __future__ import annotations

@@ -46,10 +46,16 @@ BLOCK_FIELDS: dict[str, tuple[tuple[int, int], ...]] = {
     "q5_0": ((0, 2), (2, 4), (6, 16)),
     "q5_1": ((0, 2), (2, 2), (4, 4), (8, 16)),
     "q8_0": ((0, 2), (2, 32)),
+    "q4_k": ((0, 144),),
+    "q5_k": ((0, 176),),
+    "q6_k": ((0, 208), (208, 2)),
+    "q2_k": ((0, 84),),
+    "q3_k": ((0, 108), (108, 2)),
 }
-"""(byte offset, bytes) of every field of a 32-value block of the schemes with an
-interleaved layout: the f16 d, the f16 m (q4_1, q5_1), the u32 of 5th bits (q5_0, q5_1),
-the quants."""
+"""(byte offset, bytes) of the fields of a block of the schemes with an interleaved layout.
+32-value blocks: the f16 d, the f16 m (q4_1, q5_1), the u32 of 5th bits (q5_0, q5_1), the
+quants. K-quant superblocks (256 values): their dwords as one field, and the f16 d that
+ends q6_k and q3_k (their size is not a whole number of dwords)."""
 
 
 def interleaved_layout(scheme: str, width: int) -> str:
