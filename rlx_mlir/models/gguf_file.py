@@ -101,12 +101,17 @@ class GGUFFile:
         return f"GGUFFile({str(self.path)!r}, architecture={arch!r}, tensors={len(self.tensors)})"
 
     def close(self) -> None:
-        """Unmap the file; views of tensor data still alive keep the mapping until they die."""
+        """Unmap the file; views of tensor data still alive keep the mapping until they die,
+        but its pages leave this process's memory (they come back from the page cache
+        when a view reads them): a compiled model binds copies of most weights
+        (interleaved for the int8 kernels), and the pages they were copied from would
+        otherwise stay resident beside them."""
         if self._mapping is not None:
             try:
                 self._mapping.close()
             except BufferError:  # numpy views still export the buffer: leave it to them
-                pass
+                if hasattr(self._mapping, "madvise"):
+                    self._mapping.madvise(mmap.MADV_DONTNEED)
             self._mapping = None
 
     @property
