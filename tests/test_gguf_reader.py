@@ -130,6 +130,17 @@ def test_reader_matches_gguf_reader(tiny_llama):
         assert file.version == 3 and file.data_offset == reference.data_offset
 
 
+def test_views_outlive_close_with_their_data(tiny_llama):
+    """close() with views alive drops the mapping's pages from the process (a compiled
+    model keeps views of the vectors it binds as is); the views still read the file."""
+    file = read_gguf(tiny_llama)
+    views = {name: file.raw(name) for name in file.tensors}
+    copies = {name: view.copy() for name, view in views.items()}
+    file.close()
+    for name, view in views.items():
+        np.testing.assert_array_equal(view, copies[name], err_msg=name)
+
+
 def test_shapes_are_row_major_out_in(tiny_llama):
     with read_gguf(tiny_llama) as file:
         q = file.tensor("blk.0.attn_q.weight")
