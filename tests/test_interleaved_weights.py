@@ -33,6 +33,7 @@ from rlx_mlir.core.packing import (
 from rlx_mlir.core.target import host_target
 from rlx_mlir.passes.lir_to_llvm import dequant as mm
 from rlx_mlir.passes.lir_to_llvm import quant_dot as qd
+from rlx_mlir.passes.lir_to_llvm.builder import KernelBuilder
 
 SCHEMES = tuple(BLOCK_FIELDS)
 """The 32-value block schemes and the K-quants (256-value superblocks)."""
@@ -84,7 +85,8 @@ def test_interleaved_kernels_equal_the_row_major_ones(target):
     """37 = 2·16 + 5 = 4·8 + 5 weight rows (whole tiles, then the row-major rest: row tiles,
     or the K-quants' masked tile), K = 96 (at W = 16 the last step has one block; 512 for
     the K-quants), symbolic rows 1..23 serial and in 2 and 3 parts: the same bits as the
-    row-major kernel, within the q8 reference."""
+    row-major kernel, within the q8 reference. With 4 parts and 23 or 64 rows the parts also
+    split x's rows (quant_dot.row_groups): the same bits again."""
     width, cpu, isa = runnable(target)
     n = 37
     cases, functions = [], []
@@ -103,7 +105,7 @@ def test_interleaved_kernels_equal_the_row_major_ones(target):
         plain = jitted.function(f"k{i}", 3, extra=[ctypes.c_int64])
         packed = jitted.function(f"i{i}", 3, extra=[ctypes.c_int64])
         parted = jitted.function(f"p{i}", 3, extra=[ctypes.c_int64] * 3)
-        for m in (1, 2, 5, 9, 23):
+        for m in (1, 2, 5, 9, 23, 64):
             x = x_rows(m, k)
             want, got = (np.full((m, n), np.nan, np.float32) for _ in range(2))
             plain(x.ctypes.data, w.ctypes.data, want.ctypes.data, m)
@@ -111,13 +113,28 @@ def test_interleaved_kernels_equal_the_row_major_ones(target):
             where = f"{scheme} M={m} {target}"
             np.testing.assert_array_equal(got, want, err_msg=where)
             check(got, x, w, scheme, where)
-            for parts in (2, 3):
+            for parts in (2, 3, 4):
                 out = np.full((m, n), np.nan, np.float32)
+                writers = np.zeros((m, n), np.int64)
                 for part in range(parts):
                     share = np.full((m, n), np.nan, np.float32)
                     parted(x.ctypes.data, w_packed.ctypes.data, share.ctypes.data, m, part, parts)
                     out[~np.isnan(share)] = share[~np.isnan(share)]
+                    writers += ~np.isnan(share)
+                assert (writers == 1).all(), f"{where} parts={parts}: not one writer each"
                 np.testing.assert_array_equal(out, want, err_msg=f"{where} parts={parts}")
+
+
+def test_row_groups():
+    """How many row groups the parts of a kernel form (a power of two dividing the parts,
+    at least min_rows rows each)."""
+    kb = KernelBuilder("groups", [i64, i64], vector_width=16, result_type=i64)
+    kb.ret(qd.row_groups(kb, kb.args[0], kb.args[1], 8))
+    jitted = Jitted([kb.finish()], None, verify=False)  # alive while its code is called
+    fn = jitted.function("groups", 0, restype=ctypes.c_int64, extra=[ctypes.c_int64, ctypes.c_int64])
+    cases = {(1, 16): 1, (8, 16): 1, (16, 16): 2, (64, 16): 8, (64, 12): 4, (64, 3): 1,
+             (256, 16): 16, (1000, 64): 64, (17, 2): 2, (15, 2): 1}
+    assert {case: fn(*case) for case in cases} == cases
 
 
 def test_the_op_states_a_layout_its_kernel_reads():

@@ -958,6 +958,20 @@ def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSA
     return kb.args[1 + product], kb.args[1 + count + product]
 
 
+def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int) -> SSAValue:
+    """Into how many groups the parts of a kernel split m rows of x: the largest power of
+    two that divides `parts` and leaves each group at least `min_rows` rows (1: every part
+    takes every row). Part p takes row group p mod groups and column share p div groups
+    of parts/groups."""
+    cap = kb.fold_min(kb.sdiv(kb.index(m), min_rows), parts)
+    groups = kb.index(1)
+    for size in (2, 4, 8, 16, 32, 64):
+        fits = kb.insert(llvm.AndOp(kb.icmp("sle", kb.index(size), cap),
+                                    kb.icmp("eq", kb.srem(parts, size), kb.index(0))))
+        groups = kb.select(fits, kb.index(size), groups)
+    return groups
+
+
 ProductTile = Callable[[Index, Index, Index, int, int, int], None]
 """tile(first, i, j, rows, cols, product): out_product[first + i + r, j + c]."""
 
@@ -967,7 +981,10 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     """Chunk by chunk of x's rows: quantize(first, rows) into the scratch (once for every
     product), then tile(first, i, j, rows, cols, product) over the chunk's rows × this
     part's weight rows of each product. A part's share is a range of column panels of
-    the products' virtual column range, cut at each product's bounds."""
+    the products' virtual column range, cut at each product's bounds; with many rows of
+    x (`row_groups`), the parts also split x's rows, so that each quantizes only its own
+    rows (a prefill at 16 threads quantized every row 16 times). A row's numbers do not
+    depend on its tile, so the split never changes them."""
     ns, chunk = plan.ns, plan.chunk
 
     def rows_case(m: Index, single: bool) -> None:
@@ -975,8 +992,9 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
         rows_per_tile, cols = plan.single if single else plan.multi
         panels = [-(-n // cols) for n in ns]
 
-        def emit(spans: list[tuple[Span, SSAValue | None]]) -> None:
-            """spans: each product's weight rows, and when they may be empty, the test."""
+        def emit(rows_span: tuple[Index, Index], spans: list[tuple[Span, SSAValue | None]]) -> None:
+            """rows_span: the rows of x; spans: each product's weight rows, and when they
+            may be empty, the test."""
             def chunk_body(first: Index, rows: Index) -> None:
                 quantize(first, rows)
                 for product, (weight_rows, present) in enumerate(spans):
@@ -993,19 +1011,27 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
                         with kb.if_(present):
                             kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
 
-            if isinstance(m, int) and m <= chunk:
-                chunk_body(0, m)
+            start, stop = rows_span
+            if isinstance(start, int) and isinstance(stop, int) and stop - start <= chunk:
+                chunk_body(start, stop - start)
             else:
-                with kb.loop(0, m, chunk) as loop:
-                    chunk_body(loop.iv, kb.fold_min(kb.index(chunk), kb.sub(m, loop.iv)))
+                with kb.loop(start, stop, chunk) as loop:
+                    chunk_body(loop.iv, kb.fold_min(kb.index(chunk), kb.sub(stop, loop.iv)))
 
         if not plan.partitioned:
-            emit([((0, n), None) for n in ns])
+            emit((0, m), [((0, n), None) for n in ns])
             return
         part, parts = kb.args[-2:]
-        lo, hi = kb.part_range(sum(panels), part, parts)
+        if single:
+            lo, hi = kb.part_range(sum(panels), part, parts)
+            with kb.if_(kb.icmp("slt", lo, hi)):
+                emit((0, m), product_spans(kb, ns, cols, lo, hi))
+            return
+        groups = row_groups(kb, m, parts, rows_per_tile)
+        first, last = kb.part_range(m, kb.srem(part, groups), groups)
+        lo, hi = kb.part_range(sum(panels), kb.sdiv(part, groups), kb.sdiv(parts, groups))
         with kb.if_(kb.icmp("slt", lo, hi)):
-            emit(product_spans(kb, ns, cols, lo, hi))
+            emit((first, last), product_spans(kb, ns, cols, lo, hi))
 
     if plan.static_m is not None:
         rows_case(plan.static_m, plan.static_m == 1)
