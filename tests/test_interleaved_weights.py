@@ -127,13 +127,20 @@ def test_interleaved_kernels_equal_the_row_major_ones(target):
 
 def test_row_groups():
     """How many row groups the parts of a kernel form (a power of two dividing the parts,
-    at least min_rows rows each)."""
+    at least min_rows rows each, a weight share per part within ROW_SPLIT_SHARE_BYTES)."""
     kb = KernelBuilder("groups", [i64, i64], vector_width=16, result_type=i64)
-    kb.ret(qd.row_groups(kb, kb.args[0], kb.args[1], 8))
+    kb.ret(qd.row_groups(kb, kb.args[0], kb.args[1], 8, qd.ROW_SPLIT_SHARE_BYTES // 4))
     jitted = Jitted([kb.finish()], None, verify=False)  # alive while its code is called
     fn = jitted.function("groups", 0, restype=ctypes.c_int64, extra=[ctypes.c_int64, ctypes.c_int64])
     cases = {(1, 16): 1, (8, 16): 1, (16, 16): 2, (64, 16): 8, (64, 12): 4, (64, 3): 1,
-             (256, 16): 16, (1000, 64): 64, (17, 2): 2, (15, 2): 1}
+             (256, 16): 16, (1000, 64): 64, (17, 2): 2, (15, 2): 1, (64, 1): 1}
+    assert {case: fn(*case) for case in cases} == cases
+    # a share of a quarter of the limit: at most 4 groups (of the weights: one part in 4)
+    kb = KernelBuilder("share", [i64, i64], vector_width=16, result_type=i64)
+    kb.ret(qd.row_groups(kb, kb.args[0], kb.args[1], 8, 4 * qd.ROW_SPLIT_SHARE_BYTES))
+    jitted = Jitted([kb.finish()], None, verify=False)
+    fn = jitted.function("share", 0, restype=ctypes.c_int64, extra=[ctypes.c_int64, ctypes.c_int64])
+    cases = {(64, 16): 4, (64, 8): 2, (64, 4): 1, (64, 2): 1, (1000, 64): 16}
     assert {case: fn(*case) for case in cases} == cases
 
 

@@ -473,7 +473,8 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
         chunk = max(1, min(chunk, static_m))
     scratch = KScratch(kb.alloca(chunk * row_bytes, i8), k, kb.alloca(16 * width, i32))
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
-                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width))
+                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width),
+                   k // QK_K * K_INT8_SCHEMES[scheme])
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         _column_tile(kb, int8_isa_of(op), scheme, plan, scratch, (first, i, j), rows, cols, product)

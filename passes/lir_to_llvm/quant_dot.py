@@ -151,6 +151,12 @@ next tiles' rows: more DRAM requests in flight than the hardware prefetcher keep
 the bytes); measured side by side, 8192 bytes beats 2048 bytes and no prefetch
 (SmolLM2 Q4_1, 2 threads)."""
 
+ROW_SPLIT_SHARE_BYTES = 256 * 1024
+"""The most weight bytes a part of a q8 kernel takes when the parts split x's rows
+(`row_groups`): its share stays in a core's L2 across the chunks of its rows. Where the
+split would need a larger share (SmolLM2's matrices at 2 threads), the parts split the
+weights only, as before."""
+
 INTERLEAVED_PREFETCH_BYTES = 0
 """Column tiles of interleaved weights prefetch every line of a step's groups this many
 bytes ahead (0: none; the groups of a tile are one sequential run, which the hardware
@@ -662,7 +668,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     ivec = vector_of(width, i32)
 
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
-                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width))
+                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width), row_bytes)
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
@@ -938,6 +944,9 @@ class RowPlan:
     interleaved: str = ""
     """The weights' scheme when their blocks are interleaved W rows at a time (`interleaved`
     of the op: column tiles read groups), "" for row-major GGUF rows."""
+    row_bytes: int = 0
+    """Bytes of one weight row (every product's): how large a part's share of the weights
+    is (`row_groups`); 0: the parts never split x's rows."""
 
     @property
     def pointers(self) -> int:
@@ -958,12 +967,20 @@ def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSA
     return kb.args[1 + product], kb.args[1 + count + product]
 
 
-def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int) -> SSAValue:
+def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
+               weight_bytes: int) -> SSAValue:
     """Into how many groups the parts of a kernel split m rows of x: the largest power of
-    two that divides `parts` and leaves each group at least `min_rows` rows (1: every part
-    takes every row). Part p takes row group p mod groups and column share p div groups
-    of parts/groups."""
-    cap = kb.fold_min(kb.sdiv(kb.index(m), min_rows), parts)
+    two that divides `parts`, leaves each group at least `min_rows` rows and each part a
+    share of the `weight_bytes` of at most ROW_SPLIT_SHARE_BYTES (1: every part takes every
+    row). Part p takes row group p mod groups and column share p div groups of
+    parts/groups. Each part quantizes the rows of its group: split, the rows are
+    quantized once instead of once per part, but each part reads groups/parts of the
+    weights instead of 1/parts, once per chunk of rows; a share within a core's L2 is
+    re-read from there."""
+    if not weight_bytes:
+        return kb.index(1)
+    cap = kb.fold_min(kb.fold_min(kb.sdiv(kb.index(m), min_rows), parts),
+                      kb.sdiv(kb.mul(parts, ROW_SPLIT_SHARE_BYTES), weight_bytes))
     groups = kb.index(1)
     for size in (2, 4, 8, 16, 32, 64):
         fits = kb.insert(llvm.AndOp(kb.icmp("sle", kb.index(size), cap),
@@ -1027,7 +1044,7 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
             with kb.if_(kb.icmp("slt", lo, hi)):
                 emit((0, m), product_spans(kb, ns, cols, lo, hi))
             return
-        groups = row_groups(kb, m, parts, rows_per_tile)
+        groups = row_groups(kb, m, parts, rows_per_tile, sum(ns) * plan.row_bytes)
         first, last = kb.part_range(m, kb.srem(part, groups), groups)
         lo, hi = kb.part_range(sum(panels), kb.sdiv(part, groups), kb.sdiv(parts, groups))
         with kb.if_(kb.icmp("slt", lo, hi)):
