@@ -1123,6 +1123,36 @@ func.func @f(%x: memref<4x64xf32>, %w: memref<16x68xui8>, %o: memref<4x16xf32>, 
 // -----
 
 func.func @f(%x: memref<4x64xf32>, %w: memref<16x68xui8>, %o: memref<4x16xf32>) {
+  lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>) activations q8 interleaved 12
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.dequant_matmul': interleaved expects 8 or 16 rows, got 12
+
+// -----
+
+func.func @f(%x: memref<4x64xf32>, %w: memref<16x68xui8>, %o: memref<4x16xf32>) {
+  lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>) interleaved 16
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.dequant_matmul': interleaved expects activations q8 (the int8 kernels read that layout), got f32
+
+// -----
+
+func.func @f(%x: memref<4x256xf32>, %w: memref<16x136xui8>, %o: memref<4x16xf32>) {
+  lir.shared_input_matmul iq4_xs ins(%x, %w : memref<4x256xf32>, memref<16x136xui8>) outs(%o : memref<4x16xf32>) activations q8 interleaved 16
+  func.return
+}
+
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.shared_input_matmul': interleaved expects a scheme of q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, q2_k, q3_k, got iq4_xs
+
+// -----
+
+func.func @f(%x: memref<4x64xf32>, %w: memref<16x68xui8>, %o: memref<4x16xf32>) {
   lir.dequant_matmul q8_0 ins(%x, %w : memref<4x64xf32>, memref<16x68xui8>) outs(%x : memref<4x64xf32>)
   func.return
 }

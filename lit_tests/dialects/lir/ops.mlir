@@ -308,6 +308,22 @@ func.func @quant_conv(%x: memref<4x64xf32>, %w8: memref<16x68xui8>, %w4: memref<
 
 // -----
 
+// Weights interleaved W rows at a time (lir-pack-weights): the q8 products and the lookup
+// of a tied table state it.
+// CHECK-LABEL: func.func @interleaved
+// CHECK-NEXT:    lir.dequant_matmul q8_0 ins({{.*}}) outs({{.*}}) activations q8 interleaved 16
+// CHECK-NEXT:    lir.shared_input_matmul q4_0 ins({{.*}}) outs({{.*}}) activations q8 interleaved 8
+// CHECK-NEXT:    lir.dequant_gather q8_0 ins({{.*}}) outs({{.*}}) interleaved 16
+// GENERIC:         "lir.dequant_matmul"({{.*}}) <{scheme = #rlx<quant_scheme q8_0>, activations = #rlx<quant_activations q8>, interleaved = 16 : i64}>
+func.func @interleaved(%x: memref<4x64xf32>, %w8: memref<16x68xui8>, %w4: memref<16x36xui8>, %o: memref<4x16xf32>, %ids: memref<4xi32>, %e: memref<4x64xf32>) {
+  lir.dequant_matmul q8_0 ins(%x, %w8 : memref<4x64xf32>, memref<16x68xui8>) outs(%o : memref<4x16xf32>) activations q8 interleaved 16
+  lir.shared_input_matmul q4_0 ins(%x, %w4, %w4 : memref<4x64xf32>, memref<16x36xui8>, memref<16x36xui8>) outs(%o, %o : memref<4x16xf32>, memref<4x16xf32>) activations q8 interleaved 8
+  lir.dequant_gather q8_0 ins(%w8, %ids : memref<16x68xui8>, memref<4xi32>) outs(%e : memref<4x64xf32>) interleaved 16
+  func.return
+}
+
+// -----
+
 // Every GGUF scheme family: float rows (f16, bf16), 32-value blocks, 256-value K-quant blocks.
 // CHECK-LABEL: func.func @dequant_matmul_schemes
 // GENERIC-LABEL: sym_name = "dequant_matmul_schemes"
