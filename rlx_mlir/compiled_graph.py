@@ -45,7 +45,7 @@ from rlx_mlir.core.abi import (
 )
 from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
-from rlx_mlir.core.packing import interleave_blocks, pack_rhs, parse_interleaved
+from rlx_mlir.core.packing import from_layout, parse_interleaved, to_layout
 from rlx_mlir.core.target import Target
 from rlx_mlir.ir import module_text, parse_module
 from rlx_mlir.pipeline import STAGES, PipelineOptions, lower_stages, stage_of
@@ -63,6 +63,16 @@ results=())` with other options (or only the named results), the same bound para
 threads (given by the compiler, so this module needs none of it)."""
 
 
+class BoundParams(dict):
+    """The bound params of a build (name -> array) and the layout each array is in
+    (name -> (`rlx.layout`, vector width); absent: row-major), so that another build
+    sharing them (`entry`, `recompile`) can tell when it reads one in another layout."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], layouts: Mapping[str, tuple[str, int]]):
+        super().__init__(arrays)
+        self.layouts = dict(layouts)
+
+
 class CompiledGraph:
     """A graph compiled to native code; call it like a function of numpy arrays.
 
@@ -75,7 +85,7 @@ class CompiledGraph:
     def __init__(self, executable: Executable, source: str, options: PipelineOptions,
                  opt_level: int, params: Mapping[str, Any] | None,
                  stages: dict[str, ModuleOp], threads: int | None = None,
-                 bound: dict[str, np.ndarray] | None = None, rebuild: Rebuild | None = None):
+                 bound: BoundParams | None = None, rebuild: Rebuild | None = None):
         if executable.abi is None:
             raise RlxError("CompiledGraph: the executable has no entry ABI (not a graph build)")
         abi = executable.abi
@@ -95,7 +105,7 @@ class CompiledGraph:
         self.naive_bytes: int = abi.naive_bytes
         """Bytes all intermediate buffers would take without reuse."""
         # `bound`: params another build of the same options already bound (and packed)
-        self._bound = bound if bound is not None else self._bind_params(params or {})
+        self._bound = self._bind_params(params or {}) if bound is None else self._relayout(bound)
         unbound = sorted(set(abi.layouts) - set(self._bound))
         if unbound:  # a per-call array would arrive row-major: wrong numbers, not an error
             raise ArgumentError(
@@ -127,31 +137,56 @@ class CompiledGraph:
         self.max_dims: dict[str, int] = abi.bounds
         """The bound of each symbol: the largest size a call may give it."""
 
-    def _bind_params(self, params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _bind_params(self, params: Mapping[str, Any]) -> BoundParams:
         """Copies of the bound params, in the layout the compiled code reads: a weight
         with `rlx.layout = "packed_rhs"` is packed once here (`pack_rhs` for the
         vector width of the compiled kernels), one with `interleaved:<scheme>:<W>` is
         interleaved once (`interleave_blocks`), never per call."""
         specs = {a.name: a for a in self.signature.args}
-        layouts = self.abi.layouts
-        bound = {}
+        bound, layouts = {}, {}
         for name, value in params.items():
             if name not in specs or specs[name].role != ROLE_PARAM:
                 known = ", ".join(a.name for a in self.signature.args if a.role == ROLE_PARAM) or "none"
                 raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r} (params: {known})")
             array = convert(specs[name], value)
-            layout = layouts.get(name)
-            if layout == LAYOUT_PACKED_RHS:
-                bound[name] = pack_rhs(array, self.target.vector_width)
-            elif layout is not None and (interleaved := parse_interleaved(layout)) is not None:
-                bound[name] = interleave_blocks(array, *interleaved)
-            elif layout is None:
+            layout = self._layout_of(name)
+            if layout is not None:
+                bound[name], layouts[name] = self._pack(name, array, layout), layout
+            else:
                 # A read-only array (a memory-mapped weight) cannot change under us: bind it
                 # as is, so a model's weights are not copied into memory a second time.
                 bound[name] = array if not array.flags.writeable else array.copy()
-            else:
-                raise RlxError(f"params: {name!r} has the unknown layout {layout!r}")
-        return bound
+        return BoundParams(bound, layouts)
+
+    def _layout_of(self, name: str) -> tuple[str, int] | None:
+        """The layout this build reads param `name` in, and the vector width it is for."""
+        layout = self.abi.layouts.get(name)
+        return None if layout is None else (layout, self.target.vector_width)
+
+    @staticmethod
+    def _pack(name: str, array: np.ndarray, layout: tuple[str, int]) -> np.ndarray:
+        if layout[0] != LAYOUT_PACKED_RHS and parse_interleaved(layout[0]) is None:
+            raise RlxError(f"params: {name!r} has the unknown layout {layout[0]!r}")
+        return to_layout(array, *layout)
+
+    def _relayout(self, bound: BoundParams) -> BoundParams:
+        """Another build's bound params in this build's layouts: the same arrays where
+        the layouts agree (the usual case), else a copy repacked from the row-major
+        weight (an entry that reads a tied table only through its lookup, a rebuild for
+        another vector width)."""
+        names = set(bound.layouts) | {n for n in self.abi.layouts if n in bound}
+        changed = {n for n in names if bound.layouts.get(n) != self._layout_of(n)}
+        if not changed:
+            return bound
+        arrays, layouts = dict(bound), dict(bound.layouts)
+        for name in changed:
+            have, want = bound.layouts.get(name), self._layout_of(name)
+            row_major = from_layout(bound[name], *have) if have is not None else bound[name]
+            arrays[name] = row_major if want is None else self._pack(name, row_major, want)
+            layouts.pop(name, None)
+            if want is not None:
+                layouts[name] = want
+        return BoundParams(arrays, layouts)
 
     # ------------------------------------------------------------------ how it was built
 

@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from rlx_mlir.backend import cache_key, compile_module, load_cached
 from rlx_mlir.binding import Signature
-from rlx_mlir.compiled_graph import CompiledGraph
+from rlx_mlir.compiled_graph import BoundParams, CompiledGraph
 from rlx_mlir.core.abi import ROLE_STATE, EntryABI, entry_function, keep_results
 from rlx_mlir.core.errors import OptionError
 from rlx_mlir.core.fusion import FusionPolicy, check_fusion
@@ -134,7 +134,7 @@ def _packed(params: Mapping[str, Any] | None) -> tuple[str, ...]:
 
 def _compile(module: ModuleOp, params: Mapping[str, Any] | None, opt_level: int,
              options: PipelineOptions, time_passes: bool, threads: int | None,
-             bound: dict[str, np.ndarray] | None = None) -> CompiledGraph:
+             bound: BoundParams | None = None) -> CompiledGraph:
     check_int_option("opt_level", opt_level, "0, 1, 2 or 3", lambda n: 0 <= n <= 3)
     if threads is not None:
         check_int_option("threads", threads, "an int in [1, 64] or None (all cores)",
@@ -170,7 +170,7 @@ def _resolve_target(options: PipelineOptions) -> tuple[PipelineOptions, Target]:
 
 
 def _recompile(source: str, opt_level: int, options: PipelineOptions,
-               bound: dict[str, np.ndarray], threads: int | None,
+               bound: BoundParams, threads: int | None,
                results: tuple[str, ...] = ()) -> CompiledGraph:
     """`CompiledGraph.recompile` and `.entry`: the same source with other options (or
     only some of its results), the same bound params."""

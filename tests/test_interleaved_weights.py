@@ -25,10 +25,12 @@ import rlx_mlir as rlx
 from rlx_mlir.core import quants
 from rlx_mlir.core.packing import (
     BLOCK_FIELDS,
+    from_layout,
     interleave_blocks,
     interleaved_layout,
     interleaved_offset,
     parse_interleaved,
+    to_layout,
 )
 from rlx_mlir.core.target import host_target
 from rlx_mlir.passes.lir_to_llvm import dequant as mm
@@ -64,6 +66,19 @@ def test_interleave_puts_each_field_where_the_kernel_reads_it():
                             at = group + interleaved_offset(scheme, width, offset, u, lane)
                             first = b * block + offset + u * unit
                             np.testing.assert_array_equal(flat[at:at + unit], w[row, first:first + unit])
+
+
+def test_layouts_invert():
+    """from_layout undoes to_layout (a build sharing bound weights repacks from it)."""
+    for scheme, fields in BLOCK_FIELDS.items():
+        block = sum(size for _, size in fields)
+        for width in (8, 16):
+            w = RNG.integers(0, 256, (2 * width + 3, 3 * block), dtype=np.uint8)
+            layout = interleaved_layout(scheme, width)
+            np.testing.assert_array_equal(from_layout(to_layout(w, layout, width), layout, width), w)
+    for width in (4, 8, 16):
+        b = RNG.standard_normal((7, 150)).astype(np.float32)
+        np.testing.assert_array_equal(from_layout(to_layout(b, "packed_rhs", width), "packed_rhs", width), b)
 
 
 def test_layout_names_round_trip():
@@ -249,3 +264,32 @@ def test_a_tied_table_is_interleaved_for_its_projection(scheme):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(rlx.RlxError, match="out of range"):
         bound(np.array([vocab], np.int32))
+
+
+def test_builds_sharing_bound_weights_read_them_in_their_own_layout():
+    """An entry that reads a tied table only through its lookup, and a rebuild for another
+    vector width, share the model's bound params: where their layout differs from the
+    bound copy's they get a copy in theirs (no bytes read in the wrong layout)."""
+    host = host_target()
+    width = host.vector_width
+    if width != 16 or qd.int8_dot_isa(host, 8) is None:
+        pytest.skip("needs int8 kernels at W = 16 and W = 8")
+    scheme, vocab, d = "q8_0", 37, 64
+    g = rlx.Graph("tied")
+    ids = g.input("ids", ("S",), "i32")
+    table = g.param("table", (vocab, d // 32 * 34), "ui8")
+    h = g.embedding(table, ids, scheme=scheme)
+    g.output(logits=g.dequant_matmul(h, table, scheme, activations="q8"), hidden=h)
+    params = {"table": blocks(scheme, vocab, d)}
+    model = rlx.jit(g, params=params, threads=1)
+    assert model.abi.layouts == {"table": interleaved_layout(scheme, 16)}
+    every = np.arange(vocab, dtype=np.int32)
+    logits, hidden = model(every)
+    np.testing.assert_array_equal(hidden, quants.dequantize(params["table"], scheme))
+    lookup = model.entry("hidden")  # the table is only looked up: row-major there
+    assert lookup.abi.layouts == {}
+    np.testing.assert_array_equal(lookup(every), hidden)
+    narrow = model.recompile(vector_width=8)
+    assert narrow.abi.layouts == {"table": interleaved_layout(scheme, 8)}
+    for a, b in zip(narrow(every), (logits, hidden), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())

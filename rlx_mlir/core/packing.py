@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlx_mlir.core.abi import LAYOUT_INTERLEAVED
+from rlx_mlir.core.abi import LAYOUT_INTERLEAVED, LAYOUT_PACKED_RHS
 
 GEMM_TILES: dict[int, tuple[int, int]] = {16: (6, 4), 8: (6, 2), 4: (6, 2)}
 """(MR, NR) per vector width: an MR × NR·W tile of C in MR·NR vector accumulators.
@@ -38,6 +38,18 @@ def pack_rhs(b: np.ndarray, width: int) -> np.ndarray:
     nb = panel_columns(width)
     flat = np.concatenate([np.ascontiguousarray(b[:, j:j + nb]).ravel() for j in range(0, n, nb)])
     return flat.reshape(k, n)
+
+
+def unpack_rhs(packed: np.ndarray, width: int) -> np.ndarray:
+    """The row-major B[K, N] of `pack_rhs(B, width)` (its inverse)."""
+    k, n = packed.shape
+    nb = panel_columns(width)
+    flat, panels, at = packed.reshape(-1), [], 0
+    for j in range(0, n, nb):
+        cols = min(nb, n - j)
+        panels.append(flat[at:at + k * cols].reshape(k, cols))
+        at += k * cols
+    return np.ascontiguousarray(np.concatenate(panels, axis=1))
 
 
 BLOCK_FIELDS: dict[str, tuple[tuple[int, int], ...]] = {
@@ -105,3 +117,45 @@ def interleave_blocks(w: np.ndarray, scheme: str, width: int) -> np.ndarray:
         parts.append(field.transpose(0, 1, 3, 2, 4).reshape(*tiles.shape[:2], width * size))
     packed = np.concatenate(parts, axis=-1).reshape(whole, row_bytes)
     return np.ascontiguousarray(np.concatenate([packed, w[whole:]]))
+
+
+def deinterleave_blocks(packed: np.ndarray, scheme: str, width: int) -> np.ndarray:
+    """The GGUF rows of `interleave_blocks(w, scheme, width)` (its inverse)."""
+    fields = BLOCK_FIELDS[scheme]
+    block_bytes = sum(size for _, size in fields)
+    n, row_bytes = packed.shape
+    whole, blocks = n // width * width, row_bytes // block_bytes
+    groups = packed[:whole].reshape(whole // width, blocks, width * block_bytes)
+    rows = np.empty((whole // width, blocks, width, block_bytes), np.uint8)
+    for offset, size in fields:
+        step = min(4, size)
+        field = groups[..., width * offset:width * (offset + size)]
+        field = field.reshape(*groups.shape[:2], size // step, width, step).transpose(0, 1, 3, 2, 4)
+        rows[..., offset:offset + size] = field.reshape(*groups.shape[:2], width, size)
+    unpacked = rows.transpose(0, 2, 1, 3).reshape(whole, row_bytes)
+    return np.ascontiguousarray(np.concatenate([unpacked, packed[whole:]]))
+
+
+def to_layout(array: np.ndarray, layout: str | None, width: int) -> np.ndarray:
+    """A row-major weight in `layout` (`LAYOUT_PACKED_RHS` for vector width `width`, an
+    `interleaved_layout`, or None: as is)."""
+    if layout is None:
+        return array
+    if layout == LAYOUT_PACKED_RHS:
+        return pack_rhs(array, width)
+    interleaved = parse_interleaved(layout)
+    if interleaved is None:
+        raise ValueError(f"unknown weight layout {layout!r}")
+    return interleave_blocks(array, *interleaved)
+
+
+def from_layout(array: np.ndarray, layout: str | None, width: int) -> np.ndarray:
+    """The row-major weight of `to_layout(weight, layout, width)`."""
+    if layout is None:
+        return array
+    if layout == LAYOUT_PACKED_RHS:
+        return unpack_rhs(array, width)
+    interleaved = parse_interleaved(layout)
+    if interleaved is None:
+        raise ValueError(f"unknown weight layout {layout!r}")
+    return deinterleave_blocks(array, *interleaved)
