@@ -10,16 +10,17 @@ argument gets the argument attribute `rlx.layout = "packed_rhs"` (`rlx_mlir.core
 convert-lir-to-llvm keeps on the llvm entry: the caller must pass that argument packed
 (`CompiledGraph` packs its bound copy once, for the target's vector width).
 
-A bound GGUF weight (2-D ui8 blocks) read only as the weight of `activations q8`
-`lir.dequant_matmul` / `lir.shared_input_matmul` ops of a 32-value block scheme
-(`rlx_mlir.core.packing.BLOCK_FIELDS`) and as the table of `lir.dequant_gather` (an
-embedding tied to the output projection), at least once as a weight, when the target runs those ops with its int8
-kernels at its vector width W, takes the layout `interleaved:<scheme>:<W>`
-(`interleave_blocks`: each block of W rows side by side, field by field): every such op
-gets `interleaved W` (its column-lane tiles then load each field of W rows as one vector
-instead of transposing W rows per call) and the caller binds it interleaved once. The
-target and W are the options `target` and `vector-width`, as for convert-lir-to-llvm,
-which refuses an `interleaved` op it would lower at another width or without int8 kernels.
+A bound GGUF weight (2-D ui8 blocks) of a scheme with an interleaved layout
+(`rlx_mlir.core.packing.BLOCK_FIELDS`: the 32-value schemes and the K-quants) that is
+read only as the weight of `activations q8` `lir.dequant_matmul` /
+`lir.shared_input_matmul` ops (and as the table of a `lir.dequant_gather`: an embedding
+tied to the output projection), when the target runs those ops with its int8 kernels at
+its vector width W, takes the layout `interleaved:<scheme>:<W>` (`interleave_blocks`:
+each block of W rows side by side, field by field). Every such op gets `interleaved W`:
+its column-lane tiles then load each field of W rows as one vector instead of
+transposing W rows per call. The caller binds the weight interleaved once. The target
+and W are the options `target` and `vector-width`, as for convert-lir-to-llvm, which
+refuses an `interleaved` op it would lower at another width or without int8 kernels.
 
 Any other use of the argument (the lhs of a matmul, an elementwise input, a view, ...)
 reads it in the logical row-major layout, so such a param stays unpacked, as do inputs
@@ -141,18 +142,16 @@ def pack_weights(fn: func.FuncOp, params: frozenset[str], interleave: int = 0) -
             schemes[arg], groups[arg] = found
     _drop_partial_shared(panels)
     _drop_partial_shared(groups)
+    marks = [(arg, users, "packed_rhs", UnitAttr(), LAYOUT_PACKED_RHS) for arg, users in panels.items()]
+    marks += [(arg, users, "interleaved", IntegerAttr(interleave, i64),
+               interleaved_layout(schemes[arg], interleave)) for arg, users in groups.items()]
     packed = []
-    for candidates, layout_of in ((panels, lambda _: LAYOUT_PACKED_RHS),
-                                  (groups, lambda arg: interleaved_layout(schemes[arg], interleave))):
-        for arg, users in candidates.items():
-            for op in users:
-                if candidates is panels:
-                    op.properties["packed_rhs"] = UnitAttr()
-                else:
-                    op.properties["interleaved"] = IntegerAttr(interleave, i64)
-            arg_attrs = attrs[arg.index]
-            attrs[arg.index] = DictionaryAttr({**arg_attrs.data, ARG_LAYOUT: StringAttr(layout_of(arg))})
-            packed.append(arg_attrs.data[ARG_NAME].data)
+    for arg, users, prop, value, layout in marks:
+        for op in users:
+            op.properties[prop] = value
+        arg_attrs = attrs[arg.index]
+        attrs[arg.index] = DictionaryAttr({**arg_attrs.data, ARG_LAYOUT: StringAttr(layout)})
+        packed.append(arg_attrs.data[ARG_NAME].data)
     fn.arg_attrs = ArrayAttr(attrs)
     return packed
 
