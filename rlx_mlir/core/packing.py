@@ -139,23 +139,20 @@ def deinterleave_blocks(packed: np.ndarray, scheme: str, width: int) -> np.ndarr
 def to_layout(array: np.ndarray, layout: str | None, width: int) -> np.ndarray:
     """A row-major weight in `layout` (`LAYOUT_PACKED_RHS` for vector width `width`, an
     `interleaved_layout`, or None: as is)."""
-    if layout is None:
-        return array
-    if layout == LAYOUT_PACKED_RHS:
-        return pack_rhs(array, width)
-    interleaved = parse_interleaved(layout)
-    if interleaved is None:
-        raise ValueError(f"unknown weight layout {layout!r}")
-    return interleave_blocks(array, *interleaved)
+    return _convert(array, layout, width, pack=True)
 
 
 def from_layout(array: np.ndarray, layout: str | None, width: int) -> np.ndarray:
     """The row-major weight of `to_layout(weight, layout, width)`."""
+    return _convert(array, layout, width, pack=False)
+
+
+def _convert(array: np.ndarray, layout: str | None, width: int, pack: bool) -> np.ndarray:
     if layout is None:
         return array
     if layout == LAYOUT_PACKED_RHS:
-        return unpack_rhs(array, width)
+        return (pack_rhs if pack else unpack_rhs)(array, width)
     interleaved = parse_interleaved(layout)
     if interleaved is None:
         raise ValueError(f"unknown weight layout {layout!r}")
-    return deinterleave_blocks(array, *interleaved)
+    return (interleave_blocks if pack else deinterleave_blocks)(array, *interleaved)
