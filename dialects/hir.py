@@ -160,7 +160,7 @@ class DequantMatmulOp(mir_twin(mir.DequantMatmulOp)):
     quantizes x as ggml does (absent: f32)."""
 
     assembly_format = (
-        "$scheme $x `,` $w (`activations` $activations^)? attr-dict"
+        "$scheme $x `,` $w (`residual` $residual^)? (`activations` $activations^)? attr-dict"
         " `:` functional-type(operands, results)"
     )
 

@@ -34,6 +34,8 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
+    Float32Type,
+    FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -1130,6 +1132,11 @@ class DequantMatmulOp(kernel_twin(mir.DequantMatmulOp, leading=("scheme",),
     ```
 
     `interleaved W` (lir-pack-weights): `w` holds its blocks interleaved W rows at a time.
+    A `residual` (mir-fuse) is added to the product as the kernel stores it (q8 only):
+
+    ```mlir
+    lir.dequant_matmul q4_1 ins(%x, %w, %h : memref<1x64xf32>, memref<16x40xui8>, memref<1x16xf32>) outs(%o : memref<1x16xf32>) activations q8
+    ```
     """
 
     def verify_attributes(self) -> None:
@@ -1304,7 +1311,11 @@ class SharedInputMatmulOp(KernelOp):
 
     ```mlir
     lir.shared_input_matmul q4_0 ins(%x, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
+    lir.shared_input_matmul q4_0 ins(%h, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) norm(%gamma : memref<64xf32>) eps 1.0e-05 outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
     ```
+
+    `norm(...)` (mir-fuse's rms_norm prologue, `mir.shared_input_matmul`'s norm_weight):
+    the kernel RMS-normalizes each row of x with that gamma before quantizing it.
     """
 
     name = "lir.shared_input_matmul"
@@ -1313,10 +1324,14 @@ class SharedInputMatmulOp(KernelOp):
 
     x = operand_def(MemRefType)
     weights = var_operand_def(MemRefType)
+    norm_weight = opt_operand_def(MemRefType)
+    """q8 only: x's rows are RMS-normalized with this gamma [K] and `norm_eps` before they
+    are quantized (the kernel's prologue)."""
     out = var_operand_def(MemRefType)
 
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
+    norm_eps = opt_prop_def(FloatAttr[Float32Type])
     packed_rhs = PACKED_RHS["packed_rhs"]
     """f32 weights only: every weight buffer holds its weight prepacked (as `lir.matmul`'s)."""
     interleaved = INTERLEAVED["interleaved"]
@@ -1329,6 +1344,7 @@ class SharedInputMatmulOp(KernelOp):
 
     assembly_format = (
         "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
+        " (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
         " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)?"
         " (`packed_rhs` $packed_rhs^)? (`interleaved` $interleaved^)? attr-dict"
     )

@@ -398,13 +398,20 @@ class DequantMatmulOp(VerifiesSignature):
     """`x[..., K] @ dequant(w)^T -> [..., N]` with `w` the raw GGUF blocks of a tensor of
     `scheme`, ui8 [N, K/values * bytes]; x and the result are f32. `activations` q8
     quantizes x first as ggml does (the scheme's `vec_dot_type`; absent: f32, x as given;
-    docs/semantics.md)."""
+    docs/semantics.md). A `residual` (mir-fuse: an add of the product) is added to the
+    product in the kernel's epilogue: result = residual + product; q8 only.
+
+    ```mlir
+    %h2 = mir.dequant_matmul %a, %w residual %h scheme q4_1 activations q8 : (tensor<1x64xf32>, tensor<16x40xui8>, tensor<1x16xf32>) -> tensor<1x16xf32>
+    ```
+    """
 
     name = "mir.dequant_matmul"
     RULE = si.dequant_matmul
 
     x = operand_def(TensorType)
     w = operand_def(TensorType)
+    residual = opt_operand_def(TensorType)
     result = result_def(TensorType)
 
     scheme = prop_def(QuantSchemeAttr)
@@ -413,8 +420,8 @@ class DequantMatmulOp(VerifiesSignature):
     traits = traits_def(Pure())
 
     assembly_format = (
-        "$x `,` $w `scheme` $scheme (`activations` $activations^)? attr-dict"
-        " `:` functional-type(operands, results)"
+        "$x `,` $w (`residual` $residual^)? `scheme` $scheme (`activations` $activations^)?"
+        " attr-dict `:` functional-type(operands, results)"
     )
 
     ELEMENT_TYPES: ClassVar[ElementTypes] = ElementTypes({"w": UI8})
@@ -427,6 +434,9 @@ class DequantMatmulOp(VerifiesSignature):
                 f"'{self.name}': activations q8 needs a block-quantized scheme "
                 f"({', '.join(VEC_DOT_TYPES)}), got {self.scheme.data.value}"
             )
+        if self.residual is not None and form != QuantActivations.Q8:
+            raise VerifyException(f"'{self.name}': a residual needs activations q8 (its "
+                                  f"epilogue is the q8 kernels'), got activations {form.value}")
 
 
 def activations_of(op: IRDLOperation) -> QuantActivations:
@@ -1451,7 +1461,12 @@ class SharedInputMatmulOp(VerifiesSignature):
     ```mlir
     %q, %k = mir.shared_input_matmul %x, %wq, %wk : (tensor<4x64xf32>, tensor<64x32xf32>, tensor<64x16xf32>) -> (tensor<4x32xf32>, tensor<4x16xf32>)
     %g, %u = mir.shared_input_matmul %x, %wg, %wu scheme q4_0 activations q8 : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    %q, %k = mir.shared_input_matmul %h, %wq, %wk norm(%g : tensor<64xf32>) eps 1.0e-05 scheme q4_0 activations q8 : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
     ```
+
+    With a `norm_weight` [K] (mir-fuse: the rms_norm that x came from), the kernel reads
+    the un-normalized rows and RMS-normalizes each (`mir.rms_norm` with that gamma and
+    `norm_eps`) before quantizing it; q8 only.
     """
 
     name = "mir.shared_input_matmul"
@@ -1459,16 +1474,20 @@ class SharedInputMatmulOp(VerifiesSignature):
 
     x = operand_def(TensorType)
     weights = var_operand_def(TensorType)
+    norm_weight = opt_operand_def(TensorType)
     products = var_result_def(TensorType)
 
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
+    norm_eps = opt_prop_def(FloatAttr[Float32Type])
 
     traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     assembly_format = (
-        "$x `,` $weights (`scheme` $scheme^)? (`activations` $activations^)? attr-dict"
-        " `:` functional-type(operands, results)"
+        "$x `,` $weights (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
+        " (`scheme` $scheme^)? (`activations` $activations^)? attr-dict"
+        " `:` `(` type($x) `,` type($weights) `)` `->` `(` type($products) `)`"
     )
 
     RESULT: ClassVar[str] = "products"
@@ -1509,10 +1528,11 @@ class SharedInputMatmulOp(VerifiesSignature):
 def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
     """The shape of each product of a shared-input matmul (mir op or lir kernel), by
     label `products[i]` (the rule's errors name `op`)."""
-    x, weights = op.operands[0], op.weights
+    x, weights, norm_weight = op.operands[0], op.weights, op.norm_weight
     with rule_errors(op):
         shapes = si.shared_input_matmul(shape_of(x), [shape_of(w) for w in weights],
-                                        _scheme_name(op))
+                                        _scheme_name(op),
+                                        None if norm_weight is None else shape_of(norm_weight))
     return {f"{label}[{i}]": shape for i, shape in enumerate(shapes)}
 
 
@@ -1526,7 +1546,8 @@ def verify_shared_dtypes(op: IRDLOperation, products: Sequence[SSAValue], label:
     f32, or ui8 with a scheme."""
     weight = "f32" if _scheme_name(op) is None else "ui8"
     x, weights = op.operands[0], op.weights
-    for name, value, want in [("x", x, "f32"),
+    norm = [] if op.norm_weight is None else [("norm_weight", op.norm_weight, "f32")]
+    for name, value, want in [("x", x, "f32"), *norm,
                               *((f"weights[{i}]", w, weight) for i, w in enumerate(weights)),
                               *((f"{label}[{i}]", r, "f32") for i, r in enumerate(products))]:
         if (got := dtype_of(value)) != want:
@@ -1552,6 +1573,13 @@ def verify_shared_activations(op: IRDLOperation) -> None:
     if form == QuantActivations.Q8 and scheme not in VEC_DOT_TYPES:
         raise VerifyException(f"'{op.name}': activations q8 needs a block-quantized scheme "
                               f"({', '.join(VEC_DOT_TYPES)}), got {scheme}")
+    norm, eps = op.norm_weight, op.properties.get("norm_eps")
+    if (norm is None) != (eps is None):
+        raise VerifyException(f"'{op.name}': norm_weight and norm_eps come together, got "
+                              f"{'norm_weight' if eps is None else 'norm_eps'} alone")
+    if norm is not None and form != QuantActivations.Q8:
+        raise VerifyException(f"'{op.name}': a norm_weight needs activations q8 (its prologue "
+                              f"is the q8 kernels'), got activations {form.value}")
 
 
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(

@@ -257,7 +257,8 @@ class Qwen35MtpHeadLowering(RewritePattern):
             if name not in raw:
                 return seq.emit(mir.MatmulOp(x, w, result_type))
             form = op.activations if raw[name] in VEC_DOT_TYPES else None
-            return seq.emit(mir.DequantMatmulOp(x, w, raw[name], form, result_type=result_type))
+            return seq.emit(mir.DequantMatmulOp(x, w, scheme=raw[name], activations=form,
+                                                result_type=result_type))
 
         h = emit_rms_norm(seq, op.h_pre_norm, op.hnorm_w, op.hnorm_b, op.eps)
         if "embed_w" in raw:

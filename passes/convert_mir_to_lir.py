@@ -478,8 +478,9 @@ class SharedInputMatmulLowering(RewritePattern):
             made, out = destination(product)
             ops += made
             outs.append(out)
-        ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, scheme=op.scheme,
-                                           activations=op.activations))
+        ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, norm_weight=op.norm_weight,
+                                           scheme=op.scheme, activations=op.activations,
+                                           norm_eps=op.norm_eps))
         rewriter.replace(op, ops, outs)
 
 

@@ -25,6 +25,15 @@ an elementwise chain first:
    with a 2-D rhs on one lhs value, and the sibling `mir.dequant_matmul`s of one scheme and
    activation form on one x, become one `mir.shared_input_matmul` (all of them, N >= 2;
    q/k/v, gate/up) whose kernel reads the input once.
+4. q8 edges (option `q8-edges`), after the shared inputs: the fusions that take small
+   kernels out from between the q8 products of a transformer layer, and with them the
+   thread barriers around them (lir-parallelize):
+   - `mir.shared_input_matmul(rms_norm(h, gamma), ...)` of q8 activations, the norm used
+     only there and without a beta -> `mir.shared_input_matmul h, ... norm(gamma) eps`:
+     the kernel normalizes each row of h before quantizing it;
+   - `mir.add(r, dequant_matmul(x, w))` (either order) of q8 activations, the product used
+     only by the add and r of the result's shape -> `mir.dequant_matmul x, w residual r`:
+     r is added as the product is stored.
 """
 
 from __future__ import annotations
@@ -57,7 +66,7 @@ from rlx_mlir.dialects import mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import BODIES, ScalarBody
 from rlx_mlir.dialects.mir_canonicalization import to_numpy
-from rlx_mlir.dialects.rlx import Activation
+from rlx_mlir.dialects.rlx import Activation, QuantActivations
 from rlx_mlir.passes.provenance import Derive, with_provenance
 
 ACTIVATION_OPS: dict[type[Operation], Activation] = {
@@ -279,7 +288,7 @@ def _sibling_key(op: Operation) -> tuple[object, ...] | None:
     dequant_matmul's scheme and activation form (None: `op` cannot merge)."""
     if isinstance(op, mir.MatmulOp) and len(shape_of(op.rhs)) == 2 and len(shape_of(op.lhs)) >= 1:
         return ("f32",)
-    if isinstance(op, mir.DequantMatmulOp):
+    if isinstance(op, mir.DequantMatmulOp) and op.residual is None:
         return ("gguf", op.scheme.data, mir.activations_of(op))
     return None
 
@@ -327,6 +336,50 @@ def _defined_before(value: SSAValue, op: Operation, order: dict[Operation, int])
     return not isinstance(owner, Operation) or owner not in order or order[owner] < order[op]
 
 
+# ----------------------------------------------------------------------------- q8 edges
+
+
+class FuseNormIntoSharedInput(RewritePattern):
+    """shared_input_matmul(rms_norm(h, gamma), ...) of q8 activations, the norm used only
+    there (no beta) -> shared_input_matmul h, ... norm(gamma) eps: normalized in the
+    kernel's prologue, row by row before quantizing."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /):
+        norm = op.x.owner
+        if (op.norm_weight is not None or mir.activations_of(op) != QuantActivations.Q8
+                or not isinstance(norm, mir.RmsNormOp) or norm.beta is not None
+                or not op.x.has_one_use()):
+            return
+        fused = mir.SharedInputMatmulOp(norm.x, op.weights, norm_weight=norm.gamma,
+                                        scheme=op.scheme, activations=op.activations,
+                                        norm_eps=norm.eps)
+        rewriter.replace(op, fused)
+        rewriter.erase(norm)
+
+
+class FuseResidualIntoDequantMatmul(RewritePattern):
+    """add(r, dequant_matmul(x, w)) or add(dequant_matmul(x, w), r) of q8 activations, the
+    product used only by the add, r of the result's shape -> dequant_matmul x, w residual r:
+    added in the kernel's epilogue as each tile is stored."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.AddOp, rewriter: PatternRewriter, /):
+        for product_value, residual in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            product = product_value.owner
+            if (not isinstance(product, mir.DequantMatmulOp) or product.residual is not None
+                    or mir.activations_of(product) != QuantActivations.Q8
+                    or not product_value.has_one_use()
+                    or not product_value.type == residual.type == op.result.type):
+                continue
+            fused = mir.DequantMatmulOp(product.x, product.w, residual=residual,
+                                        scheme=product.scheme, activations=product.activations,
+                                        result_type=op.result.type)
+            rewriter.replace(op, fused)
+            rewriter.erase(product)
+            return
+
+
 # ----------------------------------------------------------------------------- the pass
 
 
@@ -350,6 +403,9 @@ class MirFusePass(ModulePass):
     shared_input: bool = True
     """Merge sibling matmuls (and dequant_matmuls of one scheme) that read the same input
     into one op whose kernel reads the input once (q/k/v, gate/up)."""
+    q8_edges: bool = True
+    """Fold an rms_norm into the q8 shared-input product after it and a residual add into
+    the q8 dequant_matmul before it (the kernels' prologue and epilogue)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.matmul_epilogue:
@@ -368,5 +424,12 @@ class MirFusePass(ModulePass):
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
                     [FuseSharedInput()], dce_enabled=False
+                ), Derive.FUSE)
+            ).rewrite_module(op)
+        if self.q8_edges:  # after the shared inputs: the norm's consumer is the merged op
+            PatternRewriteWalker(
+                with_provenance(GreedyRewritePatternApplier(
+                    [FuseNormIntoSharedInput(), FuseResidualIntoDequantMatmul()],
+                    dce_enabled=False
                 ), Derive.FUSE)
             ).rewrite_module(op)

@@ -53,6 +53,8 @@ class RlxLowerPass(ModulePass):
     """mir-fuse: let elementwise trees take in broadcast values."""
     shared_input: bool = DEFAULT_OPTIONS.fusion.shared_input
     """mir-fuse: merge sibling matmuls on the same input."""
+    q8_edges: bool = DEFAULT_OPTIONS.fusion.q8_edges
+    """mir-fuse: fold an rms_norm and a residual add into the q8 products around them."""
 
     def __post_init__(self) -> None:
         self.options  # a bad value fails when the pipeline is built, naming the option  # noqa: B018

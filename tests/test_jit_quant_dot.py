@@ -319,7 +319,7 @@ def test_marking_follows_the_op_not_the_target():
     for x_shape, w_shape, scheme, form in shapes:
         x, w, out = (block.insert_arg(memref_type(s, dt), len(block.args))
                      for s, dt in ((x_shape, "f32"), (w_shape, "ui8"), ((2, 3), "f32")))
-        ops.append(lir.DequantMatmulOp(x, w, out, scheme, activations=form))
+        ops.append(lir.DequantMatmulOp(x, w, out, scheme=scheme, activations=form))
     block.add_ops(ops)
     module = ModuleOp([FuncOp("f", (list(block.arg_types), []), Region(block))])
     assert qd.mark_int8_dots(module, Target("x86-64", "", triple, 4), 4) == 0

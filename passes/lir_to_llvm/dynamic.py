@@ -325,7 +325,10 @@ def row_operands(op: Operation) -> list[si.Shape]:
     if len(lhs) < 2 or not si.is_static(lhs[-1]):
         raise DynamicKernelError(f"{where}: only the rows of the lhs may be symbolic "
                                  f"(K = {lhs[-1]} must be static)")
-    for shape in others[:len(others) - out_count(op)]:
+    weights = others[:len(others) - out_count(op)]
+    if getattr(op, "residual", None) is not None:  # the last input: the out's rows, like it
+        weights = weights[:-1]
+    for shape in weights:
         if not si.is_static_shape(shape):
             raise DynamicKernelError(f"{where}: the weight operands must be static, got "
                                      f"{si.fmt(shape)}")

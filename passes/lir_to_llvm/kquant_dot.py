@@ -52,6 +52,7 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     COLUMN_TILE_ROWS,
     K_INT8_SCHEMES,
     SCRATCH_BYTES,
+    Edges,
     RowPlan,
     chunked_rows,
     column_f16,
@@ -63,11 +64,13 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     interleaved_scheme,
     load_at,
     product_buffers,
+    q8_pointers,
     q8_products,
     small_int,
     store_at,
     transpose_quads,
     vector_of,
+    x_row_source,
 )
 
 SUMS_PER_BLOCK = QK_K // 16
@@ -132,13 +135,13 @@ def _quantize_block(kb: KernelBuilder, src: SSAValue, row: SSAValue, scratch: KS
     store_at(kb, d, scratch.d(kb, row, blk), 0)
 
 
-def _quantize_rows(kb: KernelBuilder, x: SSAValue, scratch: KScratch, first: Index,
-                   rows: Index) -> None:
-    """Quantize rows [first, first + rows) of x into scratch rows [0, rows)."""
+def _quantize_rows(kb: KernelBuilder, source: Callable[[Index], SSAValue], scratch: KScratch,
+                   first: Index, rows: Index) -> None:
+    """Quantize rows [first, first + rows) of x (`x_row_source`) into scratch rows [0, rows)."""
     k = scratch.k
 
     def one_row(r: Index) -> None:
-        src = kb.address(x, kb.fold_mul(kb.fold_add(first, r), k))
+        src = source(kb.fold_add(first, r))
         row = scratch.row(kb, r)
         with kb.loop(0, k // QK_K) as loop:
             _quantize_block(kb, kb.gep(src, kb.mul(loop.iv, QK_K)), row, scratch, loop.iv)
@@ -463,7 +466,7 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     width = vector_width
     ns, k = q8_products(op)
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
-    kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
+    kb = KernelBuilder(name, [PTR] * q8_pointers(op) + [i64] * len(symbols)
                        + [i64, i64] * partitioned, vector_width=width)
     xs = row_operands(op)[0] if symbols else shape_of(op.x)
     row_bytes = KScratch.row_bytes_of(k)
@@ -474,12 +477,13 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     scratch = KScratch(kb.alloca(chunk * row_bytes, i8), k, kb.alloca(16 * width, i32))
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
                    (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width),
-                   k // QK_K * K_INT8_SCHEMES[scheme])
+                   k // QK_K * K_INT8_SCHEMES[scheme], Edges.of(op))
+    source = x_row_source(kb, plan, k)
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         _column_tile(kb, int8_isa_of(op), scheme, plan, scratch, (first, i, j), rows, cols, product)
 
-    chunked_rows(kb, op, plan, lambda first, rows: _quantize_rows(kb, kb.args[0], scratch, first, rows),
+    chunked_rows(kb, op, plan, lambda first, rows: _quantize_rows(kb, source, scratch, first, rows),
                  tile)
     kb.ret()
     return kb.finish()

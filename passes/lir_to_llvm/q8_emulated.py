@@ -31,14 +31,17 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     CHUNK_ROWS,
     MAGIC,
     SCRATCH_BYTES,
+    Edges,
     RowPlan,
     chunked_rows,
     product_buffers,
+    q8_pointers,
     q8_products,
     q8_scale,
     round_half_away,
     round_to_f16,
     small_int,
+    x_row_source,
 )
 
 EMULATED_TILES: dict[int, tuple[tuple[int, int], tuple[int, int]]] = {
@@ -171,7 +174,7 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     xs = row_operands(op)[0] if dynamic else shape_of(op.x)
     blocks = k // scheme.values
     row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
+    kb = KernelBuilder(name, [PTR] * q8_pointers(op) + [i64] * len(symbols)
                        + [i64, i64] * partitioned, vector_width=width)
     x = kb.args[0]
     t_span = min(scheme.group, BLOCK) if k_type else BLOCK
@@ -182,9 +185,13 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
         chunk = min(chunk, static_m)
     scratch = EmulatedScratch(kb.alloca(chunk * probe.row_floats), k, scheme.values, t_span)
 
+    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, *EMULATED_TILES[width],
+                   edges=Edges.of(op))
+    source = x_row_source(kb, plan, k)
+
     def quantize(first: Index, rows: Index) -> None:
         def one_row(r: Index) -> None:
-            src = kb.address(x, kb.fold_mul(kb.fold_add(first, r), k))
+            src = source(kb.fold_add(first, r))
             dst = scratch.row(kb, r)
             with kb.loop(0, blocks) as loop:
                 block_src = kb.gep(src, kb.mul(loop.iv, scheme.values))
@@ -199,7 +206,6 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
             with kb.loop(0, rows) as loop:
                 one_row(loop.iv)
 
-    plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, *EMULATED_TILES[width])
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         wq, out = product_buffers(kb, plan, product)

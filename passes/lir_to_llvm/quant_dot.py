@@ -113,6 +113,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     rows_classes,
     runtime_rows,
 )
+from rlx_mlir.passes.lir_to_llvm.reductions import rms_norm_row
 from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
 INT8_DOT = "rlx.int8_dot"
@@ -465,14 +466,14 @@ def q8_scale(kb: KernelBuilder, amax: SSAValue) -> tuple[SSAValue, SSAValue]:
     return d, kb.select(kb.fcmp("one", d, zero), kb.fdiv(kb.fconst(1.0), d), zero)
 
 
-def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, x: SSAValue, k: int, first: Index,
-                   rows: Index, scratch: Scratch) -> None:
-    """Quantize rows [first, first + rows) of x into scratch rows [0, rows)."""
+def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, source: Callable[[Index], SSAValue],
+                   k: int, first: Index, rows: Index, scratch: Scratch) -> None:
+    """Quantize rows [first, first + rows) of x (`x_row_source`) into scratch rows [0, rows)."""
     blocks = k // BLOCK
     per_step = kb.vector_width // 8
 
     def one_row(r: Index) -> None:
-        src = kb.address(x, kb.fold_mul(kb.fold_add(first, r), k))
+        src = source(kb.fold_add(first, r))
         dst = scratch.row(kb, r)
         whole = blocks // per_step
         if whole:
@@ -656,9 +657,8 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     blocks = k // BLOCK
     steps = -(-blocks // per_step)
     row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * (1 + 2 * len(ns)) + [i64] * len(symbols)
+    kb = KernelBuilder(name, [PTR] * q8_pointers(op) + [i64] * len(symbols)
                        + [i64, i64] * partitioned, vector_width=width)
-    x = kb.args[0]
     dynamic = bool(symbols)
     xs = row_operands(op)[0] if dynamic else shape_of(op.x)
     step_bytes = 4 * width
@@ -670,7 +670,9 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     ivec = vector_of(width, i32)
 
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
-                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width), row_bytes)
+                   (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width), row_bytes,
+                   Edges.of(op))
+    source = x_row_source(kb, plan, k)
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:
         """out[first + i + r, j + c] for r < rows, c < cols (scratch rows i + r)."""
@@ -723,7 +725,8 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
                 kb.store(kb.hsum(accs[r * cols + c]), base, r * n + c)
 
     chunked_rows(kb, op, plan,
-                 lambda first, rows: _quantize_rows(kb, scheme, x, k, first, rows, scratch), tile)
+                 lambda first, rows: _quantize_rows(kb, scheme, source, k, first, rows, scratch),
+                 tile)
     kb.ret()
     return kb.finish()
 
@@ -929,6 +932,34 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
 
 
 @dataclass(frozen=True)
+class Edges:
+    """What a q8 kernel fuses around its products (mir-fuse): an rms_norm of each row of x
+    before it is quantized (`norm_eps`; its gamma is the pointer after the weights), and a
+    residual added to the product of a dequant_matmul (the pointer after its weight)."""
+
+    norm_eps: float | None = None
+    residual: bool = False
+
+    @staticmethod
+    def of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> Edges:
+        if isinstance(op, lir.SharedInputMatmulOp):
+            eps = op.norm_eps
+            return Edges(norm_eps=None if eps is None else float(eps.value.data))
+        return Edges(residual=op.residual is not None)
+
+    @property
+    def pointers(self) -> int:
+        """The pointer arguments between the weights and the outs."""
+        return int(self.norm_eps is not None) + int(self.residual)
+
+
+def q8_pointers(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> int:
+    """A q8 kernel's pointer arguments: x, the weights, the fused edges' (`Edges`), the outs."""
+    products = len(q8_products(op)[0])
+    return 1 + 2 * products + Edges.of(op).pointers
+
+
+@dataclass(frozen=True)
 class RowPlan:
     """How a q8 kernel walks its outs: the weight rows `ns` of each product (one for a
     dequant_matmul, one per weight of a shared_input_matmul, whose weights are one virtual
@@ -949,11 +980,14 @@ class RowPlan:
     row_bytes: int = 0
     """Bytes of one weight row (every product's): how large a part's share of the weights
     is (`row_groups`); 0: the parts never split x's rows."""
+    edges: Edges = Edges()
+    """The fused rms_norm before and residual after the products."""
 
     @property
     def pointers(self) -> int:
-        """The kernel's pointer arguments: x, a weight and an out per product."""
-        return 1 + 2 * len(self.ns)
+        """The kernel's pointer arguments: x, a weight and an out per product, and the
+        edges' between the weights and the outs."""
+        return 1 + 2 * len(self.ns) + self.edges.pointers
 
 
 def q8_products(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp
@@ -964,9 +998,53 @@ def q8_products(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp
 
 
 def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSAValue, SSAValue]:
-    """The weight and out pointers of one product: (x, w_0..w_n-1, out_0..out_n-1, ...)."""
+    """The weight and out pointers of one product: (x, w_0..w_n-1, [edges], out_0..out_n-1,
+    ...)."""
     count = len(plan.ns)
-    return kb.args[1 + product], kb.args[1 + count + product]
+    return kb.args[1 + product], kb.args[1 + count + plan.edges.pointers + product]
+
+
+def x_row_source(kb: KernelBuilder, plan: RowPlan, k: int) -> Callable[[Index], SSAValue]:
+    """row(r): a pointer to row r of x as the kernel quantizes it. With a fused rms_norm
+    (`Edges.norm_eps`), row r is normalized into a stack row first (`rms_norm_row`, the bits
+    of `lir.rms_norm`): every part normalizes the rows it quantizes, so no kernel and no
+    barrier stands between the residual add before and the products."""
+    x = kb.args[0]
+    eps = plan.edges.norm_eps
+    if eps is None:
+        return lambda r: kb.address(x, kb.fold_mul(r, k))
+    gamma = kb.args[1 + len(plan.ns)]
+    normed = kb.alloca(k)
+
+    def normalized(r: Index) -> SSAValue:
+        rms_norm_row(kb, kb.address(x, kb.fold_mul(r, k)), gamma, None, normed, 0, k, eps)
+        return normed
+
+    return normalized
+
+
+def _add_residual(kb: KernelBuilder, plan: RowPlan, first: Index, rows: Index, j: Index,
+                  ncols: int) -> None:
+    """out[first + i, j + c] += residual[first + i, j + c] over the chunk's rows and ncols
+    columns: the epilogue of a dequant_matmul with a residual, on a tile just stored (in
+    L1). residual + product is the `lir.elementwise add` it replaces, bit for bit."""
+    residual, out, n = kb.args[2], kb.args[3], plan.ns[0]
+
+    def one_row(i: Index) -> None:
+        base = kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j)
+
+        def add(c: SSAValue, vector: bool) -> None:
+            at = kb.add(base, c)
+            kb.store(kb.fadd(kb.load(residual, at, vector=vector), kb.load(out, at, vector=vector)),
+                     out, at)
+
+        kb.sweep(0, ncols, add, vectors=ncols >= kb.vector_width)
+
+    if isinstance(rows, int) and rows == 1:
+        one_row(0)
+    else:
+        with kb.loop(0, rows) as loop:
+            one_row(loop.iv)
 
 
 def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
@@ -1023,6 +1101,8 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
                         kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows,
                                       rows_per_tile,
                                       lambda i, size: tile(first, i, j, size, ncols, product))
+                        if plan.edges.residual:
+                            _add_residual(kb, plan, first, rows, j, ncols)
 
                     if present is None:
                         kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)

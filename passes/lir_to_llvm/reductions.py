@@ -776,6 +776,16 @@ def _normalize_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAVal
     _row_map(kb, n, body)
 
 
+def rms_norm_row(kb: KernelBuilder, x: SSAValue, gamma: SSAValue, beta: SSAValue | None,
+                 out: SSAValue, base: Value, n: int, eps: float) -> None:
+    """out[base + j] = x[base + j] · (1/sqrt(mean(x²) + eps)) · gamma[j] (+ beta[j]) for the
+    row of n values at `base`: `lir.rms_norm`'s row, also the prologue of the q8 products
+    that fuse it (quant_dot.py `x_row_source`), so both give the same bits."""
+    ss = _sum_of_squares(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec))
+    scale = kb.fdiv(1.0, kb.sqrt(kb.fadd(kb.fdiv(ss, float(n)), eps)))
+    _normalize_row(kb, x, gamma, beta, out, base, n, scale)
+
+
 @kernel(lir.RmsNormOp, partitioned=True, runtime_dims=True, along_symbols=True)
 def build_rms_norm(op: Operation, name: str, vector_width: int,
                    partitioned: bool = False) -> llvm.FuncOp:
@@ -784,10 +794,7 @@ def build_rms_norm(op: Operation, name: str, vector_width: int,
     assert isinstance(op, lir.RmsNormOp)
     kb, x, gamma, beta, out, row_range, n, eps = _norm_setup(op, name, vector_width, partitioned)
     with kb.loop(*row_range) as r:
-        base = kb.mul(r.iv, n)
-        ss = _sum_of_squares(kb, n, lambda i, vec: kb.load(x, kb.add(base, i), vector=vec))
-        scale = kb.fdiv(1.0, kb.sqrt(kb.fadd(kb.fdiv(ss, float(n)), eps)))
-        _normalize_row(kb, x, gamma, beta, out, base, n, scale)
+        rms_norm_row(kb, x, gamma, beta, out, kb.mul(r.iv, n), n, eps)
     kb.ret()
     return kb.finish()
 

@@ -31,6 +31,11 @@ class FusionPolicy:
     per-row rsqrt: one kernel fewer, but the small value is recomputed per element."""
     shared_input: bool = True
     """Merge sibling matmuls that read the same input into one op reading it once."""
+    q8_edges: bool = True
+    """Fold an rms_norm into the q8 shared-input product that reads it (the kernel
+    normalizes each row before quantizing it) and a residual add into the q8
+    dequant_matmul before it (added as the product is stored): per transformer layer two
+    small kernels fewer, and the thread barriers around them."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -41,7 +46,8 @@ class FusionPolicy:
     @classmethod
     def none(cls) -> FusionPolicy:
         """Every fusion off: mir-fuse leaves the module as it is."""
-        return cls(matmul_epilogue=False, elementwise=False, broadcast=False, shared_input=False)
+        return cls(matmul_epilogue=False, elementwise=False, broadcast=False, shared_input=False,
+                   q8_edges=False)
 
 
 MIR_FUSE_OPTIONS: dict[str, str] = {
@@ -49,6 +55,7 @@ MIR_FUSE_OPTIONS: dict[str, str] = {
     "elementwise": "elementwise",
     "fuse_broadcast": "broadcast",
     "shared_input": "shared_input",
+    "q8_edges": "q8_edges",
 }
 """Field of the mir-fuse pass -> field of `FusionPolicy` it takes its value from."""
 

@@ -879,20 +879,26 @@ def dequant_gather(table: ArrayLike, ids: ArrayLike, scheme: str) -> np.ndarray:
 
 
 def dequant_matmul(x: ArrayLike, w: ArrayLike, scheme: str,
-                   activations: str = "f32") -> np.ndarray:
+                   activations: str = "f32", *, residual: ArrayLike | None = None) -> np.ndarray:
     """x[..., K] @ dequant(w)ᵀ -> [..., N], w the raw GGUF blocks ui8 [N, K/values·bytes];
     activations "q8": x quantized to the scheme's ggml `vec_dot_type` first, the products
-    as ggml's dot products compute them (`quants.q8_matmul`)."""
+    as ggml's dot products compute them (`quants.q8_matmul`). A `residual` (q8 only, the
+    result's shape) is added to the f32 product: residual + product."""
     _check_name("scheme", scheme, DEQUANT_SCHEMES)
     _check_name("activations", activations, QUANT_ACTIVATIONS)
     x = _f32(x)
     w = np.asarray(w)
-    rules.dequant_matmul(_shape(x), _shape(w), scheme)
+    rules.dequant_matmul(_shape(x), _shape(w), scheme,
+                         None if residual is None else _shape(np.asarray(residual)))
     if activations == "q8":
         if scheme not in quants.VEC_DOT_TYPES:
             raise ArgumentError(f"activations: 'q8' needs a block-quantized scheme "
                                 f"({', '.join(quants.VEC_DOT_TYPES)}), got scheme {scheme!r}")
-        return quants.q8_matmul(x, w, scheme)
+        product = quants.q8_matmul(x, w, scheme)
+        return product if residual is None else _f32(residual) + product
+    if residual is not None:
+        raise ArgumentError("residual: needs activations 'q8' (the q8 kernels' epilogue), "
+                            f"got activations {activations!r}")
     wd = DEQUANTIZE[scheme](w, x.shape[-1])
     return _out(x.astype(F64) @ wd.T.astype(F64))
 
@@ -1285,10 +1291,18 @@ def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: A
 
 
 def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | None = None,
-                        activations: str = "f32") -> tuple[np.ndarray, ...]:
+                        activations: str = "f32", *, norm_weight: ArrayLike | None = None,
+                        norm_eps: float = 1e-5) -> tuple[np.ndarray, ...]:
     """One result per weight: x @ w_i (f32 weights [K, N_i], as `matmul`) or, with a
-    `scheme`, x @ dequant(w_i)ᵀ (raw GGUF blocks, as `dequant_matmul`, same `activations`)."""
-    rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights], scheme)
+    `scheme`, x @ dequant(w_i)ᵀ (raw GGUF blocks, as `dequant_matmul`, same `activations`).
+    A `norm_weight` [K] (q8 only) replaces x by `rms_norm(x, norm_weight, eps=norm_eps)`."""
+    rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights], scheme,
+                              None if norm_weight is None else _shape(np.asarray(norm_weight)))
+    if norm_weight is not None:
+        if activations != "q8":
+            raise ArgumentError("norm_weight: needs activations 'q8' (the q8 kernels' "
+                                f"prologue), got activations {activations!r}")
+        x = rms_norm(x, norm_weight, eps=norm_eps)
     if scheme is None:
         return tuple(matmul(x, w) for w in weights)
     return tuple(dequant_matmul(x, w, scheme, activations) for w in weights)

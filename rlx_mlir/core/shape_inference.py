@@ -323,9 +323,10 @@ def swiglu_ffn(x: Shape, up: Shape, gate: Shape, down: Shape) -> Shape:
     return x[:-1] + (down[1],)
 
 
-def dequant_matmul(x: Shape, w: Shape, scheme: str) -> Shape:
+def dequant_matmul(x: Shape, w: Shape, scheme: str, residual: Shape | None = None) -> Shape:
     """x[..., K] @ dequant(w)^T with w the raw GGUF blocks ui8[N, K/values * bytes] (values
-    and bytes per block of the scheme: QUANT_BLOCKS)."""
+    and bytes per block of the scheme: QUANT_BLOCKS); a `residual` added to it has the
+    result's shape."""
     if scheme not in QUANT_BLOCKS:
         raise ShapeError(f"scheme: expected one of {', '.join(QUANT_BLOCKS)}, got {scheme!r}")
     check_rank("x", x, range(1, 9))
@@ -336,6 +337,8 @@ def dequant_matmul(x: Shape, w: Shape, scheme: str) -> Shape:
         raise ShapeError(f"x: last dim K must be a multiple of {values} (a {scheme} block), got {k}")
     row_bytes = k // values * block_bytes
     check_exact("w", w, (w[0], row_bytes), f"{scheme}: K/{values} blocks of {block_bytes} bytes")
+    if residual is not None:
+        check_exact("residual", residual, x[:-1] + (w[0],), "the result's shape")
     return x[:-1] + (w[0],)
 
 
@@ -1078,13 +1081,18 @@ def _check_per_row(name: str, logits: Shape, shape: Shape) -> None:
 # ----------------------------------------------------------------------------- shared-input matmul
 
 
-def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = None) -> list[Shape]:
+def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = None,
+                        norm_weight: Shape | None = None) -> list[Shape]:
     """One x [..., K] times N >= 2 weights, one result each: f32 weights [K, N_i] give
     x[..., :] @ w_i -> [..., N_i]; with a `scheme`, raw GGUF blocks ui8 [N_i, K/values·bytes]
-    give x @ dequant(w_i)^T -> [..., N_i] (as `dequant_matmul`)."""
+    give x @ dequant(w_i)^T -> [..., N_i] (as `dequant_matmul`). A `norm_weight` (x's rows
+    RMS-normalized first) is exactly [K]."""
     if len(weights) < 2:
         raise ShapeError(f"weights: expected at least 2 (one input shared by several "
                          f"products), got {len(weights)}")
+    if norm_weight is not None:
+        check_rank("x", x, range(1, 9))
+        check_exact("norm_weight", norm_weight, x[-1:], "K = last dim of x")
     out: list[Shape] = []
     for i, w in enumerate(weights):
         try:

@@ -165,11 +165,19 @@ def operands_by_definition(op: IRDLOperation, args: Sequence[Any]) -> list[Any]:
 def call_kernel(kernel: Callable[..., Any], operands: Sequence[Any], props: dict[str, Any],
                 names: Sequence[str] = ()) -> Any:
     """`kernel(*operands, **props)`, passing only the properties the kernel takes; a
-    kernel that takes its operands as `**operands` gets them by their `names`."""
+    kernel that takes its operands as `**operands` gets them by their `names`, and an
+    operand whose name is a keyword-only parameter of the kernel (a fused epilogue's
+    `residual`) goes by that keyword."""
     params = inspect.signature(kernel).parameters
     kwargs = {k: v for k, v in props.items() if k in params}
     if names and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return kernel(**dict(zip(names, operands, strict=True)), **kwargs)
+    if names and any(p.kind is inspect.Parameter.KEYWORD_ONLY and p.name in names
+                     for p in params.values()):
+        by_name = dict(zip(names, operands, strict=False))  # an lir kernel's outs: not given
+        keyword = {name for name, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        kwargs |= {name: by_name[name] for name in keyword & by_name.keys()}
+        operands = [value for name, value in by_name.items() if name not in keyword]
     return kernel(*operands, **kwargs)
 
 

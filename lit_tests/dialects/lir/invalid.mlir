@@ -1258,6 +1258,30 @@ lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>
 
 // -----
 
+// lir.shared_input_matmul: a fused rms_norm is the q8 kernels' prologue
+%x, %g, %o, %gamma = "test.op"() : () -> (memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>, memref<64xf32>)
+lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%gamma : memref<64xf32>) eps 1.0e-05 outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>)
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.shared_input_matmul': a norm_weight needs activations q8 (its prologue is the q8 kernels'), got activations f32
+
+// -----
+
+// lir.shared_input_matmul: the norm's gamma is [K]
+%x, %g, %o, %gamma = "test.op"() : () -> (memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>, memref<32xf32>)
+lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%gamma : memref<32xf32>) eps 1.0e-05 outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) activations q8
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.shared_input_matmul': norm_weight: expected shape [64] (K = last dim of x), got [32]
+
+// -----
+
+// lir.dequant_matmul: a residual has the out's shape
+%x, %g, %r, %o = "test.op"() : () -> (memref<2x64xf32>, memref<8x40xui8>, memref<2x4xf32>, memref<2x8xf32>)
+lir.dequant_matmul q4_1 ins(%x, %g, %r : memref<2x64xf32>, memref<8x40xui8>, memref<2x4xf32>) outs(%o : memref<2x8xf32>) activations q8
+// CHECK: {{^// -{5}$}}
+// CHECK-NEXT: 'lir.dequant_matmul': residual: expected shape [2, 8] (the result's shape), got [2, 4]
+
+// -----
+
 lir.barrier "everyone"
 // CHECK: {{^// -{5}$}}
 // CHECK-NEXT: 'lir.barrier': kind: expected one of gather, release or none (a full barrier), got 'everyone'

@@ -399,21 +399,26 @@ func.func @dequant_matmul_q8_activations(%x: memref<2x64xf32>, %w: memref<8x40xu
 // -----
 
 // lir.shared_input_matmul: f32 weights (no scheme; packed_rhs present and absent), and
-// GGUF weights with f32 and q8 activations.
+// GGUF weights with f32 and q8 activations, the last also with a fused rms_norm
+// (mir-fuse q8-edges); lir.dequant_matmul with a fused residual.
 // CHECK-LABEL: func.func @shared_input_matmul
 // GENERIC-LABEL: sym_name = "shared_input_matmul"
-func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: memref<64x3xf32>, %g: memref<8x40xui8>, %o: memref<2x8xf32>, %p: memref<2x3xf32>) {
+func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: memref<64x3xf32>, %g: memref<8x40xui8>, %o: memref<2x8xf32>, %p: memref<2x3xf32>, %gamma: memref<64xf32>) {
   lir.shared_input_matmul ins(%x, %a, %b : memref<2x64xf32>, memref<64x8xf32>, memref<64x3xf32>) outs(%o, %p : memref<2x8xf32>, memref<2x3xf32>)
   lir.shared_input_matmul ins(%x, %a, %b : memref<2x64xf32>, memref<64x8xf32>, memref<64x3xf32>) outs(%o, %p : memref<2x8xf32>, memref<2x3xf32>) packed_rhs
   lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>)
   lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) activations q8
+  lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%gamma : memref<64xf32>) eps 1.0e-06 outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) activations q8
+  lir.dequant_matmul q4_1 ins(%x, %g, %o : memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) outs(%o : memref<2x8xf32>) activations q8
   func.return
 }
 // CHECK:        lir.shared_input_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<64x8xf32>, memref<64x3xf32>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x3xf32>){{$}}
 // CHECK-NEXT:   lir.shared_input_matmul ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<64x8xf32>, memref<64x3xf32>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x3xf32>) packed_rhs{{$}}
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>){{$}}
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
-// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 2>}>
+// CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%{{.*}} : memref<64xf32>) eps 1.000000e-06 outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
+// CHECK-NEXT:   lir.dequant_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) outs(%{{.*}} : memref<2x8xf32>) activations q8{{$}}
+// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 0, 2>}>
 // GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{packed_rhs, operandSegmentSizes
 
 // -----

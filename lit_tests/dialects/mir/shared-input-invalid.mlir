@@ -4,7 +4,7 @@
 
 %x = "test.op"() : () -> tensor<3x8xf32>
 %a = "test.op"() : () -> tensor<8x5xf32>
-%p = mir.shared_input_matmul %x, %a : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
+%p = mir.shared_input_matmul %x, %a : (tensor<3x8xf32>, tensor<8x5xf32>) -> (tensor<3x5xf32>)
 
 // CHECK: 'mir.shared_input_matmul': weights: expected at least 2 (one input shared by several products), got 1
 
@@ -43,3 +43,12 @@
 %p, %q = mir.shared_input_matmul %x, %a, %b activations q8 : (tensor<3x8xf32>, tensor<8x5xf32>, tensor<8x2xf32>) -> (tensor<3x5xf32>, tensor<3x2xf32>)
 
 // CHECK: 'mir.shared_input_matmul': activations needs a scheme (f32 weights take x as given), got activations q8
+
+// -----
+
+%x = "test.op"() : () -> tensor<3x64xf32>
+%a = "test.op"() : () -> tensor<8x36xui8>
+%g = "test.op"() : () -> tensor<64xf32>
+%p, %q = mir.shared_input_matmul %x, %a, %a norm(%g : tensor<64xf32>) eps 1.0e-05 scheme q4_0 : (tensor<3x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<3x8xf32>, tensor<3x8xf32>)
+
+// CHECK: 'mir.shared_input_matmul': a norm_weight needs activations q8 (its prologue is the q8 kernels'), got activations f32

@@ -1,0 +1,154 @@
+"""mir-fuse's q8 edges: an rms_norm fused into the q8 shared-input product after it (the
+kernel's prologue normalizes each row before quantizing it) and a residual add fused into
+the q8 dequant_matmul before it (its epilogue), in the ops, the reference and the kernels.
+
+The kernels must give the bits of the unfused build (`FusionPolicy(q8_edges=False)`):
+the prologue is `lir.rms_norm`'s row code and the epilogue the same f32 add, so a fused
+model decodes the same tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_interleaved_weights import _tame
+from test_jit_dequant import blocks
+from xdsl.utils.exceptions import VerifyException
+
+import rlx_mlir as rlx
+from rlx_mlir.core import quants
+from rlx_mlir.core import reference_kernels as K
+from rlx_mlir.core.errors import RlxError
+from rlx_mlir.ir import make_context
+from rlx_mlir.passes.mir_fuse import MirFusePass
+
+RNG = np.random.default_rng(7)
+K_DIM, F_DIM = 256, 512
+"""x's width (a whole K-quant superblock) and the FFN's."""
+
+
+def _ffn_block(scheme: str) -> rlx.Graph:
+    """h[S, K] + down(silu(gate(n)) · up(n)) with n = rms_norm(h): a llama FFN with its
+    residual, every product `scheme` with q8 activations."""
+    g = rlx.Graph("ffn_block")
+    h = g.input("h", ("S", K_DIM))
+    gamma = g.param("gamma", (K_DIM,), "f32")
+    block = quants.quant_type(scheme)
+
+    def raw(name: str, rows: int, cols: int) -> rlx.Value:
+        return g.param(name, (rows, cols // block.block_size * block.type_size), "ui8")
+
+    n = g.rms_norm(h, gamma, eps=1e-6)
+    gate, up = (g.dequant_matmul(n, raw(name, F_DIM, K_DIM), scheme, activations="q8")
+                for name in ("gate", "up"))
+    down = g.dequant_matmul(g.mul(g.silu(gate), up), raw("down", K_DIM, F_DIM), scheme,
+                            activations="q8")
+    g.output(g.add(h, down))
+    return g
+
+
+def _params(scheme: str) -> dict[str, np.ndarray]:
+    params = {"gamma": RNG.uniform(0.5, 1.5, K_DIM).astype(np.float32)}
+    for name, rows, cols in (("gate", F_DIM, K_DIM), ("up", F_DIM, K_DIM), ("down", K_DIM, F_DIM)):
+        weights = blocks(scheme, rows, cols)
+        # the 32-value schemes with small scales, so the FFN's values stay moderate
+        params[name] = _tame(weights, scheme) if block_of_32(scheme) else weights
+    return params
+
+
+def block_of_32(scheme: str) -> bool:
+    return scheme in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
+
+
+@pytest.mark.parametrize(("scheme", "threads"), [("q4_1", 2), ("q8_0", 1), ("q4_k", 2),
+                                                 ("q6_k", 1), ("iq4_nl", 2)])
+def test_fused_edges_give_the_unfused_bits(scheme, threads):
+    """The VNNI kernel (q4_1, q8_0), the K-quants' (q4_k, q6_k) and the emulation
+    (iq4_nl), split over threads or not, at 1, 3 and 17 rows (one row, a column tile of
+    rows and more): fused and unfused builds agree bit for bit, and both the reference."""
+    g = _ffn_block(scheme)
+    params = _params(scheme)
+    fused = rlx.jit(g, params=params, threads=threads)
+    apart = rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False))
+    lir_text = fused.mlir("lir")
+    assert "norm(" in lir_text and "lir.rms_norm" not in lir_text
+    assert "lir.elementwise add" not in lir_text
+    assert "lir.rms_norm" in apart.mlir("lir")
+    reference = rlx.reference(g, params=params)
+    for m in (1, 3, 17):
+        h = RNG.standard_normal((m, K_DIM)).astype(np.float32)
+        got, want = fused(h), reference(h)
+        np.testing.assert_array_equal(got, apart(h), err_msg=f"{scheme} M={m}")
+        # a q8 rounding flip of an activation (the reference normalizes in f64) moves an
+        # output by a quant step times a weight row: within 0.5 % of the largest output
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=5e-3 * np.abs(want).max())
+
+
+def test_fused_edges_at_avx2(monkeypatch):
+    """The same at haswell's W = 8 (`vpmaddubsw` int8 kernels)."""
+    monkeypatch.setenv("RLX_TARGET_CPU", "haswell")
+    g = _ffn_block("q4_1")
+    params = _params("q4_1")
+    fused = rlx.jit(g, params=params, threads=2)
+    apart = rlx.jit(g, params=params, threads=2, fusion=rlx.FusionPolicy(q8_edges=False))
+    assert fused.options.target == "haswell"
+    for m in (1, 5):
+        h = RNG.standard_normal((m, K_DIM)).astype(np.float32)
+        np.testing.assert_array_equal(fused(h), apart(h))
+
+
+def test_reference_kernels_compose():
+    """The reference of each fused op is the composition it replaces."""
+    x = RNG.standard_normal((3, 64)).astype(np.float32)
+    w1, w2 = blocks("q4_0", 8, 64), blocks("q4_0", 16, 64)
+    gamma = RNG.uniform(0.5, 1.5, 64).astype(np.float32)
+    normed = K.rms_norm(x, gamma, eps=1e-6)
+    got = K.shared_input_matmul(x, [w1, w2], "q4_0", "q8", norm_weight=gamma, norm_eps=1e-6)
+    for a, w in zip(got, (w1, w2), strict=True):
+        np.testing.assert_array_equal(a, K.dequant_matmul(normed, w, "q4_0", "q8"))
+    residual = RNG.standard_normal((3, 8)).astype(np.float32)
+    np.testing.assert_array_equal(K.dequant_matmul(x, w1, "q4_0", "q8", residual=residual),
+                                  residual + K.dequant_matmul(x, w1, "q4_0", "q8"))
+    with pytest.raises(RlxError, match="residual: needs activations 'q8'"):
+        K.dequant_matmul(x, w1, "q4_0", residual=residual)
+    with pytest.raises(RlxError, match=r"residual: expected shape \[3, 8\]"):
+        K.dequant_matmul(x, w1, "q4_0", "q8", residual=residual[:, :4])
+    with pytest.raises(RlxError, match=r"norm_weight: expected shape \[64\]"):
+        K.shared_input_matmul(x, [w1, w2], "q4_0", "q8", norm_weight=gamma[:32])
+
+
+def _module(body: str):
+    from xdsl.parser import Parser
+    return Parser(make_context(), body).parse_module()
+
+
+@pytest.mark.parametrize(("op", "message"), [
+    ("%y = mir.dequant_matmul %x, %w residual %r scheme q4_0 : (tensor<2x64xf32>, "
+     "tensor<8x36xui8>, tensor<2x8xf32>) -> tensor<2x8xf32>", "a residual needs activations q8"),
+    ("%y = mir.dequant_matmul %x, %w residual %x scheme q4_0 activations q8 : (tensor<2x64xf32>, "
+     "tensor<8x36xui8>, tensor<2x64xf32>) -> tensor<2x8xf32>", r"residual: expected shape \[2, 8\]"),
+    ("%a, %b = mir.shared_input_matmul %x, %w, %w norm(%g : tensor<64xf32>) eps 1.0e-05 scheme "
+     "q4_0 : (tensor<2x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<2x8xf32>, "
+     "tensor<2x8xf32>)", "a norm_weight needs activations q8"),
+    ("%a, %b = mir.shared_input_matmul %x, %w, %w norm(%r : tensor<2x8xf32>) eps 1.0e-05 scheme "
+     "q4_0 activations q8 : (tensor<2x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> "
+     "(tensor<2x8xf32>, tensor<2x8xf32>)", r"norm_weight: expected shape \[64\]"),
+])
+def test_the_fused_ops_verify(op, message):
+    module = _module(
+        "func.func @f(%x: tensor<2x64xf32>, %w: tensor<8x36xui8>, %r: tensor<2x8xf32>, "
+        f"%g: tensor<64xf32>) {{\n  {op}\n  func.return\n}}")
+    with pytest.raises(VerifyException, match=message):
+        module.verify()
+
+
+def test_the_residual_may_be_either_operand():
+    """add(product, r) fuses as add(r, product) does."""
+    module = _module(
+        "func.func @f(%x: tensor<2x64xf32>, %w: tensor<8x36xui8>, %r: tensor<2x8xf32>) -> tensor<2x8xf32> {\n"
+        "  %p = mir.dequant_matmul %x, %w scheme q4_0 activations q8 : (tensor<2x64xf32>, tensor<8x36xui8>) -> tensor<2x8xf32>\n"
+        "  %y = mir.add %p, %r : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>\n"
+        "  func.return %y : tensor<2x8xf32>\n}")
+    MirFusePass().apply(make_context(), module)
+    text = str(module)
+    assert "residual %r" in text and "mir.add" not in text
