@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import mmap
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -152,6 +153,7 @@ class CompiledGraph:
             layout = self._layout_of(name)
             if layout is not None:
                 bound[name], layouts[name] = self._pack(name, array, layout), layout
+                _drop_mapped_pages(array)
             else:
                 # A read-only array (a memory-mapped weight) cannot change under us: bind it
                 # as is, so a model's weights are not copied into memory a second time.
@@ -493,6 +495,35 @@ def _return_freed_memory() -> None:
     """Hand the heap pages compilation freed back to the OS (glibc keeps them otherwise)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+MADV_DONTNEED = 4
+"""madvise's advice that drops a range's pages from the process (Linux)."""
+
+
+def _drop_mapped_pages(array: np.ndarray) -> None:
+    """Drop the resident pages of a read-only view of a file mapping (a GGUF weight) once
+    it has been repacked into a copy: binding a model then holds at most one weight's
+    file pages next to the copies, not the whole file (Gemma 3 270M's peak while loading
+    was 949 MB). Only file-backed views: the kernel reads a dropped page back from the
+    file if the view is used again, where an anonymous page would come back as zeros."""
+    if array.flags.writeable or not _maps_a_file(array) or array.nbytes == 0:
+        return
+    page = mmap.PAGESIZE
+    start = -(-array.ctypes.data // page) * page  # whole pages inside the view only
+    end = (array.ctypes.data + array.nbytes) // page * page
+    if end > start:
+        with contextlib.suppress(OSError, AttributeError, TypeError):  # no libc madvise
+            ctypes.CDLL(None, use_errno=True).madvise(
+                ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
+
+
+def _maps_a_file(array: np.ndarray) -> bool:
+    """Whether `array` views an `mmap.mmap` (through numpy bases and memoryviews)."""
+    base: Any = array
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    return isinstance(base, mmap.mmap)
 
 
 def _check_out(spec: ArgSpec, array: Any, sizes: Mapping[str, int]) -> None:

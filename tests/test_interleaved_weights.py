@@ -12,6 +12,9 @@ interleaved once at bind time (lir-pack-weights), unbound ones and f32 activatio
 from __future__ import annotations
 
 import ctypes
+import mmap
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -297,3 +300,46 @@ def test_builds_sharing_bound_weights_read_them_in_their_own_layout():
     assert narrow.abi.layouts == {"table": interleaved_layout(scheme, 8)}
     for a, b in zip(narrow(every), (logits, hidden), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
+
+
+def _mapped_kib(address: int) -> int:
+    """The resident KiB of this process's mapping that holds `address` (/proc/self/smaps:
+    the pages mapped here, not the file's pages in the page cache)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        first, _, rest = line.partition(" ")
+        if "-" in first and rest and all(c in "0123456789abcdef-" for c in first):
+            low, high = (int(part, 16) for part in first.split("-"))
+            if low <= address < high:
+                rss = next(entry for entry in lines[i + 1:] if entry.startswith("Rss:"))
+                return int(rss.split()[1])
+    raise AssertionError("no mapping holds the address")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps is Linux's")
+def test_binding_drops_the_file_pages_of_a_repacked_weight(tmp_path):
+    """A bound weight that views a file mapping (a GGUF tensor) and is repacked into a
+    copy gives its file pages back (at most one weight's pages next to the copies while
+    a model binds), and the view still reads the file's bytes afterwards."""
+    host = host_target()
+    if qd.int8_dot_isa(host, host.vector_width) is None:
+        pytest.skip("the host has no int8 kernels")
+    scheme, rows, k = "q4_1", 128, 256  # 20 KB of blocks: whole pages inside the view
+    g = rlx.Graph("projection")
+    x = g.input("x", ("S", k))
+    g.output(g.dequant_matmul(x, g.param("w", (rows, k // 32 * 20), "ui8"), scheme,
+                              activations="q8"))
+    weight = _tame(blocks(scheme, rows, k), scheme)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"\0" * 100 + weight.tobytes())  # a view not aligned to a page
+    with path.open("rb") as file:
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    view = np.frombuffer(mapping, np.uint8, weight.nbytes, 100).reshape(weight.shape)
+    view.sum()  # fault every page in
+    assert _mapped_kib(view.ctypes.data) >= weight.nbytes // 1024
+    model = rlx.jit(g, params={"w": view}, threads=1)
+    assert model.abi.layouts == {"w": interleaved_layout(scheme, host.vector_width)}
+    assert _mapped_kib(view.ctypes.data) <= 8  # the partial pages at the view's ends
+    np.testing.assert_array_equal(view, weight)  # read back from the file
+    xs = x_rows(3, k)
+    np.testing.assert_array_equal(model(xs), rlx.jit(g, params={"w": weight}, threads=1)(xs))
