@@ -199,7 +199,8 @@ def test_mir_builder_takes_primitives_and_runs_no_fusion():
 def test_inspect_per_stage():
     m = GraphModule.from_graph(mlp())
     hir_report = m.inspect()
-    assert hir_report.startswith("GraphModule @mlp: HIR, fusion (matmul_epilogue, elementwise, shared_input)")
+    assert hir_report.startswith("GraphModule @mlp: HIR, fusion (matmul_epilogue, elementwise, "
+                                 "shared_input, q8_edges)")
     assert "mir.matmul" in hir_report and "param   w" in hir_report and "3840 B" in hir_report
     assert "values: " in hir_report
     mir_report = m.lower().inspect()
@@ -278,14 +279,15 @@ POLICIES = {
     "no-matmul-epilogue": FusionPolicy(matmul_epilogue=False),
     "no-elementwise": FusionPolicy(elementwise=False),
     "no-shared-input": FusionPolicy(shared_input=False),
+    "no-q8-edges": FusionPolicy(q8_edges=False),
     "broadcast": FusionPolicy(broadcast=True),
     "none": FusionPolicy.none(),
 }
 
 
 def test_fusion_policy_fields():
-    assert FusionPolicy() == FusionPolicy(True, True, False, True)
-    assert FusionPolicy.none() == FusionPolicy(False, False, False, False)
+    assert FusionPolicy() == FusionPolicy(True, True, False, True, True)
+    assert FusionPolicy.none() == FusionPolicy(False, False, False, False, False)
     with pytest.raises(OptionError, match="FusionPolicy.elementwise: expected True or False, got 1"):
         FusionPolicy(elementwise=1)  # pyright: ignore[reportArgumentType]
     with pytest.raises(AttributeError):
