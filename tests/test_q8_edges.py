@@ -152,3 +152,34 @@ def test_the_residual_may_be_either_operand():
     MirFusePass().apply(make_context(), module)
     text = str(module)
     assert "residual %r" in text and "mir.add" not in text
+
+
+def test_gradients_of_the_fused_ops():
+    """autodiff runs before mir-fuse, but a fused op built by hand differentiates: the
+    residual takes the cotangent as it is; a fused rms_norm is refused by name."""
+    from rlx_mlir.dialects import mir
+
+    w = K.quantize_q8_0(RNG.standard_normal((8, 64)).astype(np.float32))
+    x_np = RNG.standard_normal((3, 64)).astype(np.float32)
+    r_np = RNG.standard_normal((3, 8)).astype(np.float32)
+    ct = RNG.standard_normal((3, 8)).astype(np.float32)
+    g = rlx.Graph("fused")
+    x, r = g.input("x", (3, 64)), g.input("r", (3, 8))
+    q = g.param("q", w.shape, "ui8")
+    fused = mir.DequantMatmulOp(x.ssa, q.ssa, residual=r.ssa, scheme="q8_0", activations="q8")
+    g.add_op(fused)
+    y = rlx.Value(g, fused.result, (3, 8), "f32")
+    loss = g.reduce_sum(y * g.constant(ct), (0, 1))
+    g.output(loss)
+    grads = rlx.reference(rlx.grad(g, loss, ["x", "r"]))(x=x_np, r=r_np, q=w)
+    np.testing.assert_allclose(grads[1], ct @ K.dequantize_q8_0(w), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(grads[2], ct)
+
+    h = g.input("h", (3, 64))
+    gamma = g.param("gamma", (64,), "f32")
+    shared = mir.SharedInputMatmulOp(h.ssa, [q.ssa, q.ssa], norm_weight=gamma.ssa,
+                                     scheme="q8_0", activations="q8", norm_eps=1e-5)
+    g.add_op(shared)
+    out = rlx.Value(g, shared.products[0], (3, 8), "f32")
+    with pytest.raises(RlxError, match="fused rms_norm .* has no gradient rule"):
+        rlx.grad(g, g.reduce_sum(out, (0, 1)), ["h"])

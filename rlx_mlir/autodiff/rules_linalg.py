@@ -107,16 +107,21 @@ def dequantized(g: Graph, w: Value, scheme: str) -> Value:
 
 
 def _dequant_matmul(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
-    """x @ dequant(w)^T: x gets c @ dequant(w); the bytes w none."""
+    """x @ dequant(w)^T (+ residual): x gets c @ dequant(w), a fused residual c; the
+    bytes w none."""
     assert isinstance(op, mir.DequantMatmulOp)
     w = dequantized(ctx.g, ctx.value(op.w), op.scheme.data.value)
-    return [ctx.g.matmul(_one(cts), w), None]
+    c = _one(cts)
+    return [ctx.g.matmul(c, w), None] + ([] if op.residual is None else [c])
 
 
 def _shared_input_matmul(ctx: VjpContext, op: Operation, cts: Cotangents) -> Result:
     """x @ w_i for each weight: x gets the sum over the products reached, each f32 weight
     its matmul cotangent; quantized weights (a scheme) none."""
     assert isinstance(op, mir.SharedInputMatmulOp)
+    if op.norm_weight is not None:  # mir-fuse's form: autodiff runs before mir-fuse
+        raise RlxError(f"rlx.grad: {op.name} with a fused rms_norm (norm_weight) has no "
+                       f"gradient rule; differentiate the graph before mir-fuse")
     g = ctx.g
     x = ctx.value(op.x)
     scheme = op.scheme
