@@ -502,7 +502,7 @@ MADV_DONTNEED = 4
 
 
 def _drop_mapped_pages(array: np.ndarray) -> None:
-    """Drop the resident pages of a read-only view of a file mapping (a GGUF weight) once
+    """Drop the resident pages of a view of a read-only file mapping (a GGUF weight) once
     it has been repacked into a copy: binding a model then holds at most one weight's
     file pages next to the copies, not the whole file (Gemma 3 270M's peak while loading
     was 949 MB). Only file-backed views: the kernel reads a dropped page back from the
@@ -519,11 +519,13 @@ def _drop_mapped_pages(array: np.ndarray) -> None:
 
 
 def _maps_a_file(array: np.ndarray) -> bool:
-    """Whether `array` views an `mmap.mmap` (through numpy bases and memoryviews)."""
+    """Whether `array` views a read-only `mmap.mmap` (through numpy bases and
+    memoryviews): a copy-on-write mapping may hold changed private pages, which dropping
+    would turn back into the file's bytes."""
     base: Any = array
     while isinstance(base, np.ndarray | memoryview):
         base = base.base if isinstance(base, np.ndarray) else base.obj
-    return isinstance(base, mmap.mmap)
+    return isinstance(base, mmap.mmap) and memoryview(base).readonly
 
 
 def _check_out(spec: ArgSpec, array: Any, sizes: Mapping[str, int]) -> None:

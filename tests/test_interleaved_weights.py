@@ -343,3 +343,26 @@ def test_binding_drops_the_file_pages_of_a_repacked_weight(tmp_path):
     np.testing.assert_array_equal(view, weight)  # read back from the file
     xs = x_rows(3, k)
     np.testing.assert_array_equal(model(xs), rlx.jit(g, params={"w": weight}, threads=1)(xs))
+
+
+def test_binding_keeps_the_changed_pages_of_a_copy_on_write_mapping(tmp_path):
+    """A read-only view of a copy-on-write mapping whose pages were changed keeps them:
+    dropping those pages would bring the file's bytes back under the view."""
+    host = host_target()
+    if qd.int8_dot_isa(host, host.vector_width) is None:
+        pytest.skip("the host has no int8 kernels")
+    scheme, rows, k = "q4_1", 128, 256
+    g = rlx.Graph("projection")
+    x = g.input("x", ("S", k))
+    g.output(g.dequant_matmul(x, g.param("w", (rows, k // 32 * 20), "ui8"), scheme,
+                              activations="q8"))
+    weight = _tame(blocks(scheme, rows, k), scheme)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(bytes(weight.nbytes))  # the file holds zeros
+    with path.open("rb") as file:
+        mapping = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+    mapping[:] = weight.tobytes()  # private pages, never written to the file
+    view = np.frombuffer(mapping, np.uint8).reshape(weight.shape)
+    view.flags.writeable = False
+    rlx.jit(g, params={"w": view}, threads=1)
+    np.testing.assert_array_equal(view, weight)
