@@ -316,20 +316,24 @@ def _mapped_kib(address: int) -> int:
     raise AssertionError("no mapping holds the address")
 
 
+def _interleaved_projection() -> tuple[rlx.Graph, np.ndarray]:
+    """x[S, 256] @ a q4_1 weight of 128 rows (20 KB: whole pages inside a view of it) with
+    q8 activations, which the host's int8 kernels read interleaved; and that weight."""
+    if qd.int8_dot_isa(host_target(), host_target().vector_width) is None:
+        pytest.skip("the host has no int8 kernels")
+    g = rlx.Graph("projection")
+    x = g.input("x", ("S", 256))
+    g.output(g.dequant_matmul(x, g.param("w", (128, 256 // 32 * 20), "ui8"), "q4_1",
+                              activations="q8"))
+    return g, _tame(blocks("q4_1", 128, 256), "q4_1")
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/smaps is Linux's")
 def test_binding_drops_the_file_pages_of_a_repacked_weight(tmp_path):
     """A bound weight that views a file mapping (a GGUF tensor) and is repacked into a
     copy gives its file pages back (at most one weight's pages next to the copies while
     a model binds), and the view still reads the file's bytes afterwards."""
-    host = host_target()
-    if qd.int8_dot_isa(host, host.vector_width) is None:
-        pytest.skip("the host has no int8 kernels")
-    scheme, rows, k = "q4_1", 128, 256  # 20 KB of blocks: whole pages inside the view
-    g = rlx.Graph("projection")
-    x = g.input("x", ("S", k))
-    g.output(g.dequant_matmul(x, g.param("w", (rows, k // 32 * 20), "ui8"), scheme,
-                              activations="q8"))
-    weight = _tame(blocks(scheme, rows, k), scheme)
+    g, weight = _interleaved_projection()
     path = tmp_path / "weights.bin"
     path.write_bytes(b"\0" * 100 + weight.tobytes())  # a view not aligned to a page
     with path.open("rb") as file:
@@ -338,25 +342,17 @@ def test_binding_drops_the_file_pages_of_a_repacked_weight(tmp_path):
     view.sum()  # fault every page in
     assert _mapped_kib(view.ctypes.data) >= weight.nbytes // 1024
     model = rlx.jit(g, params={"w": view}, threads=1)
-    assert model.abi.layouts == {"w": interleaved_layout(scheme, host.vector_width)}
+    assert model.abi.layouts == {"w": interleaved_layout("q4_1", host_target().vector_width)}
     assert _mapped_kib(view.ctypes.data) <= 8  # the partial pages at the view's ends
     np.testing.assert_array_equal(view, weight)  # read back from the file
-    xs = x_rows(3, k)
+    xs = x_rows(3, 256)
     np.testing.assert_array_equal(model(xs), rlx.jit(g, params={"w": weight}, threads=1)(xs))
 
 
 def test_binding_keeps_the_changed_pages_of_a_copy_on_write_mapping(tmp_path):
     """A read-only view of a copy-on-write mapping whose pages were changed keeps them:
     dropping those pages would bring the file's bytes back under the view."""
-    host = host_target()
-    if qd.int8_dot_isa(host, host.vector_width) is None:
-        pytest.skip("the host has no int8 kernels")
-    scheme, rows, k = "q4_1", 128, 256
-    g = rlx.Graph("projection")
-    x = g.input("x", ("S", k))
-    g.output(g.dequant_matmul(x, g.param("w", (rows, k // 32 * 20), "ui8"), scheme,
-                              activations="q8"))
-    weight = _tame(blocks(scheme, rows, k), scheme)
+    g, weight = _interleaved_projection()
     path = tmp_path / "weights.bin"
     path.write_bytes(bytes(weight.nbytes))  # the file holds zeros
     with path.open("rb") as file:
