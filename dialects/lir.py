@@ -95,6 +95,7 @@ from rlx_mlir.dialects.common import (
     verify_same_dtype,
 )
 from rlx_mlir.dialects.rlx import (
+    ActivationAttr,
     ArenaStrategy,
     ArenaStrategyAttr,
     ElementwiseFn,
@@ -1311,11 +1312,14 @@ class SharedInputMatmulOp(KernelOp):
 
     ```mlir
     lir.shared_input_matmul q4_0 ins(%x, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
+    lir.shared_input_matmul q4_0 ins(%x, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) outs(%a, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8 glu silu
     lir.shared_input_matmul q4_0 ins(%h, %wg, %wu : memref<1x64xf32>, memref<8x36xui8>, memref<8x36xui8>) norm(%gamma : memref<64xf32>) eps 1.0e-05 outs(%g, %u : memref<1x8xf32>, memref<1x8xf32>) activations q8
     ```
 
     `norm(...)` (mir-fuse's rms_norm prologue, `mir.shared_input_matmul`'s norm_weight):
-    the kernel RMS-normalizes each row of x with that gamma before quantizing it.
+    the kernel RMS-normalizes each row of x with that gamma before quantizing it. `glu act`
+    (mir-fuse's gated linear unit): two weights of one N; each part computes the same
+    columns of both products and stores act(out[0]) * out[1] into out[0].
     """
 
     name = "lir.shared_input_matmul"
@@ -1332,6 +1336,8 @@ class SharedInputMatmulOp(KernelOp):
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
     norm_eps = opt_prop_def(FloatAttr[Float32Type])
+    glu = opt_prop_def(ActivationAttr)
+    """q8 only: out[0] = act(x @ w_0) * (x @ w_1), out[1] = x @ w_1."""
     packed_rhs = PACKED_RHS["packed_rhs"]
     """f32 weights only: every weight buffer holds its weight prepacked (as `lir.matmul`'s)."""
     interleaved = INTERLEAVED["interleaved"]
@@ -1345,7 +1351,7 @@ class SharedInputMatmulOp(KernelOp):
     assembly_format = (
         "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
         " (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
-        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)?"
+        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)? (`glu` $glu^)?"
         " (`packed_rhs` $packed_rhs^)? (`interleaved` $interleaved^)? attr-dict"
     )
 

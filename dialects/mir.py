@@ -1467,6 +1467,14 @@ class SharedInputMatmulOp(VerifiesSignature):
     With a `norm_weight` [K] (mir-fuse: the rms_norm that x came from), the kernel reads
     the un-normalized rows and RMS-normalizes each (`mir.rms_norm` with that gamma and
     `norm_eps`) before quantizing it; q8 only.
+
+    With `glu act` (mir-fuse: a gated linear unit, `act(x @ w_0) * (x @ w_1)`, e.g.
+    SwiGLU), exactly two weights of one N: the first product is `act(p_0) * p_1`, computed
+    as each tile of both is stored; the second stays `p_1`. q8 only.
+
+    ```mlir
+    %h, %u = mir.shared_input_matmul %x, %wg, %wu scheme q4_0 activations q8 glu silu : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
+    ```
     """
 
     name = "mir.shared_input_matmul"
@@ -1480,13 +1488,14 @@ class SharedInputMatmulOp(VerifiesSignature):
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
     norm_eps = opt_prop_def(FloatAttr[Float32Type])
+    glu = opt_prop_def(ActivationAttr)
 
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     assembly_format = (
         "$x `,` $weights (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
-        " (`scheme` $scheme^)? (`activations` $activations^)? attr-dict"
+        " (`scheme` $scheme^)? (`activations` $activations^)? (`glu` $glu^)? attr-dict"
         " `:` `(` type($x) `,` type($weights) `)` `->` `(` type($products) `)`"
     )
 
@@ -1580,6 +1589,19 @@ def verify_shared_activations(op: IRDLOperation) -> None:
     if norm is not None and form != QuantActivations.Q8:
         raise VerifyException(f"'{op.name}': a norm_weight needs activations q8 (its prologue "
                               f"is the q8 kernels'), got activations {form.value}")
+    if op.properties.get("glu") is not None:
+        verify_glu(op, form)
+
+
+def verify_glu(op: IRDLOperation, form: QuantActivations) -> None:
+    """`glu`: q8, and two weights of one N (act(p_0) * p_1 pairs their columns)."""
+    if form != QuantActivations.Q8:
+        raise VerifyException(f"'{op.name}': glu needs activations q8 (its epilogue is the q8 "
+                              f"kernels'), got activations {form.value}")
+    rows = [shape_of(w)[0] for w in op.weights]
+    if len(rows) != 2 or rows[0] != rows[1]:
+        raise VerifyException(f"'{op.name}': glu needs exactly two weights of the same N "
+                              f"(act(p_0) * p_1), got N = {rows}")
 
 
 BINARY_ELEMENTWISE_OPS: tuple[type[BinaryElementwiseOp], ...] = defined_ops(

@@ -480,7 +480,7 @@ class SharedInputMatmulLowering(RewritePattern):
             outs.append(out)
         ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, norm_weight=op.norm_weight,
                                            scheme=op.scheme, activations=op.activations,
-                                           norm_eps=op.norm_eps))
+                                           norm_eps=op.norm_eps, glu=op.glu))
         rewriter.replace(op, ops, outs)
 
 

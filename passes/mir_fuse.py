@@ -1,7 +1,7 @@
 """mir-fuse: fuse MIR primitives into fewer, larger kernels (mir -> mir).
 
-Two rounds of small patterns, in this order so that a matmul epilogue is never taken by
-an elementwise chain first:
+Rounds of small patterns, in this order so that a matmul epilogue, a shared input and a
+q8 edge are never taken by an elementwise tree first:
 
 1. matmul epilogues:
    - `mir.add(matmul(a, w), bias[N])` (either operand order, the matmul used only by the
@@ -9,7 +9,26 @@ an elementwise chain first:
    - `act(matmul | fused_matmul)` with `act` one of relu gelu gelu_tanh silu sigmoid tanh
      and the product used only by it (a fused_matmul without an activation yet) ->
      `mir.fused_matmul ... activation act`.
-2. elementwise trees: a maximal tree of f32 elementwise ops (the binary and unary mir ops
+2. shared inputs (option `shared-input`), after the epilogue round so that a matmul
+   fused with its bias/activation stays a `mir.fused_matmul`: the sibling `mir.matmul`s
+   with a 2-D rhs on one lhs value, and the sibling `mir.dequant_matmul`s of one scheme and
+   activation form on one x, become one `mir.shared_input_matmul` (all of them, N >= 2;
+   q/k/v, gate/up) whose kernel reads the input once.
+3. q8 edges (option `q8-edges`), after the shared inputs: the fusions that take small
+   kernels out from between the q8 products of a transformer layer, and with them the
+   thread barriers around them (lir-parallelize):
+   - `mir.shared_input_matmul(rms_norm(h, gamma), ...)` of q8 activations, the norm used
+     only there and without a beta -> `mir.shared_input_matmul h, ... norm(gamma) eps`:
+     the kernel normalizes each row of h before quantizing it;
+   - `mir.add(r, dequant_matmul(x, w))` (either order) of q8 activations, the product used
+     only by the add and r of the result's shape -> `mir.dequant_matmul x, w residual r`:
+     r is added as the product is stored;
+   - `mir.mul(act(g), u)` (either order; act one of relu gelu gelu_tanh silu sigmoid tanh)
+     with g and u the two products of a q8 `mir.shared_input_matmul`, g used only by act
+     and act only by the mul -> that op with `glu act` (its gate weight first): its first
+     product is act(g) * u, computed in the kernel's epilogue (SwiGLU, GeGLU). Its
+     numbers are those of the `mir.fused_elementwise` the elementwise round would make.
+4. elementwise trees: a maximal tree of f32 elementwise ops (the binary and unary mir ops
    of `registry.ELEMENTWISE_FNS`, and earlier `mir.fused_elementwise` ops) whose inner values have one use, all of
    the root's shape, becomes ONE `mir.fused_elementwise` whose body computes the tree on
    scalars with `arith`/`math` ops. Its inputs are the tree's leaves, each once; they
@@ -20,20 +39,6 @@ an elementwise chain first:
    values of a smaller (broadcast) shape stay outside the tree, so no value is computed
    more than once per element; option `fuse-broadcast=true` takes them in too. A tree of
    one op is left as it is.
-3. shared inputs (option `shared-input`), after the epilogue round so that a matmul
-   fused with its bias/activation stays a `mir.fused_matmul`: the sibling `mir.matmul`s
-   with a 2-D rhs on one lhs value, and the sibling `mir.dequant_matmul`s of one scheme and
-   activation form on one x, become one `mir.shared_input_matmul` (all of them, N >= 2;
-   q/k/v, gate/up) whose kernel reads the input once.
-4. q8 edges (option `q8-edges`), after the shared inputs: the fusions that take small
-   kernels out from between the q8 products of a transformer layer, and with them the
-   thread barriers around them (lir-parallelize):
-   - `mir.shared_input_matmul(rms_norm(h, gamma), ...)` of q8 activations, the norm used
-     only there and without a beta -> `mir.shared_input_matmul h, ... norm(gamma) eps`:
-     the kernel normalizes each row of h before quantizing it;
-   - `mir.add(r, dequant_matmul(x, w))` (either order) of q8 activations, the product used
-     only by the add and r of the result's shape -> `mir.dequant_matmul x, w residual r`:
-     r is added as the product is stored.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ from rlx_mlir.dialects import mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import BODIES, ScalarBody
 from rlx_mlir.dialects.mir_canonicalization import to_numpy
-from rlx_mlir.dialects.rlx import Activation, QuantActivations
+from rlx_mlir.dialects.rlx import Activation, ActivationAttr, QuantActivations
 from rlx_mlir.passes.provenance import Derive, with_provenance
 
 ACTIVATION_OPS: dict[type[Operation], Activation] = {
@@ -351,11 +356,49 @@ class FuseNormIntoSharedInput(RewritePattern):
                 or not isinstance(norm, mir.RmsNormOp) or norm.beta is not None
                 or not op.x.has_one_use()):
             return
-        fused = mir.SharedInputMatmulOp(norm.x, op.weights, norm_weight=norm.gamma,
-                                        scheme=op.scheme, activations=op.activations,
-                                        norm_eps=norm.eps)
+        fused = _shared_like(op, x=norm.x, weights=op.weights, norm_weight=norm.gamma,
+                             norm_eps=norm.eps)
         rewriter.replace(op, fused)
         rewriter.erase(norm)
+
+
+def _shared_like(op: mir.SharedInputMatmulOp, **changes: object) -> mir.SharedInputMatmulOp:
+    """A q8 shared_input_matmul with `op`'s operands and properties, but for `changes`
+    (keywords of its constructor: x and weights always)."""
+    fields = {"norm_weight": op.norm_weight, "scheme": op.scheme, "activations": op.activations,
+              "norm_eps": op.norm_eps, "glu": op.glu} | changes
+    return mir.SharedInputMatmulOp(fields.pop("x"), fields.pop("weights"), **fields)
+
+
+class FuseGluIntoSharedInput(RewritePattern):
+    """mul(act(g), u) (either order, act one of `ACTIVATION_OPS`) with g and u the two
+    products of a q8 shared_input_matmul, g used only by act and act only by the mul ->
+    the shared_input_matmul with its gate weight first and `glu act`: its first product
+    is act(g) * u, computed as the tiles are stored; u stays its second (a gated linear
+    unit: SwiGLU, GeGLU)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.MulOp, rewriter: PatternRewriter, /):
+        for gated, up in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            act = gated.owner
+            if type(act) not in ACTIVATION_OPS or not gated.has_one_use():
+                continue
+            gate = act.operands[0]
+            shared = gate.owner
+            if (not isinstance(shared, mir.SharedInputMatmulOp) or shared.glu is not None
+                    or mir.activations_of(shared) != QuantActivations.Q8
+                    or len(shared.products) != 2 or up.owner is not shared or up is gate
+                    or not gate.has_one_use() or not gate.type == up.type == op.result.type):
+                continue
+            weights = list(shared.weights) if gate is shared.products[0] else list(shared.weights)[::-1]
+            fused = _shared_like(shared, x=shared.x, weights=weights,
+                                 glu=ActivationAttr(ACTIVATION_OPS[type(act)]))
+            rewriter.insert(fused, InsertPoint.before(shared))
+            rewriter.replace_all_uses_with(up, fused.products[1])
+            rewriter.replace(op, [], [fused.products[0]])
+            rewriter.erase(act)
+            rewriter.erase(shared)
+            return
 
 
 class FuseResidualIntoDequantMatmul(RewritePattern):
@@ -385,10 +428,11 @@ class FuseResidualIntoDequantMatmul(RewritePattern):
 
 @dataclass(frozen=True)
 class MirFusePass(ModulePass):
-    """Fuse matmul epilogues (bias, activation) into `mir.fused_matmul`, then trees of
-    elementwise ops into `mir.fused_elementwise`, then sibling products of one input into
-    `mir.shared_input_matmul` (after the epilogues: a fused matmul stays as it is). Each family of patterns has its option
-    (the fields of `rlx.FusionPolicy`); all off leaves the module as it is."""
+    """Fuse matmul epilogues (bias, activation) into `mir.fused_matmul`, then sibling
+    products of one input into `mir.shared_input_matmul` (after the epilogues: a fused
+    matmul stays as it is), then the q8 edges (norm, glu, residual) into the q8 products,
+    then trees of elementwise ops into `mir.fused_elementwise`. Each family of patterns
+    has its option (the fields of `rlx.FusionPolicy`); all off leaves the module as it is."""
 
     name = "mir-fuse"
 
@@ -404,8 +448,9 @@ class MirFusePass(ModulePass):
     """Merge sibling matmuls (and dequant_matmuls of one scheme) that read the same input
     into one op whose kernel reads the input once (q/k/v, gate/up)."""
     q8_edges: bool = True
-    """Fold an rms_norm into the q8 shared-input product after it and a residual add into
-    the q8 dequant_matmul before it (the kernels' prologue and epilogue)."""
+    """Fold an rms_norm into the q8 shared-input product after it, a gated linear unit
+    (act(gate) * up) into the q8 gate/up product before it, and a residual add into the
+    q8 dequant_matmul before it (the kernels' prologue and epilogues)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.matmul_epilogue:
@@ -414,22 +459,25 @@ class MirFusePass(ModulePass):
                     [FuseMatmulBias(), FuseMatmulActivation()], dce_enabled=False
                 ), Derive.FUSE)  # a fused op is located at every op it replaces
             ).rewrite_module(op)
-        if self.elementwise:
-            PatternRewriteWalker(
-                with_provenance(GreedyRewritePatternApplier(
-                    [FuseElementwiseTree(self.fuse_broadcast)], dce_enabled=False
-                ), Derive.FUSE)
-            ).rewrite_module(op)
         if self.shared_input:  # after the epilogues: a fused matmul keeps its epilogue
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
                     [FuseSharedInput()], dce_enabled=False
                 ), Derive.FUSE)
             ).rewrite_module(op)
-        if self.q8_edges:  # after the shared inputs: the norm's consumer is the merged op
+        if self.q8_edges:  # after the shared inputs (the norm's consumer, the glu's
+            # producer is the merged op), before the elementwise trees (they would take
+            # the glu's act and mul, and the residual's add, into fused_elementwise ops)
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
-                    [FuseNormIntoSharedInput(), FuseResidualIntoDequantMatmul()],
+                    [FuseNormIntoSharedInput(), FuseGluIntoSharedInput(),
+                     FuseResidualIntoDequantMatmul()],
                     dce_enabled=False
+                ), Derive.FUSE)
+            ).rewrite_module(op)
+        if self.elementwise:
+            PatternRewriteWalker(
+                with_provenance(GreedyRewritePatternApplier(
+                    [FuseElementwiseTree(self.fuse_broadcast)], dce_enabled=False
                 ), Derive.FUSE)
             ).rewrite_module(op)

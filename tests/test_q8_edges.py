@@ -1,10 +1,12 @@
 """mir-fuse's q8 edges: an rms_norm fused into the q8 shared-input product after it (the
-kernel's prologue normalizes each row before quantizing it) and a residual add fused into
-the q8 dequant_matmul before it (its epilogue), in the ops, the reference and the kernels.
+kernel's prologue normalizes each row before quantizing it), a gated linear unit
+act(gate) * up fused into the q8 gate/up product (its epilogue) and a residual add fused
+into the q8 dequant_matmul before it (its epilogue), in the ops, the reference and the
+kernels.
 
 The kernels must give the bits of the unfused build (`FusionPolicy(q8_edges=False)`):
-the prologue is `lir.rms_norm`'s row code and the epilogue the same f32 add, so a fused
-model decodes the same tokens.
+the prologue is `lir.rms_norm`'s row code, the glu the fused_elementwise body's code and
+the residual the same f32 add, so a fused model decodes the same tokens.
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def test_fused_edges_give_the_unfused_bits(scheme, threads):
     apart = rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False))
     lir_text = fused.mlir("lir")
     assert "norm(" in lir_text and "lir.rms_norm" not in lir_text
+    assert "glu silu" in lir_text and "lir.fused_elementwise" not in lir_text
     assert "lir.elementwise add" not in lir_text
-    assert "lir.rms_norm" in apart.mlir("lir")
+    assert "lir.rms_norm" in apart.mlir("lir") and "lir.fused_elementwise" in apart.mlir("lir")
     reference = rlx.reference(g, params=params)
     for m in (1, 3, 17):
         h = RNG.standard_normal((m, K_DIM)).astype(np.float32)
@@ -97,6 +100,75 @@ def test_fused_edges_at_avx2(monkeypatch):
         np.testing.assert_array_equal(fused(h), apart(h))
 
 
+def _glu_block(scheme: str, n: int, act: str, order: str) -> rlx.Graph:
+    """down(act(gate(x)) · up(x)) of q8 products, N = n for gate and up, the mul's
+    operands in `order` ("gate·up" or "up·gate")."""
+    g = rlx.Graph("glu")
+    x = g.input("x", ("S", 64))
+    block = quants.quant_type(scheme)
+    gate, up = (g.dequant_matmul(x, g.param(name, (n, 64 // block.block_size * block.type_size),
+                                            "ui8"), scheme, activations="q8")
+                for name in ("gate", "up"))
+    gated = getattr(g, act)(gate)
+    glu = g.mul(gated, up) if order == "gate·up" else g.mul(up, gated)
+    w_down = g.param("down", (16, n // block.block_size * block.type_size), "ui8")
+    g.output(g.dequant_matmul(glu, w_down, scheme, activations="q8"))
+    return g
+
+
+@pytest.mark.parametrize(("scheme", "n", "act", "order", "threads"), [
+    ("q4_0", 96, "silu", "gate·up", 2),       # 96: 6 vectors of 16, not a whole column tile
+    ("q8_0", 160, "gelu_tanh", "up·gate", 1),  # GeGLU, the mul's operands swapped
+    ("q4_1", 32, "silu", "up·gate", 2),        # fewer columns than the parts' panels
+])
+def test_glu_gives_the_unfused_bits(scheme, n, act, order, threads):
+    """A glu of N columns that are not whole tiles, any activation, either operand
+    order: the fused build gives the unfused build's bits (its fused_elementwise), and
+    its tiles pair the columns of gate and up however the parts split them."""
+    g = _glu_block(scheme, n, act, order)
+    params = {name: _tame(blocks(scheme, rows, cols), scheme)
+              for name, rows, cols in (("gate", n, 64), ("up", n, 64), ("down", 16, n))}
+    fused = rlx.jit(g, params=params, threads=threads)
+    apart = rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False))
+    assert f"glu {act}" in fused.mlir("lir") and "lir.fused_elementwise" not in fused.mlir("lir")
+    reference = rlx.reference(g, params=params)
+    for m in (1, 2, 19):
+        x = RNG.standard_normal((m, 64)).astype(np.float32)
+        got, want = fused(x), reference(x)
+        np.testing.assert_array_equal(got, apart(x), err_msg=f"{scheme} {act} M={m}")
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=5e-3 * np.abs(want).max())
+
+
+def test_glu_needs_the_pair_alone():
+    """No glu where the gate is read elsewhere too, or the two products are not one
+    shared input's: the activation and mul stay (as a fused_elementwise)."""
+    module = _module(
+        "func.func @f(%x: tensor<2x64xf32>, %w: tensor<8x36xui8>, %v: tensor<8x36xui8>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {\n"
+        "  %g, %u = mir.shared_input_matmul %x, %w, %v scheme q4_0 activations q8 : (tensor<2x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<2x8xf32>, tensor<2x8xf32>)\n"
+        "  %a = mir.silu %g : tensor<2x8xf32>\n"
+        "  %y = mir.mul %a, %u : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>\n"
+        "  func.return %y, %g : tensor<2x8xf32>, tensor<2x8xf32>\n}")
+    MirFusePass().apply(make_context(), module)
+    text = str(module)
+    assert "glu" not in text and "mir.fused_elementwise" in text
+
+
+def test_glu_keeps_the_up_product():
+    """The up product stays the second result (here read by the function's return too);
+    the gate weight goes first whichever product the activation read."""
+    module = _module(
+        "func.func @f(%x: tensor<2x64xf32>, %w: tensor<8x36xui8>, %v: tensor<8x36xui8>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {\n"
+        "  %u, %g = mir.shared_input_matmul %x, %v, %w scheme q4_0 activations q8 : (tensor<2x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<2x8xf32>, tensor<2x8xf32>)\n"
+        "  %a = mir.silu %g : tensor<2x8xf32>\n"
+        "  %y = mir.mul %u, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>\n"
+        "  func.return %y, %u : tensor<2x8xf32>, tensor<2x8xf32>\n}")
+    MirFusePass().apply(make_context(), module)
+    text = str(module)
+    assert "%y, %u = mir.shared_input_matmul %x, %w, %v scheme q4_0 activations q8 glu silu" in text
+    assert "mir.silu" not in text and "mir.mul" not in text
+    assert "func.return %y, %u" in text
+
+
 def test_reference_kernels_compose():
     """The reference of each fused op is the composition it replaces."""
     x = RNG.standard_normal((3, 64)).astype(np.float32)
@@ -115,6 +187,13 @@ def test_reference_kernels_compose():
         K.dequant_matmul(x, w1, "q4_0", "q8", residual=residual[:, :4])
     with pytest.raises(RlxError, match=r"norm_weight: expected shape \[64\]"):
         K.shared_input_matmul(x, [w1, w2], "q4_0", "q8", norm_weight=gamma[:32])
+    w3 = blocks("q4_0", 8, 64)
+    gated, up = K.shared_input_matmul(x, [w1, w3], "q4_0", "q8", glu="silu")
+    np.testing.assert_array_equal(up, K.dequant_matmul(x, w3, "q4_0", "q8"))
+    np.testing.assert_allclose(gated, K.silu(K.dequant_matmul(x, w1, "q4_0", "q8")) * up,
+                               rtol=1e-6, atol=1e-6)
+    with pytest.raises(RlxError, match="glu: needs activations 'q8' and two weights of one N"):
+        K.shared_input_matmul(x, [w1, w2], "q4_0", "q8", glu="silu")
 
 
 def _module(body: str):
@@ -133,11 +212,20 @@ def _module(body: str):
     ("%a, %b = mir.shared_input_matmul %x, %w, %w norm(%r : tensor<2x8xf32>) eps 1.0e-05 scheme "
      "q4_0 activations q8 : (tensor<2x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> "
      "(tensor<2x8xf32>, tensor<2x8xf32>)", r"norm_weight: expected shape \[64\]"),
+    ("%a, %b = mir.shared_input_matmul %x, %w, %w scheme q4_0 glu silu : (tensor<2x64xf32>, "
+     "tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<2x8xf32>, tensor<2x8xf32>)",
+     "glu needs activations q8"),
+    ("%a, %b, %c = mir.shared_input_matmul %x, %w, %w, %w scheme q4_0 activations q8 glu silu : "
+     "(tensor<2x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>, tensor<8x36xui8>) -> "
+     "(tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>)", "glu needs exactly two weights"),
+    ("%a, %b = mir.shared_input_matmul %x, %w, %v scheme q4_0 activations q8 glu silu : "
+     "(tensor<2x64xf32>, tensor<8x36xui8>, tensor<16x36xui8>) -> (tensor<2x8xf32>, "
+     "tensor<2x16xf32>)", r"same N \(act\(p_0\) \* p_1\), got N = \[8, 16\]"),
 ])
 def test_the_fused_ops_verify(op, message):
     module = _module(
         "func.func @f(%x: tensor<2x64xf32>, %w: tensor<8x36xui8>, %r: tensor<2x8xf32>, "
-        f"%g: tensor<64xf32>) {{\n  {op}\n  func.return\n}}")
+        f"%g: tensor<64xf32>, %v: tensor<16x36xui8>) {{\n  {op}\n  func.return\n}}")
     with pytest.raises(VerifyException, match=message):
         module.verify()
 
@@ -182,4 +270,10 @@ def test_gradients_of_the_fused_ops():
     g.add_op(shared)
     out = rlx.Value(g, shared.products[0], (3, 8), "f32")
     with pytest.raises(RlxError, match="fused rms_norm .* has no gradient rule"):
+        rlx.grad(g, g.reduce_sum(out, (0, 1)), ["h"])
+    gated = mir.SharedInputMatmulOp(h.ssa, [q.ssa, q.ssa], scheme="q8_0", activations="q8",
+                                    glu="silu")
+    g.add_op(gated)
+    out = rlx.Value(g, gated.products[0], (3, 8), "f32")
+    with pytest.raises(RlxError, match=r"fused gated linear unit \(glu\) has no gradient rule"):
         rlx.grad(g, g.reduce_sum(out, (0, 1)), ["h"])

@@ -66,7 +66,7 @@ from xdsl.traits import IsTerminator
 from rlx_mlir.core.dtypes import llvm_element
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.dialects.elementwise_fns import ElementwiseFn, scalar_block
+from rlx_mlir.dialects.elementwise_fns import BODIES, ElementwiseFn, ScalarBody, scalar_block
 from rlx_mlir.passes.lir_to_llvm import vmath
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
@@ -481,6 +481,22 @@ def element_function(kb: KernelBuilder, fn: ElementwiseFn,
     return lambda values, vector: translate_ops(kb, block.ops, result,
                                                 dict(zip(block.args, values, strict=True)),
                                                 vector)
+
+
+GluFn = Callable[[SSAValue, SSAValue, bool], SSAValue]
+"""glu(gate, up, vector): act(gate) * up on f32 scalars, or on vectors of W lanes."""
+
+
+def glu_function(kb: KernelBuilder, act: ElementwiseFn) -> GluFn:
+    """act(gate) * up as the `lir.fused_elementwise` of mir-fuse's tree of the two ops
+    computes it: their scalar bodies (`BODIES`, the plain composition, not `DEDICATED`) in
+    one body, translated as a fused body is; so a q8 kernel's glu epilogue gives the bits
+    of that kernel."""
+    block = Block(arg_types=[f32, f32])
+    body = ScalarBody(block)
+    gate, up = block.args
+    result = BODIES[ElementwiseFn.MUL](body, BODIES[act](body, gate), up)
+    return lambda g, u, vector: translate_ops(kb, block.ops, result, {gate: g, up: u}, vector)
 
 
 # ----------------------------------------------------------------------------- builders

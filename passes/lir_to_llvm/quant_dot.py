@@ -101,6 +101,7 @@ from rlx_mlir.core.packing import interleaved_offset
 from rlx_mlir.core.target import Target, has_avx2, has_avx512bw
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
+from rlx_mlir.dialects.elementwise_fns import ElementwiseFn
 from rlx_mlir.dialects.mir import activations_of
 from rlx_mlir.dialects.rlx import QuantActivations
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span
@@ -113,6 +114,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     rows_classes,
     runtime_rows,
 )
+from rlx_mlir.passes.lir_to_llvm.elementwise import glu_function
 from rlx_mlir.passes.lir_to_llvm.reductions import rms_norm_row
 from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
@@ -934,17 +936,21 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
 @dataclass(frozen=True)
 class Edges:
     """What a q8 kernel fuses around its products (mir-fuse): an rms_norm of each row of x
-    before it is quantized (`norm_eps`; its gamma is the pointer after the weights), and a
-    residual added to the product of a dequant_matmul (the pointer after its weight)."""
+    before it is quantized (`norm_eps`; its gamma is the pointer after the weights), a
+    gated linear unit of a shared input's two products (`glu`: out_0 = act(out_0) * out_1,
+    no pointer), and a residual added to the product of a dequant_matmul (the pointer
+    after its weight)."""
 
     norm_eps: float | None = None
     residual: bool = False
+    glu: ElementwiseFn | None = None
 
     @staticmethod
     def of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> Edges:
         if isinstance(op, lir.SharedInputMatmulOp):
-            eps = op.norm_eps
-            return Edges(norm_eps=None if eps is None else float(eps.value.data))
+            eps, glu = op.norm_eps, op.glu
+            return Edges(norm_eps=None if eps is None else float(eps.value.data),
+                         glu=None if glu is None else ElementwiseFn(glu.data.value))
         return Edges(residual=op.residual is not None)
 
     @property
@@ -981,7 +987,7 @@ class RowPlan:
     """Bytes of one weight row (every product's): how large a part's share of the weights
     is (`row_groups`); 0: the parts never split x's rows."""
     edges: Edges = Edges()
-    """The fused rms_norm before and residual after the products."""
+    """The fused rms_norm before the products, and glu or residual after them."""
 
     @property
     def pointers(self) -> int:
@@ -1023,28 +1029,53 @@ def x_row_source(kb: KernelBuilder, plan: RowPlan, k: int) -> Callable[[Index], 
     return normalized
 
 
-def _add_residual(kb: KernelBuilder, plan: RowPlan, first: Index, rows: Index, j: Index,
-                  ncols: int) -> None:
-    """out[first + i, j + c] += residual[first + i, j + c] over the chunk's rows and ncols
-    columns: the epilogue of a dequant_matmul with a residual, on a tile just stored (in
-    L1). residual + product is the `lir.elementwise add` it replaces, bit for bit."""
-    residual, out, n = kb.args[2], kb.args[3], plan.ns[0]
+TileEpilogue = Callable[[SSAValue, bool], None]
+"""epilogue(at, vector): the epilogue at element `at` of the outs (row-major [M, N])."""
+
+
+def _tile_epilogue(kb: KernelBuilder, plan: RowPlan, first: Index, rows: Index, j: Index,
+                   ncols: int, epilogue: TileEpilogue) -> None:
+    """epilogue at [first + i, j + c] over the chunk's rows and ncols columns of a tile
+    just stored (in L1), a vector at a time, then a scalar tail."""
+    n = plan.ns[0]
 
     def one_row(i: Index) -> None:
         base = kb.fold_add(kb.fold_mul(kb.fold_add(first, i), n), j)
-
-        def add(c: SSAValue, vector: bool) -> None:
-            at = kb.add(base, c)
-            kb.store(kb.fadd(kb.load(residual, at, vector=vector), kb.load(out, at, vector=vector)),
-                     out, at)
-
-        kb.sweep(0, ncols, add, vectors=ncols >= kb.vector_width)
+        kb.sweep(0, ncols, lambda c, vector: epilogue(kb.add(base, c), vector),
+                 vectors=ncols >= kb.vector_width)
 
     if isinstance(rows, int) and rows == 1:
         one_row(0)
     else:
         with kb.loop(0, rows) as loop:
             one_row(loop.iv)
+
+
+def _add_residual(kb: KernelBuilder) -> TileEpilogue:
+    """out += residual: the epilogue of a dequant_matmul with a residual. residual +
+    product is the `lir.elementwise add` it replaces, bit for bit."""
+    residual, out = kb.args[2], kb.args[3]
+
+    def add(at: SSAValue, vector: bool) -> None:
+        kb.store(kb.fadd(kb.load(residual, at, vector=vector), kb.load(out, at, vector=vector)),
+                 out, at)
+
+    return add
+
+
+def _gated(kb: KernelBuilder, plan: RowPlan) -> TileEpilogue:
+    """out_0 = act(out_0) * out_1: the epilogue of a shared input's glu, once both
+    products' tiles of the same columns are stored (`glu_function`: the bits of the
+    fused_elementwise it replaces)."""
+    assert plan.edges.glu is not None
+    gate, up = (product_buffers(kb, plan, product)[1] for product in (0, 1))
+    glu = glu_function(kb, plan.edges.glu)
+
+    def gated(at: SSAValue, vector: bool) -> None:
+        kb.store(glu(kb.load(gate, at, vector=vector), kb.load(up, at, vector=vector), vector),
+                 gate, at)
+
+    return gated
 
 
 def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
@@ -1083,11 +1114,16 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     rows (a prefill at 16 threads quantized every row 16 times). A row's numbers do not
     depend on its tile, so the split never changes them."""
     ns, chunk = plan.ns, plan.chunk
+    # A glu pairs the columns of its two products: one range of columns, each tile of
+    # both products computed by the same part, then their epilogue.
+    ranges = ns[:1] if plan.edges.glu is not None else ns
+    epilogue = (_gated(kb, plan) if plan.edges.glu is not None
+                else _add_residual(kb) if plan.edges.residual else None)
 
     def rows_case(m: Index, single: bool) -> None:
         """out for `m` rows of x (1, a static count or a run-time one), chunk by chunk."""
         rows_per_tile, cols = plan.single if single else plan.multi
-        panels = [-(-n // cols) for n in ns]
+        panels = [-(-n // cols) for n in ranges]
 
         def emit(rows_span: tuple[Index, Index], spans: list[tuple[Span, SSAValue | None]]) -> None:
             """rows_span: the rows of x; spans: each product's weight rows, and when they
@@ -1098,11 +1134,12 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
                     n = ns[product]
 
                     def weight_tile(j: Index, ncols: int, product: int = product) -> None:
-                        kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows,
-                                      rows_per_tile,
-                                      lambda i, size: tile(first, i, j, size, ncols, product))
-                        if plan.edges.residual:
-                            _add_residual(kb, plan, first, rows, j, ncols)
+                        for p in (0, 1) if len(ranges) < len(ns) else (product,):
+                            kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows,
+                                          rows_per_tile,
+                                          lambda i, size, p=p: tile(first, i, j, size, ncols, p))
+                        if epilogue is not None:
+                            _tile_epilogue(kb, plan, first, rows, j, ncols, epilogue)
 
                     if present is None:
                         kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
@@ -1118,19 +1155,19 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
                     chunk_body(loop.iv, kb.fold_min(kb.index(chunk), kb.sub(stop, loop.iv)))
 
         if not plan.partitioned:
-            emit((0, m), [((0, n), None) for n in ns])
+            emit((0, m), [((0, n), None) for n in ranges])
             return
         part, parts = kb.args[-2:]
         if single:
             lo, hi = kb.part_range(sum(panels), part, parts)
             with kb.if_(kb.icmp("slt", lo, hi)):
-                emit((0, m), product_spans(kb, ns, cols, lo, hi))
+                emit((0, m), product_spans(kb, ranges, cols, lo, hi))
             return
         groups = row_groups(kb, m, parts, rows_per_tile, sum(ns) * plan.row_bytes)
         first, last = kb.part_range(m, kb.srem(part, groups), groups)
         lo, hi = kb.part_range(sum(panels), kb.sdiv(part, groups), kb.sdiv(parts, groups))
         with kb.if_(kb.icmp("slt", lo, hi)):
-            emit((first, last), product_spans(kb, ns, cols, lo, hi))
+            emit((first, last), product_spans(kb, ranges, cols, lo, hi))
 
     if plan.static_m is not None:
         rows_case(plan.static_m, plan.static_m == 1)

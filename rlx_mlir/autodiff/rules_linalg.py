@@ -119,9 +119,11 @@ def _shared_input_matmul(ctx: VjpContext, op: Operation, cts: Cotangents) -> Res
     """x @ w_i for each weight: x gets the sum over the products reached, each f32 weight
     its matmul cotangent; quantized weights (a scheme) none."""
     assert isinstance(op, mir.SharedInputMatmulOp)
-    if op.norm_weight is not None:  # mir-fuse's form: autodiff runs before mir-fuse
-        raise RlxError(f"rlx.grad: {op.name} with a fused rms_norm (norm_weight) has no "
-                       f"gradient rule; differentiate the graph before mir-fuse")
+    for fused, what in ((op.norm_weight, "a fused rms_norm (norm_weight)"),
+                        (op.glu, "a fused gated linear unit (glu)")):
+        if fused is not None:  # mir-fuse's forms: autodiff runs before mir-fuse
+            raise RlxError(f"rlx.grad: {op.name} with {what} has no gradient rule; "
+                           f"differentiate the graph before mir-fuse")
     g = ctx.g
     x = ctx.value(op.x)
     scheme = op.scheme

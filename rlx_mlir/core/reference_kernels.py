@@ -1292,10 +1292,12 @@ def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: A
 
 def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | None = None,
                         activations: str = "f32", *, norm_weight: ArrayLike | None = None,
-                        norm_eps: float = 1e-5) -> tuple[np.ndarray, ...]:
+                        norm_eps: float = 1e-5, glu: str | None = None) -> tuple[np.ndarray, ...]:
     """One result per weight: x @ w_i (f32 weights [K, N_i], as `matmul`) or, with a
     `scheme`, x @ dequant(w_i)ᵀ (raw GGUF blocks, as `dequant_matmul`, same `activations`).
-    A `norm_weight` [K] (q8 only) replaces x by `rms_norm(x, norm_weight, eps=norm_eps)`."""
+    A `norm_weight` [K] (q8 only) replaces x by `rms_norm(x, norm_weight, eps=norm_eps)`.
+    `glu` (an activation of `ACTIVATIONS`; q8, two weights of one N): the first result is
+    glu(p_0) * p_1, a gated linear unit (SwiGLU: silu)."""
     rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights], scheme,
                               None if norm_weight is None else _shape(np.asarray(norm_weight)))
     if norm_weight is not None:
@@ -1304,8 +1306,17 @@ def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | No
                                 f"prologue), got activations {activations!r}")
         x = rms_norm(x, norm_weight, eps=norm_eps)
     if scheme is None:
-        return tuple(matmul(x, w) for w in weights)
-    return tuple(dequant_matmul(x, w, scheme, activations) for w in weights)
+        products = tuple(matmul(x, w) for w in weights)
+    else:
+        products = tuple(dequant_matmul(x, w, scheme, activations) for w in weights)
+    if glu is None:
+        return products
+    if activations != "q8" or len(products) != 2 or products[0].shape != products[1].shape:
+        raise ArgumentError(f"glu: needs activations 'q8' and two weights of one N, got "
+                            f"activations {activations!r} and {len(products)} products of shapes "
+                            f"{[p.shape for p in products]}")
+    gate, up = products
+    return _out(_act64(glu, _f64(gate)) * _f64(up)), up
 
 
 def shared_linear_pair(x: ArrayLike, w_first: ArrayLike, w_second: ArrayLike
