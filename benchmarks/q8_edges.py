@@ -2,8 +2,8 @@
 (rms_norm → q/k/v, o projection + residual, rms_norm → gate/up, SwiGLU, down + residual),
 q4_1 weights (random blocks) with q8 activations, decode (1 row) and prefill (32 rows) at
 1 and 2 threads: `FusionPolicy(q8_edges=False)` vs True (mir-fuse folds each rms_norm into
-the shared product after it and each residual add into the product before it; outputs
-bit-identical), interleaved reps, median µs/call. Four layers' weights (10 MB) stay in
+the shared product after it, the SwiGLU into the gate/up product's epilogue and each
+residual add into the product before it; outputs bit-identical), interleaved reps, median µs/call. Four layers' weights (10 MB) stay in
 the caches, so the numbers compare the kernels and barriers, not where the weights sit in
 memory (a whole model's decode varies by ±10 % from one process to the next)."""
 
