@@ -1112,10 +1112,9 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     the products' virtual column range, cut at each product's bounds; with many rows of
     x (`row_groups`), the parts also split x's rows, so that each quantizes only its own
     rows (a prefill at 16 threads quantized every row 16 times). A row's numbers do not
-    depend on its tile, so the split never changes them."""
+    depend on its tile, so the split never changes them. A glu's two products share one
+    range of columns: a part computes the tile of both, then act(gate) * up on it."""
     ns, chunk = plan.ns, plan.chunk
-    # A glu pairs the columns of its two products: one range of columns, each tile of
-    # both products computed by the same part, then their epilogue.
     ranges = ns[:1] if plan.edges.glu is not None else ns
     epilogue = (_gated(kb, plan) if plan.edges.glu is not None
                 else _add_residual(kb) if plan.edges.residual else None)
@@ -1134,7 +1133,7 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
                     n = ns[product]
 
                     def weight_tile(j: Index, ncols: int, product: int = product) -> None:
-                        for p in (0, 1) if len(ranges) < len(ns) else (product,):
+                        for p in (0, 1) if plan.edges.glu is not None else (product,):
                             kb.tile_sweep((0, rows), kb.round_down(rows, rows_per_tile), rows,
                                           rows_per_tile,
                                           lambda i, size, p=p: tile(first, i, j, size, ncols, p))
