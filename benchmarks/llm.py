@@ -20,6 +20,11 @@ rlx / llama.cpp for each number (above 1: rlx is faster).
 never committed) and measures that file: the K-quant files people download (Q4_K_M,
 Q5_K_M, Q6_K) from the Q4_1 SmolLM2 that the harness fetches.
 
+Decode streams the weights: each thread count's row also gives the machine's read
+bandwidth at that thread count, measured in the same run (`read_bandwidth`), and the
+bandwidth each decode rate implies (tg128 tok/s × the bytes of weights a step reads,
+`decode_weight_bytes`): how far from the memory's ceiling each side runs.
+
 The markdown goes to stdout and `DIR/STEM.md`, everything to `DIR/STEM.json`; both name
 the target (`RLX_TARGET_CPU`, else the host).
 """
@@ -34,9 +39,12 @@ import resource
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 PREFILL = (16, 64, 256)
@@ -136,6 +144,38 @@ def llama_bench(binary: str, model_path: str, threads: int, repeat: int,
     return out
 
 
+def read_bandwidth(threads: int, megabytes: int = 256, repeat: int = 5) -> float:
+    """GB/s of this machine reading memory with `threads` threads: numpy OR-reductions
+    (they release the GIL) of one slice each of a buffer far larger than the caches, best
+    of `repeat`. The ceiling of a decode step that streams its weights from memory."""
+    data = np.ones(megabytes << 20, np.uint8).view(np.uint64)
+    slices = np.array_split(data, threads)
+    best = float("inf")
+    for _ in range(repeat):
+        workers = [threading.Thread(target=np.bitwise_or.reduce, args=(part,)) for part in slices]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        best = min(best, time.perf_counter() - start)
+    return data.nbytes / best / 1e9
+
+
+def decode_weight_bytes(model_path: str) -> int:
+    """Bytes of the weights one decode step reads: every tensor of the GGUF file but a
+    token table that is only looked up (a separate output.weight is the head)."""
+    from rlx_mlir.models.gguf_file import read_gguf
+
+    with read_gguf(model_path) as gguf:
+        looked_up = {"token_embd.weight"} if "output.weight" in gguf.tensors else set()
+        return sum(t.n_bytes for name, t in gguf.tensors.items() if name not in looked_up)
+
+
+def _gbps(tok_s: float | None, weight_bytes: int) -> str:
+    return f"{tok_s * weight_bytes / 1e9:.1f}" if tok_s else "–"
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}×" if a and b else "–"
 
@@ -166,6 +206,17 @@ def markdown(meta: dict[str, Any], rlx: list[dict[str, Any]], peer: list[dict[st
                 _ratio(a, b) for a, b in zip(ours, theirs, strict=True)) + " |")
     lines += ["", "| threads | load (s) | peak memory (MB) |", "|---|---|---|"]
     lines += [f"| {r['threads']} | {r['load_s']:.2f} | {r['peak_rss_mb']:.0f} |" for r in rlx]
+    if "weight_bytes" in meta:
+        weight_bytes = meta["weight_bytes"]
+        lines += ["", f"Decode reads {weight_bytes / 1e6:.1f} MB of weights a token; GB/s at "
+                  f"tg{DECODE[-1]}, next to this machine's read bandwidth measured in the same run:",
+                  "", "| threads | read GB/s (memory) | rlx-mlir decode GB/s | llama.cpp decode GB/s |",
+                  "|---|---|---|---|"]
+        for r in rlx:
+            theirs = by_threads.get(r["threads"], {}).get("decode", {}).get(DECODE[-1])
+            lines.append(f"| {r['threads']} | {r['read_gbps']:.1f} | "
+                         f"{_gbps(r['decode'][DECODE[-1]], weight_bytes)} | "
+                         f"{_gbps(theirs, weight_bytes)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -201,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
     meta = {"timestamp": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"), "model": model_path,
             "cpu": cpu_name(), "cores": os.cpu_count(), "llama_bench": binary or None,
             "target": os.environ.get("RLX_TARGET_CPU") or "host",
-            "loadavg_start": os.getloadavg()}
+            "loadavg_start": os.getloadavg(), "weight_bytes": decode_weight_bytes(model_path)}
     rlx_rows, peer_rows = [], []
     for threads in args.thread_list:
         print(f"rlx-mlir, {threads} thread(s) ...", file=sys.stderr, flush=True)
@@ -213,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         row = json.loads(done.stdout.strip().splitlines()[-1])
         for kind in ("prefill", "decode"):  # JSON keys are strings
             row[kind] = {int(n): v for n, v in row[kind].items()}
+        row["read_gbps"] = read_bandwidth(threads)
         rlx_rows.append(row)
         if binary:
             print(f"llama.cpp, {threads} thread(s) ...", file=sys.stderr, flush=True)

@@ -44,3 +44,36 @@ def test_requantize_without_the_binary_says_what_to_set(tmp_path, monkeypatch):
     monkeypatch.delenv("RLX_LLAMA_QUANTIZE", raising=False)
     with pytest.raises(SystemExit, match="RLX_LLAMA_QUANTIZE"):
         llm.requantized(str(tmp_path / "m.Q4_1.gguf"), "Q6_K")
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_decode_weight_bytes_counts_the_head_once(tmp_path, tied):
+    """Every tensor a decode step reads: a tied token table is the head; an untied one is
+    only looked up, so output.weight counts instead."""
+    from gguf_models import write_tiny_model
+
+    from rlx_mlir.models.gguf_file import read_gguf
+
+    path = write_tiny_model(tmp_path / "tiny.gguf", tied=tied)
+    with read_gguf(path) as gguf:
+        sizes = {name: t.n_bytes for name, t in gguf.tensors.items()}
+    assert ("output.weight" in sizes) is not tied
+    want = sum(sizes.values()) - (0 if tied else sizes["token_embd.weight"])
+    assert llm.decode_weight_bytes(str(path)) == want
+
+
+def test_the_report_sets_decode_next_to_the_memory_bandwidth():
+    """GB/s of each decode rate (tg128 × weight bytes) next to the machine's read GB/s."""
+    meta = {"model": "m.gguf", "timestamp": "t", "cpu": "cpu", "cores": 2, "llama_bench": "lb",
+            "weight_bytes": 100_000_000}
+    ours = [{"threads": 2, "prefill": {16: 1.0, 64: 1.0, 256: 1.0}, "decode": {32: 1.0, 128: 250.0},
+             "load_s": 1.0, "peak_rss_mb": 300.0, "read_gbps": 31.5}]
+    theirs = [{"threads": 2, "prefill": {16: 1.0, 64: 1.0, 256: 1.0}, "decode": {32: 1.0, 128: 150.0}}]
+    text = llm.markdown(meta, ours, theirs)
+    assert "Decode reads 100.0 MB of weights a token" in text
+    assert "| 2 | 31.5 | 25.0 | 15.0 |" in text
+
+
+def test_read_bandwidth_is_a_rate():
+    """GB/s of a real read: positive and finite (an 8 MB buffer, two threads)."""
+    assert 0.1 < llm.read_bandwidth(2, megabytes=8, repeat=1) < 10_000
