@@ -32,6 +32,7 @@ from typing import Any, ClassVar, cast
 from xdsl.dialects.builtin import (
     I64,
     ArrayAttr,
+    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     Float32Type,
@@ -104,6 +105,7 @@ from rlx_mlir.dialects.rlx import (
     QuantActivationsAttr,
     QuantScheme,
     QuantSchemeAttr,
+    RopeStyleAttr,
 )
 from rlx_mlir.dialects.verifier import (
     BODY_DIALECTS,
@@ -1319,7 +1321,14 @@ class SharedInputMatmulOp(KernelOp):
     `norm(...)` (mir-fuse's rms_norm prologue, `mir.shared_input_matmul`'s norm_weight):
     the kernel RMS-normalizes each row of x with that gamma before quantizing it. `glu act`
     (mir-fuse's gated linear unit): two weights of one N; each part computes the same
-    columns of both products and stores act(out[0]) * out[1] into out[0].
+    columns of both products and stores act(out[0]) * out[1] into out[0]. `rope(...)`
+    (mir-fuse's rope epilogue): the listed outs are rotated, a tile at a time as it is
+    stored. `into [i, ...] at %p` (mir-fuse's cache inserts, bufferized in place): those
+    outs are the caches' state buffers [capacity, N_i], written at rows p..p+S.
+
+    ```mlir
+    lir.shared_input_matmul q8_0 ins(%x, %wq, %wk, %wv : memref<1x64xf32>, memref<16x68xui8>, memref<8x68xui8>, memref<8x68xui8>) rope(%cos, %sin : memref<1x4xf32>, memref<1x4xf32>) [0, 1] head_dim 8 n_rot 8 style interleaved outs(%q, %kc, %vc : memref<1x16xf32>, memref<64x8xf32>, memref<64x8xf32>) into [1, 2] at %pos activations q8
+    ```
     """
 
     name = "lir.shared_input_matmul"
@@ -1331,6 +1340,10 @@ class SharedInputMatmulOp(KernelOp):
     norm_weight = opt_operand_def(MemRefType)
     """q8 only: x's rows are RMS-normalized with this gamma [K] and `norm_eps` before they
     are quantized (the kernel's prologue)."""
+    rope_cos = opt_operand_def(MemRefType)
+    rope_sin = opt_operand_def(MemRefType)
+    position = opt_operand_def(IndexType)
+    """With `cache_products`: the first cache row the listed products are written at."""
     out = var_operand_def(MemRefType)
 
     scheme = opt_prop_def(QuantSchemeAttr)
@@ -1338,6 +1351,13 @@ class SharedInputMatmulOp(KernelOp):
     norm_eps = opt_prop_def(FloatAttr[Float32Type])
     glu = opt_prop_def(ActivationAttr)
     """q8 only: out[0] = act(x @ w_0) * (x @ w_1), out[1] = x @ w_1."""
+    rope_products = opt_prop_def(DenseArrayBase.constr(i64))
+    """q8 only: these outs are rotated (`mir.rope` by rope_cos/rope_sin and the rope_ props)."""
+    rope_head_dim = opt_prop_def(IntegerAttr[I64])
+    rope_n_rot = opt_prop_def(IntegerAttr[I64])
+    rope_style = opt_prop_def(RopeStyleAttr)
+    cache_products = opt_prop_def(DenseArrayBase.constr(i64))
+    """q8 only: these outs are caches [capacity, N_i], written at rows position.."""
     packed_rhs = PACKED_RHS["packed_rhs"]
     """f32 weights only: every weight buffer holds its weight prepacked (as `lir.matmul`'s)."""
     interleaved = INTERLEAVED["interleaved"]
@@ -1351,9 +1371,16 @@ class SharedInputMatmulOp(KernelOp):
     assembly_format = (
         "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
         " (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
-        " `outs` `(` $out `:` type($out) `)` (`activations` $activations^)? (`glu` $glu^)?"
+        " (`rope` `(` $rope_cos^ `,` $rope_sin `:` type($rope_cos) `,` type($rope_sin) `)`"
+        " $rope_products `head_dim` $rope_head_dim `n_rot` $rope_n_rot `style` $rope_style)?"
+        " `outs` `(` $out `:` type($out) `)` (`into` $cache_products^ `at` $position)?"
+        " (`activations` $activations^)? (`glu` $glu^)?"
         " (`packed_rhs` $packed_rhs^)? (`interleaved` $interleaved^)? attr-dict"
     )
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        if not isinstance(value.type, IndexType):
+            check_buffer(self, label, value)
 
     @property
     def outs(self) -> tuple[SSAValue, ...]:
@@ -1429,3 +1456,25 @@ KERNEL_OPS: tuple[type[KernelOp], ...] = defined_ops(globals(), "lir.", KernelOp
 """Every destination-passing kernel op (the last operands are its outs: `KernelOp.outs`)."""
 
 LIR = Dialect("lir", list(defined_ops(globals(), "lir.")), [])
+
+
+def appended_caches(op: Operation) -> list[SSAValue]:
+    """The cache buffers (mir values, or lir buffers through their views) that `op`
+    appends rows to in place: an insert_rows' or cache_scatter's cache, a q8
+    shared_input_matmul's caches (`cache_products`)."""
+    if isinstance(op, mir.InsertRowsOp | mir.CacheScatterOp):
+        return [op.cache]
+    if isinstance(op, InsertRowsOp | CacheScatterOp):
+        return [view_root(op.out)]
+    if isinstance(op, mir.SharedInputMatmulOp):
+        return list(op.caches)
+    if isinstance(op, SharedInputMatmulOp):
+        return [view_root(op.out[i]) for i in mir.indices_of(op, "cache_products")]
+    return []
+
+
+def view_root(value: SSAValue) -> SSAValue:
+    """The buffer `value` is a view of (through any `lir.view`s), or `value` itself."""
+    while isinstance(owner := value.owner, ViewOp):
+        value = owner.source
+    return value

@@ -93,6 +93,7 @@ from rlx_mlir.dialects.rlx import (
     QuantActivationsAttr,
     QuantSchemeAttr,
     ReduceKindAttr,
+    RopeStyle,
     RopeStyleAttr,
 )
 from rlx_mlir.dialects.verifier import (
@@ -1475,6 +1476,20 @@ class SharedInputMatmulOp(VerifiesSignature):
     ```mlir
     %h, %u = mir.shared_input_matmul %x, %wg, %wu scheme q4_0 activations q8 glu silu : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
     ```
+
+    With `rope(cos, sin) [i, ...] head_dim D n_rot R style interleaved` (mir-fuse: a
+    `mir.rope` of a product), the listed products come out rotated as `mir.rope` with
+    those operands would rotate them (x [S, K], cos/sin [S, R/2]; the interleaved style
+    only: each pair sits in one tile as it is stored). With `into(caches) [i, ...] at P`
+    (mir-fuse: a `mir.insert_rows` of a product), each listed product is written into its
+    cache [capacity, N_i] at rows P..P+S and that product is the updated cache, as
+    `mir.insert_rows(p_i, cache, P)` would give it (bufferized, the kernel writes the
+    cache in place, so no copy and no kernel stand between the products and the
+    attention). Both q8 only.
+
+    ```mlir
+    %q, %kc, %vc = mir.shared_input_matmul %x, %wq, %wk, %wv rope(%cos, %sin : tensor<1x4xf32>, tensor<1x4xf32>) [0, 1] head_dim 8 n_rot 8 style interleaved into(%kcache, %vcache : tensor<64x8xf32>, tensor<64x8xf32>) [1, 2] at %pos scheme q8_0 activations q8 : (tensor<1x64xf32>, tensor<16x68xui8>, tensor<8x68xui8>, tensor<8x68xui8>) -> (tensor<1x16xf32>, tensor<64x8xf32>, tensor<64x8xf32>)
+    ```
     """
 
     name = "mir.shared_input_matmul"
@@ -1483,24 +1498,39 @@ class SharedInputMatmulOp(VerifiesSignature):
     x = operand_def(TensorType)
     weights = var_operand_def(TensorType)
     norm_weight = opt_operand_def(TensorType)
+    rope_cos = opt_operand_def(TensorType)
+    rope_sin = opt_operand_def(TensorType)
+    caches = var_operand_def(TensorType)
+    position = opt_operand_def(IndexType)
     products = var_result_def(TensorType)
 
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
     norm_eps = opt_prop_def(FloatAttr[Float32Type])
     glu = opt_prop_def(ActivationAttr)
+    rope_products = opt_prop_def(DenseArrayBase.constr(i64))
+    """The products rotated by the fused rope (with rope_cos, rope_sin and the rope_ props)."""
+    rope_head_dim = opt_prop_def(IntegerAttr[I64])
+    rope_n_rot = opt_prop_def(IntegerAttr[I64])
+    rope_style = opt_prop_def(RopeStyleAttr)
+    cache_products = opt_prop_def(DenseArrayBase.constr(i64))
+    """The products written into `caches` (one each, in order) at rows `position`..."""
 
     traits = traits_def(Pure())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     assembly_format = (
         "$x `,` $weights (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
+        " (`rope` `(` $rope_cos^ `,` $rope_sin `:` type($rope_cos) `,` type($rope_sin) `)`"
+        " $rope_products `head_dim` $rope_head_dim `n_rot` $rope_n_rot `style` $rope_style)?"
+        " (`into` `(` $caches^ `:` type($caches) `)` $cache_products `at` $position)?"
         " (`scheme` $scheme^)? (`activations` $activations^)? (`glu` $glu^)? attr-dict"
         " `:` `(` type($x) `,` type($weights) `)` `->` `(` type($products) `)`"
     )
 
     RESULT: ClassVar[str] = "products"
     ABSENT_VALUES: ClassVar[Mapping[str, Any]] = {"activations": QuantActivations.F32}
+    EMPTY_VARIADICS: ClassVar[tuple[str, ...]] = ("caches",)
 
     # The results are variadic (one per weight): the rule gives their shapes as a list.
     @classmethod
@@ -1512,8 +1542,17 @@ class SharedInputMatmulOp(VerifiesSignature):
     def infer_result_types(cls, operands: Mapping[str, Any],
                            properties: Mapping[str, Attribute]) -> list[Attribute]:
         shapes = {"x": shape_of(operands["x"]), "weights": [shape_of(w) for w in operands["weights"]]}
-        # one group: the variadic `products`
-        return [[tensor_type(shape, "f32") for shape in cls.rule_shapes(shapes, properties)]]  # pyright: ignore[reportReturnType]
+        types = [tensor_type(shape, "f32") for shape in cls.rule_shapes(shapes, properties)]
+        cached = properties.get("cache_products")
+        for index, cache in zip(() if cached is None else cached.get_values(),  # pyright: ignore[reportAttributeAccessIssue]
+                                operands.get("caches") or (), strict=False):
+            if 0 <= index < len(types):
+                types[index] = SSAValue.get(cache).type  # the updated cache
+        return [types]  # pyright: ignore[reportReturnType]  (one group: the variadic `products`)
+
+    def verify_value(self, label: str, value: SSAValue) -> None:
+        if not isinstance(value.type, IndexType):
+            super().verify_value(label, value)
 
     def infer_shape(self) -> si.Shape:
         return self.infer_shapes()["products[0]"]
@@ -1532,6 +1571,10 @@ class SharedInputMatmulOp(VerifiesSignature):
 
     def verify_results(self) -> None:
         verify_shared_products(self, self.products, "products")
+        for cache, index in zip(self.caches, indices_of(self, "cache_products"), strict=False):
+            if 0 <= index < len(self.products) and cache.type != self.products[index].type:
+                raise VerifyException(f"'{self.name}': products[{index}]: expected the type of "
+                                      f"its cache {cache.type}, got {self.products[index].type}")
 
 
 def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
@@ -1555,8 +1598,10 @@ def verify_shared_dtypes(op: IRDLOperation, products: Sequence[SSAValue], label:
     f32, or ui8 with a scheme."""
     weight = "f32" if _scheme_name(op) is None else "ui8"
     x, weights = op.operands[0], op.weights
-    norm = [] if op.norm_weight is None else [("norm_weight", op.norm_weight, "f32")]
-    for name, value, want in [("x", x, "f32"), *norm,
+    optional = [(name, getattr(op, name)) for name in ("norm_weight", "rope_cos", "rope_sin")]
+    edges = [(name, value, "f32") for name, value in optional if value is not None]
+    caches = [(f"caches[{i}]", c, "f32") for i, c in enumerate(getattr(op, "caches", ()))]
+    for name, value, want in [("x", x, "f32"), *edges, *caches,
                               *((f"weights[{i}]", w, weight) for i, w in enumerate(weights)),
                               *((f"{label}[{i}]", r, "f32") for i, r in enumerate(products))]:
         if (got := dtype_of(value)) != want:
@@ -1564,13 +1609,88 @@ def verify_shared_dtypes(op: IRDLOperation, products: Sequence[SSAValue], label:
 
 
 def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], label: str) -> None:
-    """A shared-input matmul's products (`label`): one per weight, of the rule's shapes."""
+    """A shared-input matmul's products (`label`): one per weight, of the rule's shapes; a
+    product written into a cache (`cache_products`) is that cache [capacity, N_i]."""
     shapes = shared_products_shapes(op, label)
     if len(products) != len(shapes):
         raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight), "
                               f"got {len(products)}")
-    for (name, shape), value in zip(shapes.items(), products, strict=True):
-        verify_result(op, value, lambda shape=shape: shape, name)
+    cached = indices_of(op, "cache_products")
+    for index, ((name, shape), value) in enumerate(zip(shapes.items(), products, strict=True)):
+        if index not in cached:
+            verify_result(op, value, lambda shape=shape: shape, name)
+            continue
+        with rule_errors(op):
+            si.insert_rows(shape_of(value), shape)
+
+
+def indices_of(op: IRDLOperation, name: str) -> tuple[int, ...]:
+    """The product indices a shared-input matmul lists in `name` (rope_products,
+    cache_products; () when absent)."""
+    attr = op.properties.get(name)
+    return () if attr is None else tuple(attr.get_values())  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def verify_rope_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence[si.Shape]) -> None:
+    """The fused rope of a shared-input matmul (`rope_*`): all or none of its operands and
+    properties, q8, no glu, the interleaved style, rank-2 products listed once each, each
+    a valid `mir.rope` x with these cos/sin."""
+    parts = [op.properties.get(f"rope_{name}") for name in ("products", "head_dim", "n_rot", "style")]
+    given = [*parts, op.rope_cos, op.rope_sin]  # pyright: ignore[reportAttributeAccessIssue]
+    if all(part is None for part in given):
+        return
+    if any(part is None for part in given):
+        raise VerifyException(f"'{op.name}': rope: expected rope_cos, rope_sin, rope_products, "
+                              f"rope_head_dim, rope_n_rot and rope_style together, got some")
+    if form != QuantActivations.Q8 or op.properties.get("glu") is not None:
+        raise VerifyException(f"'{op.name}': rope needs activations q8 and no glu (its epilogue "
+                              f"is the q8 kernels'), got activations {form.value}")
+    if (style := RopeStyle(parts[3].data)) != RopeStyle.INTERLEAVED:  # pyright: ignore[reportAttributeAccessIssue]
+        raise VerifyException(f"'{op.name}': rope_style: expected interleaved (a pair stays in "
+                              f"one tile of the product), got {style.value}")
+    indices = _product_indices(op, "rope_products", len(shapes))
+    head_dim, n_rot = (part.value.data for part in parts[1:3])  # pyright: ignore[reportAttributeAccessIssue]
+    for index in indices:
+        with rule_errors(op):
+            check_rank_2(f"products[{index}]", shapes[index])
+            si.rope(shapes[index], shape_of(op.rope_cos), shape_of(op.rope_sin),  # pyright: ignore[reportAttributeAccessIssue]
+                    head_dim, n_rot)
+
+
+def verify_cache_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence[si.Shape],
+                      caches: Sequence[SSAValue] | None) -> None:
+    """The fused cache inserts of a shared-input matmul (`cache_products`, `position`, and
+    in mir the `caches`, one per listed product, each of that product's type): q8,
+    rank-2 products listed once each."""
+    indices = op.properties.get("cache_products")
+    position = op.position  # pyright: ignore[reportAttributeAccessIssue]
+    if indices is None and position is None and not caches:
+        return
+    if indices is None or position is None:
+        raise VerifyException(f"'{op.name}': cache_products and position come together, got "
+                              f"{'position' if indices is None else 'cache_products'} alone")
+    if form != QuantActivations.Q8:
+        raise VerifyException(f"'{op.name}': cache_products needs activations q8 (the q8 "
+                              f"kernels write the caches), got activations {form.value}")
+    listed = _product_indices(op, "cache_products", len(shapes))
+    for index in listed:
+        with rule_errors(op):
+            check_rank_2(f"products[{index}]", shapes[index])
+    if caches is not None and len(caches) != len(listed):
+        raise VerifyException(f"'{op.name}': caches: expected one per cache product "
+                              f"({len(listed)}), got {len(caches)}")
+
+
+def check_rank_2(label: str, shape: si.Shape) -> None:
+    si.check_rank(label, shape, (2,))
+
+
+def _product_indices(op: IRDLOperation, name: str, count: int) -> tuple[int, ...]:
+    indices = indices_of(op, name)
+    if not indices or len(set(indices)) != len(indices) or not all(0 <= i < count for i in indices):
+        raise VerifyException(f"'{op.name}': {name}: expected distinct product indices in "
+                              f"[0, {count}), got {list(indices)}")
+    return indices
 
 
 def verify_shared_activations(op: IRDLOperation) -> None:
@@ -1591,6 +1711,9 @@ def verify_shared_activations(op: IRDLOperation) -> None:
                               f"is the q8 kernels'), got activations {form.value}")
     if op.properties.get("glu") is not None:
         verify_glu(op, form)
+    shapes = list(shared_products_shapes(op).values())
+    verify_rope_edge(op, form, shapes)
+    verify_cache_edge(op, form, shapes, getattr(op, "caches", None))
 
 
 def verify_glu(op: IRDLOperation, form: QuantActivations) -> None:

@@ -210,16 +210,15 @@ def _state_updates(fn: func.FuncOp) -> dict[int, str]:
     roles = [a.data.get(ARG_ROLE) for a in fn.arg_attrs.data] if fn.arg_attrs else []
     updates: dict[int, str] = {}
     for op in fn.body.block.ops:
-        kind = (UPDATE_APPEND if isinstance(op, lir.InsertRowsOp | lir.CacheScatterOp)
-                else UPDATE_ASSIGN if isinstance(op, lir.CopyOp) else None)
-        if kind is None:
-            continue
-        root = op.out
-        while isinstance(root.owner, lir.ViewOp):
-            root = root.owner.source
-        index = next((i for i, a in enumerate(args) if a is root), None)
-        if index is not None and index < len(roles) and roles[index] == StringAttr(ROLE_STATE):
-            updates.setdefault(index, kind)
+        written = [(UPDATE_APPEND, cache) for cache in lir.appended_caches(op)]
+        if isinstance(op, lir.CopyOp):
+            written.append((UPDATE_ASSIGN, op.out))
+        for kind, root in written:
+            while isinstance(root.owner, lir.ViewOp):
+                root = root.owner.source
+            index = next((i for i, a in enumerate(args) if a is root), None)
+            if index is not None and index < len(roles) and roles[index] == StringAttr(ROLE_STATE):
+                updates.setdefault(index, kind)
     return updates
 
 

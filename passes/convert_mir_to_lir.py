@@ -468,19 +468,28 @@ class AssignLowering(RewritePattern):
 class SharedInputMatmulLowering(RewritePattern):
     """`mir.shared_input_matmul` -> one `lir.shared_input_matmul` kernel, one out per
     weight, in every form (f32 weights, GGUF weights with f32 or q8 activations): x is
-    read (and quantized) once, in one parallel region (passes/lir_to_llvm/shared_matmul.py)."""
+    read (and quantized) once, in one parallel region (passes/lir_to_llvm/shared_matmul.py).
+    A product written into a cache (`cache_products`) has the cache's state buffer for its
+    out, which the kernel writes in place (as `lir.insert_rows`); that buffer then stands
+    for the updated cache."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /) -> None:
         ops: list[Operation] = []
         outs: list[SSAValue] = []
-        for product in op.products:
+        caches = dict(zip(mir.indices_of(op, "cache_products"), op.caches, strict=True))
+        for index, product in enumerate(op.products):
+            if index in caches:
+                outs.append(_state_cache(op, caches[index]))
+                continue
             made, out = destination(product)
             ops += made
             outs.append(out)
-        ops.append(lir.SharedInputMatmulOp(op.x, op.weights, outs, norm_weight=op.norm_weight,
-                                           scheme=op.scheme, activations=op.activations,
-                                           norm_eps=op.norm_eps, glu=op.glu))
+        edges = {name: getattr(op, name) for name in (
+            "norm_weight", "rope_cos", "rope_sin", "position", "scheme", "activations",
+            "norm_eps", "glu", "rope_products", "rope_head_dim", "rope_n_rot", "rope_style",
+            "cache_products")}
+        ops.append(lir.SharedInputMatmulOp(op.x, op.weights, out=outs, **edges))
         rewriter.replace(op, ops, outs)
 
 

@@ -71,7 +71,7 @@ from rlx_mlir.dialects import mir, registry
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import BODIES, ScalarBody
 from rlx_mlir.dialects.mir_canonicalization import to_numpy
-from rlx_mlir.dialects.rlx import Activation, ActivationAttr, QuantActivations
+from rlx_mlir.dialects.rlx import Activation, ActivationAttr, QuantActivations, RopeStyle
 from rlx_mlir.passes.provenance import Derive, with_provenance
 
 ACTIVATION_OPS: dict[type[Operation], Activation] = {
@@ -365,9 +365,97 @@ class FuseNormIntoSharedInput(RewritePattern):
 def _shared_like(op: mir.SharedInputMatmulOp, **changes: object) -> mir.SharedInputMatmulOp:
     """A q8 shared_input_matmul with `op`'s operands and properties, but for `changes`
     (keywords of its constructor: x and weights always)."""
-    fields = {"norm_weight": op.norm_weight, "scheme": op.scheme, "activations": op.activations,
-              "norm_eps": op.norm_eps, "glu": op.glu} | changes
+    kept = ("norm_weight", "rope_cos", "rope_sin", "caches", "position", "scheme", "activations",
+            "norm_eps", "glu", "rope_products", "rope_head_dim", "rope_n_rot", "rope_style",
+            "cache_products")
+    fields = {name: getattr(op, name) for name in kept} | changes
     return mir.SharedInputMatmulOp(fields.pop("x"), fields.pop("weights"), **fields)
+
+
+def _q8_product(value: SSAValue) -> tuple[mir.SharedInputMatmulOp, int] | None:
+    """(op, index) when `value` is product `index` of a q8 shared_input_matmul without a
+    glu, `value` used once, rank 2 (the rope and cache edges' products)."""
+    shared = value.owner
+    if (not isinstance(shared, mir.SharedInputMatmulOp) or shared.glu is not None
+            or mir.activations_of(shared) != QuantActivations.Q8 or not value.has_one_use()
+            or len(shape_of(value)) != 2):
+        return None
+    return shared, list(shared.products).index(value)
+
+
+def _available_at(values: Sequence[SSAValue], op: Operation) -> bool:
+    """Whether every value is defined before `op` (an argument of its block or an op
+    before it), so that an op replacing `op` may take them."""
+    for value in values:
+        owner = value.owner
+        if isinstance(owner, Block):
+            if owner is not op.parent_block():
+                return False
+        elif owner.parent_block() is not op.parent_block() or not owner.is_before_in_block(op):
+            return False
+    return True
+
+
+def _replace_shared(rewriter: PatternRewriter, shared: mir.SharedInputMatmulOp,
+                    fused: mir.SharedInputMatmulOp, edge: Operation, index: int) -> None:
+    """Put `fused` in place of `shared`, its product `index` in place of `edge`'s result
+    (the rope or insert it took in)."""
+    rewriter.insert(fused, InsertPoint.before(shared))
+    rewriter.replace(edge, [], [fused.products[index]])
+    rewriter.replace(shared, [], list(fused.products))
+
+
+class FuseRopeIntoSharedInput(RewritePattern):
+    """rope(p, cos, sin) of the interleaved style with p a rank-2 product of a q8
+    shared_input_matmul (no glu), used only there, cos and sin defined before it -> that
+    op with p in its `rope_products` (and these cos, sin, head_dim and n_rot: a second
+    rope fuses only with the same ones): the kernel rotates each tile as it is stored."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.RopeOp, rewriter: PatternRewriter, /):
+        found = _q8_product(op.x)
+        if found is None or op.style.data != RopeStyle.INTERLEAVED:
+            return
+        shared, index = found
+        if index in mir.indices_of(shared, "cache_products"):
+            return
+        props = {"rope_head_dim": op.head_dim, "rope_n_rot": op.n_rot, "rope_style": op.style}
+        roped = mir.indices_of(shared, "rope_products")
+        if roped and (shared.rope_cos is not op.cos or shared.rope_sin is not op.sin
+                      or any(shared.properties.get(k) != v for k, v in props.items())):
+            return
+        if not _available_at([op.cos, op.sin], shared):
+            return
+        fused = _shared_like(shared, x=shared.x, weights=list(shared.weights), rope_cos=op.cos,
+                             rope_sin=op.sin, rope_products=[*roped, index], **props)
+        _replace_shared(rewriter, shared, fused, op, index)
+
+
+class FuseCacheInsertIntoSharedInput(RewritePattern):
+    """insert_rows(p, cache, position) with p a rank-2 product of a q8 shared_input_matmul
+    (no glu), used only there, the old cache read by nothing else (a `mir.assign` to it
+    aside) and cache and position defined before it -> that op with p in its
+    `cache_products` (a second insert fuses only at the same position): its product is
+    the updated cache, written in place by the kernel after bufferization."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.InsertRowsOp, rewriter: PatternRewriter, /):
+        found = _q8_product(op.rows)
+        if found is None:
+            return
+        shared, index = found
+        cached = mir.indices_of(shared, "cache_products")
+        if cached and shared.position is not op.position:
+            return
+        if any(use.operation is not op and not (isinstance(use.operation, mir.AssignOp)
+                                               and use.index == 1) for use in op.cache.uses):
+            return
+        if not _available_at([op.cache, op.position], shared):
+            return
+        fused = _shared_like(shared, x=shared.x, weights=list(shared.weights),
+                             caches=[*shared.caches, op.cache], position=op.position,
+                             cache_products=[*cached, index])
+        _replace_shared(rewriter, shared, fused, op, index)
 
 
 class FuseGluIntoSharedInput(RewritePattern):
@@ -386,6 +474,7 @@ class FuseGluIntoSharedInput(RewritePattern):
             gate = act.operands[0]
             shared = gate.owner
             if (not isinstance(shared, mir.SharedInputMatmulOp) or shared.glu is not None
+                    or shared.rope_products is not None or shared.cache_products is not None
                     or mir.activations_of(shared) != QuantActivations.Q8
                     or len(shared.products) != 2 or up.owner is not shared or up is gate
                     or not gate.has_one_use() or not gate.type == up.type == op.result.type):
@@ -471,6 +560,7 @@ class MirFusePass(ModulePass):
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
                     [FuseNormIntoSharedInput(), FuseGluIntoSharedInput(),
+                     FuseRopeIntoSharedInput(), FuseCacheInsertIntoSharedInput(),
                      FuseResidualIntoDequantMatmul()],
                     dce_enabled=False
                 ), Derive.FUSE)

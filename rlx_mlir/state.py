@@ -268,14 +268,13 @@ def state_updates(fn: func.FuncOp) -> tuple[set[int], set[int]]:
     caches: set[int] = set()
     assigned: set[int] = set()
     for op in fn.walk():
-        if isinstance(op, mir.InsertRowsOp | mir.CacheScatterOp):
-            _add_argument(caches, op.cache)
+        if appended := lir.appended_caches(op):
+            for cache in appended:
+                _add_argument(caches, cache)
         elif isinstance(op, hir.LlamaDecoderBlockOp):
             for cache in (getattr(op, "k_cache", None), getattr(op, "v_cache", None)):
                 if cache is not None:
                     _add_argument(caches, cache)
-        elif isinstance(op, lir.InsertRowsOp | lir.CacheScatterOp):
-            _add_argument(caches, _view_root(op.out))
         elif isinstance(op, mir.AssignOp):
             _add_argument(assigned, op.state)
         elif isinstance(op, lir.CopyOp):

@@ -659,6 +659,13 @@ def build_slot_attention(op: Operation, name: str, vector_width: int,
 # ----------------------------------------------------------------------------- rope
 
 
+def rotate_pair(kb: KernelBuilder, a: SSAValue, b: SSAValue, c: SSAValue,
+                s: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """One rope pair (scalars or vectors) rotated: (a·c − b·s, b·c + a·s); the q8 kernels'
+    fused rope uses it too, for the same bits."""
+    return kb.fsub(kb.fmul(a, c), kb.fmul(b, s)), kb.fma(a, s, kb.fmul(b, c))
+
+
 @kernel(lir.RopeOp, partitioned=True, runtime_dims=True)
 def build_rope(op: Operation, name: str, vector_width: int,
                partitioned: bool = False) -> llvm.FuncOp:
@@ -682,8 +689,7 @@ def build_rope(op: Operation, name: str, vector_width: int,
     heads, half = width // dim, n_rot // 2
 
     def rotate(a: SSAValue, b: SSAValue, c: SSAValue, s: SSAValue) -> tuple[SSAValue, SSAValue]:
-        """(a·c − b·s, b·c + a·s)."""
-        return kb.fsub(kb.fmul(a, c), kb.fmul(b, s)), kb.fma(a, s, kb.fmul(b, c))
+        return rotate_pair(kb, a, b, c, s)
 
     def half_style(x_row: SSAValue, o_row: SSAValue, c_row: SSAValue, s_row: SSAValue) -> None:
         def pair(i: SSAValue, vector: bool) -> None:

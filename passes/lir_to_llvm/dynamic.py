@@ -326,8 +326,9 @@ def row_operands(op: Operation) -> list[si.Shape]:
         raise DynamicKernelError(f"{where}: only the rows of the lhs may be symbolic "
                                  f"(K = {lhs[-1]} must be static)")
     weights = others[:len(others) - out_count(op)]
-    if getattr(op, "residual", None) is not None:  # the last input: the out's rows, like it
-        weights = weights[:-1]
+    # the last inputs with x's rows: a residual (the out's rows), a fused rope's cos and sin
+    row_inputs = [getattr(op, name, None) for name in ("residual", "rope_cos", "rope_sin")]
+    weights = weights[:len(weights) - sum(value is not None for value in row_inputs)]
     for shape in weights:
         if not si.is_static_shape(shape):
             raise DynamicKernelError(f"{where}: the weight operands must be static, got "

@@ -38,13 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import f32, i8, i16, i32, i64
+from xdsl.dialects.builtin import f32, i8, i16, i32
 from xdsl.ir import SSAValue
 
 from rlx_mlir.core.quants import QK_K
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.builder import Index, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic, kernel_symbols, row_operands
 from rlx_mlir.passes.lir_to_llvm.q8_emulated import load_block, q8_k_quants, q8_k_scale
 from rlx_mlir.passes.lir_to_llvm.quant_dot import (
@@ -64,7 +64,7 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     interleaved_scheme,
     load_at,
     product_buffers,
-    q8_pointers,
+    q8_arguments,
     q8_products,
     small_int,
     store_at,
@@ -466,8 +466,7 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     width = vector_width
     ns, k = q8_products(op)
     symbols = kernel_symbols(op) if is_dynamic(op) else ()
-    kb = KernelBuilder(name, [PTR] * q8_pointers(op) + [i64] * len(symbols)
-                       + [i64, i64] * partitioned, vector_width=width)
+    kb = KernelBuilder(name, q8_arguments(op, len(symbols), partitioned), vector_width=width)
     xs = row_operands(op)[0] if symbols else shape_of(op.x)
     row_bytes = KScratch.row_bytes_of(k)
     chunk = max(1, min(CHUNK_ROWS, SCRATCH_BYTES // row_bytes))

@@ -17,13 +17,13 @@ import math
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, i8, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, i8
 from xdsl.ir import SSAValue
 
 from rlx_mlir.core.quants import QK_K, VEC_DOT_TYPES
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.builder import Index, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic, kernel_symbols, row_operands
 from rlx_mlir.passes.lir_to_llvm.gguf import SCHEMES
 from rlx_mlir.passes.lir_to_llvm.quant_dot import (
@@ -35,7 +35,7 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     RowPlan,
     chunked_rows,
     product_buffers,
-    q8_pointers,
+    q8_arguments,
     q8_products,
     q8_scale,
     round_half_away,
@@ -174,8 +174,7 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
     xs = row_operands(op)[0] if dynamic else shape_of(op.x)
     blocks = k // scheme.values
     row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * q8_pointers(op) + [i64] * len(symbols)
-                       + [i64, i64] * partitioned, vector_width=width)
+    kb = KernelBuilder(name, q8_arguments(op, len(symbols), partitioned), vector_width=width)
     x = kb.args[0]
     t_span = min(scheme.group, BLOCK) if k_type else BLOCK
     probe = EmulatedScratch(x, k, scheme.values, t_span)

@@ -102,8 +102,9 @@ from rlx_mlir.core.target import Target, has_avx2, has_avx512bw
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import ElementwiseFn
-from rlx_mlir.dialects.mir import activations_of
+from rlx_mlir.dialects.mir import activations_of, indices_of
 from rlx_mlir.dialects.rlx import QuantActivations
+from rlx_mlir.passes.lir_to_llvm.attention import rotate_pair
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
     RuntimeDims,
@@ -659,8 +660,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     blocks = k // BLOCK
     steps = -(-blocks // per_step)
     row_bytes = blocks * scheme.bytes
-    kb = KernelBuilder(name, [PTR] * q8_pointers(op) + [i64] * len(symbols)
-                       + [i64, i64] * partitioned, vector_width=width)
+    kb = KernelBuilder(name, q8_arguments(op, len(symbols), partitioned), vector_width=width)
     dynamic = bool(symbols)
     xs = row_operands(op)[0] if dynamic else shape_of(op.x)
     step_bytes = 4 * width
@@ -934,35 +934,66 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
 
 
 @dataclass(frozen=True)
+class RopeEdge:
+    """A shared input's fused rope (interleaved pairs): which products it rotates, and
+    their heads' size and rotated dims."""
+
+    products: tuple[int, ...]
+    head_dim: int
+    n_rot: int
+
+
+@dataclass(frozen=True)
 class Edges:
     """What a q8 kernel fuses around its products (mir-fuse): an rms_norm of each row of x
     before it is quantized (`norm_eps`; its gamma is the pointer after the weights), a
     gated linear unit of a shared input's two products (`glu`: out_0 = act(out_0) * out_1,
-    no pointer), and a residual added to the product of a dequant_matmul (the pointer
-    after its weight)."""
+    no pointer), a residual added to the product of a dequant_matmul (the pointer after
+    its weight), a rope of some of a shared input's products (`rope`: the cos and sin
+    pointers after the gamma) and the products written into caches at a row (`cached`:
+    their outs are the caches; the position is the i64 argument after the pointers)."""
 
     norm_eps: float | None = None
     residual: bool = False
     glu: ElementwiseFn | None = None
+    rope: RopeEdge | None = None
+    cached: tuple[int, ...] = ()
 
     @staticmethod
     def of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> Edges:
-        if isinstance(op, lir.SharedInputMatmulOp):
-            eps, glu = op.norm_eps, op.glu
-            return Edges(norm_eps=None if eps is None else float(eps.value.data),
-                         glu=None if glu is None else ElementwiseFn(glu.data.value))
-        return Edges(residual=op.residual is not None)
+        if not isinstance(op, lir.SharedInputMatmulOp):
+            return Edges(residual=op.residual is not None)
+        eps, glu = op.norm_eps, op.glu
+        rope = None
+        if op.rope_head_dim is not None and op.rope_n_rot is not None:
+            rope = RopeEdge(indices_of(op, "rope_products"), op.rope_head_dim.value.data,
+                            op.rope_n_rot.value.data)
+        return Edges(norm_eps=None if eps is None else float(eps.value.data),
+                     glu=None if glu is None else ElementwiseFn(glu.data.value), rope=rope,
+                     cached=indices_of(op, "cache_products"))
 
     @property
     def pointers(self) -> int:
         """The pointer arguments between the weights and the outs."""
-        return int(self.norm_eps is not None) + int(self.residual)
+        return int(self.norm_eps is not None) + int(self.residual) + 2 * (self.rope is not None)
+
+    @property
+    def indices(self) -> int:
+        """The i64 arguments after the pointers (the cache position)."""
+        return int(bool(self.cached))
 
 
 def q8_pointers(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> int:
     """A q8 kernel's pointer arguments: x, the weights, the fused edges' (`Edges`), the outs."""
     products = len(q8_products(op)[0])
     return 1 + 2 * products + Edges.of(op).pointers
+
+
+def q8_arguments(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, symbols: int,
+                 partitioned: bool) -> list[Attribute]:
+    """A q8 kernel's argument types: its pointers (`q8_pointers`), the edges' i64 indices,
+    the sizes of its `symbols`, and (part, parts) when partitioned."""
+    return [PTR] * q8_pointers(op) + [i64] * (Edges.of(op).indices + symbols + 2 * partitioned)
 
 
 @dataclass(frozen=True)
@@ -995,6 +1026,11 @@ class RowPlan:
         edges' between the weights and the outs."""
         return 1 + 2 * len(self.ns) + self.edges.pointers
 
+    @property
+    def sizes_at(self) -> int:
+        """The index of the kernel's first size argument (after the edges' indices)."""
+        return self.pointers + self.edges.indices
+
 
 def q8_products(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp
                 ) -> tuple[tuple[int, ...], int]:
@@ -1005,9 +1041,12 @@ def q8_products(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp
 
 def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSAValue, SSAValue]:
     """The weight and out pointers of one product: (x, w_0..w_n-1, [edges], out_0..out_n-1,
-    ...)."""
+    ...); a product written into a cache (`Edges.cached`) starts at the position's row."""
     count = len(plan.ns)
-    return kb.args[1 + product], kb.args[1 + count + plan.edges.pointers + product]
+    out = kb.args[1 + count + plan.edges.pointers + product]
+    if product in plan.edges.cached:
+        out = kb.gep(out, kb.mul(kb.args[plan.pointers], plan.ns[product]))
+    return kb.args[1 + product], out
 
 
 def x_row_source(kb: KernelBuilder, plan: RowPlan, k: int) -> Callable[[Index], SSAValue]:
@@ -1078,6 +1117,41 @@ def _gated(kb: KernelBuilder, plan: RowPlan) -> TileEpilogue:
     return gated
 
 
+def _rope_tile(kb: KernelBuilder, plan: RowPlan, product: int, first: Index, rows: Index,
+               j: Index, ncols: int) -> None:
+    """Rotate the tile of `product` just stored ([first + i, j + c] over the chunk's rows
+    and ncols columns): its interleaved pairs (j and ncols are even, and so is the head
+    size) by the cos/sin row of their row of x (`rotate_pair`: the bits of `lir.rope`);
+    dims past n_rot of a head stay."""
+    rope = plan.edges.rope
+    assert rope is not None
+    cos, sin = kb.args[1 + len(plan.ns) + int(plan.edges.norm_eps is not None):][:2]
+    out, n, half = product_buffers(kb, plan, product)[1], plan.ns[product], rope.n_rot // 2
+
+    def one_row(i: Index) -> None:
+        row = kb.fold_add(first, i)
+        values = kb.gep(out, kb.fold_add(kb.fold_mul(row, n), j))
+        c_row, s_row = kb.gep(cos, kb.fold_mul(row, half)), kb.gep(sin, kb.fold_mul(row, half))
+        for pair in range(ncols // 2):
+            within = kb.srem(kb.fold_add(j, 2 * pair), rope.head_dim)
+            index = kb.sdiv(within, 2)
+            if rope.n_rot < rope.head_dim:
+                index = kb.fold_min(index, half - 1)  # a kept dim reads a valid cos too
+            a, b = kb.load(values, 2 * pair), kb.load(values, 2 * pair + 1)
+            ra, rb = rotate_pair(kb, a, b, kb.load(c_row, index), kb.load(s_row, index))
+            if rope.n_rot < rope.head_dim:
+                rotated = kb.icmp("slt", within, rope.n_rot)
+                ra, rb = kb.select(rotated, ra, a), kb.select(rotated, rb, b)
+            kb.store(ra, values, 2 * pair)
+            kb.store(rb, values, 2 * pair + 1)
+
+    if isinstance(rows, int) and rows == 1:
+        one_row(0)
+    else:
+        with kb.loop(0, rows) as loop:
+            one_row(loop.iv)
+
+
 def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
                weight_bytes: int) -> SSAValue:
     """Into how many groups the parts of a kernel split m rows of x: the largest power of
@@ -1116,6 +1190,7 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     range of columns: a part computes the tile of both, then act(gate) * up on it."""
     ns, chunk = plan.ns, plan.chunk
     ranges = ns[:1] if plan.edges.glu is not None else ns
+    rope = plan.edges.rope
     epilogue = (_gated(kb, plan) if plan.edges.glu is not None
                 else _add_residual(kb) if plan.edges.residual else None)
 
@@ -1139,6 +1214,8 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
                                           lambda i, size, p=p: tile(first, i, j, size, ncols, p))
                         if epilogue is not None:
                             _tile_epilogue(kb, plan, first, rows, j, ncols, epilogue)
+                        if rope is not None and product in rope.products:
+                            _rope_tile(kb, plan, product, first, rows, j, ncols)
 
                     if present is None:
                         kb.tile_sweep(weight_rows, n // cols * cols, n, cols, weight_tile)
@@ -1171,6 +1248,6 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     if plan.static_m is not None:
         rows_case(plan.static_m, plan.static_m == 1)
     else:
-        sizes = RuntimeDims.of(op, kb.args[plan.pointers:plan.pointers + plan.symbols])
+        sizes = RuntimeDims.of(op, kb.args[plan.sizes_at:plan.sizes_at + plan.symbols])
         rows_classes(kb, runtime_rows(kb, sizes.shape(0)[:-1]), lambda _: rows_case(1, True),
                       None, lambda m: rows_case(m, False))

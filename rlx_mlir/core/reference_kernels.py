@@ -1292,12 +1292,39 @@ def sample(logits: ArrayLike, temperature: ArrayLike, top_k: ArrayLike, top_p: A
 
 def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | None = None,
                         activations: str = "f32", *, norm_weight: ArrayLike | None = None,
-                        norm_eps: float = 1e-5, glu: str | None = None) -> tuple[np.ndarray, ...]:
+                        norm_eps: float = 1e-5, glu: str | None = None,
+                        rope_cos: ArrayLike | None = None, rope_sin: ArrayLike | None = None,
+                        rope_products: Sequence[int] = (), rope_head_dim: int = 0,
+                        rope_n_rot: int = 0, rope_style: str = "interleaved",
+                        caches: Sequence[ArrayLike] | None = None, position: int | None = None,
+                        cache_products: Sequence[int] = ()) -> tuple[np.ndarray, ...]:
     """One result per weight: x @ w_i (f32 weights [K, N_i], as `matmul`) or, with a
     `scheme`, x @ dequant(w_i)ᵀ (raw GGUF blocks, as `dequant_matmul`, same `activations`).
     A `norm_weight` [K] (q8 only) replaces x by `rms_norm(x, norm_weight, eps=norm_eps)`.
     `glu` (an activation of `ACTIVATIONS`; q8, two weights of one N): the first result is
-    glu(p_0) * p_1, a gated linear unit (SwiGLU: silu)."""
+    glu(p_0) * p_1, a gated linear unit (SwiGLU: silu). The products in `rope_products`
+    (q8) are then `rope(p_i, rope_cos, rope_sin, rope_head_dim, rope_n_rot, rope_style)`;
+    with `caches`, the products in `cache_products` (q8) are
+    `insert_rows(p_i, caches[j], position)`; without (an lir kernel, which writes the
+    caches in place itself), those products are returned as rows."""
+    products = _shared_products(x, weights, scheme, activations, norm_weight, norm_eps, glu)
+    if rope_products or cache_products:
+        if activations != "q8":
+            raise ArgumentError(f"rope_products, cache_products: need activations 'q8', got "
+                                f"activations {activations!r}")
+        products = list(products)
+        for i in rope_products:
+            products[i] = rope(products[i], rope_cos, rope_sin, rope_head_dim, rope_n_rot,
+                               rope_style)
+        for j, i in enumerate(cache_products if caches is not None else ()):
+            products[i] = insert_rows(products[i], caches[j], position)
+    return tuple(products)
+
+
+def _shared_products(x: ArrayLike, weights: list[ArrayLike], scheme: str | None,
+                     activations: str, norm_weight: ArrayLike | None, norm_eps: float,
+                     glu: str | None) -> tuple[np.ndarray, ...]:
+    """`shared_input_matmul` before its rope and cache edges."""
     rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights], scheme,
                               None if norm_weight is None else _shape(np.asarray(norm_weight)))
     if norm_weight is not None:

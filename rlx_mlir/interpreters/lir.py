@@ -21,7 +21,7 @@ from xdsl.ir import Operation
 from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError
 from rlx_mlir.core.reference_kernels import slot_indices
-from rlx_mlir.dialects import lir
+from rlx_mlir.dialects import lir, mir
 from rlx_mlir.dialects.common import dims_from_attr, dtype_of, shape_of
 from rlx_mlir.dialects.registry import (
     ELEMENTWISE_BY_FN,
@@ -135,6 +135,24 @@ def _insert_rows(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     out[position:end] = rows
 
 
+def _shared_input_matmul(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
+    """The products into their outs; those in `cache_products` into their caches (the
+    outs) at rows position.. in place, as the kernel writes them."""
+    *inputs, outs = args
+    products = MIR_IMPLEMENTATIONS[mir.SharedInputMatmulOp](op, inputs, props)
+    cached = props.get("cache_products", ())
+    position = 0 if op.position is None else int(inputs[-1])  # pyright: ignore[reportAttributeAccessIssue]
+    for index, (out, product) in enumerate(zip(outs, products, strict=True)):
+        if index not in cached:
+            out[...] = product
+            continue
+        end = position + product.shape[0]
+        if position < 0 or end > out.shape[0]:
+            raise ArgumentError(f"{op.name}: rows [{position}, {end}) of out[{index}] do not fit "
+                                f"in the cache of {out.shape[0]} rows (cache full)")
+        out[position:end] = product
+
+
 def _cache_scatter(op: Operation, args: list[Any], props: dict[str, Any]) -> None:
     """Write the rows into the slot cache buffer `out` in place (checked first: nothing
     is written when a slot or position is out of range)."""
@@ -171,6 +189,7 @@ SPECIAL: dict[type[Operation], OpImpl] = {
     lir.ScanOp: _scan,
     lir.InsertRowsOp: _insert_rows,
     lir.CacheScatterOp: _cache_scatter,
+    lir.SharedInputMatmulOp: _shared_input_matmul,
     lir.ElementwiseOp: _writing(_elementwise),
     lir.FusedElementwiseOp: _writing(_fused_elementwise),
     lir.ConstantOp: _writing(_constant),
