@@ -1711,9 +1711,13 @@ def verify_shared_activations(op: IRDLOperation) -> None:
                               f"is the q8 kernels'), got activations {form.value}")
     if op.properties.get("glu") is not None:
         verify_glu(op, form)
-    shapes = list(shared_products_shapes(op).values())
-    verify_rope_edge(op, form, shapes)
-    verify_cache_edge(op, form, shapes, getattr(op, "caches", None))
+    if op.properties.keys() & {"rope_products", "cache_products"} or op.position is not None:
+        shapes = list(shared_products_shapes(op).values())
+        verify_rope_edge(op, form, shapes)
+        verify_cache_edge(op, form, shapes, getattr(op, "caches", None))
+    elif op.rope_cos is not None or op.rope_sin is not None or getattr(op, "caches", None):
+        raise VerifyException(f"'{op.name}': rope_cos, rope_sin and caches need rope_products "
+                              f"or cache_products, got neither")
 
 
 def verify_glu(op: IRDLOperation, form: QuantActivations) -> None:

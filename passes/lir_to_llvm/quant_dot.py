@@ -1133,13 +1133,18 @@ def _rope_tile(kb: KernelBuilder, plan: RowPlan, product: int, first: Index, row
         values = kb.gep(out, kb.fold_add(kb.fold_mul(row, n), j))
         c_row, s_row = kb.gep(cos, kb.fold_mul(row, half)), kb.gep(sin, kb.fold_mul(row, half))
         for pair in range(ncols // 2):
-            within = kb.srem(kb.fold_add(j, 2 * pair), rope.head_dim)
-            index = kb.sdiv(within, 2)
-            if rope.n_rot < rope.head_dim:
-                index = kb.fold_min(index, half - 1)  # a kept dim reads a valid cos too
+            column = kb.fold_add(j, 2 * pair)
+            if isinstance(column, int):  # a static tile: the pair's dim is known
+                if column % rope.head_dim >= rope.n_rot:
+                    continue
+                within: Index = column % rope.head_dim
+                index: Index = within // 2
+            else:
+                within = kb.srem(column, rope.head_dim)
+                index = kb.fold_min(kb.sdiv(within, 2), half - 1)  # a kept dim reads a cos too
             a, b = kb.load(values, 2 * pair), kb.load(values, 2 * pair + 1)
             ra, rb = rotate_pair(kb, a, b, kb.load(c_row, index), kb.load(s_row, index))
-            if rope.n_rot < rope.head_dim:
+            if not isinstance(within, int) and rope.n_rot < rope.head_dim:
                 rotated = kb.icmp("slt", within, rope.n_rot)
                 ra, rb = kb.select(rotated, ra, a), kb.select(rotated, rb, b)
             kb.store(ra, values, 2 * pair)

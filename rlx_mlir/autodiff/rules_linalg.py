@@ -120,7 +120,9 @@ def _shared_input_matmul(ctx: VjpContext, op: Operation, cts: Cotangents) -> Res
     its matmul cotangent; quantized weights (a scheme) none."""
     assert isinstance(op, mir.SharedInputMatmulOp)
     for fused, what in ((op.norm_weight, "a fused rms_norm (norm_weight)"),
-                        (op.glu, "a fused gated linear unit (glu)")):
+                        (op.glu, "a fused gated linear unit (glu)"),
+                        (op.rope_products, "a fused rope (rope_products)"),
+                        (op.cache_products, "fused cache inserts (cache_products)")):
         if fused is not None:  # mir-fuse's forms: autodiff runs before mir-fuse
             raise RlxError(f"rlx.grad: {op.name} with {what} has no gradient rule; "
                            f"differentiate the graph before mir-fuse")

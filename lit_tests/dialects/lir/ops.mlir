@@ -418,7 +418,7 @@ func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: m
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%{{.*}} : memref<64xf32>) eps 1.000000e-06 outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
 // CHECK-NEXT:   lir.dequant_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) outs(%{{.*}} : memref<2x8xf32>) activations q8{{$}}
-// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 0, 2>}>
+// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 0, 0, 0, 0, 2>}>
 // GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{packed_rhs, operandSegmentSizes
 
 // -----
