@@ -1541,14 +1541,10 @@ class SharedInputMatmulOp(VerifiesSignature):
     @classmethod
     def infer_result_types(cls, operands: Mapping[str, Any],
                            properties: Mapping[str, Attribute]) -> list[Attribute]:
-        shapes = {"x": shape_of(operands["x"]), "weights": [shape_of(w) for w in operands["weights"]]}
-        types = [tensor_type(shape, "f32") for shape in cls.rule_shapes(shapes, properties)]
-        cached = properties.get("cache_products")
-        for index, cache in zip(() if cached is None else cached.get_values(),  # pyright: ignore[reportAttributeAccessIssue]
-                                operands.get("caches") or (), strict=False):
-            if 0 <= index < len(types):
-                types[index] = SSAValue.get(cache).type  # the updated cache
-        return [types]  # pyright: ignore[reportReturnType]  (one group: the variadic `products`)
+        shapes = {name: [shape_of(v) for v in value] if isinstance(value, list) else shape_of(value)
+                  for name, value in operands.items() if value is not None and name != "position"}
+        # one group: the variadic `products` (a cache product's is its cache's shape)
+        return [[tensor_type(shape, "f32") for shape in cls.rule_shapes(shapes, properties)]]  # pyright: ignore[reportReturnType]
 
     def verify_value(self, label: str, value: SSAValue) -> None:
         if not isinstance(value.type, IndexType):
@@ -1571,20 +1567,26 @@ class SharedInputMatmulOp(VerifiesSignature):
 
     def verify_results(self) -> None:
         verify_shared_products(self, self.products, "products")
-        for cache, index in zip(self.caches, indices_of(self, "cache_products"), strict=False):
-            if 0 <= index < len(self.products) and cache.type != self.products[index].type:
-                raise VerifyException(f"'{self.name}': products[{index}]: expected the type of "
-                                      f"its cache {cache.type}, got {self.products[index].type}")
 
 
 def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
     """The shape of each product of a shared-input matmul (mir op or lir kernel), by
     label `products[i]` (the rule's errors name `op`)."""
     x, weights, norm_weight = op.operands[0], op.weights, op.norm_weight
+    props = op.properties
+    edges = {name: shape_of(value) for name in ("rope_cos", "rope_sin")
+             if (value := getattr(op, name)) is not None}
+    if isinstance(op, SharedInputMatmulOp) and op.caches:
+        edges["caches"] = [shape_of(c) for c in op.caches]
+    for name in ("rope_head_dim", "rope_n_rot"):
+        if (attr := props.get(name)) is not None:
+            edges[name] = attr.value.data  # pyright: ignore[reportAttributeAccessIssue]
     with rule_errors(op):
         shapes = si.shared_input_matmul(shape_of(x), [shape_of(w) for w in weights],
                                         _scheme_name(op),
-                                        None if norm_weight is None else shape_of(norm_weight))
+                                        None if norm_weight is None else shape_of(norm_weight),
+                                        rope_products=indices_of(op, "rope_products"),
+                                        cache_products=indices_of(op, "cache_products"), **edges)
     return {f"{label}[{i}]": shape for i, shape in enumerate(shapes)}
 
 
@@ -1615,9 +1617,10 @@ def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], labe
     if len(products) != len(shapes):
         raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight), "
                               f"got {len(products)}")
-    cached = indices_of(op, "cache_products")
+    # an lir kernel's cache out is the cache buffer; the rule gives its rows' shape
+    in_place = () if isinstance(op, SharedInputMatmulOp) else indices_of(op, "cache_products")
     for index, ((name, shape), value) in enumerate(zip(shapes.items(), products, strict=True)):
-        if index not in cached:
+        if index not in in_place:
             verify_result(op, value, lambda shape=shape: shape, name)
             continue
         with rule_errors(op):
@@ -1648,13 +1651,7 @@ def verify_rope_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence
     if (style := RopeStyle(parts[3].data)) != RopeStyle.INTERLEAVED:  # pyright: ignore[reportAttributeAccessIssue]
         raise VerifyException(f"'{op.name}': rope_style: expected interleaved (a pair stays in "
                               f"one tile of the product), got {style.value}")
-    indices = _product_indices(op, "rope_products", len(shapes))
-    head_dim, n_rot = (part.value.data for part in parts[1:3])  # pyright: ignore[reportAttributeAccessIssue]
-    for index in indices:
-        with rule_errors(op):
-            check_rank_2(f"products[{index}]", shapes[index])
-            si.rope(shapes[index], shape_of(op.rope_cos), shape_of(op.rope_sin),  # pyright: ignore[reportAttributeAccessIssue]
-                    head_dim, n_rot)
+    _product_indices(op, "rope_products", len(shapes))  # their shapes: the rule's
 
 
 def verify_cache_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence[si.Shape],
@@ -1672,17 +1669,10 @@ def verify_cache_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequenc
     if form != QuantActivations.Q8:
         raise VerifyException(f"'{op.name}': cache_products needs activations q8 (the q8 "
                               f"kernels write the caches), got activations {form.value}")
-    listed = _product_indices(op, "cache_products", len(shapes))
-    for index in listed:
-        with rule_errors(op):
-            check_rank_2(f"products[{index}]", shapes[index])
+    listed = _product_indices(op, "cache_products", len(shapes))  # their shapes: the rule's
     if caches is not None and len(caches) != len(listed):
         raise VerifyException(f"'{op.name}': caches: expected one per cache product "
                               f"({len(listed)}), got {len(caches)}")
-
-
-def check_rank_2(label: str, shape: si.Shape) -> None:
-    si.check_rank(label, shape, (2,))
 
 
 def _product_indices(op: IRDLOperation, name: str, count: int) -> tuple[int, ...]:

@@ -27,7 +27,17 @@ q8 edge are never taken by an elementwise tree first:
      with g and u the two products of a q8 `mir.shared_input_matmul`, g used only by act
      and act only by the mul -> that op with `glu act` (its gate weight first): its first
      product is act(g) * u, computed in the kernel's epilogue (SwiGLU, GeGLU). Its
-     numbers are those of the `mir.fused_elementwise` the elementwise round would make.
+     numbers are those of the `mir.fused_elementwise` the elementwise round would make;
+   - `mir.rope(p, cos, sin)` of the interleaved style with p a rank-2 product of a q8
+     `mir.shared_input_matmul` (no glu), used only there, cos and sin defined before it
+     -> that op with p in its `rope_products` (one cos/sin/head_dim/n_rot for all): the
+     kernel rotates each tile as it is stored (a half-style pair spans two tiles);
+   - `mir.insert_rows(p, cache, position)` with p such a product (after a fused rope:
+     its rotated rows), the old cache read by nothing but its `mir.assign` -> that op
+     with p in its `cache_products` and the cache among its `caches`: the product is the
+     updated cache, which bufferization makes the cache's state buffer, written by the
+     kernel in place. With q and k roped and k and v inserted, nothing stands between a
+     llama layer's q/k/v product and its attention.
 4. elementwise trees: a maximal tree of f32 elementwise ops (the binary and unary mir ops
    of `registry.ELEMENTWISE_FNS`, and earlier `mir.fused_elementwise` ops) whose inner values have one use, all of
    the root's shape, becomes ONE `mir.fused_elementwise` whose body computes the tree on
@@ -519,7 +529,7 @@ class FuseResidualIntoDequantMatmul(RewritePattern):
 class MirFusePass(ModulePass):
     """Fuse matmul epilogues (bias, activation) into `mir.fused_matmul`, then sibling
     products of one input into `mir.shared_input_matmul` (after the epilogues: a fused
-    matmul stays as it is), then the q8 edges (norm, glu, residual) into the q8 products,
+    matmul stays as it is), then the q8 edges (norm, glu, rope, cache inserts, residual) into the q8 products,
     then trees of elementwise ops into `mir.fused_elementwise`. Each family of patterns
     has its option (the fields of `rlx.FusionPolicy`); all off leaves the module as it is."""
 
@@ -538,8 +548,9 @@ class MirFusePass(ModulePass):
     into one op whose kernel reads the input once (q/k/v, gate/up)."""
     q8_edges: bool = True
     """Fold an rms_norm into the q8 shared-input product after it, a gated linear unit
-    (act(gate) * up) into the q8 gate/up product before it, and a residual add into the
-    q8 dequant_matmul before it (the kernels' prologue and epilogues)."""
+    (act(gate) * up), interleaved ropes and KV-cache inserts into the q8 shared-input
+    product before them, and a residual add into the q8 dequant_matmul before it (the
+    kernels' prologue and epilogues)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.matmul_epilogue:

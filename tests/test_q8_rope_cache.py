@@ -234,7 +234,7 @@ TYPES = ("(tensor<2x64xf32>, tensor<16x36xui8>, tensor<16x36xui8>) -> "
      "n_rot: expected an even value"),
     ("into(%cache : tensor<8x16xf32>) [1] at %p scheme q4_0 activations q8",
      "(tensor<2x64xf32>, tensor<16x36xui8>, tensor<16x36xui8>) -> "
-     "(tensor<2x16xf32>, tensor<2x16xf32>)", "products\\[1\\]: expected the type of its cache"),
+     "(tensor<2x16xf32>, tensor<2x16xf32>)", r"products\[1\]: expected shape \[8, 16\]"),
     ("into(%cache, %cache : tensor<8x16xf32>, tensor<8x16xf32>) [1] at %p scheme q4_0 "
      "activations q8", "(tensor<2x64xf32>, tensor<16x36xui8>, tensor<16x36xui8>) -> "
      "(tensor<2x16xf32>, tensor<8x16xf32>)", "caches: expected one per cache product"),

@@ -34,9 +34,11 @@ class FusionPolicy:
     q8_edges: bool = True
     """Fold an rms_norm into the q8 shared-input product that reads it (the kernel
     normalizes each row before quantizing it), a gated linear unit act(gate) * up into
-    the q8 gate/up product (computed as its tiles are stored) and a residual add into the
-    q8 dequant_matmul before it (added as the product is stored): per transformer layer
-    three small kernels fewer, and the thread barriers around them."""
+    the q8 gate/up product (computed as its tiles are stored), interleaved ropes and
+    KV-cache inserts into the q8 q/k/v product (rotated as stored; the cache rows written
+    in place) and a residual add into the q8 dequant_matmul before it (added as the
+    product is stored): per llama layer eight small kernels fewer, and the thread
+    barriers around them."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
