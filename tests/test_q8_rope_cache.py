@@ -88,8 +88,10 @@ def _compare(scheme, threads, k_dim, heads, kv_heads, head_dim, n_rot) -> None:
     assert "style interleaved outs(" in text and "into [1, 2] at %position" in text
     assert "lir.rope" in apart.mlir("lir") and "lir.insert_rows" in apart.mlir("lir")
     reference = rlx.reference(g, params=params)
+    # the fused ops' references: the mir interpreter's and the lir interpreter's
+    staged = [rlx.reference(fused.stage_module(name).clone(), params) for name in ("mir", "lir")]
     cos, sin = _tables(n_rot)
-    for rows in (5, 1, 1, 3):  # a prefill, two decode steps, a chunk
+    for rows in (17, 1, 1, 3):  # a prefill of two chunks of rows, two decode steps, a chunk
         at = slice(fused.position, fused.position + rows)
         inputs = {"x": RNG.standard_normal((rows, k_dim)).astype(np.float32),
                   "cos": cos[at], "sin": sin[at]}
@@ -100,8 +102,13 @@ def _compare(scheme, threads, k_dim, heads, kv_heads, head_dim, n_rot) -> None:
             np.testing.assert_allclose(fused.state[name], reference.state[name], rtol=1e-3,
                                        atol=5e-3 * np.abs(reference.state[name]).max())
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=5e-3 * np.abs(want).max())
-    assert fused.position == apart.position == 10
-    assert not fused.state["k"][10:].any()  # nothing written past the position
+        for model in staged:
+            np.testing.assert_allclose(model(**inputs), want, rtol=1e-3,
+                                       atol=5e-3 * np.abs(want).max())
+            np.testing.assert_allclose(model.state["k"], reference.state["k"], rtol=1e-3,
+                                       atol=5e-3 * np.abs(reference.state["k"]).max())
+    assert fused.position == apart.position == 22
+    assert not fused.state["k"][22:].any()  # nothing written past the position
 
 
 @pytest.mark.parametrize(("scheme", "threads", "k_dim", "heads", "kv_heads", "head_dim",

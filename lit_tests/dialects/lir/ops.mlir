@@ -423,6 +423,19 @@ func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: m
 
 // -----
 
+// lir.shared_input_matmul with mir-fuse's rope and cache edges: q and k rotated as their
+// tiles are stored, k and v written into the caches (their outs) at the position.
+// CHECK-LABEL: func.func @rope_and_cache_edges
+// GENERIC-LABEL: sym_name = "rope_and_cache_edges"
+func.func @rope_and_cache_edges(%x: memref<?x64xf32>, %wq: memref<16x36xui8>, %wk: memref<8x36xui8>, %wv: memref<8x36xui8>, %cos: memref<?x4xf32>, %sin: memref<?x4xf32>, %q: memref<?x16xf32>, %kc: memref<32x8xf32>, %vc: memref<32x8xf32>, %p: index) {
+  lir.shared_input_matmul q4_0 ins(%x, %wq, %wk, %wv : memref<?x64xf32>, memref<16x36xui8>, memref<8x36xui8>, memref<8x36xui8>) rope(%cos, %sin : memref<?x4xf32>, memref<?x4xf32>) [0, 1] head_dim 8 n_rot 8 style interleaved outs(%q, %kc, %vc : memref<?x16xf32>, memref<32x8xf32>, memref<32x8xf32>) into [1, 2] at %p activations q8
+  func.return
+}
+// CHECK:        lir.shared_input_matmul q4_0 ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x64xf32>, memref<16x36xui8>, memref<8x36xui8>, memref<8x36xui8>) rope(%{{.*}}, %{{.*}} : memref<?x4xf32>, memref<?x4xf32>) [0, 1] head_dim 8 n_rot 8 style interleaved outs(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x16xf32>, memref<32x8xf32>, memref<32x8xf32>) into [1, 2] at %{{.*}} activations q8{{$}}
+// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{{{.*}}rope_products = array<i64: 0, 1>, rope_head_dim = 8 : i64, rope_n_rot = 8 : i64, rope_style = #rlx<rope_style interleaved>, cache_products = array<i64: 1, 2>, {{.*}}operandSegmentSizes = array<i32: 1, 3, 0, 1, 1, 1, 3>}>
+
+// -----
+
 // lir.barrier: full (no kind), gather and release.
 // CHECK-LABEL: func.func @barriers
 // CHECK-NEXT:    lir.barrier{{$}}
