@@ -973,9 +973,16 @@ class Edges:
                      cached=indices_of(op, "cache_products"))
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The pointer arguments between the weights and the outs, in order."""
+        present = (("gamma", self.norm_eps is not None), ("residual", self.residual),
+                   ("cos", self.rope is not None), ("sin", self.rope is not None))
+        return tuple(name for name, there in present if there)
+
+    @property
     def pointers(self) -> int:
-        """The pointer arguments between the weights and the outs."""
-        return int(self.norm_eps is not None) + int(self.residual) + 2 * (self.rope is not None)
+        """How many pointer arguments lie between the weights and the outs."""
+        return len(self.names)
 
     @property
     def indices(self) -> int:
@@ -1039,6 +1046,12 @@ def q8_products(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp
     return tuple(int(shape_of(w)[0]) for w in weights), int(shape_of(op.x)[-1])
 
 
+def edge_pointer(kb: KernelBuilder, plan: RowPlan, name: str) -> SSAValue:
+    """The pointer argument of one of the edges' buffers (`Edges.names`: gamma, residual,
+    cos, sin), after the weights."""
+    return kb.args[1 + len(plan.ns) + plan.edges.names.index(name)]
+
+
 def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSAValue, SSAValue]:
     """The weight and out pointers of one product: (x, w_0..w_n-1, [edges], out_0..out_n-1,
     ...); a product written into a cache (`Edges.cached`) starts at the position's row."""
@@ -1058,7 +1071,7 @@ def x_row_source(kb: KernelBuilder, plan: RowPlan, k: int) -> Callable[[Index], 
     eps = plan.edges.norm_eps
     if eps is None:
         return lambda r: kb.address(x, kb.fold_mul(r, k))
-    gamma = kb.args[1 + len(plan.ns)]
+    gamma = edge_pointer(kb, plan, "gamma")
     normed = kb.alloca(k)
 
     def normalized(r: Index) -> SSAValue:
@@ -1090,10 +1103,10 @@ def _tile_epilogue(kb: KernelBuilder, plan: RowPlan, first: Index, rows: Index, 
             one_row(loop.iv)
 
 
-def _add_residual(kb: KernelBuilder) -> TileEpilogue:
+def _add_residual(kb: KernelBuilder, plan: RowPlan) -> TileEpilogue:
     """out += residual: the epilogue of a dequant_matmul with a residual. residual +
     product is the `lir.elementwise add` it replaces, bit for bit."""
-    residual, out = kb.args[2], kb.args[3]
+    residual, out = edge_pointer(kb, plan, "residual"), product_buffers(kb, plan, 0)[1]
 
     def add(at: SSAValue, vector: bool) -> None:
         kb.store(kb.fadd(kb.load(residual, at, vector=vector), kb.load(out, at, vector=vector)),
@@ -1125,7 +1138,7 @@ def _rope_tile(kb: KernelBuilder, plan: RowPlan, product: int, first: Index, row
     dims past n_rot of a head stay."""
     rope = plan.edges.rope
     assert rope is not None
-    cos, sin = kb.args[1 + len(plan.ns) + int(plan.edges.norm_eps is not None):][:2]
+    cos, sin = edge_pointer(kb, plan, "cos"), edge_pointer(kb, plan, "sin")
     out, n, half = product_buffers(kb, plan, product)[1], plan.ns[product], rope.n_rot // 2
 
     def one_row(i: Index) -> None:
@@ -1197,7 +1210,7 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     ranges = ns[:1] if plan.edges.glu is not None else ns
     rope = plan.edges.rope
     epilogue = (_gated(kb, plan) if plan.edges.glu is not None
-                else _add_residual(kb) if plan.edges.residual else None)
+                else _add_residual(kb, plan) if plan.edges.residual else None)
 
     def rows_case(m: Index, single: bool) -> None:
         """out for `m` rows of x (1, a static count or a run-time one), chunk by chunk."""
