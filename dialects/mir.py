@@ -1634,10 +1634,10 @@ def indices_of(op: IRDLOperation, name: str) -> tuple[int, ...]:
     return () if attr is None else tuple(attr.get_values())  # pyright: ignore[reportAttributeAccessIssue]
 
 
-def verify_rope_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence[si.Shape]) -> None:
-    """The fused rope of a shared-input matmul (`rope_*`): all or none of its operands and
-    properties, q8, no glu, the interleaved style, rank-2 products listed once each, each
-    a valid `mir.rope` x with these cos/sin."""
+def verify_rope_edge(op: IRDLOperation, form: QuantActivations, count: int) -> None:
+    """The fused rope of a shared-input matmul (`rope_*`, `count` products): all or none of
+    its operands and properties, q8, no glu, the interleaved style, an even head size,
+    products listed once each (their shapes: the shape rule's)."""
     parts = [op.properties.get(f"rope_{name}") for name in ("products", "head_dim", "n_rot", "style")]
     given = [*parts, op.rope_cos, op.rope_sin]  # pyright: ignore[reportAttributeAccessIssue]
     if all(part is None for part in given):
@@ -1645,20 +1645,25 @@ def verify_rope_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence
     if any(part is None for part in given):
         raise VerifyException(f"'{op.name}': rope: expected rope_cos, rope_sin, rope_products, "
                               f"rope_head_dim, rope_n_rot and rope_style together, got some")
-    if form != QuantActivations.Q8 or op.properties.get("glu") is not None:
-        raise VerifyException(f"'{op.name}': rope needs activations q8 and no glu (its epilogue "
-                              f"is the q8 kernels'), got activations {form.value}")
+    if form != QuantActivations.Q8:
+        raise VerifyException(f"'{op.name}': rope needs activations q8 (its epilogue is the q8 "
+                              f"kernels'), got activations {form.value}")
+    if op.properties.get("glu") is not None:
+        raise VerifyException(f"'{op.name}': rope and glu: expected at most one epilogue, got both")
     if (style := RopeStyle(parts[3].data)) != RopeStyle.INTERLEAVED:  # pyright: ignore[reportAttributeAccessIssue]
         raise VerifyException(f"'{op.name}': rope_style: expected interleaved (a pair stays in "
                               f"one tile of the product), got {style.value}")
-    _product_indices(op, "rope_products", len(shapes))  # their shapes: the rule's
+    if (head_dim := parts[1].value.data) % 2:  # pyright: ignore[reportAttributeAccessIssue]
+        raise VerifyException(f"'{op.name}': rope_head_dim: expected an even value (every pair "
+                              f"starts at an even column), got {head_dim}")
+    _product_indices(op, "rope_products", count)
 
 
-def verify_cache_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequence[si.Shape],
+def verify_cache_edge(op: IRDLOperation, form: QuantActivations, count: int,
                       caches: Sequence[SSAValue] | None) -> None:
     """The fused cache inserts of a shared-input matmul (`cache_products`, `position`, and
-    in mir the `caches`, one per listed product, each of that product's type): q8,
-    rank-2 products listed once each."""
+    in mir the `caches`, one per listed product; `count` products): q8, products listed
+    once each (their shapes: the shape rule's)."""
     indices = op.properties.get("cache_products")
     position = op.position  # pyright: ignore[reportAttributeAccessIssue]
     if indices is None and position is None and not caches:
@@ -1669,7 +1674,7 @@ def verify_cache_edge(op: IRDLOperation, form: QuantActivations, shapes: Sequenc
     if form != QuantActivations.Q8:
         raise VerifyException(f"'{op.name}': cache_products needs activations q8 (the q8 "
                               f"kernels write the caches), got activations {form.value}")
-    listed = _product_indices(op, "cache_products", len(shapes))  # their shapes: the rule's
+    listed = _product_indices(op, "cache_products", count)
     if caches is not None and len(caches) != len(listed):
         raise VerifyException(f"'{op.name}': caches: expected one per cache product "
                               f"({len(listed)}), got {len(caches)}")
@@ -1702,9 +1707,9 @@ def verify_shared_activations(op: IRDLOperation) -> None:
     if op.properties.get("glu") is not None:
         verify_glu(op, form)
     if op.properties.keys() & {"rope_products", "cache_products"} or op.position is not None:
-        shapes = list(shared_products_shapes(op).values())
-        verify_rope_edge(op, form, shapes)
-        verify_cache_edge(op, form, shapes, getattr(op, "caches", None))
+        verify_rope_edge(op, form, len(op.weights))
+        verify_cache_edge(op, form, len(op.weights), getattr(op, "caches", None))
+        shared_products_shapes(op)  # the products' shapes with these edges: the rule's
     elif op.rope_cos is not None or op.rope_sin is not None or getattr(op, "caches", None):
         raise VerifyException(f"'{op.name}': rope_cos, rope_sin and caches need rope_products "
                               f"or cache_products, got neither")

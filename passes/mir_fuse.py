@@ -424,7 +424,7 @@ class FuseRopeIntoSharedInput(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: mir.RopeOp, rewriter: PatternRewriter, /):
         found = _q8_product(op.x)
-        if found is None or op.style.data != RopeStyle.INTERLEAVED:
+        if found is None or op.style.data != RopeStyle.INTERLEAVED or op.head_dim.value.data % 2:
             return
         shared, index = found
         if index in mir.indices_of(shared, "cache_products"):

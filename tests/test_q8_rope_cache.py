@@ -239,6 +239,8 @@ TYPES = ("(tensor<2x64xf32>, tensor<16x36xui8>, tensor<16x36xui8>) -> "
      r"rope_products: expected distinct product indices in \[0, 2\), got \[0, 2\]"),
     (f"{ROPE} [0] head_dim 8 n_rot 12 style interleaved scheme q4_0 activations q8", TYPES,
      "n_rot: expected an even value"),
+    (f"{ROPE} [0] head_dim 1 n_rot 8 style interleaved scheme q4_0 activations q8", TYPES,
+     "rope_head_dim: expected an even value"),
     ("into(%cache : tensor<8x16xf32>) [1] at %p scheme q4_0 activations q8",
      "(tensor<2x64xf32>, tensor<16x36xui8>, tensor<16x36xui8>) -> "
      "(tensor<2x16xf32>, tensor<2x16xf32>)", r"products\[1\]: expected shape \[8, 16\]"),
