@@ -25,6 +25,7 @@ from rlx_mlir.models import load_gguf  # noqa: E402
 from rlx_mlir.serving import (  # noqa: E402
     BatchedEngine,
     LanguageModelEngine,
+    Scheduler,
     engine_for,
     log_softmax,
 )
@@ -263,8 +264,34 @@ def test_logprobs_are_log_softmax_of_the_logits(client, lm):
     np.testing.assert_allclose(streamed, logprobs["token_logprobs"], atol=1e-5)
 
 
+def hold_first_step_until_all_queued(engine, count, monkeypatch):
+    """Make the engine's first step wait until `count` requests were submitted, so that
+    the requests overlap whatever the threads' timing (they are admitted together after
+    that step)."""
+    queued = threading.Event()
+    submitted = []
+    submit = Scheduler.submit
+
+    def counting_submit(self, request):
+        result = submit(self, request)
+        submitted.append(request)
+        if len(submitted) >= count:
+            queued.set()
+        return result
+
+    monkeypatch.setattr(Scheduler, "submit", counting_submit)
+    step = engine.step
+
+    def step_once_queued():
+        assert queued.wait(timeout=60), f"only {len(submitted)} of {count} requests came"
+        return step()
+
+    engine.step = step_once_queued
+
+
 @pytest.mark.parametrize("slots", [1, 8])
-def test_eight_concurrent_clients_get_their_sequential_outputs(lm, tiny_path, slots):
+def test_eight_concurrent_clients_get_their_sequential_outputs(lm, tiny_path, slots,
+                                                               monkeypatch):
     """With 8 slots the 8 streams are decoded together (one native call a step)."""
     prompts = [f"{p} {w}" for p in PROMPTS[:4] for w in ("cat", "mat")]
     expected = {p: lm.generate(p, max_new_tokens=10) for p in prompts}
@@ -276,6 +303,7 @@ def test_eight_concurrent_clients_get_their_sequential_outputs(lm, tiny_path, sl
         run = engine.runner.run
         engine.runner.run = lambda items, logits=False: (batch_sizes.append(len(items)),
                                                          run(items, logits))[1]
+        hold_first_step_until_all_queued(engine, len(prompts), monkeypatch)
     live = LiveServer(create_app(engine, alias="tiny", max_queue=8))
     results: dict[str, str] = {}
 
