@@ -54,7 +54,6 @@ from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     f32,
     i32,
@@ -68,7 +67,7 @@ from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.rlx import MaskKind, RopeStyle
 from rlx_mlir.passes.lir_to_llvm import vmath
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value, vector_type
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, KernelBuilder, Value
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
     OPERAND_DIMS,
     DynamicKernelError,
@@ -91,20 +90,14 @@ NEG_INF = -math.inf
 # ----------------------------------------------------------------------------- vector helpers
 
 
-def shuffle(kb: KernelBuilder, a: SSAValue, b: SSAValue, lanes: list[int]) -> SSAValue:
-    """shufflevector(a, b, lanes): lanes index the concatenation of a and b."""
-    ty = vector_type(len(lanes), a.type.element_type)  # pyright: ignore[reportAttributeAccessIssue]
-    return kb.insert(llvm.ShuffleVectorOp(a, b, DenseArrayBase.from_list(i32, lanes), ty))
-
-
 def lane(kb: KernelBuilder, v: SSAValue, index: int) -> SSAValue:
     """Lane `index` of a vector as a scalar (shuffle to one lane, then bitcast)."""
-    return kb.bitcast(shuffle(kb, v, v, [index]), f32)
+    return kb.bitcast(kb.shuffle(v, v, [index]), f32)
 
 
 def lane_splat(kb: KernelBuilder, v: SSAValue, index: int) -> SSAValue:
     """A vector with every lane equal to lane `index` of `v`."""
-    return shuffle(kb, v, v, [index] * kb.vector_width)
+    return kb.shuffle(v, v, [index] * kb.vector_width)
 
 
 def insert_lane(kb: KernelBuilder, v: SSAValue, scalar: SSAValue, index: int) -> SSAValue:
@@ -137,8 +130,8 @@ def transpose_add(kb: KernelBuilder, partials: list[SSAValue | None]) -> SSAValu
             half, count = seg // 2, w // seg
             lo = [s * seg + i for s in range(count) for i in range(half)]
             hi = [s * seg + half + i for s in range(count) for i in range(half)]
-            item = (half, kb.fadd(shuffle(kb, x, y, lo + [w + j for j in lo]),
-                                  shuffle(kb, x, y, hi + [w + j for j in hi])))
+            item = (half, kb.fadd(kb.shuffle(x, y, lo + [w + j for j in lo]),
+                                  kb.shuffle(x, y, hi + [w + j for j in hi])))
         stack.append(item)
     assert len(stack) == 1 and stack[0][0] == 1, [s for s, _ in stack]
     return stack[0][1]
@@ -713,11 +706,11 @@ def build_rope(op: Operation, name: str, vector_width: int,
                 first, second = kb.mul(i, 2), kb.add(kb.mul(i, 2), w)
                 lo_in = kb.load(x_row, first, vector=True)
                 hi_in = kb.load(x_row, second, vector=True)
-                a, b = shuffle(kb, lo_in, hi_in, evens), shuffle(kb, lo_in, hi_in, odds)
+                a, b = kb.shuffle(lo_in, hi_in, evens), kb.shuffle(lo_in, hi_in, odds)
                 ra, rb = rotate(a, b, kb.load(c_row, i, vector=True),
                                 kb.load(s_row, i, vector=True))
-                kb.store(shuffle(kb, ra, rb, low), o_row, first)
-                kb.store(shuffle(kb, ra, rb, high), o_row, second)
+                kb.store(kb.shuffle(ra, rb, low), o_row, first)
+                kb.store(kb.shuffle(ra, rb, high), o_row, second)
                 return
             first = kb.mul(i, 2)
             second = kb.add(first, 1)

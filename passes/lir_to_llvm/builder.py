@@ -139,6 +139,15 @@ class KernelBuilder:
         """Continue inserting at the end of `block`."""
         self.builder = Builder(InsertPoint.at_end(block))
 
+    def for_each(self, count: Index, body: Callable[[Index], None]) -> None:
+        """body(i) for i in [0, count): one inline call when count is the constant 1,
+        else a loop."""
+        if isinstance(count, int) and count == 1:
+            body(0)
+        else:
+            with self.loop(0, count) as loop:
+                body(loop.iv)
+
     @contextmanager
     def loop(self, start: Value, stop: Value, step: int = 1,
              carried: Sequence[SSAValue] = ()) -> Iterator[Loop]:
@@ -342,13 +351,19 @@ class KernelBuilder:
 
     # ------------------------------------------------------------------ vectors
 
-    def splat(self, scalar: SSAValue) -> SSAValue:
-        """Broadcast a scalar (f32 or an integer) into every lane of a vector<W x type>."""
-        ty = self.vec if scalar.type == f32 else vector_type(self.vector_width, scalar.type)
-        one = self.insert(llvm.InsertElementOp(self.insert(llvm.UndefOp(ty)), scalar,
-                                               self.constant(0, i32)))
-        mask = DenseArrayBase.from_list(i32, [0] * self.vector_width)
-        return self.insert(llvm.ShuffleVectorOp(one, one, mask, ty))
+    def shuffle(self, a: SSAValue, b: SSAValue, lanes: Sequence[int]) -> SSAValue:
+        """shufflevector(a, b, lanes): lanes index the concatenation of a and b; the result
+        has len(lanes) lanes of their element type."""
+        ty = vector_type(len(lanes), a.type.element_type)  # pyright: ignore[reportAttributeAccessIssue]
+        return self.insert(llvm.ShuffleVectorOp(a, b, DenseArrayBase.from_list(i32, list(lanes)), ty))
+
+    def splat(self, scalar: SSAValue, width: int | None = None) -> SSAValue:
+        """Broadcast a scalar (f32 or an integer) into every lane of a vector<width x type>
+        (width: the kernel's W unless given)."""
+        width = width or self.vector_width
+        one = self.insert(llvm.InsertElementOp(self.insert(llvm.UndefOp(vector_type(width, scalar.type))),
+                                               scalar, self.constant(0, i32)))
+        return self.shuffle(one, one, [0] * width)
 
     def hsum(self, v: SSAValue) -> SSAValue:
         """The sum of the lanes of a vector, as a tree of halving shuffles (not 16 serial adds)."""
@@ -364,9 +379,7 @@ class KernelBuilder:
         width = v.type.get_shape()[0]
         while width > 1:
             half = width // 2
-            ty = vector_type(half)
-            lo = self.insert(llvm.ShuffleVectorOp(v, v, DenseArrayBase.from_list(i32, list(range(half))), ty))
-            hi = self.insert(llvm.ShuffleVectorOp(v, v, DenseArrayBase.from_list(i32, list(range(half, width))), ty))
+            lo, hi = self.shuffle(v, v, range(half)), self.shuffle(v, v, range(half, width))
             v, width = combine(lo, hi), half
         return self.bitcast(v, f32)
 

@@ -49,7 +49,6 @@ import numpy as np
 from xdsl.dialects import arith, llvm
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IndexType,
@@ -130,14 +129,6 @@ def canonicalize(shape: Sequence[int],
                 s[d - 1 : d + 1] = [s[d]]
         d -= 1
     return dims, per
-
-
-def splat(kb: KernelBuilder, scalar: SSAValue, width: int) -> SSAValue:
-    """A vector<width x T> with every lane `scalar` (any element type)."""
-    ty = vector_type(width, scalar.type)
-    undef = kb.insert(llvm.UndefOp(ty))
-    one = kb.insert(llvm.InsertElementOp(undef, scalar, kb.constant(0, i32)))
-    return kb.insert(llvm.ShuffleVectorOp(one, one, DenseArrayBase.from_list(i32, [0] * width), ty))
 
 
 def _offset(kb: KernelBuilder, base: SSAValue | int, index: SSAValue,
@@ -328,7 +319,7 @@ def _map_row(kb: KernelBuilder, n: Value, inner_strides: list[int], operands: li
             vector_end = lo + (hi - lo) // w * w
         else:
             vector_end = kb.sub(hi, kb.srem(kb.sub(hi, lo), w))
-        splats = {i: splat(kb, v, w) for i, v in hoisted.items()}
+        splats = {i: kb.splat(v, w) for i, v in hoisted.items()}
         with kb.loop(lo, vector_end, w) as loop:
             values = [splats[i] if i in splats else
                       kb.load(op.ptr, _offset(kb, b, loop.iv, 1), vector=True, element=op.element)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
     VectorType,
     f16,
@@ -263,13 +262,11 @@ def _iq4_grid(kb: KernelBuilder, nibbles: SSAValue) -> SSAValue:
     if w >= 8:
         wide = vector_type(16, i8)
         lanes = [t % w for t in range(16)]
-        index = nibbles if w == 16 else kb.insert(llvm.ShuffleVectorOp(
-            nibbles, nibbles, DenseArrayBase.from_list(i32, lanes), wide))
+        index = nibbles if w == 16 else kb.shuffle(nibbles, nibbles, lanes)
         table = kb.insert(llvm.ConstantOp(DenseIntOrFPElementsAttr.from_list(wide, list(grid)), wide))
         looked = kb.insert(llvm.CallIntrinsicOp("llvm.x86.ssse3.pshuf.b.128", [table, index], [wide]))
         if w == 8:
-            looked = kb.insert(llvm.ShuffleVectorOp(
-                looked, looked, DenseArrayBase.from_list(i32, list(range(w))), nibbles.type))
+            looked = kb.shuffle(looked, looked, range(w))
         return kb.sitofp(looked, kb.vec)
     level = [kb.constant(v, nibbles.type) for v in grid]
     for bit in range(4):

@@ -44,7 +44,7 @@ from xdsl.ir import SSAValue
 from rlx_mlir.core.quants import QK_K
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.builder import Index, KernelBuilder
+from rlx_mlir.passes.lir_to_llvm.builder import Index, KernelBuilder, vector_type
 from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic, kernel_symbols, row_operands
 from rlx_mlir.passes.lir_to_llvm.q8_emulated import load_block, q8_k_quants, q8_k_scale
 from rlx_mlir.passes.lir_to_llvm.quant_dot import (
@@ -69,7 +69,6 @@ from rlx_mlir.passes.lir_to_llvm.quant_dot import (
     small_int,
     store_at,
     transpose_quads,
-    vector_of,
     x_row_source,
 )
 
@@ -121,10 +120,10 @@ def _quantize_block(kb: KernelBuilder, src: SSAValue, row: SSAValue, scratch: KS
     quants = q8_k_quants(kb, iscale, values)
     q_base = kb.address(row, kb.fold_mul(blk, QK_K), i8)
     for t, q in enumerate(quants):
-        as_bytes = kb.insert(llvm.TruncOp(small_int(kb, q), vector_of(w, i8)))
+        as_bytes = kb.insert(llvm.TruncOp(small_int(kb, q), vector_type(w, i8)))
         store_at(kb, as_bytes, q_base, t * w, align=1)
     per_sum = 16 // w
-    sums = kb.constant(0, vector_of(SUMS_PER_BLOCK, i16))
+    sums = kb.constant(0, vector_type(SUMS_PER_BLOCK, i16))
     for g in range(SUMS_PER_BLOCK):
         total = quants[g * per_sum]
         for t in range(1, per_sum):
@@ -146,11 +145,7 @@ def _quantize_rows(kb: KernelBuilder, source: Callable[[Index], SSAValue], scrat
         with kb.loop(0, k // QK_K) as loop:
             _quantize_block(kb, kb.gep(src, kb.mul(loop.iv, QK_K)), row, scratch, loop.iv)
 
-    if isinstance(rows, int) and rows == 1:
-        one_row(0)
-    else:
-        with kb.loop(0, rows) as loop:
-            one_row(loop.iv)
+    kb.for_each(rows, one_row)
 
 
 # ----------------------------------------------------------------------------- weights
@@ -213,10 +208,10 @@ class Columns:
         vectors: vector q holds bytes 4q..4q+3 of each lane's row."""
         kb = self.kb
         if self.group is None:
-            return transpose_quads(kb, [load_at(kb, b, offset, vector_of(4, i32)) for b in self.blocks])
+            return transpose_quads(kb, [load_at(kb, b, offset, vector_type(4, i32)) for b in self.blocks])
         width = kb.vector_width
         at = kb.fold_mul(offset, width)
-        return [load_at(kb, self.group, kb.fold_add(at, 4 * width * q), vector_of(width, i32))
+        return [load_at(kb, self.group, kb.fold_add(at, 4 * width * q), vector_type(width, i32))
                 for q in range(4)]
 
     def halves(self, offset: int) -> SSAValue:
@@ -224,14 +219,14 @@ class Columns:
         if self.group is None:
             return column_f16(self.kb, self.blocks, offset)
         width = self.kb.vector_width
-        return f16_as_f32(self.kb, load_at(self.kb, self.group, width * offset, vector_of(width, i16)))
+        return f16_as_f32(self.kb, load_at(self.kb, self.group, width * offset, vector_type(width, i16)))
 
     def words(self, offset: int) -> SSAValue:
         """The i32 at `offset` (a multiple of 4) of each lane's superblock."""
         if self.group is None:
             return column_words(self.kb, self.blocks, offset)
         width = self.kb.vector_width
-        return load_at(self.kb, self.group, width * offset, vector_of(width, i32))
+        return load_at(self.kb, self.group, width * offset, vector_type(width, i32))
 
 
 def _spill_scales(kb: KernelBuilder, scales: list[SSAValue], buffer: SSAValue) -> Callable[[SSAValue], SSAValue]:
@@ -255,7 +250,7 @@ def _q4_k_style(kb: KernelBuilder, src: Columns, buffer: SSAValue,
     sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles)."""
     width = kb.vector_width
     head = src.quads(0)  # (d, dmin), scales 0-3, mins 0-3, low nibbles 4-7
-    halves = vector_of(width, i16)
+    halves = vector_type(width, i16)
     d = f16_as_f32(kb, kb.insert(llvm.TruncOp(head[0], halves)))
     dmin = f16_as_f32(kb, kb.insert(llvm.TruncOp(_int(kb, llvm.LShrOp, head[0], 16), halves)))
 
@@ -356,7 +351,7 @@ def _q2_k(kb: KernelBuilder, src: Columns, buffer: SSAValue) -> Superblock:
     scales = [_bits(kb, packed[j // 4], 8 * (j % 4), 0xF) for j in range(16)]
     mins = [_bits(kb, packed[j // 4], 8 * (j % 4) + 4, 0xF) for j in range(16)]
     scale_of = _spill_scales(kb, scales, buffer)
-    words, halves = src.words(80), vector_of(kb.vector_width, i16)
+    words, halves = src.words(80), vector_type(kb.vector_width, i16)
     d = f16_as_f32(kb, kb.insert(llvm.TruncOp(words, halves)))
     dmin = f16_as_f32(kb, kb.insert(llvm.TruncOp(_int(kb, llvm.LShrOp, words, 16), halves)))
     return Superblock(d, kb.fmul(dmin, kb.vconst(-1.0)), _i16_pairs(kb, mins),
@@ -409,7 +404,7 @@ def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratc
         columns = [kb.address(wq, kb.fold_mul(kb.fold_add(j, min(c, cols - 1)), row_bytes), i8)
                    for c in range(width)]
     x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
-    zero = kb.constant(0, vector_of(width, i32))
+    zero = kb.constant(0, vector_type(width, i32))
     with kb.loop(0, k // QK_K, carried=[kb.vconst(0.0)] * rows) as loop:
         blk = loop.iv
         if interleaved:  # one sequential run of groups, which the hardware prefetcher follows

@@ -199,11 +199,7 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
                 else:
                     _emulate_q8_block(kb, block_src, dst, scratch, loop.iv, with_s)
 
-        if isinstance(rows, int) and rows == 1:
-            one_row(0)
-        else:
-            with kb.loop(0, rows) as loop:
-                one_row(loop.iv)
+        kb.for_each(rows, one_row)
 
 
     def tile(first: Index, i: Index, j: Index, rows: int, cols: int, product: int) -> None:

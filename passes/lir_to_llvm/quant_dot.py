@@ -82,7 +82,6 @@ from dataclasses import dataclass
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
     ModuleOp,
     StringAttr,
     VectorType,
@@ -104,8 +103,8 @@ from rlx_mlir.dialects.common import shape_of
 from rlx_mlir.dialects.elementwise_fns import ElementwiseFn
 from rlx_mlir.dialects.mir import activations_of, indices_of
 from rlx_mlir.dialects.rlx import QuantActivations
-from rlx_mlir.passes.lir_to_llvm.attention import rotate_pair, shuffle
-from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span
+from rlx_mlir.passes.lir_to_llvm.attention import rotate_pair
+from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder, Span, vector_type
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
     RuntimeDims,
     is_dynamic,
@@ -292,19 +291,10 @@ def has_int8_kernel(scheme: str) -> bool:
 # ----------------------------------------------------------------------------- helpers
 
 
-def vector_of(lanes: int, element: Attribute) -> VectorType:
-    return VectorType(element, [lanes])
-
-
-def _shuffle(kb: KernelBuilder, a: SSAValue, b: SSAValue, mask: list[int], ty: Attribute) -> SSAValue:
-    return kb.insert(llvm.ShuffleVectorOp(a, b, DenseArrayBase.from_list(i32, mask), ty))
-
 
 def _concat(kb: KernelBuilder, a: SSAValue, b: SSAValue) -> SSAValue:
     """The lanes of a then those of b (vectors of one type)."""
-    ty = a.type
-    lanes = ty.get_shape()[0]
-    return _shuffle(kb, a, b, list(range(2 * lanes)), vector_of(2 * lanes, ty.element_type))
+    return kb.shuffle(a, b, range(2 * a.type.get_shape()[0]))  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def load_at(kb: KernelBuilder, base: SSAValue, byte_offset: Index, ty: Attribute, align: int = 1) -> SSAValue:
@@ -319,7 +309,7 @@ def f16_as_f32(kb: KernelBuilder, raw: SSAValue) -> SSAValue:
     """i16 bits of f16s (scalar or vector) as f32 (F16C: every VNNI CPU has it)."""
     if isinstance(raw.type, VectorType):
         lanes = raw.type.get_shape()[0]
-        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, vector_of(lanes, f16)), vector_of(lanes, f32)))
+        return kb.insert(llvm.FPExtOp(kb.bitcast(raw, vector_type(lanes, f16)), vector_type(lanes, f32)))
     return kb.insert(llvm.FPExtOp(kb.bitcast(raw, f16), f32))
 
 
@@ -340,7 +330,7 @@ def small_int(kb: KernelBuilder, value: SSAValue) -> SSAValue:
     """An f32 (scalar or vector) holding an integer of magnitude < 2^22 as i32: its low
     mantissa bits after adding 1.5·2^23."""
     shifted = kb.insert(llvm.FAddOp(value, kb.constant(MAGIC, value.type)))
-    ty = vector_of(value.type.get_shape()[0], i32) if isinstance(value.type, VectorType) else i32
+    ty = vector_type(value.type.get_shape()[0], i32) if isinstance(value.type, VectorType) else i32
     return kb.sub(kb.bitcast(shifted, ty), kb.constant(0x4B400000, ty))
 
 
@@ -427,7 +417,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     for b in range(per_step):
         if b >= present:
             for first in range(0, BLOCK, lanes):
-                store_at(kb, kb.constant(0, vector_of(lanes, i8)), quants, _position(w, b, first), align=1)
+                store_at(kb, kb.constant(0, vector_type(lanes, i8)), quants, _position(w, b, first), align=1)
             continue
         values = [kb.load(src, b * BLOCK + first, vector=True) for first in range(0, BLOCK, w)]
         largest = kb.fabs(values[0])
@@ -439,7 +429,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
             # no contraction: x·id rounds to f32 first, then to an integer
             q = round_half_away(kb, kb.insert(llvm.FMulOp(v, kb.splat(inverse))))
             as_int = small_int(kb, q)
-            store_at(kb, kb.insert(llvm.TruncOp(as_int, vector_of(w, i8))), quants,
+            store_at(kb, kb.insert(llvm.TruncOp(as_int, vector_type(w, i8))), quants,
                    _position(w, b, t * w), align=1)
             total = q if total is None else kb.insert(llvm.FAddOp(total, q))
         sums = kb.hsum(total)  # an exact integer (|Σ| ≤ 32·127)
@@ -455,7 +445,7 @@ def _quantize_step(kb: KernelBuilder, scheme: Int8Scheme, src: SSAValue,
     for lane, block in enumerate(blocks_of):
         scale = kb.insert(llvm.InsertElementOp(scale, d_lanes[block], kb.constant(lane, i32)))
     store_at(kb, scale, scales, 0)
-    corr = kb.constant(0, vector_of(w, i32)) if scheme.offset else kb.vconst(0.0)
+    corr = kb.constant(0, vector_type(w, i32)) if scheme.offset else kb.vconst(0.0)
     for b in range(present):
         corr = kb.insert(llvm.InsertElementOp(corr, c_lanes[b], kb.constant(_first_lane(w, b), i32)))
     store_at(kb, corr, corrections, 0)
@@ -487,11 +477,7 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, source: Callable[[Inde
             _quantize_step(kb, scheme, kb.address(src, whole * per_step * BLOCK), dst, whole,
                            blocks % per_step)
 
-    if isinstance(rows, int) and rows == 1:
-        one_row(0)
-    else:
-        with kb.loop(0, rows) as loop:
-            one_row(loop.iv)
+    kb.for_each(rows, one_row)
 
 
 # ----------------------------------------------------------------------------- weights
@@ -499,8 +485,8 @@ def _quantize_rows(kb: KernelBuilder, scheme: Int8Scheme, source: Callable[[Inde
 
 def _nibble_bytes(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
     """The 16 nibble bytes of each block side by side (zeros for an absent block)."""
-    parts = [load_at(kb, b, scheme.quants, vector_of(16, i8)) if b is not None
-             else kb.constant(0, vector_of(16, i8)) for b in blocks]
+    parts = [load_at(kb, b, scheme.quants, vector_type(16, i8)) if b is not None
+             else kb.constant(0, vector_type(16, i8)) for b in blocks]
     return parts[0] if len(parts) == 1 else _concat(kb, parts[0], parts[1])
 
 
@@ -518,20 +504,20 @@ def _high_bits(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | No
         for part, shift in ((low[1], 16), (high[0], 32), (high[1], 48)):
             mask = kb.or_(mask, kb.insert(llvm.ShlOp(part, kb.constant(shift, i64))))
         lanes = 64
-    bits = kb.insert(llvm.ZExtOp(kb.bitcast(mask, vector_of(lanes, i1)), vector_of(lanes, i8)))
-    return kb.insert(llvm.ShlOp(bits, kb.constant(4, vector_of(lanes, i8))))
+    bits = kb.insert(llvm.ZExtOp(kb.bitcast(mask, vector_type(lanes, i1)), vector_type(lanes, i8)))
+    return kb.insert(llvm.ShlOp(bits, kb.constant(4, vector_type(lanes, i8))))
 
 
 def _unsigned_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> SSAValue:
     """The unsigned quants u of a step's weight blocks, in the step's byte order."""
     if scheme.bits == 8:
-        parts = [load_at(kb, b, scheme.quants, vector_of(32, i8)) if b is not None
-                 else kb.constant(0, vector_of(32, i8)) for b in blocks]
+        parts = [load_at(kb, b, scheme.quants, vector_type(32, i8)) if b is not None
+                 else kb.constant(0, vector_type(32, i8)) for b in blocks]
         if len(parts) == 1:
             raw = parts[0]
         else:
-            raw = _shuffle(kb, parts[0], parts[1],
-                           [*range(16), *range(32, 48), *range(16, 32), *range(48, 64)], vector_of(64, i8))
+            raw = kb.shuffle(parts[0], parts[1],
+                             [*range(16), *range(32, 48), *range(16, 32), *range(48, 64)])
         if scheme.signed:
             return raw
         # (an absent block's bytes become 128: its x_q are zeros, so they add nothing)
@@ -549,13 +535,13 @@ def _block_f16(kb: KernelBuilder, blocks: list[SSAValue | None], offset: int) ->
     """The f16 at `offset` of each block (None: 0) as f32, in the lanes of its block."""
     if len(blocks) == 1:
         return kb.splat(f16_as_f32(kb, load_at(kb, blocks[0], offset, i16)))
-    pair = kb.constant(0, vector_of(2, i16))
+    pair = kb.constant(0, vector_type(2, i16))
     for lane, block in enumerate(blocks):
         if block is not None:
             pair = kb.insert(llvm.InsertElementOp(pair, load_at(kb, block, offset, i16),
                                                   kb.constant(lane, i32)))
     wide = f16_as_f32(kb, pair)
-    return _shuffle(kb, wide, wide, _lane_blocks(kb.vector_width), kb.vec)
+    return kb.shuffle(wide, wide, _lane_blocks(kb.vector_width))
 
 
 @dataclass(frozen=True)
@@ -570,7 +556,7 @@ class WeightStep:
 
 def _weight_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | None]) -> WeightStep:
     """The step of `blocks` (W/8 block pointers; None: a zero block past the row's end)."""
-    quants = kb.bitcast(_unsigned_step(kb, scheme, blocks), vector_of(kb.vector_width, i32))
+    quants = kb.bitcast(_unsigned_step(kb, scheme, blocks), vector_type(kb.vector_width, i32))
     if scheme.min_at == 2:
         return WeightStep(quants, *_block_d_and_m(kb, blocks))
     m = _block_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
@@ -580,15 +566,15 @@ def _weight_step(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue | 
 def _block_d_and_m(kb: KernelBuilder, blocks: list[SSAValue | None]) -> tuple[SSAValue, SSAValue]:
     """(d, m) of blocks that start with the f16 pair (d, m): one 4-byte load per block and
     one f16 conversion for the whole step, then each spread over its block's lanes."""
-    words = kb.constant(0, vector_of(len(blocks), i32))
+    words = kb.constant(0, vector_type(len(blocks), i32))
     for lane, block in enumerate(blocks):
         if block is not None:
             words = kb.insert(llvm.InsertElementOp(words, load_at(kb, block, 0, i32),
                                                    kb.constant(lane, i32)))
-    pairs = f16_as_f32(kb, kb.bitcast(words, vector_of(2 * len(blocks), i16)))  # d0 m0 d1 m1
+    pairs = f16_as_f32(kb, kb.bitcast(words, vector_type(2 * len(blocks), i16)))  # d0 m0 d1 m1
     lanes = _lane_blocks(kb.vector_width)
-    return (_shuffle(kb, pairs, pairs, [2 * b for b in lanes], kb.vec),
-            _shuffle(kb, pairs, pairs, [2 * b + 1 for b in lanes], kb.vec))
+    return (kb.shuffle(pairs, pairs, [2 * b for b in lanes]),
+            kb.shuffle(pairs, pairs, [2 * b + 1 for b in lanes]))
 
 
 def int8_dot(kb: KernelBuilder, isa: str, acc: SSAValue, unsigned: SSAValue,
@@ -600,9 +586,9 @@ def int8_dot(kb: KernelBuilder, isa: str, acc: SSAValue, unsigned: SSAValue,
         name = "llvm.x86.avx512.vpdpbusd.512" if width == 16 else "llvm.x86.avx512.vpdpbusd.256"
         return _x86(kb, name, [acc, unsigned, signed], acc.type)
     name = "llvm.x86.avx512.pmaddubs.w.512" if width == 16 else "llvm.x86.avx2.pmadd.ub.sw"
-    byte_lanes = vector_of(4 * width, i8)
+    byte_lanes = vector_type(4 * width, i8)
     pairs = _x86(kb, name, [kb.bitcast(unsigned, byte_lanes), kb.bitcast(signed, byte_lanes)],
-                 vector_of(2 * width, i16))
+                 vector_type(2 * width, i16))
     return kb.add(acc, int16_dot(kb, isa, None, pairs, kb.constant(1, pairs.type)))
 
 
@@ -611,7 +597,7 @@ def weight_dot(kb: KernelBuilder, isa: str, scheme: Int8Scheme, acc: SSAValue,
     """acc + the 4-byte dots of each lane of `weights` (the scheme's quants) and x."""
     if not scheme.signed:
         return int8_dot(kb, isa, acc, weights, x)
-    byte_lanes = vector_of(4 * kb.vector_width, i8)
+    byte_lanes = vector_type(4 * kb.vector_width, i8)
     w, xs = kb.bitcast(weights, byte_lanes), kb.bitcast(x, byte_lanes)
     zero = kb.constant(0, byte_lanes)
     negative = kb.icmp("slt", w, zero)
@@ -628,7 +614,7 @@ def int16_dot(kb: KernelBuilder, isa: str, acc: SSAValue | None, a: SSAValue,
               b: SSAValue) -> SSAValue:
     """acc + Σ of 2 i16 × i16 products per i32 lane (exact; acc None: 0)."""
     width = kb.vector_width
-    ivec, words = vector_of(width, i32), vector_of(2 * width, i16)
+    ivec, words = vector_type(width, i32), vector_type(2 * width, i16)
     if isa == VNNI:
         name = "llvm.x86.avx512.vpdpwssd.512" if width == 16 else "llvm.x86.avx512.vpdpwssd.256"
         start = acc if acc is not None else kb.constant(0, ivec)
@@ -669,7 +655,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
     if static_m is not None:
         chunk = min(chunk, static_m)
     scratch = Scratch(*(kb.alloca(chunk * steps * step_bytes, i8) for _ in range(3)), steps, width)
-    ivec = vector_of(width, i32)
+    ivec = vector_type(width, i32)
 
     plan = RowPlan(ns, chunk, static_m, len(symbols), partitioned, (1, width),
                    (COLUMN_TILE_ROWS[width], width), interleaved_scheme(op, width), row_bytes,
@@ -766,7 +752,6 @@ def transpose_quads(kb: KernelBuilder, rows: list[SSAValue]) -> list[SSAValue]:
     128-bit lane), then the 4 × 4 transposes within 128-bit lanes (unpack lo/hi of
     dwords, then of qwords)."""
     width = kb.vector_width
-    ivec = vector_of(width, i32)
     z = []
     for k in range(4):
         parts = [rows[k + 4 * lane] for lane in range(width // 4)]
@@ -778,7 +763,7 @@ def transpose_quads(kb: KernelBuilder, rows: list[SSAValue]) -> list[SSAValue]:
         """Per 128-bit lane L: picks index a's lane (0-3) or b's (4-7)."""
         mask = [4 * lane + p % 4 + (width if p >= 4 else 0)
                 for lane in range(width // 4) for p in picks]
-        return _shuffle(kb, a, b, mask, ivec)
+        return kb.shuffle(a, b, mask)
 
     lo32, hi32, lo64, hi64 = (0, 4, 1, 5), (2, 6, 3, 7), (0, 1, 4, 5), (2, 3, 6, 7)
     t0, t1 = unpack(z[0], z[1], lo32), unpack(z[0], z[1], hi32)
@@ -789,7 +774,7 @@ def transpose_quads(kb: KernelBuilder, rows: list[SSAValue]) -> list[SSAValue]:
 
 def column_f16(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
     """The f16 at `offset` of each block (one per lane) as f32 lanes."""
-    halves = kb.constant(0, vector_of(len(blocks), i16))
+    halves = kb.constant(0, vector_type(len(blocks), i16))
     for lane, block in enumerate(blocks):
         halves = kb.insert(llvm.InsertElementOp(halves, load_at(kb, block, offset, i16),
                                                 kb.constant(lane, i32)))
@@ -798,7 +783,7 @@ def column_f16(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAVal
 
 def column_words(kb: KernelBuilder, blocks: list[SSAValue], offset: int) -> SSAValue:
     """The i32 at `offset` of each block, one per lane."""
-    words = kb.constant(0, vector_of(len(blocks), i32))
+    words = kb.constant(0, vector_type(len(blocks), i32))
     for lane, block in enumerate(blocks):
         words = kb.insert(llvm.InsertElementOp(words, load_at(kb, block, offset, i32),
                                                kb.constant(lane, i32)))
@@ -829,7 +814,7 @@ def _column_weights(kb: KernelBuilder, scheme: Int8Scheme, blocks: list[SSAValue
     """One block of each of W weight rows (`blocks`: its address in each row), transposed
     in registers."""
     quads = [q for half in range(0, 4 * quant_dwords(scheme), 16) for q in transpose_quads(
-        kb, [load_at(kb, b, scheme.quants + half, vector_of(4, i32)) for b in blocks])]
+        kb, [load_at(kb, b, scheme.quants + half, vector_type(4, i32)) for b in blocks])]
     high = column_words(kb, blocks, scheme.high_at) if scheme.high_at is not None else None
     m = column_f16(kb, blocks, scheme.min_at) if scheme.min_at is not None else None
     return ColumnWeights(_unsigned_quads(kb, scheme, quads, high), column_f16(kb, blocks, 0), m)
@@ -841,14 +826,14 @@ def _interleaved_weights(kb: KernelBuilder, scheme: Int8Scheme, name: str,
     address; layout of `rlx_mlir.core.packing.interleave_blocks`): one vector load per
     field and dword."""
     width = kb.vector_width
-    ivec = vector_of(width, i32)
+    ivec = vector_type(width, i32)
 
     def field(offset: int, ty: Attribute, unit: int = 0) -> SSAValue:
         return load_at(kb, group, interleaved_offset(name, width, offset, unit, 0), ty)
 
     quads = [field(scheme.quants, ivec, q) for q in range(quant_dwords(scheme))]
     high = field(scheme.high_at, ivec) if scheme.high_at is not None else None
-    halves = vector_of(width, i16)
+    halves = vector_type(width, i16)
     m = f16_as_f32(kb, field(scheme.min_at, halves)) if scheme.min_at is not None else None
     return ColumnWeights(_unsigned_quads(kb, scheme, quads, high), f16_as_f32(kb, field(0, halves)), m)
 
@@ -883,7 +868,7 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
     wq, out = product_buffers(kb, plan, product)
     n = plan.ns[product]
     row_bytes = blocks * scheme.bytes
-    ivec = vector_of(width, i32)
+    ivec = vector_type(width, i32)
     x_rows = [scratch.row(kb, kb.fold_add(i, r)) for r in range(rows)]
     if plan.interleaved:  # the W rows' blocks are one run of groups of W·bytes
         group_bytes = width * scheme.bytes
@@ -1096,11 +1081,7 @@ def _tile_epilogue(kb: KernelBuilder, plan: RowPlan, first: Index, rows: Index, 
         kb.sweep(0, ncols, lambda c, vector: epilogue(kb.add(base, c), vector),
                  vectors=ncols >= kb.vector_width)
 
-    if isinstance(rows, int) and rows == 1:
-        one_row(0)
-    else:
-        with kb.loop(0, rows) as loop:
-            one_row(loop.iv)
+    kb.for_each(rows, one_row)
 
 
 def _add_residual(kb: KernelBuilder, plan: RowPlan) -> TileEpilogue:
@@ -1154,11 +1135,7 @@ def _rope_tile(kb: KernelBuilder, plan: RowPlan, product: int, first: Index, row
         for pair in range(ncols // 2):
             _rope_pair(kb, rope, values, c_row, s_row, j, pair)
 
-    if isinstance(rows, int) and rows == 1:
-        one_row(0)
-    else:
-        with kb.loop(0, rows) as loop:
-            one_row(loop.iv)
+    kb.for_each(rows, one_row)
 
 
 def _rope_vector(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSAValue,
@@ -1172,13 +1149,13 @@ def _rope_vector(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSA
     def rotate() -> None:
         v = kb.load(values, 0, vector=True)
         first, second = ([2 * (lane // 2) + odd for lane in range(w)] for odd in (0, 1))
-        a, b = shuffle(kb, v, v, first), shuffle(kb, v, v, second)
+        a, b = kb.shuffle(v, v, first), kb.shuffle(v, v, second)
         index = within // 2 if isinstance(within, int) else kb.sdiv(within, 2)
-        halves = (load_at(kb, kb.gep(t, index), 0, vector_of(w // 2, f32), align=4)
+        halves = (load_at(kb, kb.gep(t, index), 0, vector_type(w // 2, f32), align=4)
                   for t in (c_row, s_row))
-        c, s = (shuffle(kb, t, t, [lane // 2 for lane in range(w)]) for t in halves)
+        c, s = (kb.shuffle(t, t, [lane // 2 for lane in range(w)]) for t in halves)
         even, odd = rotate_pair(kb, a, b, c, s)
-        kb.store(shuffle(kb, even, odd, [lane + w * (lane % 2) for lane in range(w)]), values)
+        kb.store(kb.shuffle(even, odd, [lane + w * (lane % 2) for lane in range(w)]), values)
 
     if rope.n_rot == rope.head_dim:
         rotate()
