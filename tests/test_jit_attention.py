@@ -130,6 +130,13 @@ def attention_cases():
         attention_case("D=531 custom", (3, 1062), 5, heads=2, dim=531, kv_heads=1,
                        kind="custom", mask_shape=(3, 5), seed=16,
                        mask_fn=lambda r, s: keep_mask(r, s, dropped_row=0)),
+        # decode (S = 1): rows go in pairs, each with its own q, out, kv head and mask row
+        attention_case("decode bias [B,H,1,T]", (2, 1, 48), 29, heads=3, dim=16, kv_heads=1,
+                       kind="bias", mask_shape=(2, 3, 1, 29), seed=20, mask_fn=bias_mask),
+        attention_case("decode custom D=531", (1, 1593), 18, heads=3, dim=531, kv_heads=3,
+                       kind="custom", mask_shape=(1, 3, 1, 18), seed=21, mask_fn=keep_mask),
+        attention_case("decode gqa 9:3 T=1", (1, 9 * 24), 1, heads=9, dim=24, kv_heads=3,
+                       kind="causal", seed=22),
     ]
 
 
@@ -208,7 +215,8 @@ UNSET = -3.25e38
 """A value no kernel writes: what a part leaves of `out` shows which elements it wrote."""
 PARTITIONED_ATTENTION = ("rank3 none", "rank2 gqa odd D", "causal S<T", "causal S=T",
                          "causal S=1", "causal S=T=1", "custom [B,1,S,T]",
-                         "bias [B,H,S,T] -inf", "D=531 acc in out")
+                         "bias [B,H,S,T] -inf", "D=531 acc in out", "decode bias [B,H,1,T]",
+                         "decode custom D=531", "decode gqa 9:3 T=1")
 PARTITIONED_ROPE = ("half rank2", "interleaved rank3 D=64", "half n_rot<D", "interleaved odd D",
                     "half D=33 n_rot=2")
 PARTITIONED_CASES = [c for c in ATTENTION_CASES + ROPE_CASES
