@@ -1117,84 +1117,73 @@ def _rope_tile(kb: KernelBuilder, plan: RowPlan, product: int, first: Index, row
     and ncols columns): its interleaved pairs (j and ncols are even, and so is the head
     size) by the cos/sin row of their row of x (`rotate_pair`: the bits of `lir.rope`);
     dims past n_rot of a head stay. A whole tile of W columns inside one head's rotated
-    (or kept) dims goes a vector at a time (`_rope_vector`), any other pair by pair. Where
-    the tile's columns fall in their head is worked out once, before the rows."""
+    (or kept) dims goes a vector at a time (`_rope_vector`), any other pair by pair."""
     rope = plan.edges.rope
     assert rope is not None
     cos, sin = edge_pointer(kb, plan, "cos"), edge_pointer(kb, plan, "sin")
     out, n, half = product_buffers(kb, plan, product)[1], plan.ns[product], rope.n_rot // 2
     w = kb.vector_width
+    whole = ncols == w and rope.head_dim % w == 0 and rope.n_rot % w == 0
 
-    def each_row(rotate: Callable[[SSAValue, SSAValue, SSAValue], None]) -> None:
-        def one_row(i: Index) -> None:
-            row = kb.fold_add(first, i)
-            values = kb.gep(out, kb.fold_add(kb.fold_mul(row, n), j))
-            rotate(values, kb.gep(cos, kb.fold_mul(row, half)), kb.gep(sin, kb.fold_mul(row, half)))
+    def one_row(i: Index) -> None:
+        row = kb.fold_add(first, i)
+        values = kb.gep(out, kb.fold_add(kb.fold_mul(row, n), j))
+        c_row, s_row = kb.gep(cos, kb.fold_mul(row, half)), kb.gep(sin, kb.fold_mul(row, half))
+        if whole:
+            _rope_vector(kb, rope, values, c_row, s_row, j)
+            return
+        for pair in range(ncols // 2):
+            _rope_pair(kb, rope, values, c_row, s_row, j, pair)
 
-        kb.for_each(rows, one_row)
-
-    if not (ncols == w and rope.head_dim % w == 0 and rope.n_rot % w == 0):
-        places = [_pair_place(kb, rope, kb.fold_add(j, 2 * pair)) for pair in range(ncols // 2)]
-
-        def pair_by_pair(values: SSAValue, c_row: SSAValue, s_row: SSAValue) -> None:
-            for pair, place in enumerate(places):
-                if place is not None:
-                    _rope_pair(kb, values, c_row, s_row, pair, place)
-
-        each_row(pair_by_pair)
-        return
-    within = j % rope.head_dim if isinstance(j, int) else kb.srem(j, rope.head_dim)
-    index = within // 2 if isinstance(within, int) else kb.sdiv(within, 2)
-
-    def rotate_all() -> None:
-        each_row(lambda values, c_row, s_row: _rope_vector(kb, values, c_row, s_row, index))
-
-    if rope.n_rot == rope.head_dim:
-        rotate_all()
-    elif isinstance(within, int):
-        if within < rope.n_rot:
-            rotate_all()
-    else:  # a tile of kept dims is left as it is, all its rows
-        with kb.if_(kb.icmp("slt", within, rope.n_rot)):
-            rotate_all()
+    kb.for_each(rows, one_row)
 
 
-def _rope_vector(kb: KernelBuilder, values: SSAValue, c_row: SSAValue, s_row: SSAValue,
-                 index: Index) -> None:
-    """values[0:W], W rotated dims of a head from pair `index` (W divides the head size
+def _rope_vector(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSAValue,
+                 s_row: SSAValue, j: Index) -> None:
+    """values[0:W], dims j..j+W of a head (j a multiple of W, which divides the head size
     and n_rot): every lane's pair partner and cos/sin spread by shuffles, each lane
     computed as `rotate_pair` computes it, so the bits are the scalar ones."""
     w = kb.vector_width
-    v = kb.load(values, 0, vector=True)
-    first, second = ([2 * (lane // 2) + odd for lane in range(w)] for odd in (0, 1))
-    a, b = kb.shuffle(v, v, first), kb.shuffle(v, v, second)
-    halves = (load_at(kb, kb.gep(t, index), 0, vector_type(w // 2, f32), align=4)
-              for t in (c_row, s_row))
-    c, s = (kb.shuffle(t, t, [lane // 2 for lane in range(w)]) for t in halves)
-    even, odd = rotate_pair(kb, a, b, c, s)
-    kb.store(kb.shuffle(even, odd, [lane + w * (lane % 2) for lane in range(w)]), values)
+    within = j % rope.head_dim if isinstance(j, int) else kb.srem(j, rope.head_dim)
+
+    def rotate() -> None:
+        v = kb.load(values, 0, vector=True)
+        first, second = ([2 * (lane // 2) + odd for lane in range(w)] for odd in (0, 1))
+        a, b = kb.shuffle(v, v, first), kb.shuffle(v, v, second)
+        index = within // 2 if isinstance(within, int) else kb.sdiv(within, 2)
+        halves = (load_at(kb, kb.gep(t, index), 0, vector_type(w // 2, f32), align=4)
+                  for t in (c_row, s_row))
+        c, s = (kb.shuffle(t, t, [lane // 2 for lane in range(w)]) for t in halves)
+        even, odd = rotate_pair(kb, a, b, c, s)
+        kb.store(kb.shuffle(even, odd, [lane + w * (lane % 2) for lane in range(w)]), values)
+
+    if rope.n_rot == rope.head_dim:
+        rotate()
+    elif isinstance(within, int):
+        if within < rope.n_rot:
+            rotate()
+    else:
+        with kb.if_(kb.icmp("slt", within, rope.n_rot)):
+            rotate()
 
 
-def _pair_place(kb: KernelBuilder, rope: RopeEdge, column: Index
-                ) -> tuple[Index, SSAValue | None] | None:
-    """Where the pair at `column` of the product falls in its head: (its cos/sin index,
-    the run-time test that it is rotated, or None when it always is), or None for a pair
-    known to be kept (a static column past n_rot)."""
+def _rope_pair(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSAValue,
+               s_row: SSAValue, j: Index, pair: int) -> None:
+    """values[2·pair], values[2·pair + 1]: the pair at dim j + 2·pair of the product."""
+    half = rope.n_rot // 2
+    column = kb.fold_add(j, 2 * pair)
     if isinstance(column, int):  # a static tile: the pair's dim is known
-        within = column % rope.head_dim
-        return None if within >= rope.n_rot else (within // 2, None)
-    within = kb.srem(column, rope.head_dim)
-    index = kb.fold_min(kb.sdiv(within, 2), rope.n_rot // 2 - 1)  # a kept dim reads a cos too
-    return index, kb.icmp("slt", within, rope.n_rot) if rope.n_rot < rope.head_dim else None
-
-
-def _rope_pair(kb: KernelBuilder, values: SSAValue, c_row: SSAValue, s_row: SSAValue,
-               pair: int, place: tuple[Index, SSAValue | None]) -> None:
-    """values[2·pair], values[2·pair + 1]: one pair of the tile, at `place` (`_pair_place`)."""
-    index, rotated = place
+        if column % rope.head_dim >= rope.n_rot:
+            return
+        within: Index = column % rope.head_dim
+        index: Index = within // 2
+    else:
+        within = kb.srem(column, rope.head_dim)
+        index = kb.fold_min(kb.sdiv(within, 2), half - 1)  # a kept dim reads a cos too
     a, b = kb.load(values, 2 * pair), kb.load(values, 2 * pair + 1)
     ra, rb = rotate_pair(kb, a, b, kb.load(c_row, index), kb.load(s_row, index))
-    if rotated is not None:
+    if not isinstance(within, int) and rope.n_rot < rope.head_dim:
+        rotated = kb.icmp("slt", within, rope.n_rot)
         ra, rb = kb.select(rotated, ra, a), kb.select(rotated, rb, b)
     kb.store(ra, values, 2 * pair)
     kb.store(rb, values, 2 * pair + 1)
