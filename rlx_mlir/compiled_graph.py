@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import mmap
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -47,7 +48,6 @@ from rlx_mlir.core.dtypes import numpy_type
 from rlx_mlir.core.errors import ArgumentError, GraphError, RlxError
 from rlx_mlir.core.packing import from_layout, parse_interleaved, to_layout
 from rlx_mlir.core.target import Target
-from rlx_mlir.host_memory import aligned_empty, drop_mapped_pages, return_freed_memory, weight_slab
 from rlx_mlir.ir import module_text, parse_module
 from rlx_mlir.pipeline import STAGES, PipelineOptions, lower_stages, stage_of
 from rlx_mlir.runtime import ThreadTeam, default_threads
@@ -55,6 +55,8 @@ from rlx_mlir.state import StateStore
 
 if TYPE_CHECKING:
     from rlx_mlir.profiling import Profile
+
+ARENA_ALIGNMENT = 64
 
 Rebuild = Callable[..., "CompiledGraph"]
 """How the compiler builds this model's source again: `rebuild(options, bound, threads,
@@ -111,7 +113,7 @@ class CompiledGraph:
                 f"params: {', '.join(unbound)} must be bound at compile time (params=...): "
                 "the compiled code reads them in a packed layout"
             )
-        self._arena = aligned_empty(self.arena_bytes)
+        self._arena = _aligned_empty(self.arena_bytes)
         self._lock = threading.Lock()
         argtypes = ([ctypes.c_int64 if a.dtype == INDEX_DTYPE else ctypes.c_void_p for a in abi.args]
                     + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p])
@@ -119,7 +121,7 @@ class CompiledGraph:
         wanted = default_threads() if threads is None else threads
         self.threads: int = wanted if abi.parallel else 1
         """Threads a call uses (1 when no kernel is large enough to split)."""
-        self._sync = aligned_empty(sync_bytes(self.threads))
+        self._sync = _aligned_empty(sync_bytes(self.threads))
         self._sync[:] = 0
         self._team: ThreadTeam | None = None
         # Precomputed once: the per-call path only binds arguments and calls.
@@ -137,40 +139,25 @@ class CompiledGraph:
         """The bound of each symbol: the largest size a call may give it."""
 
     def _bind_params(self, params: Mapping[str, Any]) -> BoundParams:
-        """Copies of the bound params, in the layout the compiled code reads, side by side
-        in one huge-page slab (`host_memory.weight_slab`: a decode step streams them all):
-        a weight with `rlx.layout = "packed_rhs"` is packed once here (`pack_rhs` for the
+        """Copies of the bound params, in the layout the compiled code reads: a weight
+        with `rlx.layout = "packed_rhs"` is packed once here (`pack_rhs` for the
         vector width of the compiled kernels), one with `interleaved:<scheme>:<W>` is
-        interleaved once (`interleave_blocks`), never per call. A weight viewing a file
-        mapping (GGUF) has its file pages dropped once copied."""
+        interleaved once (`interleave_blocks`), never per call."""
         specs = {a.name: a for a in self.signature.args}
-        arrays, layouts = {}, {}
+        bound, layouts = {}, {}
         for name, value in params.items():
             if name not in specs or specs[name].role != ROLE_PARAM:
                 known = ", ".join(a.name for a in self.signature.args if a.role == ROLE_PARAM) or "none"
                 raise ArgumentError(f"params: {name!r} is not a param of {self.signature.name!r} (params: {known})")
-            arrays[name] = convert(specs[name], value)
+            array = convert(specs[name], value)
             layout = self._layout_of(name)
             if layout is not None:
-                layouts[name] = layout
-
-        def packed(name: str, source: np.ndarray) -> np.ndarray:
-            return self._pack(name, source, layouts[name]) if name in layouts else source
-
-        def place(name: str, destination: np.ndarray) -> None:
-            source = arrays[name]
-            destination[...] = packed(name, source)
-            drop_mapped_pages(source)
-
-        bound = weight_slab(arrays, place)
-        for name, array in bound.items():
-            if array is not arrays[name]:
-                array.flags.writeable = False  # params are read, never written
-            elif name in layouts:  # too few bytes for a slab: arrays of their own
-                bound[name] = self._pack(name, array, layouts[name])
-                drop_mapped_pages(array)
-            elif array.flags.writeable:  # a read-only one (a mapped file) cannot change
-                bound[name] = array.copy()
+                bound[name], layouts[name] = self._pack(name, array, layout), layout
+                _drop_mapped_pages(array)
+            else:
+                # A read-only array (a memory-mapped weight) cannot change under us: bind it
+                # as is, so a model's weights are not copied into memory a second time.
+                bound[name] = array if not array.flags.writeable else array.copy()
         return BoundParams(bound, layouts)
 
     def _layout_of(self, name: str) -> tuple[str, int] | None:
@@ -421,7 +408,7 @@ class CompiledGraph:
         instrumented build keeps its event log after the plan)."""
         with self._lock:
             if self._arena.nbytes < nbytes:
-                self._arena = aligned_empty(nbytes)
+                self._arena = _aligned_empty(nbytes)
                 self._arena_address = self._arena.ctypes.data
             return self._arena
 
@@ -433,7 +420,7 @@ class CompiledGraph:
         self._stages = {}
         self._executable.llvm_ir = None
         gc.collect()
-        return_freed_memory()
+        _return_freed_memory()
 
     def mlir(self, stage: str = "hir") -> str:
         """The module text at `stage`: hir (as built), mir (after mir-fuse), lir (after
@@ -504,6 +491,43 @@ class CompiledGraph:
 _NO_LOCK = contextlib.nullcontext()
 
 
+def _return_freed_memory() -> None:
+    """Hand the heap pages compilation freed back to the OS (glibc keeps them otherwise)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+MADV_DONTNEED = 4
+"""madvise's advice that drops a range's pages from the process (Linux)."""
+
+
+def _drop_mapped_pages(array: np.ndarray) -> None:
+    """Drop the resident pages of a view of a read-only file mapping (a GGUF weight) once
+    it has been repacked into a copy: binding a model then holds at most one weight's
+    file pages next to the copies, not the whole file (Gemma 3 270M's peak while loading
+    was 949 MB). Only file-backed views: the kernel reads a dropped page back from the
+    file if the view is used again, where an anonymous page would come back as zeros."""
+    if array.flags.writeable or not _maps_a_file(array) or array.nbytes == 0:
+        return
+    page = mmap.PAGESIZE
+    start = -(-array.ctypes.data // page) * page  # whole pages inside the view only
+    end = (array.ctypes.data + array.nbytes) // page * page
+    if end > start:
+        with contextlib.suppress(OSError, AttributeError, TypeError):  # no libc madvise
+            ctypes.CDLL(None, use_errno=True).madvise(
+                ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_DONTNEED)
+
+
+def _maps_a_file(array: np.ndarray) -> bool:
+    """Whether `array` views a read-only `mmap.mmap` (through numpy bases and
+    memoryviews): a copy-on-write mapping may hold changed private pages, which dropping
+    would turn back into the file's bytes."""
+    base: Any = array
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    return isinstance(base, mmap.mmap) and memoryview(base).readonly
+
+
 def _check_out(spec: ArgSpec, array: Any, sizes: Mapping[str, int]) -> None:
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"out {spec.name!r}: expected a numpy array, got {type(array).__name__}")
@@ -519,6 +543,13 @@ def _check_out(spec: ArgSpec, array: Any, sizes: Mapping[str, int]) -> None:
         problems.append("a writable array")
     if problems:
         raise ArgumentError(f"out {spec.name!r}: expected {', '.join(problems)}")
+
+
+def _aligned_empty(nbytes: int) -> np.ndarray:
+    """A byte buffer whose data pointer is ARENA_ALIGNMENT-aligned."""
+    raw = np.empty(nbytes + ARENA_ALIGNMENT, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ARENA_ALIGNMENT
+    return raw[offset : offset + nbytes]
 
 
 __all__ = ["CompiledGraph"]
