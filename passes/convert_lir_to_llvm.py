@@ -28,7 +28,7 @@ ops remain.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
@@ -107,12 +107,14 @@ from rlx_mlir.passes.lir_to_llvm.kernels import (
 )
 from rlx_mlir.passes.lir_to_llvm.parallel import (
     BARRIER_MODES,
+    CLAIMS_PREFIX,
     build_barrier,
     build_serial_wrapper,
     build_worker_loop,
+    claim_counter_global,
 )
 from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
-from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots
+from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots, takes_claims
 from rlx_mlir.passes.lir_to_llvm.scan import CarryScanStatus, LowerScan, incoming_status
 from rlx_mlir.passes.phases import name_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
@@ -347,22 +349,36 @@ class LowerKernel(RewritePattern):
     """Kernels whose operands share memory (in-place reuse): their pointers are not noalias."""
     profile: bool = False
     """Mark each call with what it runs, for `instrument_entries` (the profiled build)."""
+    claim_counters: list[llvm.GlobalOp] = field(default_factory=list)
+    """The claim counter of each call site whose kernel takes one (`takes_claims`), for
+    the pass to add to the module."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, lir.KernelOp):
             return
         graph = _graph_function(op)
-        name = self._kernel(op, graph, is_parallel(op))
+        parallel = is_parallel(op)
+        name = self._kernel(op, graph, parallel)
         part, parts = _entry_arg(graph, ROLE_PART), _entry_arg(graph, ROLE_PARTS)
         pointers = [_cast(rewriter, v, PTR) for v in memref_operands(op)]
         indices = [_cast(rewriter, v, i64) for v in op.operands if not isinstance(v.type, MemRefType)]
         sizes = [_symbol_arg(graph, symbol) for symbol in kernel_symbols(op)]
+        claims = [self._claim_counter(rewriter)] if parallel and takes_claims(op) else []
         checked = is_checked(op)
-        call = llvm.CallOp(name, *pointers, *indices, *sizes, part, parts,
+        call = llvm.CallOp(name, *pointers, *indices, *sizes, *claims, part, parts,
                            return_type=i32 if checked else None)
         if self.profile:
             mark_site(call, op)
         rewriter.replace(op, call, new_results=[])
+
+    def _claim_counter(self, rewriter: PatternRewriter) -> SSAValue:
+        """The address of a new claim counter, one per call site: two call sites of one
+        kernel may run with no barrier between them."""
+        counter = claim_counter_global(f"{CLAIMS_PREFIX}{len(self.claim_counters)}")
+        self.claim_counters.append(counter)
+        address = llvm.AddressOfOp(counter.sym_name.data, llvm.LLVMPointerType())
+        rewriter.insert(address)
+        return address.result
 
     def _kernel(self, op: Operation, graph: Operation, parallel: bool) -> str:
         """The function to call with (pointers..., part, parts), built on first use."""
@@ -498,10 +514,11 @@ class ConvertLirToLlvmPass(ModulePass):
         if self.profile:
             name_origins(op)
             name_phases(op)  # a module written at the lir stage has none yet
+        kernels = LowerKernel(width, {}, in_place, self.profile)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
             [LowerScan()],  # loops around the body kernels, lowered by the next group
-            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place, self.profile)],
+            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), kernels],
             [LowerReturn(), CarryScanStatus()],
         ):
             PatternRewriteWalker(  # a kernel's call keeps the kernel op's location
@@ -509,6 +526,7 @@ class ConvertLirToLlvmPass(ModulePass):
                 apply_recursively=False,
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
+        op.body.block.add_ops(kernels.claim_counters)
         if self.profile:
             instrument_entries(op)
         add_thread_support(op)

@@ -11,8 +11,10 @@ so an oversubscribed machine still makes progress. The atomics are x86 inline as
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import i32, i64
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
 
 from rlx_mlir.core.abi import (
@@ -72,8 +74,7 @@ def build_barrier() -> list[llvm.FuncOp]:
         with kb.if_(kb.icmp("ne", mode, BARRIER_MODES["release"])):
             count = kb.add(_load(kb, own_count), 1)
             _store(kb, count, own_count)
-            arrived = _asm(kb, "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}",
-                           [kb.index(1), arrivals], i64)
+            arrived = _fetch_add(kb, arrivals)
             everyone = kb.mul(count, parts)
             with kb.if_(kb.icmp("eq", mode, BARRIER_MODES[None])):
                 with kb.if_(kb.icmp("eq", kb.add(arrived, 1), everyone)):
@@ -90,6 +91,54 @@ def build_barrier() -> list[llvm.FuncOp]:
     declaration = llvm.FuncOp(SCHED_YIELD, llvm.LLVMFunctionType([], i32),
                               linkage=llvm.LinkageAttr("external"), body=Region())
     return [kb.finish(), declaration]
+
+
+CLAIM_COUNTER_WORDS = 16
+"""i64 words of a claim counter's global: the counter is word 8, so its cache line lies
+inside the global (whatever the global's 8-byte alignment) and no other data shares it."""
+CLAIM_WORD = 8
+CLAIMS_PREFIX = "rlx_claims_"
+"""Symbol prefix of the claim counters' globals (one per call site)."""
+
+
+def claim_counter_global(name: str) -> llvm.GlobalOp:
+    """The zeroed internal global of one call site's claim counter (`claimed_chunks`)."""
+    words = llvm.LLVMArrayType(CLAIM_COUNTER_WORDS, i64)
+    zeros = DenseIntOrFPElementsAttr.from_list(TensorType(i64, [CLAIM_COUNTER_WORDS]),
+                                               [0] * CLAIM_COUNTER_WORDS)
+    return llvm.GlobalOp(words, name, "internal", value=zeros, alignment=64)
+
+
+def claimed_chunks(kb: KernelBuilder, counter: SSAValue, count: SSAValue,
+                   body: Callable[[SSAValue], None]) -> None:
+    """body(c) for the chunks c in [0, count) that this thread claims: every thread of the
+    kernel takes tickets from the call site's counter (`lock xadd`) until one is past the
+    last chunk, so a thread that runs slower (another process on its core, a busier
+    memory channel) takes fewer chunks instead of holding the barrier after the kernel.
+    With P threads the tickets of one use are exactly 0 .. count + P - 1 (each thread
+    ends on one failing ticket); the thread holding the last one is the last to touch
+    the counter and puts it back to 0 for the next use, which starts after a barrier or
+    in the next call. `counter` points at the word `CLAIM_WORD` of a
+    `claim_counter_global`; every thread must call this with the same count (a
+    partitioned kernel: `parts` is its last argument)."""
+    parts = kb.args[-1]
+    header = kb.new_block([i64])
+    work, done = kb.new_block(), kb.new_block()
+    kb.insert(llvm.BrOp(header, _fetch_add(kb, counter)))
+    kb.move_to(header)
+    (ticket,) = header.args
+    kb.insert(llvm.CondBrOp(kb.icmp("slt", ticket, count), work, [], done, []))
+    kb.move_to(work)
+    body(ticket)
+    kb.insert(llvm.BrOp(header, _fetch_add(kb, counter)))
+    kb.move_to(done)
+    with kb.if_(kb.icmp("eq", ticket, kb.sub(kb.add(count, parts), 1))):
+        _store(kb, kb.index(0), counter)
+
+
+def _fetch_add(kb: KernelBuilder, address: SSAValue) -> SSAValue:
+    """The i64 at `address`, atomically incremented (`lock xadd`)."""
+    return _asm(kb, "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}", [kb.index(1), address], i64)
 
 
 def _load(kb: KernelBuilder, address: SSAValue) -> SSAValue:

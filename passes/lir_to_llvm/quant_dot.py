@@ -93,7 +93,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core.packing import interleaved_offset
@@ -115,6 +115,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     runtime_rows,
 )
 from rlx_mlir.passes.lir_to_llvm.elementwise import glu_function
+from rlx_mlir.passes.lir_to_llvm.parallel import CLAIM_WORD, claimed_chunks
 from rlx_mlir.passes.lir_to_llvm.reductions import rms_norm_row
 from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
@@ -981,11 +982,21 @@ def q8_pointers(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> int:
     return 1 + 2 * products + Edges.of(op).pointers
 
 
+def takes_claims(op: Operation) -> bool:
+    """Whether `op`'s partitioned kernel takes a claim counter (`q8_arguments`): the q8
+    products, whose one-row calls share their panels by claims (`claimed_panels`)."""
+    return (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
+            and activations_of(op) == QuantActivations.Q8)
+
+
 def q8_arguments(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, symbols: int,
                  partitioned: bool) -> list[Attribute]:
     """A q8 kernel's argument types: its pointers (`q8_pointers`), the edges' i64 indices,
-    the sizes of its `symbols`, and (part, parts) when partitioned."""
-    return [PTR] * q8_pointers(op) + [i64] * (Edges.of(op).indices + symbols + 2 * partitioned)
+    the sizes of its `symbols`, and when partitioned its claim counter (a pointer into
+    the call site's `claim_counter_global`: one-row calls share the work by claims) and
+    (part, parts)."""
+    return ([PTR] * q8_pointers(op) + [i64] * (Edges.of(op).indices + symbols)
+            + ([PTR, i64, i64] if partitioned else []))
 
 
 @dataclass(frozen=True)
@@ -1189,6 +1200,26 @@ def _rope_pair(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSAVa
     kb.store(rb, values, 2 * pair + 1)
 
 
+CLAIMS_PER_PART = 4
+"""A one-row q8 kernel cuts its column panels into about this many claims per thread
+(llama.cpp's mat-vec: chunks when there are at least 4 per thread), each at least one
+panel: enough for a slower thread to hand work over, few enough atomics per kernel."""
+
+
+def claimed_panels(kb: KernelBuilder, panels: int, emit: Callable[[Index, Index], None]) -> None:
+    """emit(lo, hi) for the ranges of column panels this part claims (`claimed_chunks`)
+    out of `panels`, cut into about CLAIMS_PER_PART ranges per part; one range with one
+    part. The ranges are disjoint and cover the panels whoever claims them, and a
+    panel's numbers do not depend on its range."""
+    counter, _, parts = kb.args[-3:]
+    wanted = kb.select(kb.icmp("eq", parts, 1), kb.index(1), kb.mul(parts, CLAIMS_PER_PART))
+    per_claim = kb.fold_max(kb.sdiv(kb.index(panels), wanted), 1)
+    claims = kb.sdiv(kb.add(kb.index(panels), kb.sub(per_claim, 1)), per_claim)
+    word = kb.gep(counter, CLAIM_WORD, i64)
+    claimed_chunks(kb, word, claims, lambda claim: emit(
+        kb.mul(claim, per_claim), kb.fold_min(kb.mul(kb.add(claim, 1), per_claim), kb.index(panels))))
+
+
 def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
                weight_bytes: int) -> SSAValue:
     """Into how many groups the parts of a kernel split m rows of x: the largest power of
@@ -1236,11 +1267,13 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
         rows_per_tile, cols = plan.single if single else plan.multi
         panels = [-(-n // cols) for n in ranges]
 
-        def emit(rows_span: tuple[Index, Index], spans: list[tuple[Span, SSAValue | None]]) -> None:
+        def emit(rows_span: tuple[Index, Index], spans: list[tuple[Span, SSAValue | None]],
+                 quantized: bool = False) -> None:
             """rows_span: the rows of x; spans: each product's weight rows, and when they
-            may be empty, the test."""
+            may be empty, the test; `quantized`: the rows are in the scratch already."""
             def chunk_body(first: Index, rows: Index) -> None:
-                quantize(first, rows)
+                if not quantized:
+                    quantize(first, rows)
                 for product, (weight_rows, present) in enumerate(spans):
                     n = ns[product]
 
@@ -1272,9 +1305,9 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
             return
         part, parts = kb.args[-2:]
         if single:
-            lo, hi = kb.part_range(sum(panels), part, parts)
-            with kb.if_(kb.icmp("slt", lo, hi)):
-                emit((0, m), product_spans(kb, ranges, cols, lo, hi))
+            quantize(0, m)  # every part: one row is cheaper to quantize than to share
+            claimed_panels(kb, sum(panels), lambda lo, hi: emit(
+                (0, m), product_spans(kb, ranges, cols, lo, hi), quantized=True))
             return
         groups = row_groups(kb, m, parts, rows_per_tile, sum(ns) * plan.row_bytes)
         first, last = kb.part_range(m, kb.srem(part, groups), groups)
