@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -68,6 +68,7 @@ from rlx_mlir.core.abi import (
     ARG_UPDATE,
     BARRIER,
     CACHE_DIMS,
+    CLAIM_SLOTS,
     ENTRY_EXTRA_ROLES,
     MAX_DIMS,
     NAIVE_BYTES,
@@ -78,8 +79,10 @@ from rlx_mlir.core.abi import (
     ROLE_STATE,
     ROLE_SYNC,
     SERIAL_SUFFIX,
+    SYNC_LINE_BYTES,
     UPDATE_APPEND,
     UPDATE_ASSIGN,
+    claim_offset,
 )
 from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.errors import RlxError
@@ -107,11 +110,9 @@ from rlx_mlir.passes.lir_to_llvm.kernels import (
 )
 from rlx_mlir.passes.lir_to_llvm.parallel import (
     BARRIER_MODES,
-    CLAIMS_PREFIX,
     build_barrier,
     build_serial_wrapper,
     build_worker_loop,
-    claim_counter_global,
 )
 from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
 from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots, takes_claims
@@ -349,9 +350,9 @@ class LowerKernel(RewritePattern):
     """Kernels whose operands share memory (in-place reuse): their pointers are not noalias."""
     profile: bool = False
     """Mark each call with what it runs, for `instrument_entries` (the profiled build)."""
-    claim_counters: list[llvm.GlobalOp] = field(default_factory=list)
-    """The claim counter of each call site whose kernel takes one (`takes_claims`), for
-    the pass to add to the module."""
+    claim_slots: dict[Operation, int] = field(default_factory=dict)
+    """Graph function -> the claim counters its call sites took so far (`takes_claims`):
+    the pass records the count on the function's barrier-state argument."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, lir.KernelOp):
@@ -363,7 +364,7 @@ class LowerKernel(RewritePattern):
         pointers = [_cast(rewriter, v, PTR) for v in memref_operands(op)]
         indices = [_cast(rewriter, v, i64) for v in op.operands if not isinstance(v.type, MemRefType)]
         sizes = [_symbol_arg(graph, symbol) for symbol in kernel_symbols(op)]
-        claims = [self._claim_counter(rewriter)] if parallel and takes_claims(op) else []
+        claims = [self._claim_counter(graph, parts, rewriter)] if parallel and takes_claims(op) else []
         checked = is_checked(op)
         call = llvm.CallOp(name, *pointers, *indices, *sizes, *claims, part, parts,
                            return_type=i32 if checked else None)
@@ -371,12 +372,18 @@ class LowerKernel(RewritePattern):
             mark_site(call, op)
         rewriter.replace(op, call, new_results=[])
 
-    def _claim_counter(self, rewriter: PatternRewriter) -> SSAValue:
-        """The address of a new claim counter, one per call site: two call sites of one
-        kernel may run with no barrier between them."""
-        counter = claim_counter_global(f"{CLAIMS_PREFIX}{len(self.claim_counters)}")
-        self.claim_counters.append(counter)
-        address = llvm.AddressOfOp(counter.sym_name.data, llvm.LLVMPointerType())
+    def _claim_counter(self, graph: Operation, parts: SSAValue, rewriter: PatternRewriter) -> SSAValue:
+        """The address of a new claim counter in the barrier state, one per call site (two
+        call sites of one kernel may run with no barrier between them), at
+        `claim_offset(parts, slot)`: each compiled graph has its own, so two of them
+        sharing an executable run at once."""
+        slot = self.claim_slots.get(graph, 0)
+        self.claim_slots[graph] = slot + 1
+        lines = llvm.MulOp(parts, _constant(rewriter, SYNC_LINE_BYTES, i64))
+        rewriter.insert(lines)
+        offset = llvm.AddOp(lines.res, _constant(rewriter, claim_offset(0, slot), i64))
+        rewriter.insert(offset)
+        address = llvm.GEPOp.from_mixed_indices(_entry_arg(graph, ROLE_SYNC), [offset.res], i8)
         rewriter.insert(address)
         return address.result
 
@@ -434,6 +441,13 @@ def _partitioned_builder(op: Operation) -> KernelBuilderFn:
             "builder (lir-parallelize marks only kernels that have one)"
         )
     return record.build_partitioned()
+
+
+def _set_arg_attr(function: llvm.FuncOp, index: int, name: str, value: Attribute) -> None:
+    """Put `name = value` on the attributes of `function`'s argument `index`."""
+    attrs = list(function.arg_attrs.data)
+    attrs[index] = DictionaryAttr({**attrs[index].data, name: value})
+    function.properties["arg_attrs"] = ArrayAttr(attrs)
 
 
 def _drop_noalias(kernel: llvm.FuncOp) -> None:
@@ -526,7 +540,8 @@ class ConvertLirToLlvmPass(ModulePass):
                 apply_recursively=False,
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
-        op.body.block.add_ops(kernels.claim_counters)
+        for graph, slots in kernels.claim_slots.items():
+            _set_arg_attr(graph, len(graph.body.block.args) - 1, CLAIM_SLOTS, IntegerAttr(slots, i64))
         if self.profile:
             instrument_entries(op)
         add_thread_support(op)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i32, i64
+from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
 
 from rlx_mlir.core.abi import (
@@ -93,22 +93,6 @@ def build_barrier() -> list[llvm.FuncOp]:
     return [kb.finish(), declaration]
 
 
-CLAIM_COUNTER_WORDS = 16
-"""i64 words of a claim counter's global: the counter is word 8, so its cache line lies
-inside the global (whatever the global's 8-byte alignment) and no other data shares it."""
-CLAIM_WORD = 8
-CLAIMS_PREFIX = "rlx_claims_"
-"""Symbol prefix of the claim counters' globals (one per call site)."""
-
-
-def claim_counter_global(name: str) -> llvm.GlobalOp:
-    """The zeroed internal global of one call site's claim counter (`claimed_chunks`)."""
-    words = llvm.LLVMArrayType(CLAIM_COUNTER_WORDS, i64)
-    zeros = DenseIntOrFPElementsAttr.from_list(TensorType(i64, [CLAIM_COUNTER_WORDS]),
-                                               [0] * CLAIM_COUNTER_WORDS)
-    return llvm.GlobalOp(words, name, "internal", value=zeros, alignment=64)
-
-
 def claimed_chunks(kb: KernelBuilder, counter: SSAValue, count: SSAValue,
                    body: Callable[[SSAValue], None]) -> None:
     """body(c) for the chunks c in [0, count) that this thread claims: every thread of the
@@ -118,9 +102,9 @@ def claimed_chunks(kb: KernelBuilder, counter: SSAValue, count: SSAValue,
     With P threads the tickets of one use are exactly 0 .. count + P - 1 (each thread
     ends on one failing ticket); the thread holding the last one is the last to touch
     the counter and puts it back to 0 for the next use, which starts after a barrier or
-    in the next call. `counter` points at the word `CLAIM_WORD` of a
-    `claim_counter_global`; every thread must call this with the same count (a
-    partitioned kernel: `parts` is its last argument)."""
+    in the next call. `counter` points at the call site's counter in the barrier state
+    (`claim_offset`); every thread must call this with the same count (a partitioned
+    kernel: `parts` is its last argument)."""
     parts = kb.args[-1]
     header = kb.new_block([i64])
     work, done = kb.new_block(), kb.new_block()

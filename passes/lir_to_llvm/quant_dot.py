@@ -115,7 +115,7 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     runtime_rows,
 )
 from rlx_mlir.passes.lir_to_llvm.elementwise import glu_function
-from rlx_mlir.passes.lir_to_llvm.parallel import CLAIM_WORD, claimed_chunks
+from rlx_mlir.passes.lir_to_llvm.parallel import claimed_chunks
 from rlx_mlir.passes.lir_to_llvm.reductions import rms_norm_row
 from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
@@ -992,9 +992,8 @@ def takes_claims(op: Operation) -> bool:
 def q8_arguments(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, symbols: int,
                  partitioned: bool) -> list[Attribute]:
     """A q8 kernel's argument types: its pointers (`q8_pointers`), the edges' i64 indices,
-    the sizes of its `symbols`, and when partitioned its claim counter (a pointer into
-    the call site's `claim_counter_global`: one-row calls share the work by claims) and
-    (part, parts)."""
+    the sizes of its `symbols`, and when partitioned its call site's claim counter (in
+    the barrier state: one-row calls share part of the work by claims) and (part, parts)."""
     return ([PTR] * q8_pointers(op) + [i64] * (Edges.of(op).indices + symbols)
             + ([PTR, i64, i64] if partitioned else []))
 
@@ -1200,24 +1199,30 @@ def _rope_pair(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSAVa
     kb.store(rb, values, 2 * pair + 1)
 
 
-CLAIMS_PER_PART = 4
-"""A one-row q8 kernel cuts its column panels into about this many claims per thread
-(llama.cpp's mat-vec: chunks when there are at least 4 per thread), each at least one
-panel: enough for a slower thread to hand work over, few enough atomics per kernel."""
+CLAIMED_SHARE = 4
+"""A one-row q8 kernel splits the first (CLAIMED_SHARE - 1)/CLAIMED_SHARE of its column
+panels statically (each part a contiguous range, no atomics) and the rest by claims of
+about half a part's static range each: a thread that ran slower takes fewer of them."""
 
 
 def claimed_panels(kb: KernelBuilder, panels: int, emit: Callable[[Index, Index], None]) -> None:
-    """emit(lo, hi) for the ranges of column panels this part claims (`claimed_chunks`)
-    out of `panels`, cut into about CLAIMS_PER_PART ranges per part; one range with one
-    part. The ranges are disjoint and cover the panels whoever claims them, and a
-    panel's numbers do not depend on its range."""
-    counter, _, parts = kb.args[-3:]
-    wanted = kb.select(kb.icmp("eq", parts, 1), kb.index(1), kb.mul(parts, CLAIMS_PER_PART))
-    per_claim = kb.fold_max(kb.sdiv(kb.index(panels), wanted), 1)
-    claims = kb.sdiv(kb.add(kb.index(panels), kb.sub(per_claim, 1)), per_claim)
-    word = kb.gep(counter, CLAIM_WORD, i64)
-    claimed_chunks(kb, word, claims, lambda claim: emit(
-        kb.mul(claim, per_claim), kb.fold_min(kb.mul(kb.add(claim, 1), per_claim), kb.index(panels))))
+    """emit(lo, hi) for this part's ranges of column panels out of `panels`: its static
+    range of the first ones, then the ranges of the rest it claims (`claimed_chunks`).
+    The ranges are disjoint and cover the panels whoever claims them, and a panel's
+    numbers do not depend on its range."""
+    counter, part, parts = kb.args[-3:]
+    shared = panels // CLAIMED_SHARE
+    lo, hi = kb.part_range(panels - shared, part, parts)
+    with kb.if_(kb.icmp("slt", lo, hi)):
+        emit(lo, hi)
+    if not shared:
+        return
+    per_claim = kb.fold_max(kb.sdiv(kb.index(shared), kb.mul(parts, 2)), 1)
+    claims = kb.sdiv(kb.add(kb.index(shared), kb.sub(per_claim, 1)), per_claim)
+    first = panels - shared
+    claimed_chunks(kb, counter, claims, lambda claim: emit(
+        kb.add(kb.mul(claim, per_claim), first),
+        kb.fold_min(kb.add(kb.mul(kb.add(claim, 1), per_claim), first), kb.index(panels))))
 
 
 def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
