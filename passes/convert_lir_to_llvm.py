@@ -28,7 +28,7 @@ ops remain.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -68,7 +68,6 @@ from rlx_mlir.core.abi import (
     ARG_UPDATE,
     BARRIER,
     CACHE_DIMS,
-    CLAIM_SLOTS,
     ENTRY_EXTRA_ROLES,
     MAX_DIMS,
     NAIVE_BYTES,
@@ -79,10 +78,8 @@ from rlx_mlir.core.abi import (
     ROLE_STATE,
     ROLE_SYNC,
     SERIAL_SUFFIX,
-    SYNC_LINE_BYTES,
     UPDATE_APPEND,
     UPDATE_ASSIGN,
-    claim_offset,
 )
 from rlx_mlir.core.dtypes import element_bytes
 from rlx_mlir.core.errors import RlxError
@@ -115,7 +112,7 @@ from rlx_mlir.passes.lir_to_llvm.parallel import (
     build_worker_loop,
 )
 from rlx_mlir.passes.lir_to_llvm.profile import instrument_entries, mark_site, name_origins
-from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots, takes_claims
+from rlx_mlir.passes.lir_to_llvm.quant_dot import mark_int8_dots
 from rlx_mlir.passes.lir_to_llvm.scan import CarryScanStatus, LowerScan, incoming_status
 from rlx_mlir.passes.phases import name_phases
 from rlx_mlir.passes.provenance import Derive, with_provenance
@@ -350,42 +347,22 @@ class LowerKernel(RewritePattern):
     """Kernels whose operands share memory (in-place reuse): their pointers are not noalias."""
     profile: bool = False
     """Mark each call with what it runs, for `instrument_entries` (the profiled build)."""
-    claim_slots: dict[Operation, int] = field(default_factory=dict)
-    """Graph function -> the claim counters its call sites took so far (`takes_claims`):
-    the pass records the count on the function's barrier-state argument."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /):
         if not isinstance(op, lir.KernelOp):
             return
         graph = _graph_function(op)
-        parallel = is_parallel(op)
-        name = self._kernel(op, graph, parallel)
+        name = self._kernel(op, graph, is_parallel(op))
         part, parts = _entry_arg(graph, ROLE_PART), _entry_arg(graph, ROLE_PARTS)
         pointers = [_cast(rewriter, v, PTR) for v in memref_operands(op)]
         indices = [_cast(rewriter, v, i64) for v in op.operands if not isinstance(v.type, MemRefType)]
         sizes = [_symbol_arg(graph, symbol) for symbol in kernel_symbols(op)]
-        claims = [self._claim_counter(graph, parts, rewriter)] if parallel and takes_claims(op) else []
         checked = is_checked(op)
-        call = llvm.CallOp(name, *pointers, *indices, *sizes, *claims, part, parts,
+        call = llvm.CallOp(name, *pointers, *indices, *sizes, part, parts,
                            return_type=i32 if checked else None)
         if self.profile:
             mark_site(call, op)
         rewriter.replace(op, call, new_results=[])
-
-    def _claim_counter(self, graph: Operation, parts: SSAValue, rewriter: PatternRewriter) -> SSAValue:
-        """The address of a new claim counter in the barrier state, one per call site (two
-        call sites of one kernel may run with no barrier between them), at
-        `claim_offset(parts, slot)`: each compiled graph has its own, so two of them
-        sharing an executable run at once."""
-        slot = self.claim_slots.get(graph, 0)
-        self.claim_slots[graph] = slot + 1
-        lines = llvm.MulOp(parts, _constant(rewriter, SYNC_LINE_BYTES, i64))
-        rewriter.insert(lines)
-        offset = llvm.AddOp(lines.res, _constant(rewriter, claim_offset(0, slot), i64))
-        rewriter.insert(offset)
-        address = llvm.GEPOp.from_mixed_indices(_entry_arg(graph, ROLE_SYNC), [offset.res], i8)
-        rewriter.insert(address)
-        return address.result
 
     def _kernel(self, op: Operation, graph: Operation, parallel: bool) -> str:
         """The function to call with (pointers..., part, parts), built on first use."""
@@ -441,13 +418,6 @@ def _partitioned_builder(op: Operation) -> KernelBuilderFn:
             "builder (lir-parallelize marks only kernels that have one)"
         )
     return record.build_partitioned()
-
-
-def _set_arg_attr(function: llvm.FuncOp, index: int, name: str, value: Attribute) -> None:
-    """Put `name = value` on the attributes of `function`'s argument `index`."""
-    attrs = list(function.arg_attrs.data)
-    attrs[index] = DictionaryAttr({**attrs[index].data, name: value})
-    function.properties["arg_attrs"] = ArrayAttr(attrs)
 
 
 def _drop_noalias(kernel: llvm.FuncOp) -> None:
@@ -528,11 +498,10 @@ class ConvertLirToLlvmPass(ModulePass):
         if self.profile:
             name_origins(op)
             name_phases(op)  # a module written at the lir stage has none yet
-        kernels = LowerKernel(width, {}, in_place, self.profile)
         for patterns in (
             [LowerGraphFunction(), RejectAlloc()],
             [LowerScan()],  # loops around the body kernels, lowered by the next group
-            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), kernels],
+            [LowerArena(), LowerSlot(), LowerView(), LowerBarrier(), LowerKernel(width, {}, in_place, self.profile)],
             [LowerReturn(), CarryScanStatus()],
         ):
             PatternRewriteWalker(  # a kernel's call keeps the kernel op's location
@@ -540,8 +509,6 @@ class ConvertLirToLlvmPass(ModulePass):
                 apply_recursively=False,
             ).rewrite_module(op)
         reconcile_unrealized_casts(op)
-        for graph, slots in kernels.claim_slots.items():
-            _set_arg_attr(graph, len(graph.body.block.args) - 1, CLAIM_SLOTS, IntegerAttr(slots, i64))
         if self.profile:
             instrument_entries(op)
         add_thread_support(op)

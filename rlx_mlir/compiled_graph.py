@@ -121,7 +121,7 @@ class CompiledGraph:
         wanted = default_threads() if threads is None else threads
         self.threads: int = wanted if abi.parallel else 1
         """Threads a call uses (1 when no kernel is large enough to split)."""
-        self._sync = _aligned_empty(sync_bytes(self.threads, abi.claim_slots))
+        self._sync = _aligned_empty(sync_bytes(self.threads))
         self._sync[:] = 0
         self._team: ThreadTeam | None = None
         # Precomputed once: the per-call path only binds arguments and calls.

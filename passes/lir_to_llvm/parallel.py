@@ -11,8 +11,6 @@ so an oversubscribed machine still makes progress. The atomics are x86 inline as
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import i32, i64
 from xdsl.ir import Attribute, Region, SSAValue
@@ -74,7 +72,8 @@ def build_barrier() -> list[llvm.FuncOp]:
         with kb.if_(kb.icmp("ne", mode, BARRIER_MODES["release"])):
             count = kb.add(_load(kb, own_count), 1)
             _store(kb, count, own_count)
-            arrived = _fetch_add(kb, arrivals)
+            arrived = _asm(kb, "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}",
+                           [kb.index(1), arrivals], i64)
             everyone = kb.mul(count, parts)
             with kb.if_(kb.icmp("eq", mode, BARRIER_MODES[None])):
                 with kb.if_(kb.icmp("eq", kb.add(arrived, 1), everyone)):
@@ -91,38 +90,6 @@ def build_barrier() -> list[llvm.FuncOp]:
     declaration = llvm.FuncOp(SCHED_YIELD, llvm.LLVMFunctionType([], i32),
                               linkage=llvm.LinkageAttr("external"), body=Region())
     return [kb.finish(), declaration]
-
-
-def claimed_chunks(kb: KernelBuilder, counter: SSAValue, count: SSAValue,
-                   body: Callable[[SSAValue], None]) -> None:
-    """body(c) for the chunks c in [0, count) that this thread claims: every thread of the
-    kernel takes tickets from the call site's counter (`lock xadd`) until one is past the
-    last chunk, so a thread that runs slower (another process on its core, a busier
-    memory channel) takes fewer chunks instead of holding the barrier after the kernel.
-    With P threads the tickets of one use are exactly 0 .. count + P - 1 (each thread
-    ends on one failing ticket); the thread holding the last one is the last to touch
-    the counter and puts it back to 0 for the next use, which starts after a barrier or
-    in the next call. `counter` points at the call site's counter in the barrier state
-    (`claim_offset`); every thread must call this with the same count (a partitioned
-    kernel: `parts` is its last argument)."""
-    parts = kb.args[-1]
-    header = kb.new_block([i64])
-    work, done = kb.new_block(), kb.new_block()
-    kb.insert(llvm.BrOp(header, _fetch_add(kb, counter)))
-    kb.move_to(header)
-    (ticket,) = header.args
-    kb.insert(llvm.CondBrOp(kb.icmp("slt", ticket, count), work, [], done, []))
-    kb.move_to(work)
-    body(ticket)
-    kb.insert(llvm.BrOp(header, _fetch_add(kb, counter)))
-    kb.move_to(done)
-    with kb.if_(kb.icmp("eq", ticket, kb.sub(kb.add(count, parts), 1))):
-        _store(kb, kb.index(0), counter)
-
-
-def _fetch_add(kb: KernelBuilder, address: SSAValue) -> SSAValue:
-    """The i64 at `address`, atomically incremented (`lock xadd`)."""
-    return _asm(kb, "lock xaddq $0, ($2)", "=r,0,r,~{memory},~{flags}", [kb.index(1), address], i64)
 
 
 def _load(kb: KernelBuilder, address: SSAValue) -> SSAValue:

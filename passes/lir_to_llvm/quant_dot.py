@@ -93,7 +93,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core.packing import interleaved_offset
@@ -115,7 +115,6 @@ from rlx_mlir.passes.lir_to_llvm.dynamic import (
     runtime_rows,
 )
 from rlx_mlir.passes.lir_to_llvm.elementwise import glu_function
-from rlx_mlir.passes.lir_to_llvm.parallel import claimed_chunks
 from rlx_mlir.passes.lir_to_llvm.reductions import rms_norm_row
 from rlx_mlir.passes.lir_to_llvm.vmath import copysign
 
@@ -982,20 +981,11 @@ def q8_pointers(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> int:
     return 1 + 2 * products + Edges.of(op).pointers
 
 
-def takes_claims(op: Operation) -> bool:
-    """Whether `op`'s partitioned kernel takes a claim counter (`q8_arguments`): the q8
-    products, whose one-row calls share their panels by claims (`claimed_panels`)."""
-    return (isinstance(op, lir.DequantMatmulOp | lir.SharedInputMatmulOp)
-            and activations_of(op) == QuantActivations.Q8)
-
-
 def q8_arguments(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, symbols: int,
                  partitioned: bool) -> list[Attribute]:
     """A q8 kernel's argument types: its pointers (`q8_pointers`), the edges' i64 indices,
-    the sizes of its `symbols`, and when partitioned its call site's claim counter (in
-    the barrier state: one-row calls share part of the work by claims) and (part, parts)."""
-    return ([PTR] * q8_pointers(op) + [i64] * (Edges.of(op).indices + symbols)
-            + ([PTR, i64, i64] if partitioned else []))
+    the sizes of its `symbols`, and (part, parts) when partitioned."""
+    return [PTR] * q8_pointers(op) + [i64] * (Edges.of(op).indices + symbols + 2 * partitioned)
 
 
 @dataclass(frozen=True)
@@ -1199,32 +1189,6 @@ def _rope_pair(kb: KernelBuilder, rope: RopeEdge, values: SSAValue, c_row: SSAVa
     kb.store(rb, values, 2 * pair + 1)
 
 
-CLAIMED_SHARE = 4
-"""A one-row q8 kernel splits the first (CLAIMED_SHARE - 1)/CLAIMED_SHARE of its column
-panels statically (each part a contiguous range, no atomics) and the rest by claims of
-about half a part's static range each: a thread that ran slower takes fewer of them."""
-
-
-def claimed_panels(kb: KernelBuilder, panels: int, emit: Callable[[Index, Index], None]) -> None:
-    """emit(lo, hi) for this part's ranges of column panels out of `panels`: its static
-    range of the first ones, then the ranges of the rest it claims (`claimed_chunks`).
-    The ranges are disjoint and cover the panels whoever claims them, and a panel's
-    numbers do not depend on its range."""
-    counter, part, parts = kb.args[-3:]
-    shared = panels // CLAIMED_SHARE
-    lo, hi = kb.part_range(panels - shared, part, parts)
-    with kb.if_(kb.icmp("slt", lo, hi)):
-        emit(lo, hi)
-    if not shared:
-        return
-    per_claim = kb.fold_max(kb.sdiv(kb.index(shared), kb.mul(parts, 2)), 1)
-    claims = kb.sdiv(kb.add(kb.index(shared), kb.sub(per_claim, 1)), per_claim)
-    first = panels - shared
-    claimed_chunks(kb, counter, claims, lambda claim: emit(
-        kb.add(kb.mul(claim, per_claim), first),
-        kb.fold_min(kb.add(kb.mul(kb.add(claim, 1), per_claim), first), kb.index(panels))))
-
-
 def row_groups(kb: KernelBuilder, m: Index, parts: SSAValue, min_rows: int,
                weight_bytes: int) -> SSAValue:
     """Into how many groups the parts of a kernel split m rows of x: the largest power of
@@ -1272,13 +1236,11 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
         rows_per_tile, cols = plan.single if single else plan.multi
         panels = [-(-n // cols) for n in ranges]
 
-        def emit(rows_span: tuple[Index, Index], spans: list[tuple[Span, SSAValue | None]],
-                 quantized: bool = False) -> None:
+        def emit(rows_span: tuple[Index, Index], spans: list[tuple[Span, SSAValue | None]]) -> None:
             """rows_span: the rows of x; spans: each product's weight rows, and when they
-            may be empty, the test; `quantized`: the rows are in the scratch already."""
+            may be empty, the test."""
             def chunk_body(first: Index, rows: Index) -> None:
-                if not quantized:
-                    quantize(first, rows)
+                quantize(first, rows)
                 for product, (weight_rows, present) in enumerate(spans):
                     n = ns[product]
 
@@ -1310,9 +1272,9 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
             return
         part, parts = kb.args[-2:]
         if single:
-            quantize(0, m)  # every part: one row is cheaper to quantize than to share
-            claimed_panels(kb, sum(panels), lambda lo, hi: emit(
-                (0, m), product_spans(kb, ranges, cols, lo, hi), quantized=True))
+            lo, hi = kb.part_range(sum(panels), part, parts)
+            with kb.if_(kb.icmp("slt", lo, hi)):
+                emit((0, m), product_spans(kb, ranges, cols, lo, hi))
             return
         groups = row_groups(kb, m, parts, rows_per_tile, sum(ns) * plan.row_bytes)
         first, last = kb.part_range(m, kb.srem(part, groups), groups)

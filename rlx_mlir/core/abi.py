@@ -144,24 +144,9 @@ passes/lir_to_llvm/parallel.py)."""
 SYNC_LINE_BYTES = 64
 
 
-CLAIM_SLOT_BYTES = 128
-"""Bytes of one claim counter in the barrier state (its i64 first): a line of its own and
-an empty neighbour, like the release epoch and the arrival count."""
-CLAIM_SLOTS = "rlx.claim_slots"
-"""Attribute on the llvm entry's barrier-state argument: how many claim counters follow
-the threads' lines (one per call site of a kernel that shares work by claims)."""
-
-
-def sync_bytes(threads: int, claim_slots: int = 0) -> int:
-    """Bytes of barrier state of a graph run by `threads` threads: the release epoch, the
-    arrival count, a line per thread, then `claim_slots` claim counters (`claim_offset`).
-    Zeroed once; the code leaves it so at the end of every call."""
-    return claim_offset(threads, claim_slots)
-
-
-def claim_offset(threads: int, slot: int) -> int:
-    """Byte offset of claim counter `slot` in the barrier state of `threads` threads."""
-    return SYNC_THREADS_OFFSET + SYNC_LINE_BYTES * threads + CLAIM_SLOT_BYTES * slot
+def sync_bytes(threads: int) -> int:
+    """Bytes of barrier state of a graph run by `threads` threads."""
+    return SYNC_THREADS_OFFSET + SYNC_LINE_BYTES * threads
 
 
 BARRIER = "rlx_barrier"
@@ -365,8 +350,6 @@ class EntryABI:
     cache_dims: tuple[CacheDim, ...] = ()
     profile_sites: tuple[dict[str, Any], ...] = ()
     """The `rlx.profile_site` of each timed call site, in site order (instrumented builds)."""
-    claim_slots: int = 0
-    """Claim counters in the barrier state (`sync_bytes`)."""
 
     @classmethod
     def from_llvm(cls, module_or_entry: ModuleOp | llvm.FuncOp) -> EntryABI:
@@ -377,13 +360,11 @@ class EntryABI:
             raise RlxError(f"@{entry.sym_name.data}: expected an llvm entry (a module lowered "
                            f"to the llvm stage), got a {entry.name}")
         name = entry.sym_name.data
-        args, arena, naive, claims = [], -1, -1, 0
+        args, arena, naive = [], -1, -1
         for attrs in (entry.arg_attrs.data if entry.arg_attrs is not None else ()):
             data = attrs.data
             if ARENA_BYTES in data:
                 arena, naive = _int(data[ARENA_BYTES]), _int(data[NAIVE_BYTES])
-            if CLAIM_SLOTS in data:
-                claims = _int(data[CLAIM_SLOTS])
             arg = _entry_arg(name, data)
             if arg is not None:
                 args.append(arg)
@@ -396,8 +377,7 @@ class EntryABI:
             isinstance(op, llvm.FuncOp) and op.sym_name.data == worker for op in module.ops)
         sites = tuple(json.loads(op.attributes[PROFILE_SITE].data) for op in entry.walk()
                       if isinstance(op, llvm.CallOp) and PROFILE_SITE in op.attributes)
-        return cls(name, tuple(args), arena, naive, parallel, tuple(cache_dims_of(entry)), sites,
-                   claims)
+        return cls(name, tuple(args), arena, naive, parallel, tuple(cache_dims_of(entry)), sites)
 
     # ------------------------------------------------------------------ views
 
@@ -429,7 +409,6 @@ class EntryABI:
         return json.dumps({
             "name": self.name, "arena_bytes": self.arena_bytes, "naive_bytes": self.naive_bytes,
             "parallel": self.parallel, "profile_sites": list(self.profile_sites),
-            "claim_slots": self.claim_slots,
             "cache_dims": [[d.symbol, d.appended, d.capacity] for d in self.cache_dims],
             "args": [{"name": a.name, "role": a.role, "shape": list(a.shape), "dtype": a.dtype,
                       "layout": a.layout, "bound": a.bound, "update": a.update,
@@ -445,7 +424,7 @@ class EntryABI:
                        tuple(EntryArg(**{**a, "shape": tuple(a["shape"])}) for a in data["args"]),
                        data["arena_bytes"], data["naive_bytes"], data["parallel"],
                        tuple(CacheDim(*d) for d in data["cache_dims"]),
-                       tuple(data["profile_sites"]), data["claim_slots"])
+                       tuple(data["profile_sites"]))
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"not an entry ABI: {err}") from err
 
