@@ -160,11 +160,13 @@ ROW_SPLIT_SHARE_BYTES = 256 * 1024
 split would need a larger share (SmolLM2's matrices at 2 threads), the parts split the
 weights only, as before."""
 
-INTERLEAVED_PREFETCH_BYTES = 0
-"""Column tiles of interleaved weights prefetch every line of a step's groups this many
-bytes ahead; 0 (the default, not tuned): none. The groups of a tile are one sequential
-run, the pattern hardware prefetchers follow, and the measured kernels stream near the
-core's bandwidth without it (the head at 1 thread: 24.6 of 26.7 GB/s)."""
+INTERLEAVED_PREFETCH_BYTES = 4096
+"""Column tiles of interleaved weights over more than one row of x (prefill) prefetch
+every line of a step's groups this many bytes ahead; 0: none. One-row tiles (decode)
+never do: there the groups of a tile are one sequential run the hardware prefetchers
+follow at the core's stream rate, and the prefetches made decode slower (SmolLM2 Q4_1,
+2 threads, tg128 162/185/159 against 182/217/177 tok/s), where prefill read faster
+(benchmarks/results/issue19-work-split.md)."""
 
 MAGIC = 12582912.0
 """1.5·2^23: x + MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
@@ -900,7 +902,7 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
         return sums
 
     def step(accs: list[SSAValue], index: Index, present: int) -> list[SSAValue]:
-        if plan.interleaved and INTERLEAVED_PREFETCH_BYTES:  # every line of the step's groups
+        if plan.interleaved and rows > 1 and INTERLEAVED_PREFETCH_BYTES:  # every line of the step's groups
             ahead = kb.fold_add(kb.fold_mul(index, per_step * group_bytes), INTERLEAVED_PREFETCH_BYTES)
             for line in range(0, per_step * group_bytes, 64):
                 kb.prefetch(columns[0], kb.fold_add(ahead, line), i8)
