@@ -1319,7 +1319,10 @@ class SharedInputMatmulOp(KernelOp):
     ```
 
     `norm(...)` (mir-fuse's rms_norm prologue, `mir.shared_input_matmul`'s norm_weight):
-    the kernel RMS-normalizes each row of x with that gamma before quantizing it. `glu act`
+    the kernel RMS-normalizes each row of x with that gamma before quantizing it.
+    `residual(%h, %g1) eps` before it (Gemma 3's sandwich norm): each row of x first
+    becomes h + rms_norm(x, g1), which one part writes to the last out (the next
+    residual), then the norm and quantization take that sum. `glu act`
     (mir-fuse's gated linear unit): two weights of one N; each part computes the same
     columns of both products and stores act(out[0]) * out[1] into out[0]. `rope(...)`
     (mir-fuse's rope epilogue): the listed outs are rotated, a tile at a time as it is
@@ -1337,6 +1340,10 @@ class SharedInputMatmulOp(KernelOp):
 
     x = operand_def(MemRefType)
     weights = var_operand_def(MemRefType)
+    residual = opt_operand_def(MemRefType)
+    """q8 only, with a norm_weight: x's rows become residual + rms_norm(x,
+    residual_norm_weight, residual_eps), written to the last out, before the norm."""
+    residual_norm_weight = opt_operand_def(MemRefType)
     norm_weight = opt_operand_def(MemRefType)
     """q8 only: x's rows are RMS-normalized with this gamma [K] and `norm_eps` before they
     are quantized (the kernel's prologue)."""
@@ -1349,6 +1356,7 @@ class SharedInputMatmulOp(KernelOp):
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
     norm_eps = opt_prop_def(FloatAttr[Float32Type])
+    residual_eps = opt_prop_def(FloatAttr[Float32Type])
     glu = opt_prop_def(ActivationAttr)
     """q8 only: out[0] = act(x @ w_0) * (x @ w_1), out[1] = x @ w_1."""
     rope_products = opt_prop_def(DenseArrayBase.constr(i64))
@@ -1370,6 +1378,8 @@ class SharedInputMatmulOp(KernelOp):
 
     assembly_format = (
         "custom<SchemeIns>($scheme) `(` $x `,` $weights `:` type($x) `,` type($weights) `)`"
+        " (`residual` `(` $residual^ `,` $residual_norm_weight `:` type($residual) `,`"
+        " type($residual_norm_weight) `)` `eps` $residual_eps)?"
         " (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
         " (`rope` `(` $rope_cos^ `,` $rope_sin `:` type($rope_cos) `,` type($rope_sin) `)`"
         " $rope_products `head_dim` $rope_head_dim `n_rot` $rope_n_rot `style` $rope_style)?"

@@ -1473,6 +1473,15 @@ class SharedInputMatmulOp(VerifiesSignature):
     SwiGLU), exactly two weights of one N: the first product is `act(p_0) * p_1`, computed
     as each tile of both is stored; the second stays `p_1`. q8 only.
 
+    With `residual(h, g1) eps e1` (mir-fuse: the sandwich norm of Gemma 3, x = h +
+    rms_norm(p, g1) then rms_norm(x, norm_weight)), the op takes p for x: each row becomes
+    h + rms_norm(p, g1, e1) before the norm_weight's norm (needed), and that sum is one
+    more result, last (the next residual). q8 only.
+
+    ```mlir
+    %g, %u, %s = mir.shared_input_matmul %p, %wg, %wu residual(%h, %g1 : tensor<1x64xf32>, tensor<64xf32>) eps 1.0e-06 norm(%g2 : tensor<64xf32>) eps 1.0e-06 scheme q4_0 activations q8 : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x64xf32>)
+    ```
+
     ```mlir
     %h, %u = mir.shared_input_matmul %x, %wg, %wu scheme q4_0 activations q8 glu silu : (tensor<1x64xf32>, tensor<8x36xui8>, tensor<8x36xui8>) -> (tensor<1x8xf32>, tensor<1x8xf32>)
     ```
@@ -1497,6 +1506,8 @@ class SharedInputMatmulOp(VerifiesSignature):
 
     x = operand_def(TensorType)
     weights = var_operand_def(TensorType)
+    residual = opt_operand_def(TensorType)
+    residual_norm_weight = opt_operand_def(TensorType)
     norm_weight = opt_operand_def(TensorType)
     rope_cos = opt_operand_def(TensorType)
     rope_sin = opt_operand_def(TensorType)
@@ -1507,6 +1518,7 @@ class SharedInputMatmulOp(VerifiesSignature):
     scheme = opt_prop_def(QuantSchemeAttr)
     activations = opt_prop_def(QuantActivationsAttr)
     norm_eps = opt_prop_def(FloatAttr[Float32Type])
+    residual_eps = opt_prop_def(FloatAttr[Float32Type])
     glu = opt_prop_def(ActivationAttr)
     rope_products = opt_prop_def(DenseArrayBase.constr(i64))
     """The products rotated by the fused rope (with rope_cos, rope_sin and the rope_ props)."""
@@ -1520,7 +1532,9 @@ class SharedInputMatmulOp(VerifiesSignature):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     assembly_format = (
-        "$x `,` $weights (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
+        "$x `,` $weights (`residual` `(` $residual^ `,` $residual_norm_weight `:` type($residual)"
+        " `,` type($residual_norm_weight) `)` `eps` $residual_eps)?"
+        " (`norm` `(` $norm_weight^ `:` type($norm_weight) `)` `eps` $norm_eps)?"
         " (`rope` `(` $rope_cos^ `,` $rope_sin `:` type($rope_cos) `,` type($rope_sin) `)`"
         " $rope_products `head_dim` $rope_head_dim `n_rot` $rope_n_rot `style` $rope_style)?"
         " (`into` `(` $caches^ `:` type($caches) `)` $cache_products `at` $position)?"
@@ -1574,7 +1588,8 @@ def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[s
     label `products[i]` (the rule's errors name `op`)."""
     x, weights, norm_weight = op.operands[0], op.weights, op.norm_weight
     props = op.properties
-    edges = {name: shape_of(value) for name in ("rope_cos", "rope_sin")
+    edges = {name: shape_of(value)
+             for name in ("rope_cos", "rope_sin", "residual", "residual_norm_weight")
              if (value := getattr(op, name)) is not None}
     if isinstance(op, SharedInputMatmulOp) and op.caches:
         edges["caches"] = [shape_of(c) for c in op.caches]
@@ -1615,7 +1630,8 @@ def verify_shared_products(op: IRDLOperation, products: Sequence[SSAValue], labe
     product written into a cache (`cache_products`) is that cache [capacity, N_i]."""
     shapes = shared_products_shapes(op, label)
     if len(products) != len(shapes):
-        raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight), "
+        raise VerifyException(f"'{op.name}': {label}: expected {len(shapes)} (one per weight, "
+                              f"and the residual's sum when there is one), "
                               f"got {len(products)}")
     # an lir kernel's cache out is the cache buffer; the rule gives its rows' shape
     in_place = () if isinstance(op, SharedInputMatmulOp) else indices_of(op, "cache_products")
@@ -1704,6 +1720,7 @@ def verify_shared_activations(op: IRDLOperation) -> None:
     if norm is not None and form != QuantActivations.Q8:
         raise VerifyException(f"'{op.name}': a norm_weight needs activations q8 (its prologue "
                               f"is the q8 kernels'), got activations {form.value}")
+    verify_residual_edge(op)
     if op.properties.get("glu") is not None:
         verify_glu(op, form)
     if op.properties.keys() & {"rope_products", "cache_products"} or op.position is not None:
@@ -1713,6 +1730,20 @@ def verify_shared_activations(op: IRDLOperation) -> None:
     elif op.rope_cos is not None or op.rope_sin is not None or getattr(op, "caches", None):
         raise VerifyException(f"'{op.name}': rope_cos, rope_sin and caches need rope_products "
                               f"or cache_products, got neither")
+
+
+def verify_residual_edge(op: IRDLOperation) -> None:
+    """`residual(h, g1) eps`: all three or none, with a norm_weight (the sum is normalized
+    again before it is quantized)."""
+    parts = {"residual": op.residual, "residual_norm_weight": op.residual_norm_weight,  # pyright: ignore[reportAttributeAccessIssue]
+             "residual_eps": op.properties.get("residual_eps")}
+    given = [name for name, part in parts.items() if part is not None]
+    if given and len(given) != len(parts):
+        raise VerifyException(f"'{op.name}': residual, residual_norm_weight and residual_eps "
+                              f"come together, got {', '.join(given)}")
+    if given and op.norm_weight is None:  # pyright: ignore[reportAttributeAccessIssue]
+        raise VerifyException(f"'{op.name}': a residual needs a norm_weight (the sum's rows "
+                              f"are normalized before they are quantized), got none")
 
 
 def verify_glu(op: IRDLOperation, form: QuantActivations) -> None:

@@ -20,6 +20,11 @@ q8 edge are never taken by an elementwise tree first:
    - `mir.shared_input_matmul(rms_norm(h, gamma), ...)` of q8 activations, the norm used
      only there and without a beta -> `mir.shared_input_matmul h, ... norm(gamma) eps`:
      the kernel normalizes each row of h before quantizing it;
+   - then, with h = `mir.add(r, rms_norm(p, g1))` (either order; the norm used only by the
+     add, no beta; h's other uses after the op) -> `mir.shared_input_matmul p, ...
+     residual(r, g1) eps norm(gamma) eps`: each row becomes r + rms_norm(p, g1) in the
+     kernel, which also hands that sum out as its last result (in place of h's other
+     uses). Gemma 3's post-attention and post-FFN norms then stand between no two kernels;
    - `mir.add(r, dequant_matmul(x, w))` (either order) of q8 activations, the product used
      only by the add and r of the result's shape -> `mir.dequant_matmul x, w residual r`:
      r is added as the product is stored;
@@ -372,11 +377,41 @@ class FuseNormIntoSharedInput(RewritePattern):
         rewriter.erase(norm)
 
 
+class FuseResidualNormIntoSharedInput(RewritePattern):
+    """shared_input_matmul(x, ...) norm(gamma) with x = add(h, rms_norm(p, g1)) (either
+    order; the norm used only by the add, no beta), every other use of x after the op ->
+    shared_input_matmul p, ... residual(h, g1) eps norm(gamma) eps: the kernel forms each
+    row's sum itself and hands it out as its last result, which replaces x's other uses
+    (Gemma 3's sandwich norms: no serial kernel between the products)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /):
+        add = op.x.owner
+        if op.norm_weight is None or op.residual is not None or not isinstance(add, mir.AddOp):
+            return
+        others = [use.operation for use in op.x.uses if use.operation is not op]
+        if any(user.parent_block() is not op.parent_block() or not op.is_before_in_block(user)
+               for user in others):
+            return
+        for normed, residual in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
+            norm = normed.owner
+            if (isinstance(norm, mir.RmsNormOp) and norm.beta is None and normed.has_one_use()
+                    and residual.type == normed.type == add.result.type):
+                fused = _shared_like(op, x=norm.x, weights=op.weights, residual=residual,
+                                     residual_norm_weight=norm.gamma, residual_eps=norm.eps)
+                rewriter.insert(fused, InsertPoint.before(op))
+                rewriter.replace_all_uses_with(add.result, fused.products[-1])
+                rewriter.replace(op, [], list(fused.products)[:-1])
+                rewriter.erase(add)
+                rewriter.erase(norm)
+                return
+
+
 def _shared_like(op: mir.SharedInputMatmulOp, **changes: object) -> mir.SharedInputMatmulOp:
     """A q8 shared_input_matmul with `op`'s operands and properties, but for `changes`
     (keywords of its constructor: x and weights always)."""
-    kept = ("norm_weight", "rope_cos", "rope_sin", "caches", "position", "scheme", "activations",
-            "norm_eps", "glu", "rope_products", "rope_head_dim", "rope_n_rot", "rope_style",
+    kept = ("residual", "residual_norm_weight", "norm_weight", "rope_cos", "rope_sin", "caches",
+            "position", "scheme", "activations", "residual_eps", "norm_eps", "glu", "rope_products", "rope_head_dim", "rope_n_rot", "rope_style",
             "cache_products")
     fields = {name: getattr(op, name) for name in kept} | changes
     return mir.SharedInputMatmulOp(fields.pop("x"), fields.pop("weights"), **fields)
@@ -390,7 +425,8 @@ def _q8_product(value: SSAValue) -> tuple[mir.SharedInputMatmulOp, int] | None:
             or mir.activations_of(shared) != QuantActivations.Q8 or not value.has_one_use()
             or len(shape_of(value)) != 2):
         return None
-    return shared, list(shared.products).index(value)
+    index = list(shared.products).index(value)
+    return (shared, index) if index < len(shared.weights) else None  # not a residual's sum
 
 
 def _available_at(values: Sequence[SSAValue], op: Operation) -> bool:
@@ -486,7 +522,8 @@ class FuseGluIntoSharedInput(RewritePattern):
             if (not isinstance(shared, mir.SharedInputMatmulOp) or shared.glu is not None
                     or shared.rope_products is not None or shared.cache_products is not None
                     or mir.activations_of(shared) != QuantActivations.Q8
-                    or len(shared.products) != 2 or up.owner is not shared or up is gate
+                    or len(shared.weights) != 2 or up not in list(shared.products)[:2]
+                    or up is gate
                     or not gate.has_one_use() or not gate.type == up.type == op.result.type):
                 continue
             weights = list(shared.weights) if gate is shared.products[0] else list(shared.weights)[::-1]
@@ -494,6 +531,8 @@ class FuseGluIntoSharedInput(RewritePattern):
                                  glu=ActivationAttr(ACTIVATION_OPS[type(act)]))
             rewriter.insert(fused, InsertPoint.before(shared))
             rewriter.replace_all_uses_with(up, fused.products[1])
+            if shared.residual is not None:  # the residual's sum stays the last product
+                rewriter.replace_all_uses_with(shared.products[-1], fused.products[-1])
             rewriter.replace(op, [], [fused.products[0]])
             rewriter.erase(act)
             rewriter.erase(shared)
@@ -547,7 +586,8 @@ class MirFusePass(ModulePass):
     """Merge sibling matmuls (and dequant_matmuls of one scheme) that read the same input
     into one op whose kernel reads the input once (q/k/v, gate/up)."""
     q8_edges: bool = True
-    """Fold an rms_norm into the q8 shared-input product after it, a gated linear unit
+    """Fold an rms_norm (and a normed residual add before it) into the q8 shared-input
+    product after it, a gated linear unit
     (act(gate) * up), interleaved ropes and KV-cache inserts into the q8 shared-input
     product before them, and a residual add into the q8 dequant_matmul before it (the
     kernels' prologue and epilogues)."""
@@ -570,7 +610,8 @@ class MirFusePass(ModulePass):
             # the glu's act and mul, and the residual's add, into fused_elementwise ops)
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
-                    [FuseNormIntoSharedInput(), FuseGluIntoSharedInput(),
+                    [FuseNormIntoSharedInput(), FuseResidualNormIntoSharedInput(),
+                     FuseGluIntoSharedInput(),
                      FuseRopeIntoSharedInput(), FuseCacheInsertIntoSharedInput(),
                      FuseResidualIntoDequantMatmul()],
                     dce_enabled=False

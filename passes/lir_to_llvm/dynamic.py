@@ -325,10 +325,12 @@ def row_operands(op: Operation) -> list[si.Shape]:
     if len(lhs) < 2 or not si.is_static(lhs[-1]):
         raise DynamicKernelError(f"{where}: only the rows of the lhs may be symbolic "
                                  f"(K = {lhs[-1]} must be static)")
-    weights = others[:len(others) - out_count(op)]
-    # the last inputs with x's rows: a residual (the out's rows), a fused rope's cos and sin
-    row_inputs = [getattr(op, name, None) for name in ("residual", "rope_cos", "rope_sin")]
-    weights = weights[:len(weights) - sum(value is not None for value in row_inputs)]
+    inputs = memref_operands(op)[1:len(shapes) - out_count(op)]
+    # the inputs with x's rows: a residual (the out's rows), a fused rope's cos and sin
+    row_inputs = [value for name in ("residual", "rope_cos", "rope_sin")
+                  if (value := getattr(op, name, None)) is not None]
+    weights = [shape for shape, value in zip(others, inputs, strict=False)
+               if value not in row_inputs]
     for shape in weights:
         if not si.is_static_shape(shape):
             raise DynamicKernelError(f"{where}: the weight operands must be static, got "

@@ -478,6 +478,6 @@ def build_kquant_int8(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
         _column_tile(kb, int8_isa_of(op), scheme, plan, scratch, (first, i, j), rows, cols, product)
 
     chunked_rows(kb, op, plan, lambda first, rows: _quantize_rows(kb, source, scratch, first, rows),
-                 tile)
+                 tile, source)
     kb.ret()
     return kb.finish()

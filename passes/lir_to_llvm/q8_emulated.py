@@ -242,6 +242,6 @@ def build_q8_emulated(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: s
                 at = r * cols + c
                 kb.store(kb.fadd(kb.hsum(results[at]), results[rows * cols + at]), base, r * n + c)
 
-    chunked_rows(kb, op, plan, quantize, tile)
+    chunked_rows(kb, op, plan, quantize, tile, source)
     kb.ret()
     return kb.finish()

@@ -716,7 +716,7 @@ def build_int8_dequant(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, name: 
 
     chunked_rows(kb, op, plan,
                  lambda first, rows: _quantize_rows(kb, scheme, source, k, first, rows, scratch),
-                 tile)
+                 tile, source)
     kb.ret()
     return kb.finish()
 
@@ -945,24 +945,33 @@ class Edges:
     glu: ElementwiseFn | None = None
     rope: RopeEdge | None = None
     cached: tuple[int, ...] = ()
+    residual_eps: float | None = None
+    """A shared input's normed residual (Gemma 3's sandwich norm): row r of x becomes
+    residual[r] + rms_norm(x[r], residual_gamma) before the norm (`RowSource`); the
+    residual and its gamma are the pointers after the weights, the sums the last out."""
 
     @staticmethod
     def of(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> Edges:
         if not isinstance(op, lir.SharedInputMatmulOp):
             return Edges(residual=op.residual is not None)
-        eps, glu = op.norm_eps, op.glu
+        eps, glu, residual_eps = op.norm_eps, op.glu, op.residual_eps
         rope = None
         if op.rope_head_dim is not None and op.rope_n_rot is not None:
             rope = RopeEdge(indices_of(op, "rope_products"), op.rope_head_dim.value.data,
                             op.rope_n_rot.value.data)
         return Edges(norm_eps=None if eps is None else float(eps.value.data),
                      glu=None if glu is None else ElementwiseFn(glu.data.value), rope=rope,
-                     cached=indices_of(op, "cache_products"))
+                     cached=indices_of(op, "cache_products"),
+                     residual_eps=None if residual_eps is None else float(residual_eps.value.data))
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The pointer arguments between the weights and the outs, in order."""
-        present = (("gamma", self.norm_eps is not None), ("residual", self.residual),
+        """The pointer arguments between the weights and the outs, in order (the operands'
+        order: a dequant_matmul's residual; a shared input's residual and its gamma, gamma,
+        cos, sin)."""
+        summed = self.residual_eps is not None
+        present = (("residual", self.residual or summed), ("residual_gamma", summed),
+                   ("gamma", self.norm_eps is not None),
                    ("cos", self.rope is not None), ("sin", self.rope is not None))
         return tuple(name for name, there in present if there)
 
@@ -972,6 +981,11 @@ class Edges:
         return len(self.names)
 
     @property
+    def extra_outs(self) -> int:
+        """Outs after the products' (the residual's sums)."""
+        return int(self.residual_eps is not None)
+
+    @property
     def indices(self) -> int:
         """The i64 arguments after the pointers (the cache position)."""
         return int(bool(self.cached))
@@ -979,8 +993,8 @@ class Edges:
 
 def q8_pointers(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp) -> int:
     """A q8 kernel's pointer arguments: x, the weights, the fused edges' (`Edges`), the outs."""
-    products = len(q8_products(op)[0])
-    return 1 + 2 * products + Edges.of(op).pointers
+    products, edges = len(q8_products(op)[0]), Edges.of(op)
+    return 1 + 2 * products + edges.pointers + edges.extra_outs
 
 
 def q8_arguments(op: lir.DequantMatmulOp | lir.SharedInputMatmulOp, symbols: int,
@@ -1016,9 +1030,9 @@ class RowPlan:
 
     @property
     def pointers(self) -> int:
-        """The kernel's pointer arguments: x, a weight and an out per product, and the
-        edges' between the weights and the outs."""
-        return 1 + 2 * len(self.ns) + self.edges.pointers
+        """The kernel's pointer arguments: x, a weight and an out per product, the
+        edges' between the weights and the outs, and their outs after the products'."""
+        return 1 + 2 * len(self.ns) + self.edges.pointers + self.edges.extra_outs
 
     @property
     def sizes_at(self) -> int:
@@ -1049,23 +1063,65 @@ def product_buffers(kb: KernelBuilder, plan: RowPlan, product: int) -> tuple[SSA
     return kb.args[1 + product], out
 
 
-def x_row_source(kb: KernelBuilder, plan: RowPlan, k: int) -> Callable[[Index], SSAValue]:
-    """row(r): a pointer to row r of x as the kernel quantizes it. With a fused rms_norm
+class RowSource:
+    """source(r): a pointer to row r of x as the kernel quantizes it. With a fused rms_norm
     (`Edges.norm_eps`), row r is normalized into a stack row first (`rms_norm_row`, the bits
     of `lir.rms_norm`): every part normalizes the rows it quantizes, so no kernel and no
-    barrier stands between the residual add before and the products."""
-    x = kb.args[0]
-    eps = plan.edges.norm_eps
-    if eps is None:
-        return lambda r: kb.address(x, kb.fold_mul(r, k))
-    gamma = edge_pointer(kb, plan, "gamma")
-    normed = kb.alloca(k)
+    barrier stands between the residual add before and the products. With a normed
+    residual (`Edges.residual_eps`) the row normalized is residual[r] + rms_norm(x[r],
+    residual_gamma) (the bits of `lir.rms_norm` then `lir.elementwise add`), stored into
+    the sums' out by the part `writer` names (the one part of each row group whose share
+    of the columns starts at 0, `chunked_rows` sets it; None: every part, unpartitioned)
+    and into a stack row by the others, which compute the same rows."""
 
-    def normalized(r: Index) -> SSAValue:
-        rms_norm_row(kb, kb.address(x, kb.fold_mul(r, k)), gamma, None, normed, 0, k, eps)
-        return normed
+    def __init__(self, kb: KernelBuilder, plan: RowPlan, k: int):
+        self.kb, self.plan, self.k = kb, plan, k
+        self.writer: SSAValue | None = None
+        edges = plan.edges
+        if edges.norm_eps is not None:
+            self.gamma, self.normed = edge_pointer(kb, plan, "gamma"), kb.alloca(k)
+        if edges.residual_eps is not None:
+            self.residual = edge_pointer(kb, plan, "residual")
+            self.residual_gamma = edge_pointer(kb, plan, "residual_gamma")
+            self.sums = kb.args[1 + 2 * len(plan.ns) + edges.pointers]
+            self.residual_normed, self.own_sum = kb.alloca(k), kb.alloca(k)
 
-    return normalized
+    def __call__(self, r: Index) -> SSAValue:
+        kb, k, edges = self.kb, self.k, self.plan.edges
+        row = kb.address(kb.args[0], kb.fold_mul(r, k))
+        if edges.residual_eps is not None:
+            row = self._summed(r, row)
+        if edges.norm_eps is None:
+            return row
+        rms_norm_row(kb, row, self.gamma, None, self.normed, 0, k, edges.norm_eps)
+        return self.normed
+
+    def _summed(self, r: Index, row: SSAValue) -> SSAValue:
+        """residual[r] + rms_norm(row, residual_gamma), in the sums' row r (the writer) or
+        the stack row; a pointer to it."""
+        kb, k, eps = self.kb, self.k, self.plan.edges.residual_eps
+        assert eps is not None
+        rms_norm_row(kb, row, self.residual_gamma, None, self.residual_normed, 0, k, eps)
+        at = kb.fold_mul(r, k)
+        out = kb.address(self.sums, at)
+        if self.writer is not None:
+            out = kb.select(self.writer, out, self.own_sum)
+        residual, normed = kb.address(self.residual, at), self.residual_normed
+
+        def add(c: SSAValue, vector: bool) -> None:
+            # no `contract` flag: LLVM would fuse the norm's last fmul into this add (an
+            # FMA), which the unfused kernels, reading the norm from memory, never do
+            total = kb.insert(llvm.FAddOp(kb.load(residual, c, vector=vector),
+                                          kb.load(normed, c, vector=vector)))
+            kb.store(total, out, c)
+
+        kb.sweep(0, k, add)
+        return out
+
+
+def x_row_source(kb: KernelBuilder, plan: RowPlan, k: int) -> RowSource:
+    """The rows of x a q8 kernel quantizes (`RowSource`)."""
+    return RowSource(kb, plan, k)
 
 
 TileEpilogue = Callable[[SSAValue, bool], None]
@@ -1218,7 +1274,8 @@ ProductTile = Callable[[Index, Index, Index, int, int, int], None]
 
 
 def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMatmulOp,
-                 plan: RowPlan, quantize: Callable[[Index, Index], None], tile: ProductTile) -> None:
+                 plan: RowPlan, quantize: Callable[[Index, Index], None], tile: ProductTile,
+                 source: RowSource | None = None) -> None:
     """Chunk by chunk of x's rows: quantize(first, rows) into the scratch (once for every
     product), then tile(first, i, j, rows, cols, product) over the chunk's rows × this
     part's weight rows of each product. A part's share is a range of column panels of
@@ -1226,7 +1283,8 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
     x (`row_groups`), the parts also split x's rows, so that each quantizes only its own
     rows (a prefill at 16 threads quantized every row 16 times). A row's numbers do not
     depend on its tile, so the split never changes them. A glu's two products share one
-    range of columns: a part computes the tile of both, then act(gate) * up on it."""
+    range of columns: a part computes the tile of both, then act(gate) * up on it. The
+    part of each row group whose column share starts at 0 is `source`'s writer."""
     ns, chunk = plan.ns, plan.chunk
     ranges = ns[:1] if plan.edges.glu is not None else ns
     rope = plan.edges.rope
@@ -1275,12 +1333,16 @@ def chunked_rows(kb: KernelBuilder, op: lir.DequantMatmulOp | lir.SharedInputMat
         part, parts = kb.args[-2:]
         if single:
             lo, hi = kb.part_range(sum(panels), part, parts)
+            if source is not None:
+                source.writer = kb.icmp("eq", lo, kb.index(0))
             with kb.if_(kb.icmp("slt", lo, hi)):
                 emit((0, m), product_spans(kb, ranges, cols, lo, hi))
             return
         groups = row_groups(kb, m, parts, rows_per_tile, sum(ns) * plan.row_bytes)
         first, last = kb.part_range(m, kb.srem(part, groups), groups)
         lo, hi = kb.part_range(sum(panels), kb.sdiv(part, groups), kb.sdiv(parts, groups))
+        if source is not None:
+            source.writer = kb.icmp("eq", lo, kb.index(0))
         with kb.if_(kb.icmp("slt", lo, hi)):
             emit((first, last), product_spans(kb, ranges, cols, lo, hi))
 

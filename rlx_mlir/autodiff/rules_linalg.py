@@ -120,6 +120,7 @@ def _shared_input_matmul(ctx: VjpContext, op: Operation, cts: Cotangents) -> Res
     its matmul cotangent; quantized weights (a scheme) none."""
     assert isinstance(op, mir.SharedInputMatmulOp)
     for fused, what in ((op.norm_weight, "a fused rms_norm (norm_weight)"),
+                        (op.residual, "a fused residual sum (residual)"),
                         (op.glu, "a fused gated linear unit (glu)"),
                         (op.rope_products, "a fused rope (rope_products)"),
                         (op.cache_products, "fused cache inserts (cache_products)")):

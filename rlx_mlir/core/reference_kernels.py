@@ -1297,7 +1297,9 @@ def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | No
                         rope_products: Sequence[int] = (), rope_head_dim: int = 0,
                         rope_n_rot: int = 0, rope_style: str = "interleaved",
                         caches: Sequence[ArrayLike] | None = None, position: int | None = None,
-                        cache_products: Sequence[int] = ()) -> tuple[np.ndarray, ...]:
+                        cache_products: Sequence[int] = (), residual: ArrayLike | None = None,
+                        residual_norm_weight: ArrayLike | None = None,
+                        residual_eps: float = 1e-5) -> tuple[np.ndarray, ...]:
     """One result per weight: x @ w_i (f32 weights [K, N_i], as `matmul`) or, with a
     `scheme`, x @ dequant(w_i)ᵀ (raw GGUF blocks, as `dequant_matmul`, same `activations`).
     A `norm_weight` [K] (q8 only) replaces x by `rms_norm(x, norm_weight, eps=norm_eps)`.
@@ -1306,7 +1308,19 @@ def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | No
     (q8) are then `rope(p_i, rope_cos, rope_sin, rope_head_dim, rope_n_rot, rope_style)`;
     with `caches`, the products in `cache_products` (q8) are
     `insert_rows(p_i, caches[j], position)`; without (an lir kernel, which writes the
-    caches in place itself), those products are returned as rows."""
+    caches in place itself), those products are returned as rows. A `residual` (q8, with
+    a norm_weight) first replaces x by s = residual + rms_norm(x, residual_norm_weight,
+    eps=residual_eps), and s is one more result, last."""
+    summed = None
+    if residual is not None:
+        if activations != "q8" or norm_weight is None or residual_norm_weight is None:
+            raise ArgumentError(f"residual: needs activations 'q8', a residual_norm_weight and "
+                                f"a norm_weight, got activations {activations!r}")
+        rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights],
+                                  scheme, residual=_shape(_f32(residual)),
+                                  residual_norm_weight=_shape(np.asarray(residual_norm_weight)))
+        summed = add(residual, rms_norm(x, residual_norm_weight, eps=residual_eps))
+        x = summed
     products = _shared_products(x, weights, scheme, activations, norm_weight, norm_eps, glu)
     if rope_products or cache_products:
         if activations != "q8":
@@ -1318,7 +1332,7 @@ def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | No
                                rope_style)
         for j, i in enumerate(cache_products if caches is not None else ()):
             products[i] = insert_rows(products[i], caches[j], position)
-    return tuple(products)
+    return (*products, *(() if summed is None else (summed,)))
 
 
 def _shared_products(x: ArrayLike, weights: list[ArrayLike], scheme: str | None,

@@ -1085,15 +1085,23 @@ def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = Non
                         norm_weight: Shape | None = None, *, rope_cos: Shape | None = None,
                         rope_sin: Shape | None = None, caches: list[Shape] | None = None,
                         rope_products: Sequence[int] = (), rope_head_dim: int = 0,
-                        rope_n_rot: int = 0, cache_products: Sequence[int] = ()) -> list[Shape]:
+                        rope_n_rot: int = 0, cache_products: Sequence[int] = (),
+                        residual: Shape | None = None,
+                        residual_norm_weight: Shape | None = None) -> list[Shape]:
     """One x [..., K] times N >= 2 weights, one result each: f32 weights [K, N_i] give
     x[..., :] @ w_i -> [..., N_i]; with a `scheme`, raw GGUF blocks ui8 [N_i, K/values·bytes]
     give x @ dequant(w_i)^T -> [..., N_i] (as `dequant_matmul`). A `norm_weight` (x's rows
     RMS-normalized first) is exactly [K]. The products in `rope_products` are rank 2 and
     valid `rope` inputs with `rope_cos`/`rope_sin`; those in `cache_products` are rank 2,
     and with `caches` (one each) their results are those caches' shapes (`insert_rows`).
+    A `residual` (rows residual + rms_norm(x, residual_norm_weight) replace x) has x's
+    shape, its norm weight is [K], and the sum is one more result, last, of x's shape.
     Indices out of range are the verifier's to report; the rule skips them."""
     out = _shared_products(x, weights, scheme, norm_weight)
+    if residual is not None:
+        check_exact("residual", residual, x, "x's shape")
+        check_exact("residual_norm_weight", residual_norm_weight or (), x[-1:],
+                    "K = last dim of x")
     for i in (i for i in rope_products if 0 <= i < len(out)):
         check_rank(f"products[{i}]", out[i], (2,))
         rope(out[i], rope_cos or (), rope_sin or (), rope_head_dim, rope_n_rot)
@@ -1102,7 +1110,7 @@ def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = Non
             check_rank(f"products[{i}]", out[i], (2,))
             if caches is not None and j < len(caches):
                 out[i] = insert_rows(caches[j], out[i])
-    return out
+    return out + ([x] if residual is not None else [])
 
 
 def _shared_products(x: Shape, weights: list[Shape], scheme: str | None,

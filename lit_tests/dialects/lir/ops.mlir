@@ -399,8 +399,9 @@ func.func @dequant_matmul_q8_activations(%x: memref<2x64xf32>, %w: memref<8x40xu
 // -----
 
 // lir.shared_input_matmul: f32 weights (no scheme; packed_rhs present and absent), and
-// GGUF weights with f32 and q8 activations, the last also with a fused rms_norm
-// (mir-fuse q8-edges); lir.dequant_matmul with a fused residual.
+// GGUF weights with f32 and q8 activations, the last also with a fused rms_norm, and
+// with a normed residual before it, whose sums are the last out (mir-fuse q8-edges);
+// lir.dequant_matmul with a fused residual.
 // CHECK-LABEL: func.func @shared_input_matmul
 // GENERIC-LABEL: sym_name = "shared_input_matmul"
 func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: memref<64x3xf32>, %g: memref<8x40xui8>, %o: memref<2x8xf32>, %p: memref<2x3xf32>, %gamma: memref<64xf32>) {
@@ -409,6 +410,7 @@ func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: m
   lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>)
   lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) activations q8
   lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%gamma : memref<64xf32>) eps 1.0e-06 outs(%o, %o : memref<2x8xf32>, memref<2x8xf32>) activations q8
+  lir.shared_input_matmul q4_1 ins(%x, %g, %g : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) residual(%x, %gamma : memref<2x64xf32>, memref<64xf32>) eps 1.0e-06 norm(%gamma : memref<64xf32>) eps 1.0e-06 outs(%o, %o, %x : memref<2x8xf32>, memref<2x8xf32>, memref<2x64xf32>) activations q8
   lir.dequant_matmul q4_1 ins(%x, %g, %o : memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) outs(%o : memref<2x8xf32>) activations q8
   func.return
 }
@@ -417,8 +419,9 @@ func.func @shared_input_matmul(%x: memref<2x64xf32>, %a: memref<64x8xf32>, %b: m
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>){{$}}
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
 // CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) norm(%{{.*}} : memref<64xf32>) eps 1.000000e-06 outs(%{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>) activations q8{{$}}
+// CHECK-NEXT:   lir.shared_input_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<8x40xui8>) residual(%{{.*}}, %{{.*}} : memref<2x64xf32>, memref<64xf32>) eps 1.000000e-06 norm(%{{.*}} : memref<64xf32>) eps 1.000000e-06 outs(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x8xf32>, memref<2x8xf32>, memref<2x64xf32>) activations q8{{$}}
 // CHECK-NEXT:   lir.dequant_matmul q4_1 ins(%{{.*}}, %{{.*}}, %{{.*}} : memref<2x64xf32>, memref<8x40xui8>, memref<2x8xf32>) outs(%{{.*}} : memref<2x8xf32>) activations q8{{$}}
-// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 0, 0, 0, 0, 2>}>
+// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{operandSegmentSizes = array<i32: 1, 2, 0, 0, 0, 0, 0, 0, 2>}>
 // GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{packed_rhs, operandSegmentSizes
 
 // -----
@@ -432,7 +435,7 @@ func.func @rope_and_cache_edges(%x: memref<?x64xf32>, %wq: memref<16x36xui8>, %w
   func.return
 }
 // CHECK:        lir.shared_input_matmul q4_0 ins(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<?x64xf32>, memref<16x36xui8>, memref<8x36xui8>, memref<8x36xui8>) rope(%{{.*}}, %{{.*}} : memref<?x4xf32>, memref<?x4xf32>) [0, 1] head_dim 8 n_rot 8 style interleaved outs(%{{.*}}, %{{.*}}, %{{.*}} : memref<?x16xf32>, memref<32x8xf32>, memref<32x8xf32>) into [1, 2] at %{{.*}} activations q8{{$}}
-// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{{{.*}}rope_products = array<i64: 0, 1>, rope_head_dim = 8 : i64, rope_n_rot = 8 : i64, rope_style = #rlx<rope_style interleaved>, cache_products = array<i64: 1, 2>, {{.*}}operandSegmentSizes = array<i32: 1, 3, 0, 1, 1, 1, 3>}>
+// GENERIC:      "lir.shared_input_matmul"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{{{.*}}rope_products = array<i64: 0, 1>, rope_head_dim = 8 : i64, rope_n_rot = 8 : i64, rope_style = #rlx<rope_style interleaved>, cache_products = array<i64: 1, 2>, {{.*}}operandSegmentSizes = array<i32: 1, 3, 0, 0, 0, 1, 1, 1, 3>}>
 
 // -----
 
