@@ -1583,6 +1583,14 @@ class SharedInputMatmulOp(VerifiesSignature):
         verify_shared_products(self, self.products, "products")
 
 
+SHARED_INPUT_EDGES: tuple[str, ...] = (
+    "residual", "residual_norm_weight", "norm_weight", "rope_cos", "rope_sin", "position",
+    "scheme", "activations", "residual_eps", "norm_eps", "glu", "rope_products",
+    "rope_head_dim", "rope_n_rot", "rope_style", "cache_products")
+"""The operands and properties a shared-input matmul has besides x, its weights and its
+caches, under one name in mir and lir (constructor keywords of both ops)."""
+
+
 def shared_products_shapes(op: IRDLOperation, label: str = "products") -> dict[str, si.Shape]:
     """The shape of each product of a shared-input matmul (mir op or lir kernel), by
     label `products[i]` (the rule's errors name `op`)."""

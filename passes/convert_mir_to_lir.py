@@ -485,10 +485,7 @@ class SharedInputMatmulLowering(RewritePattern):
             made, out = destination(product)
             ops += made
             outs.append(out)
-        edges = {name: getattr(op, name) for name in (
-            "residual", "residual_norm_weight", "norm_weight", "rope_cos", "rope_sin",
-            "position", "scheme", "activations", "residual_eps", "norm_eps", "glu", "rope_products", "rope_head_dim", "rope_n_rot", "rope_style",
-            "cache_products")}
+        edges = {name: getattr(op, name) for name in mir.SHARED_INPUT_EDGES}
         ops.append(lir.SharedInputMatmulOp(op.x, op.weights, out=outs, **edges))
         rewriter.replace(op, ops, outs)
 

@@ -410,10 +410,7 @@ class FuseResidualNormIntoSharedInput(RewritePattern):
 def _shared_like(op: mir.SharedInputMatmulOp, **changes: object) -> mir.SharedInputMatmulOp:
     """A q8 shared_input_matmul with `op`'s operands and properties, but for `changes`
     (keywords of its constructor: x and weights always)."""
-    kept = ("residual", "residual_norm_weight", "norm_weight", "rope_cos", "rope_sin", "caches",
-            "position", "scheme", "activations", "residual_eps", "norm_eps", "glu", "rope_products", "rope_head_dim", "rope_n_rot", "rope_style",
-            "cache_products")
-    fields = {name: getattr(op, name) for name in kept} | changes
+    fields = {name: getattr(op, name) for name in (*mir.SHARED_INPUT_EDGES, "caches")} | changes
     return mir.SharedInputMatmulOp(fields.pop("x"), fields.pop("weights"), **fields)
 
 
