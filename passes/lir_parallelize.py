@@ -10,7 +10,14 @@ one checks all its data in every part, so thread 0's status stands) and does at 
 Every other kernel is *serial*: thread 0 runs it alone.
 
 A `lir.barrier` goes between two consecutive kernels unless both are serial (thread 0
-then wrote what it reads next). Its kind says who waits: between two parallel kernels a
+then wrote what it reads next), or both are parallel and the later one is independent of
+every kernel since the last barrier (option `hazards-only`, on by default): it reads no
+byte they write and writes no byte they read or write (`conflict`; a slot's bytes are its
+planned range of the arena, a view's those of its source, and distinct function
+arguments never alias). Such a kernel is split across the threads even below `min-work`
+(it joins their region: no barrier either way). Two products of one input of different
+schemes (q/k and a v of another quantization) then run one after the other in each
+thread with no wait between. Its kind says who waits: between two parallel kernels a
 full barrier (every thread); before a serial kernel a `gather` (only thread 0 runs next,
 so only it waits for the others' shares; they go on to the next barrier); after a serial
 kernel a `release` (only thread 0 wrote since the last barrier, so the others wait for it
@@ -104,26 +111,90 @@ def splits(op: lir.KernelOp, min_work: int) -> bool:
     return type(op) in partitioned_builders() and estimate_work(op) >= min_work
 
 
-def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK) -> None:
+def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK,
+                hazards_only: bool = True) -> None:
     """Mark the parallel kernels of `fn` and insert its barriers (see the module doc)."""
     block = fn.body.block
     if any(isinstance(op, lir.BarrierOp) for op in block.ops):
         return  # already parallelized
     schedule = list(block.ops)
     previous_parallel: bool | None = None
+    window: list[lir.KernelOp] = []  # the parallel kernels since the last barrier
     for op in schedule:
         if not isinstance(op, lir.KernelOp | lir.RegionOp):
             continue
         # A region op (scan) is serial: its body's kernels run on thread 0, in order.
         parallel = isinstance(op, lir.KernelOp) and splits(op, min_work)
+        free = bool(hazards_only and previous_parallel and isinstance(op, lir.KernelOp)
+                    and type(op) in partitioned_builders()
+                    and not any(conflict(earlier, op) for earlier in window))
+        # a kernel independent of the parallel ones since the last barrier is split too,
+        # however small: it joins their region, where it needs no barrier
+        parallel = parallel or free
         if parallel:
             op.attributes[PARALLEL] = UnitAttr()
-        if previous_parallel is not None and (previous_parallel or parallel):
-            block.insert_op_before(lir.BarrierOp(_barrier_kind(previous_parallel, parallel)), op)
+        if free:
+            window.append(op)
+        else:
+            if previous_parallel is not None and (previous_parallel or parallel):
+                block.insert_op_before(lir.BarrierOp(_barrier_kind(previous_parallel, parallel)),
+                                       op)
+            window = [op] if parallel and isinstance(op, lir.KernelOp) else []
         previous_parallel = parallel
     if previous_parallel:
         block.insert_op_before(lir.BarrierOp("gather"), block.last_op)
     _renumber_live_ranges(block, schedule)
+
+
+@dataclass(frozen=True)
+class Extent:
+    """The bytes a buffer may cover: [start, stop) of `root` (a function argument or the
+    arena; stop None: to its end). Distinct function arguments never alias (the kernels'
+    pointers are `noalias` on that assumption too)."""
+
+    root: SSAValue
+    start: int = 0
+    stop: int | None = None
+
+    def overlaps(self, other: Extent) -> bool:
+        return (self.root is other.root
+                and (self.stop is None or other.start < self.stop)
+                and (other.stop is None or self.start < other.stop))
+
+
+def extent(buffer: SSAValue) -> Extent:
+    """Where `buffer` lies: an arena slot's planned bytes (a `?` dim at its symbol's
+    bound); a view, all of its source's; anything else, all of itself."""
+    owner = buffer.owner
+    if isinstance(owner, lir.ViewOp):
+        return extent(owner.source)
+    if not isinstance(owner, lir.SlotOp):
+        return Extent(buffer)
+    start = owner.offset.value.data
+    arena, bounds = owner.arena.owner, {}
+    if isinstance(arena, lir.ArenaOp) and arena.max_dims is not None:
+        bounds = {name: attr.value.data for name, attr in arena.max_dims.data.items()
+                  if isinstance(attr, IntegerAttr)}
+    assert isinstance(buffer.type, MemRefType)
+    try:
+        size = lir.byte_size(buffer.type, lir.buffer_dims(buffer), bounds)
+    except (ValueError, KeyError):  # no bound known: the rest of the arena
+        return Extent(owner.arena, start)
+    return Extent(owner.arena, start, start + size)
+
+
+def conflict(earlier: lir.KernelOp, later: lir.KernelOp) -> bool:
+    """Whether `later` may not start before every thread has finished `earlier`: it reads
+    or writes bytes `earlier` writes, or writes bytes `earlier` reads."""
+    def footprint(op: lir.KernelOp) -> tuple[list[Extent], list[Extent]]:
+        writes = [extent(v) for v in op.outs]
+        reads = [extent(v) for v in op.operands
+                 if isinstance(v.type, MemRefType) and v not in op.outs]
+        return reads, writes
+
+    (reads_a, writes_a), (reads_b, writes_b) = footprint(earlier), footprint(later)
+    return (any(w.overlaps(x) for w in writes_a for x in reads_b + writes_b)
+            or any(w.overlaps(r) for w in writes_b for r in reads_a))
 
 
 def _barrier_kind(before_parallel: bool, after_parallel: bool) -> str | None:
@@ -161,6 +232,10 @@ class LirParallelizePass(ModulePass):
 
     min_work: int = PARALLEL_MIN_WORK
     """The least work (`estimate_work`) for which a kernel is split across threads."""
+    hazards_only: bool = True
+    """Between two parallel kernels, a barrier only where the later one touches bytes an
+    earlier one since the last barrier writes, or writes bytes it reads (`conflict`);
+    false: a barrier between every two."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.min_work < 1:
@@ -168,4 +243,4 @@ class LirParallelizePass(ModulePass):
         require_lowered(op, self.name, "hir", "mir", "lir.alloc")
         for fn in op.walk():
             if isinstance(fn, func.FuncOp) and not fn.is_declaration:
-                parallelize(fn, self.min_work)
+                parallelize(fn, self.min_work, self.hazards_only)

@@ -1,10 +1,11 @@
-// RUN: rlx-opt %s -p 'lir-parallelize,convert-lir-to-llvm{vector-width=16}' | filecheck %s
+// RUN: rlx-opt %s -p 'lir-parallelize{hazards-only=false},convert-lir-to-llvm{vector-width=16}' | filecheck %s
 // RUN: rlx-opt %s -p convert-lir-to-llvm{vector-width=16} | filecheck %s --check-prefix=SERIAL
 
 // Kernels that lir-parallelize marked rlx.parallel are built partitioned: they take the
 // thread id and count and compute their share. Its lir.barriers become rlx_barrier calls
 // (the last one ends the entry so thread 0 returns when all are done), and an entry with
-// barriers gets its native worker loop.
+// barriers gets its native worker loop. (hazards-only=false: the small abs, independent of
+// the neg before it, would otherwise join the neg's region; lir-parallelize.mlir.)
 
 func.func @big(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
                %small: memref<8xf32> {rlx.name = "small", rlx.role = "input"},

@@ -1,5 +1,6 @@
-// RUN: rlx-opt %s --split-input-file -p lir-parallelize | filecheck %s
-// RUN: rlx-opt %s --split-input-file -p lir-parallelize,lir-parallelize | filecheck %s
+// RUN: rlx-opt %s --split-input-file -p 'lir-parallelize{hazards-only=false}' | filecheck %s
+// RUN: rlx-opt %s --split-input-file -p 'lir-parallelize{hazards-only=false},lir-parallelize' | filecheck %s
+// RUN: rlx-opt %s --split-input-file -p lir-parallelize | filecheck %s --check-prefix=HAZARDS
 // RUN: rlx-opt %s --split-input-file -p 'lir-parallelize{min-work=1}' | filecheck %s --check-prefix=ALL
 // RUN: not rlx-opt %s --split-input-file -p 'lir-parallelize{min-work=0}' 2>&1 | filecheck %s --check-prefix=BAD
 
@@ -7,7 +8,10 @@
 // rlx.parallel. A barrier separates two kernels unless both are serial: a full one
 // between two parallel kernels, "gather" (thread 0 waits for all) before a serial one,
 // "release" (the others wait for thread 0) after one. A "gather" ends the function when
-// its last kernel is parallel. The pass is idempotent.
+// its last kernel is parallel. The pass is idempotent. With hazards-only (the default),
+// a kernel that reads and writes nothing the parallel kernels since the last barrier
+// write (nor writes what they read) joins them, split and without a barrier, however
+// small (lir-parallelize-hazards.mlir has the products of a layer).
 
 func.func @mixed(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
                  %small: memref<8xf32> {rlx.name = "small", rlx.role = "input"},
@@ -30,6 +34,12 @@ func.func @mixed(%x: memref<1024x512xf32> {rlx.name = "x", rlx.role = "input"},
 // CHECK-NEXT:  lir.elementwise abs ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<8xf32>)
 // CHECK-NOT:   rlx.parallel
 // CHECK-NEXT:  func.return
+
+// HAZARDS-LABEL: func.func @mixed(
+// HAZARDS:       lir.elementwise neg ins(%{{.*}} : memref<1024x512xf32>) outs(%{{.*}} : memref<1024x512xf32>) {rlx.parallel}
+// HAZARDS-NEXT:  lir.elementwise abs ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<8xf32>) {rlx.parallel}
+// HAZARDS-NEXT:  lir.barrier "gather"
+// HAZARDS-NEXT:  func.return
 
 // ALL-LABEL: func.func @mixed(
 // ALL:       lir.elementwise abs ins(%{{.*}} : memref<8xf32>) outs(%{{.*}} : memref<8xf32>) {rlx.parallel}
