@@ -58,6 +58,13 @@ def _params(scheme: str) -> dict[str, np.ndarray]:
     return params
 
 
+def fused_and_apart(g: rlx.Graph, params: dict[str, np.ndarray], threads: int
+                    ) -> tuple[rlx.CompiledGraph, rlx.CompiledGraph]:
+    """The default build of `g` and the one without the q8 edges (`q8_edges=False`)."""
+    return (rlx.jit(g, params=params, threads=threads),
+            rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False)))
+
+
 def block_of_32(scheme: str) -> bool:
     return scheme in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
 
@@ -70,8 +77,7 @@ def test_fused_edges_give_the_unfused_bits(scheme, threads):
     rows and more): fused and unfused builds agree bit for bit, and both the reference."""
     g = _ffn_block(scheme)
     params = _params(scheme)
-    fused = rlx.jit(g, params=params, threads=threads)
-    apart = rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False))
+    fused, apart = fused_and_apart(g, params, threads)
     lir_text = fused.mlir("lir")
     assert "norm(" in lir_text and "lir.rms_norm" not in lir_text
     assert "glu silu" in lir_text and "lir.fused_elementwise" not in lir_text
@@ -92,8 +98,7 @@ def test_fused_edges_at_avx2(monkeypatch):
     monkeypatch.setenv("RLX_TARGET_CPU", "haswell")
     g = _ffn_block("q4_1")
     params = _params("q4_1")
-    fused = rlx.jit(g, params=params, threads=2)
-    apart = rlx.jit(g, params=params, threads=2, fusion=rlx.FusionPolicy(q8_edges=False))
+    fused, apart = fused_and_apart(g, params, 2)
     assert fused.options.target == "haswell"
     for m in (1, 5):
         h = RNG.standard_normal((m, K_DIM)).astype(np.float32)
@@ -128,8 +133,7 @@ def test_glu_gives_the_unfused_bits(scheme, n, act, order, threads):
     g = _glu_block(scheme, n, act, order)
     params = {name: _tame(blocks(scheme, rows, cols), scheme)
               for name, rows, cols in (("gate", n, 64), ("up", n, 64), ("down", 16, n))}
-    fused = rlx.jit(g, params=params, threads=threads)
-    apart = rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False))
+    fused, apart = fused_and_apart(g, params, threads)
     assert f"glu {act}" in fused.mlir("lir") and "lir.fused_elementwise" not in fused.mlir("lir")
     reference = rlx.reference(g, params=params)
     for m in (1, 2, 19):

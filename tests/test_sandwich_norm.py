@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_q8_edges import _params
+from test_q8_edges import _params, fused_and_apart
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
@@ -64,8 +64,7 @@ def test_the_sum_in_the_prologue_gives_the_unfused_bits(scheme, threads):
     build's bits."""
     g = _sandwich_block(scheme)
     params = _sandwich_params(scheme)
-    fused = rlx.jit(g, params=params, threads=threads)
-    apart = rlx.jit(g, params=params, threads=threads, fusion=rlx.FusionPolicy(q8_edges=False))
+    fused, apart = fused_and_apart(g, params, threads)
     lir_text = fused.mlir("lir")
     # what stays: the last norm and add (no shared product after them)
     assert "residual(" in lir_text and lir_text.count("lir.rms_norm") == 1
@@ -85,8 +84,7 @@ def test_the_sum_at_avx2(monkeypatch):
     monkeypatch.setenv("RLX_TARGET_CPU", "haswell")
     g = _sandwich_block("q4_1")
     params = _sandwich_params("q4_1")
-    fused = rlx.jit(g, params=params, threads=2)
-    apart = rlx.jit(g, params=params, threads=2, fusion=rlx.FusionPolicy(q8_edges=False))
+    fused, apart = fused_and_apart(g, params, 2)
     assert fused.options.target == "haswell" and "residual(" in fused.mlir("lir")
     for m in (1, 5):
         h, p = (RNG.standard_normal((m, K_DIM)).astype(np.float32) for _ in range(2))
