@@ -1453,8 +1453,9 @@ class SampleOp(IndexOperandsMixin):
 
 @irdl_op_definition
 class SharedInputMatmulOp(VerifiesSignature):
-    """One input `x` [..., K] times N >= 2 `weights`, one f32 result each, computed by one
-    kernel that reads x once (q/k/v, gate/up; mir-fuse forms it from sibling matmuls).
+    """One input `x` [..., K] times N >= 2 `weights` (1 with a `norm_weight`), one f32
+    result each, computed by one kernel that reads x once (q/k/v, gate/up; mir-fuse
+    forms it from sibling matmuls).
     f32 weights [K, N_i] give `x @ w_i`; with a `scheme`, every weight is the raw GGUF
     blocks of that scheme, ui8 [N_i, K/values·bytes], giving `x @ dequant(w_i)^T` as
     `mir.dequant_matmul` with the same `activations`.
@@ -1467,7 +1468,9 @@ class SharedInputMatmulOp(VerifiesSignature):
 
     With a `norm_weight` [K] (mir-fuse: the rms_norm that x came from), the kernel reads
     the un-normalized rows and RMS-normalizes each (`mir.rms_norm` with that gamma and
-    `norm_eps`) before quantizing it; q8 only.
+    `norm_eps`) before quantizing it; q8 only. With a norm_weight one weight is enough:
+    mir-fuse gives a norm read by q8 products of different schemes (a Q4_K_M file's Q8_0
+    `attn_v` beside its Q5_0 q/k) to each of them, and a lone product becomes such an op.
 
     With `glu act` (mir-fuse: a gated linear unit, `act(x @ w_0) * (x @ w_1)`, e.g.
     SwiGLU), exactly two weights of one N: the first product is `act(p_0) * p_1`, computed

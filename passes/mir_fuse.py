@@ -17,14 +17,20 @@ q8 edge are never taken by an elementwise tree first:
 3. q8 edges (option `q8-edges`), after the shared inputs: the fusions that take small
    kernels out from between the q8 products of a transformer layer, and with them the
    thread barriers around them (lir-parallelize):
-   - `mir.shared_input_matmul(rms_norm(h, gamma), ...)` of q8 activations, the norm used
-     only there and without a beta -> `mir.shared_input_matmul h, ... norm(gamma) eps`:
-     the kernel normalizes each row of h before quantizing it;
+   - `rms_norm(h, gamma)` without a beta, read only as the x of q8 products (a
+     `mir.shared_input_matmul` without a norm, a `mir.dequant_matmul` without a residual
+     whose product is not an add's) -> each of them `mir.shared_input_matmul h, ...
+     norm(gamma) eps` (a dequant_matmul: one weight): each kernel normalizes the rows of
+     h before quantizing them, as every part of it quantizes its rows anyway. Products of
+     different schemes on one norm (a Q4_K_M file's Q8_0 attn_v beside Q5_0 q/k) then
+     run side by side with no kernel and no barrier before them;
    - then, with h = `mir.add(r, rms_norm(p, g1))` (either order; the norm used only by the
      add, no beta; h's other uses after the op) -> `mir.shared_input_matmul p, ...
      residual(r, g1) eps norm(gamma) eps`: each row becomes r + rms_norm(p, g1) in the
      kernel, which also hands that sum out as its last result (in place of h's other
-     uses). Gemma 3's post-attention and post-FFN norms then stand between no two kernels;
+     uses); a later q8 product normalizing h too takes the same form (its own sum left
+     unused), so it needs no barrier after the first. Gemma 3's post-attention and
+     post-FFN norms then stand between no two kernels;
    - `mir.add(r, dequant_matmul(x, w))` (either order) of q8 activations, the product used
      only by the add and r of the result's shape -> `mir.dequant_matmul x, w residual r`:
      r is added as the product is stored;
@@ -58,7 +64,7 @@ q8 edge are never taken by an elementwise tree first:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -70,7 +76,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue, Use
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -359,22 +365,69 @@ def _defined_before(value: SSAValue, op: Operation, order: dict[Operation, int])
 # ----------------------------------------------------------------------------- q8 edges
 
 
-class FuseNormIntoSharedInput(RewritePattern):
-    """shared_input_matmul(rms_norm(h, gamma), ...) of q8 activations, the norm used only
-    there (no beta) -> shared_input_matmul h, ... norm(gamma) eps: normalized in the
-    kernel's prologue, row by row before quantizing."""
+def _takes_norm(use: Use) -> bool:
+    """Whether the user of a normed value can take the norm into its kernel: as x of a q8
+    shared_input_matmul without a norm yet, or of a q8 dequant_matmul without a residual
+    whose product is not an add's (FuseResidualIntoDequantMatmul's epilogue keeps it)."""
+    op = use.operation
+    if use.index != 0 or mir.activations_of(op) != QuantActivations.Q8:
+        return False
+    if isinstance(op, mir.SharedInputMatmulOp):
+        return op.norm_weight is None and op.x not in op.operands[1:]
+    if isinstance(op, mir.DequantMatmulOp):
+        feeds_add = op.result.has_one_use() and isinstance(next(iter(op.result.uses)).operation,
+                                                           mir.AddOp)
+        return op.residual is None and op.w is not op.x and not feeds_add
+    return False
+
+
+class FuseNormIntoQ8Products(RewritePattern):
+    """rms_norm(h, gamma) (no beta) read only as the x of q8 products that can take it
+    (`_takes_norm`) -> each of them normalizes h's rows itself: a shared_input_matmul
+    gains `norm(gamma) eps`, a dequant_matmul becomes a one-weight shared_input_matmul
+    with it. Every part of a product's kernel normalizes the rows it quantizes anyway, so
+    the copies cost nothing; the norm's kernel, and the barriers around it, go. Products
+    of different schemes on one norm (a Q4_K_M file's Q8_0 attn_v beside its Q5_0 q/k, a
+    Q6_K v beside Q4_K q/k) then run side by side in one parallel region."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: mir.SharedInputMatmulOp, rewriter: PatternRewriter, /):
-        norm = op.x.owner
-        if (op.norm_weight is not None or mir.activations_of(op) != QuantActivations.Q8
-                or not isinstance(norm, mir.RmsNormOp) or norm.beta is not None
-                or not op.x.has_one_use()):
+    def match_and_rewrite(self, op: mir.RmsNormOp, rewriter: PatternRewriter, /):
+        uses = list(op.result.uses)
+        if op.beta is not None or not uses or not all(_takes_norm(use) for use in uses):
             return
-        fused = _shared_like(op, x=norm.x, weights=op.weights, norm_weight=norm.gamma,
-                             norm_eps=norm.eps)
-        rewriter.replace(op, fused)
-        rewriter.erase(norm)
+        users = _in_block_order(use.operation for use in uses)
+        fused = [_shared_like(user, x=op.x, weights=user.weights, norm_weight=op.gamma,
+                              norm_eps=op.eps) if isinstance(user, mir.SharedInputMatmulOp)
+                 else mir.SharedInputMatmulOp(op.x, [user.w], norm_weight=op.gamma,
+                                              norm_eps=op.eps, scheme=user.scheme,
+                                              activations=user.activations)
+                 for user in users]
+        for user, new in zip(users, fused, strict=True):
+            _place_beside(rewriter, new, user, users[0])
+        for user, new in zip(users, fused, strict=True):
+            rewriter.replace(user, [], list(new.results))
+        rewriter.erase(op)
+
+
+def _in_block_order(ops: Iterable[Operation]) -> list[Operation]:
+    """`ops` once each, those of one block in its order (the others after them)."""
+    unique = list(dict.fromkeys(ops))
+    return sorted(unique, key=lambda o: (o.parent_block() is not unique[0].parent_block(),
+                                         _index_in_block(o)))
+
+
+def _index_in_block(op: Operation) -> int:
+    block = op.parent_block()
+    return 0 if block is None else block.get_operation_index(op)
+
+
+def _place_beside(rewriter: PatternRewriter, fused: Operation, op: Operation,
+                  first: Operation) -> None:
+    """Insert `fused`, which is to replace `op`, just before `first` when its operands
+    are available there (products of one normed input then run one after the other, in
+    one parallel region), else before `op`."""
+    rewriter.insert(fused, InsertPoint.before(first if _available_at(fused.operands, first)
+                                              else op))
 
 
 class FuseResidualNormIntoSharedInput(RewritePattern):
@@ -397,14 +450,28 @@ class FuseResidualNormIntoSharedInput(RewritePattern):
             norm = normed.owner
             if (isinstance(norm, mir.RmsNormOp) and norm.beta is None and normed.has_one_use()
                     and residual.type == normed.type == add.result.type):
-                fused = _shared_like(op, x=norm.x, weights=op.weights, residual=residual,
-                                     residual_norm_weight=norm.gamma, residual_eps=norm.eps)
+                edges = {"residual": residual, "residual_norm_weight": norm.gamma,
+                         "residual_eps": norm.eps}
+                fused = _shared_like(op, x=norm.x, weights=op.weights, **edges)
                 rewriter.insert(fused, InsertPoint.before(op))
+                for twin in _in_block_order(u for u in others if _normed_sibling(u, add)):
+                    # it forms the sum too (no barrier on fused's); its own copy stays unused
+                    again = _shared_like(twin, x=norm.x, weights=twin.weights, **edges)
+                    _place_beside(rewriter, again, twin, op)
+                    rewriter.replace(twin, [], list(again.products)[:-1])
                 rewriter.replace_all_uses_with(add.result, fused.products[-1])
                 rewriter.replace(op, [], list(fused.products)[:-1])
                 rewriter.erase(add)
                 rewriter.erase(norm)
                 return
+
+
+def _normed_sibling(op: Operation, add: mir.AddOp) -> bool:
+    """Whether `op` is another q8 shared_input_matmul normalizing the sum `add` (as x
+    only), which FuseResidualNormIntoSharedInput gives the residual form as well."""
+    return (isinstance(op, mir.SharedInputMatmulOp) and op.x is add.result
+            and op.norm_weight is not None and op.residual is None
+            and add.result not in op.operands[1:])
 
 
 def _shared_like(op: mir.SharedInputMatmulOp, **changes: object) -> mir.SharedInputMatmulOp:
@@ -583,8 +650,8 @@ class MirFusePass(ModulePass):
     """Merge sibling matmuls (and dequant_matmuls of one scheme) that read the same input
     into one op whose kernel reads the input once (q/k/v, gate/up)."""
     q8_edges: bool = True
-    """Fold an rms_norm (and a normed residual add before it) into the q8 shared-input
-    product after it, a gated linear unit
+    """Fold an rms_norm (and a normed residual add before it) into the q8 products after
+    it, a gated linear unit
     (act(gate) * up), interleaved ropes and KV-cache inserts into the q8 shared-input
     product before them, and a residual add into the q8 dequant_matmul before it (the
     kernels' prologue and epilogues)."""
@@ -607,7 +674,7 @@ class MirFusePass(ModulePass):
             # the glu's act and mul, and the residual's add, into fused_elementwise ops)
             PatternRewriteWalker(
                 with_provenance(GreedyRewritePatternApplier(
-                    [FuseNormIntoSharedInput(), FuseResidualNormIntoSharedInput(),
+                    [FuseNormIntoQ8Products(), FuseResidualNormIntoSharedInput(),
                      FuseGluIntoSharedInput(),
                      FuseRopeIntoSharedInput(), FuseCacheInsertIntoSharedInput(),
                      FuseResidualIntoDequantMatmul()],

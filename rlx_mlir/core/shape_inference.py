@@ -1088,7 +1088,9 @@ def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = Non
                         rope_n_rot: int = 0, cache_products: Sequence[int] = (),
                         residual: Shape | None = None,
                         residual_norm_weight: Shape | None = None) -> list[Shape]:
-    """One x [..., K] times N >= 2 weights, one result each: f32 weights [K, N_i] give
+    """One x [..., K] times N >= 2 weights (N >= 1 with a `norm_weight`: the one product
+    whose kernel normalizes x, mir-fuse's norm fused into each of its q8 users), one
+    result each: f32 weights [K, N_i] give
     x[..., :] @ w_i -> [..., N_i]; with a `scheme`, raw GGUF blocks ui8 [N_i, K/values·bytes]
     give x @ dequant(w_i)^T -> [..., N_i] (as `dequant_matmul`). A `norm_weight` (x's rows
     RMS-normalized first) is exactly [K]. The products in `rope_products` are rank 2 and
@@ -1115,9 +1117,9 @@ def shared_input_matmul(x: Shape, weights: list[Shape], scheme: str | None = Non
 
 def _shared_products(x: Shape, weights: list[Shape], scheme: str | None,
                      norm_weight: Shape | None) -> list[Shape]:
-    if len(weights) < 2:
+    if len(weights) < (1 if norm_weight is not None else 2):
         raise ShapeError(f"weights: expected at least 2 (one input shared by several "
-                         f"products), got {len(weights)}")
+                         f"products), or 1 with a norm_weight, got {len(weights)}")
     if norm_weight is not None:
         check_rank("x", x, range(1, 9))
         check_exact("norm_weight", norm_weight, x[-1:], "K = last dim of x")

@@ -6,7 +6,7 @@
 %a = "test.op"() : () -> tensor<8x5xf32>
 %p = mir.shared_input_matmul %x, %a : (tensor<3x8xf32>, tensor<8x5xf32>) -> (tensor<3x5xf32>)
 
-// CHECK: 'mir.shared_input_matmul': weights: expected at least 2 (one input shared by several products), got 1
+// CHECK: 'mir.shared_input_matmul': weights: expected at least 2 (one input shared by several products), or 1 with a norm_weight, got 1
 
 // -----
 
