@@ -403,7 +403,7 @@ class FuseNormIntoQ8Products(RewritePattern):
                                               activations=user.activations)
                  for user in users]
         for user, new in zip(users, fused, strict=True):
-            _place_beside(rewriter, new, user, users[0])
+            _place_beside(rewriter, _located_at(new, op, user), user, users[0])
         for user, new in zip(users, fused, strict=True):
             rewriter.replace(user, [], list(new.results))
         rewriter.erase(op)
@@ -419,6 +419,15 @@ def _in_block_order(ops: Iterable[Operation]) -> list[Operation]:
 def _index_in_block(op: Operation) -> int:
     block = op.parent_block()
     return 0 if block is None else block.get_operation_index(op)
+
+
+def _located_at(new: Operation, *ops: Operation) -> Operation:
+    """`new`, located at the ops it replaces (a pattern matched at one of them would
+    derive its location from that one alone)."""
+    known = [op.location for op in ops if loc_names(op.location)]
+    if known:
+        new.location = known[0] if len(known) == 1 else FusedLoc(known, NoneAttr())
+    return new
 
 
 def _place_beside(rewriter: PatternRewriter, fused: Operation, op: Operation,
@@ -456,7 +465,8 @@ class FuseResidualNormIntoSharedInput(RewritePattern):
                 rewriter.insert(fused, InsertPoint.before(op))
                 for twin in _in_block_order(u for u in others if _normed_sibling(u, add)):
                     # it forms the sum too (no barrier on fused's); its own copy stays unused
-                    again = _shared_like(twin, x=norm.x, weights=twin.weights, **edges)
+                    again = _located_at(_shared_like(twin, x=norm.x, weights=twin.weights,
+                                                     **edges), norm, add, twin)
                     _place_beside(rewriter, again, twin, op)
                     rewriter.replace(twin, [], list(again.products)[:-1])
                 rewriter.replace_all_uses_with(add.result, fused.products[-1])

@@ -17,6 +17,7 @@ from test_q8_edges import fused_and_apart
 
 import rlx_mlir as rlx
 from rlx_mlir.core import quants
+from rlx_mlir.core.locations import origin
 
 RNG = np.random.default_rng(13)
 K_DIM, N = 256, 1024
@@ -83,6 +84,10 @@ def test_a_norm_goes_into_each_product(schemes, threads):
     mir = fused.mlir("mir")
     assert "mir.rms_norm" not in mir and mir.count("norm(") == 2
     assert mir.count("mir.shared_input_matmul") == 2
+    origins = [origin(op) for op in fused.stage_module("mir").walk()
+               if op.name == "mir.shared_input_matmul"]  # each at its products and the norm
+    assert origins == ["rms_norm#0 + dequant_matmul#0 + dequant_matmul#1",
+                       "rms_norm#0 + dequant_matmul#2"]
     if threads > 1:
         assert _barriers_between_products(fused, hazards_only=True) == 0
 
