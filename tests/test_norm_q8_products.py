@@ -71,6 +71,16 @@ def _check_bits(g: rlx.Graph, params: dict[str, np.ndarray], threads: int, sandw
     return fused
 
 
+def _check_interpreters(g: rlx.Graph, params: dict[str, np.ndarray], sandwich: bool) -> None:
+    """The fused ops' references (the mir and the lir interpreters) against the graph's."""
+    reference = rlx.reference(g, params=params)
+    inputs = _inputs(3, sandwich)
+    for stage in ("mir", "lir"):
+        staged = rlx.reference(rlx.jit(g, params=params).stage_module(stage).clone(), params)
+        for got, want in zip(staged(**inputs), reference(**inputs), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=5e-3 * np.abs(want).max())
+
+
 @pytest.mark.parametrize(("schemes", "threads"), [
     (("q5_0", "q5_0", "q8_0"), 2),  # Q4_K_M's legacy fallback (K not a multiple of 256)
     (("q4_k", "q4_k", "q6_k"), 3),  # Q4_K_M's K-quants: the K-quant kernel for both
@@ -90,6 +100,7 @@ def test_a_norm_goes_into_each_product(schemes, threads):
                        "rms_norm#0 + dequant_matmul#2"]
     if threads > 1:
         assert _barriers_between_products(fused, hazards_only=True) == 0
+    _check_interpreters(g, _params(schemes), sandwich=False)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -106,6 +117,7 @@ def test_a_sandwich_sum_is_formed_by_each_product(threads):
     assert "lir.rms_norm" not in lir and "lir.elementwise" not in lir
     if threads > 1:
         assert _barriers_between_products(fused, hazards_only=True) == 0
+    _check_interpreters(g, _params(schemes, sandwich=True), sandwich=True)
 
 
 def test_the_products_run_side_by_side():

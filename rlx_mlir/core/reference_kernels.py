@@ -1317,7 +1317,8 @@ def shared_input_matmul(x: ArrayLike, weights: list[ArrayLike], scheme: str | No
             raise ArgumentError(f"residual: needs activations 'q8', a residual_norm_weight and "
                                 f"a norm_weight, got activations {activations!r}")
         rules.shared_input_matmul(_shape(_f32(x)), [_shape(np.asarray(w)) for w in weights],
-                                  scheme, residual=_shape(_f32(residual)),
+                                  scheme, _shape(np.asarray(norm_weight)),
+                                  residual=_shape(_f32(residual)),
                                   residual_norm_weight=_shape(np.asarray(residual_norm_weight)))
         summed = add(residual, rms_norm(x, residual_norm_weight, eps=residual_eps))
         x = summed
