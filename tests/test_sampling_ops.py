@@ -111,6 +111,28 @@ def test_argmax_at_every_vector_width(width):
     np.testing.assert_array_equal(rlx.jit(g, vector_width=width)(x=X), K.argmax(X))
 
 
+@pytest.mark.parametrize("width", [16, 8, 4])
+@pytest.mark.parametrize("n", [1000, 4 * 16 * 3 + 16 * 2 + 5, 2 * 16, 3 * 8])
+def test_argmax_chains_keep_the_first_best(width, n):
+    """The argmax row runs interleaved chains of vectors (ARGMAX_CHAINS): a tie between
+    chains, or between a chain and the scalar tail, goes to the lower index; the first
+    NaN beats every number; -0.0 and 0.0 tie. Rows of several chain strides, of a
+    remainder of whole vectors, of exactly two vectors and of three of width 8."""
+    g = rlx.Graph("argmax_chains")
+    x = g.input("x", (6, n))
+    g.output(g.argmax(x))
+    X = _logits((6, n), 9)
+    top = float(np.nanmax(X)) + 1.0
+    X[0, [n - 1, (width + 3) % n, (3 * width + 1) % n]] = top  # three chains and the tail: the lowest
+    X[1, [n // 2, 2 * width % n]] = np.nan  # the first NaN, whatever its chain
+    X[2] = 0.0
+    X[2, n // 3:] = -0.0
+    X[3, [n - 2, n - 1]] = top  # in the scalar tail only
+    X[4, [(width + 1) % n, 1]] = top  # in one chain's lane and the first vector's
+    X[5] = -np.inf
+    np.testing.assert_array_equal(rlx.jit(g, vector_width=width)(x=X), K.argmax(X))
+
+
 def test_sample_distribution_follows_the_softmax():
     """10000 rows of the same logits: the counts of each token against the softmax at T
     (a fixed seed: deterministic), and top-k/top-p never pick outside their sets."""

@@ -19,6 +19,8 @@ buffer beyond a few stack slots is needed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f32, f64, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
@@ -64,37 +66,69 @@ def _f64(kb: KernelBuilder, value: SSAValue) -> SSAValue:
     return kb.insert(llvm.FPExtOp(value, f64))
 
 
+ARGMAX_CHAINS = 4
+"""Independent (best, index) vector pairs an argmax row keeps: each step's compare and
+selects wait on the step before in its chain only, so a long row (a vocabulary of
+262,144 logits) is not one chain of dependent selects."""
+
+
 def _argmax_row(kb: KernelBuilder, row: SSAValue, n: int) -> SSAValue:
-    """The index (i64) of the best value of row[0:n]: W lanes at a time, each keeping its
-    best value and index (f32, exact below 2^23), then the lanes compared (ties to the
-    lower index), then a scalar tail."""
+    """The index (i64) of the best value of row[0:n]: W lanes at a time in ARGMAX_CHAINS
+    interleaved chains (vector v in chain v mod chains), each lane keeping its best value
+    and index (f32, exact below 2^23); then the chains and the lanes compared (ties to
+    the lower index: the sequential scan's first best), then a scalar tail."""
     w = kb.vector_width
     if n < 2 * w or n >= 1 << 23:
         return _argmax_scalar(kb, row, 0, n, kb.load(row, 0), kb.constant(0, i64))
     iota = kb.insert(llvm.UndefOp(kb.vec))
     for lane in range(w):
         iota = kb.insert(llvm.InsertElementOp(iota, kb.fconst(float(lane)), kb.constant(lane, i32)))
+    chains = max(1, min(ARGMAX_CHAINS, n // w))
+    start = [(kb.load(row, c * w, vector=True), kb.fadd(iota, kb.vconst(float(c * w))))
+             for c in range(chains)]
+
+    def step(at: SSAValue, best: SSAValue, index: SSAValue, offset: int) -> tuple[SSAValue, SSAValue]:
+        x = kb.load(row, kb.add(at, offset), vector=True)
+        better = _better(kb, x, best)
+        position = kb.fadd(iota, kb.splat(kb.sitofp(kb.add(at, offset), f32)))
+        return kb.select(better, x, best), kb.select(better, position, index)
+
+    stride = chains * w
+    whole = n // stride * stride
+    carried = [value for pair in start for value in pair]
+    with kb.loop(stride, whole, stride, carried=carried) as loop:
+        pairs = [step(loop.iv, loop.carried[2 * c], loop.carried[2 * c + 1], c * w)
+                 for c in range(chains)]
+        loop.yield_(*(value for pair in pairs for value in pair))
+    pairs = [(loop.results[2 * c], loop.results[2 * c + 1]) for c in range(chains)]
     end = n // w * w
-    with kb.loop(w, end, w, carried=[kb.load(row, 0, vector=True), iota]) as loop:
-        x = kb.load(row, loop.iv, vector=True)
-        better = _better(kb, x, loop.carried[0])
-        at = kb.fadd(iota, kb.splat(kb.sitofp(loop.iv, f32)))
-        loop.yield_(kb.select(better, x, loop.carried[0]), kb.select(better, at, loop.carried[1]))
+    for c, at in enumerate(range(whole, end, w)):  # the last whole vectors, one per chain
+        pairs[c] = step(kb.index(0), *pairs[c], at)
+    best, index = pairs[0]
+    for value, place in pairs[1:]:
+        best, index = _best_of(kb, (best, index), (value, place))
     lanes_v, lanes_i = kb.alloca(w), kb.alloca(w)
-    kb.store(loop.results[0], lanes_v, align=4)
-    kb.store(loop.results[1], lanes_i, align=4)
+    kb.store(best, lanes_v, align=4)
+    kb.store(index, lanes_i, align=4)
     with kb.loop(1, w, carried=[kb.load(lanes_v, 0), kb.load(lanes_i, 0)]) as lane:
-        value, index = kb.load(lanes_v, lane.iv), kb.load(lanes_i, lane.iv)
-        best, best_index = lane.carried
-        same = kb.or_(kb.fcmp("oeq", value, best),
-                      vmath.and_(kb, kb.fcmp("uno", value, value), kb.fcmp("uno", best, best)))
-        wins = kb.or_(_better(kb, value, best),
-                      vmath.and_(kb, same, kb.fcmp("olt", index, best_index)))
-        lane.yield_(kb.select(wins, value, best), kb.select(wins, index, best_index))
+        lane.yield_(*_best_of(kb, lane.carried, (kb.load(lanes_v, lane.iv),
+                                                 kb.load(lanes_i, lane.iv))))
     best, index = lane.results
     # an f32 integer below 2^23 as an i64: its bits after adding 2^23 (exact)
-    whole = kb.sub(vmath.bits(kb, kb.fadd(index, 2.0**23)), 0x4B000000)
-    return _argmax_scalar(kb, row, end, n, best, kb.sext(whole))
+    whole_index = kb.sub(vmath.bits(kb, kb.fadd(index, 2.0**23)), 0x4B000000)
+    return _argmax_scalar(kb, row, end, n, best, kb.sext(whole_index))
+
+
+def _best_of(kb: KernelBuilder, first: Sequence[SSAValue], second: Sequence[SSAValue]
+             ) -> tuple[SSAValue, SSAValue]:
+    """(value, index) of the better of two candidates (scalars or lanes): the better
+    value, or of equal values (two NaNs are equal here) the lower index."""
+    (best, best_index), (value, index) = first, second
+    same = kb.or_(kb.fcmp("oeq", value, best),
+                  vmath.and_(kb, kb.fcmp("uno", value, value), kb.fcmp("uno", best, best)))
+    wins = kb.or_(_better(kb, value, best),
+                  vmath.and_(kb, same, kb.fcmp("olt", index, best_index)))
+    return kb.select(wins, value, best), kb.select(wins, index, best_index)
 
 
 def _argmax_scalar(kb: KernelBuilder, row: SSAValue, start: int, n: int, best: SSAValue,
