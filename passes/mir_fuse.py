@@ -432,11 +432,11 @@ def _located_at(new: Operation, *ops: Operation) -> Operation:
 
 def _place_beside(rewriter: PatternRewriter, fused: Operation, op: Operation,
                   first: Operation) -> None:
-    """Insert `fused`, which is to replace `op`, just before `first` when its operands
-    are available there (products of one normed input then run one after the other, in
-    one parallel region), else before `op`."""
-    rewriter.insert(fused, InsertPoint.before(first if _available_at(fused.operands, first)
-                                              else op))
+    """Insert `fused`, which is to replace `op`, just before `first` when both lie in one
+    block and its operands are available there (products of one normed input then run
+    one after the other, in one parallel region), else before `op`."""
+    beside = op.parent_block() is first.parent_block() and _available_at(fused.operands, first)
+    rewriter.insert(fused, InsertPoint.before(first if beside else op))
 
 
 class FuseResidualNormIntoSharedInput(RewritePattern):
