@@ -81,6 +81,14 @@ KQUANT_PREFETCH_BYTES = 2048
 distance these kernels were measured with (benchmarks/results/issue19-kquant-int8.md);
 quant_dot's PREFETCH_BYTES was retuned for its own kernels only."""
 
+KQUANT_INTERLEAVED_PREFETCH_BLOCKS = 64
+"""How far ahead of its reads a tile of interleaved K-quant weights prefetches, in
+superblocks (64 · block bytes: 4 groups of 16 rows at W = 16, 8 of 8 at W = 8). A group
+is read out of order (q6_k: its scales at the end first, then its nibbles and high bits
+in four passes), which the hardware prefetchers do not follow: a one-row product
+streaming from memory ran at 21 (q4_k) and 12 (q6_k) GB/s on one AVX-512 core without
+it, 38-42 and 24-28 with it; AVX2 q6_k 5.6 → 35 (results/issue19-kquant-prefetch.md)."""
+
 
 # ----------------------------------------------------------------------------- x quantization
 
@@ -407,8 +415,12 @@ def _column_tile(kb: KernelBuilder, isa: str, scheme: str, plan: RowPlan, scratc
     zero = kb.constant(0, vector_type(width, i32))
     with kb.loop(0, k // QK_K, carried=[kb.vconst(0.0)] * rows) as loop:
         blk = loop.iv
-        if interleaved:  # one sequential run of groups, which the hardware prefetcher follows
-            src = Columns(kb, group=kb.address(columns[0], kb.mul(blk, width * block_bytes), i8))
+        if interleaved:
+            group = kb.address(columns[0], kb.mul(blk, width * block_bytes), i8)
+            ahead = KQUANT_INTERLEAVED_PREFETCH_BLOCKS * block_bytes
+            for line in range(0, width * block_bytes, 64):
+                kb.prefetch(group, ahead + line, i8)
+            src = Columns(kb, group=group)
         else:
             at = kb.mul(blk, block_bytes)
             blocks = [kb.address(col, at, i8) for col in columns]
