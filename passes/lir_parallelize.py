@@ -58,10 +58,12 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from rlx_mlir.core.abi import PARALLEL
-from rlx_mlir.core.shape_inference import UNKNOWN, numel
+from rlx_mlir.core.dtypes import element_bytes
+from rlx_mlir.core.shape_inference import UNKNOWN, Shape, numel
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.common import shape_of
-from rlx_mlir.passes.lir_to_llvm.kernels import partitioned_builders
+from rlx_mlir.passes.lir_to_llvm.dynamic import is_dynamic, leading_symbols, memref_operands
+from rlx_mlir.passes.lir_to_llvm.kernels import partitioned_builders, reads_dims
 from rlx_mlir.passes.utils import require_lowered
 
 PARALLEL_MIN_WORK = 1 << 18
@@ -118,13 +120,14 @@ def parallelize(fn: func.FuncOp, min_work: int = PARALLEL_MIN_WORK,
     if any(isinstance(op, lir.BarrierOp) for op in block.ops):
         return  # already parallelized
     schedule = list(block.ops)
+    by_rows = row_split_runs(schedule, min_work) if hazards_only else set()
     previous_parallel: bool | None = None
     window: list[lir.KernelOp] = []  # the parallel kernels since the last barrier
     for op in schedule:
         if not isinstance(op, lir.KernelOp | lir.RegionOp):
             continue
         # A region op (scan) is serial: its body's kernels run on thread 0, in order.
-        parallel = isinstance(op, lir.KernelOp) and splits(op, min_work)
+        parallel = isinstance(op, lir.KernelOp) and (splits(op, min_work) or op in by_rows)
         free = bool(hazards_only and previous_parallel and isinstance(op, lir.KernelOp)
                     and type(op) in partitioned_builders()
                     and not any(conflict(earlier, op) for earlier in window))
@@ -185,16 +188,97 @@ def extent(buffer: SSAValue) -> Extent:
 
 def conflict(earlier: lir.KernelOp, later: lir.KernelOp) -> bool:
     """Whether `later` may not start before every thread has finished `earlier`: it reads
-    or writes bytes `earlier` writes, or writes bytes `earlier` reads."""
-    def footprint(op: lir.KernelOp) -> tuple[list[Extent], list[Extent]]:
-        writes = [extent(v) for v in op.outs]
-        reads = [extent(v) for v in op.operands
-                 if isinstance(v.type, MemRefType) and v not in op.outs]
-        return reads, writes
+    or writes bytes `earlier` writes, or writes bytes `earlier` reads, other than the rows
+    each thread covers itself in both (`same_rows`)."""
+    def footprint(op: lir.KernelOp) -> tuple[list[SSAValue], list[SSAValue]]:
+        reads = [v for v in op.operands if isinstance(v.type, MemRefType) and v not in op.outs]
+        return reads, list(op.outs)
+
+    def crosses(a: SSAValue, b: SSAValue) -> bool:
+        return extent(a).overlaps(extent(b)) and not same_rows(earlier, a, later, b)
 
     (reads_a, writes_a), (reads_b, writes_b) = footprint(earlier), footprint(later)
-    return (any(w.overlaps(x) for w in writes_a for x in reads_b + writes_b)
-            or any(w.overlaps(r) for w in writes_b for r in reads_a))
+    return (any(crosses(w, x) for w in writes_a for x in reads_b + writes_b)
+            or any(crosses(r, w) for r in reads_a for w in writes_b))
+
+
+def split_rows(op: lir.KernelOp) -> tuple[str, ...] | None:
+    """The symbols of the `?` rows that `op`'s partitioned kernel splits, part p of P
+    taking rows [R·p/P, R·(p+1)/P) of their product R: a row-driven kernel
+    (`dynamic.build_row_driver`), `lir.rope` (its rows of x) and `lir.insert_rows` (its
+    rows). None for any other kernel, and where a static dim > 1 is among the rows."""
+    if type(op) not in partitioned_builders() or not is_dynamic(op):
+        return None
+    if isinstance(op, lir.RopeOp):
+        rows = lir.buffer_dims(op.out)[:-1]
+    elif isinstance(op, lir.InsertRowsOp):
+        rows = lir.buffer_dims(op.rows)[:1]
+    elif not reads_dims(op):
+        out = lir.buffer_dims(op.outs[0])
+        rows = out[:leading_symbols(out)]
+    else:
+        return None
+    if not rows or any(not isinstance(d, str) and d != 1 for d in rows):
+        return None
+    return tuple(d for d in rows if isinstance(d, str))
+
+
+def _rows_of(op: lir.KernelOp, buffer: SSAValue) -> tuple[Extent, int] | None:
+    """Where `op`'s parts access `buffer` by the rows `split_rows(op)` (its extent and the
+    bytes of a row); None if not so: a buffer led by other dims, rope's cos/sin tables
+    (read at a row's position), the cache insert_rows writes at an offset."""
+    rows = split_rows(op)
+    if rows is None or buffer not in memref_operands(op):
+        return None
+    if isinstance(op, lir.RopeOp) and buffer not in (op.x, op.out):
+        return None
+    if isinstance(op, lir.InsertRowsOp) and buffer is not op.rows:
+        return None
+    dims: Shape = lir.buffer_dims(buffer)
+    lead = leading_symbols(dims)
+    if lead <= 0 or any(not isinstance(d, str) and d != 1 for d in dims[:lead]):
+        return None
+    if tuple(d for d in dims[:lead] if isinstance(d, str)) != rows:
+        return None
+    assert isinstance(buffer.type, MemRefType)
+    return extent(buffer), numel(dims[lead:]) * element_bytes(buffer.type.get_element_type())
+
+
+def same_rows(first: lir.KernelOp, a: SSAValue, second: lir.KernelOp, b: SSAValue) -> bool:
+    """Whether every thread's part of `second` touches in `b` only bytes its own part of
+    `first` touches in `a`: both kernels split the same `?` rows, and the two buffers are
+    the same bytes, row for row."""
+    rows_a = _rows_of(first, a)
+    return (rows_a is not None and rows_a == _rows_of(second, b)
+            and split_rows(first) == split_rows(second))
+
+
+def row_split_runs(schedule: list[Operation], min_work: int) -> set[lir.KernelOp]:
+    """Small kernels over `?` rows to split across threads anyway: each run of kernels too
+    small to split (`splits`) between two that split, when every kernel of the run splits
+    the same rows (`split_rows`) and no two of them conflict (`same_rows` excepted). The
+    run is then one region between two full barriers, where thread 0 alone ran it between
+    a gather and a release: as many barriers, and a prefill's rows split across threads
+    (Gemma 3's per-head q/k norms, ropes and cache insert)."""
+    chosen: set[lir.KernelOp] = set()
+    run: list[lir.KernelOp] = []
+    bounded = False  # a splitting kernel comes before the run
+    for op in schedule:
+        if isinstance(op, lir.RegionOp):
+            run, bounded = [], False
+        elif isinstance(op, lir.KernelOp) and splits(op, min_work):
+            if bounded and run and _splits_rows_alike(run):
+                chosen.update(run)
+            run, bounded = [], True
+        elif isinstance(op, lir.KernelOp):
+            run.append(op)
+    return chosen
+
+
+def _splits_rows_alike(run: list[lir.KernelOp]) -> bool:
+    rows = {split_rows(op) for op in run}
+    return (len(rows) == 1 and None not in rows
+            and not any(conflict(a, b) for i, a in enumerate(run) for b in run[i + 1:]))
 
 
 def _barrier_kind(before_parallel: bool, after_parallel: bool) -> str | None:

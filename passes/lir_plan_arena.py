@@ -52,6 +52,7 @@ from rlx_mlir.core.abi import MAX_DIMS
 from rlx_mlir.dialects import lir
 from rlx_mlir.dialects.rlx import ArenaStrategy
 from rlx_mlir.passes import arena_planner as planner
+from rlx_mlir.passes.lir_parallelize import split_rows
 from rlx_mlir.passes.utils import fn_symbols, parse_max_dims, require_lowered, symbol_bounds
 
 PLANNERS = {
@@ -158,6 +159,44 @@ def inplace_pairs(
     return pairs
 
 
+def row_runs(block: Block, index: dict[Operation, int]) -> list[tuple[int, int]]:
+    """[first, last] schedule positions of each run of two or more kernels in a row (other
+    ops aside) that split the same `?` rows (`lir_parallelize.split_rows`)."""
+    runs: list[tuple[int, int]] = []
+    rows, first, last, count = None, 0, 0, 0
+    for op in block.ops:
+        if not isinstance(op, lir.KernelOp | lir.RegionOp):
+            continue
+        here = split_rows(op) if isinstance(op, lir.KernelOp) else None
+        if here is not None and here == rows:
+            last, count = index[op], count + 1
+            continue
+        if count >= 2:
+            runs.append((first, last))
+        rows, first, last, count = here, index[op], index[op], 1
+    if count >= 2:
+        runs.append((first, last))
+    return runs
+
+
+def held_through_row_runs(block: Block, allocs: list[lir.AllocOp],
+                          intervals: list[planner.Interval], index: dict[Operation, int],
+                          pairs: list[tuple[int, int]]) -> list[planner.Interval]:
+    """The intervals with every buffer used inside a `row_runs` run live to its end: no
+    later kernel of the run gets bytes an earlier one reads, so lir-parallelize can split
+    the run's rows across threads without a barrier inside (each thread then touches the
+    same rows of the same bytes in each kernel). An in-place pair's input keeps its end
+    (its output holds the bytes on)."""
+    runs = row_runs(block, index) if allocs else []
+    sources = {src for src, _ in pairs}
+    held = list(intervals)
+    for i, interval in enumerate(intervals):
+        for first, last in runs:
+            if i not in sources and first <= interval.end < last:
+                held[i] = interval._replace(end=last)
+    return held
+
+
 def check_options(alignment: int, strategy: ArenaStrategy | str) -> ArenaStrategy:
     """The strategy as an `ArenaStrategy`; a PassFailedException names a bad option."""
     if alignment < 1 or alignment & (alignment - 1):
@@ -212,6 +251,7 @@ def plan_function(
                         intervals.append(planner.Interval(size, index[op], index[op]))
         if inplace and strategy is ArenaStrategy.GREEDY_BY_SIZE:
             pairs = inplace_pairs(block, allocs, intervals, index)
+        intervals = held_through_row_runs(block, allocs, intervals, index, pairs)
     if strategy is ArenaStrategy.GREEDY_BY_SIZE:
         offsets = planner.plan_greedy_by_size(intervals, alignment, pairs)
     else:

@@ -53,10 +53,17 @@ func.func @attention(%h: tensor<?x64xf32> {rlx.name = "h", rlx.role = "input", r
 // SPLIT-NEXT:    lir.barrier "gather"
 // SPLIT-NEXT:    func.return
 
+// Unfused, the ropes and inserts split their rows as the threads' parts: one region,
+// with a barrier before it and one after.
 // SPLIT-APART-LABEL: func.func @attention
-// SPLIT-APART:       lir.rope
-// SPLIT-APART:       lir.barrier "gather"
-// SPLIT-APART-NEXT:  lir.insert_rows
-// SPLIT-APART:       lir.insert_rows
-// SPLIT-APART:       lir.barrier "release"
-// SPLIT-APART:       lir.attention
+// SPLIT-APART:       lir.barrier{{$}}
+// SPLIT-APART-NOT:   lir.barrier
+// SPLIT-APART:       lir.rope {{.*}}rlx.parallel
+// SPLIT-APART-NOT:   lir.barrier
+// SPLIT-APART:       lir.rope {{.*}}rlx.parallel
+// SPLIT-APART-NOT:   lir.barrier
+// SPLIT-APART:       lir.insert_rows {{.*}}rlx.parallel
+// SPLIT-APART-NOT:   lir.barrier
+// SPLIT-APART:       lir.insert_rows {{.*}}rlx.parallel
+// SPLIT-APART:       lir.barrier{{$}}
+// SPLIT-APART-NEXT:  lir.attention

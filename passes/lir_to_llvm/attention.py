@@ -740,14 +740,14 @@ def build_rope(op: Operation, name: str, vector_width: int,
                 position = kb.mul(kb.add(kb.mul(b_loop.iv, seq), s_loop.iv), width)
                 with kb.loop(0, heads) as h_loop:
                     head(kb.add(position, kb.mul(h_loop.iv, dim)), c_row, s_row)
-    else:  # items: heads in (batch, position, head) order, head i at x[i·dim]
-        count = _product(kb, _product(kb, batch, seq), heads)
+    else:  # rows (batch, position), split as a row-driven kernel's (lir-parallelize)
+        count = _product(kb, batch, seq)
         first, last = kb.part_range(count, *share)  # pyright: ignore[reportArgumentType]
         with kb.loop(first, last) as item:
-            position = kb.sdiv(item.iv, heads) if heads > 1 else item.iv
-            offset = kb.mul(item.iv, dim)
-            row = kb.srem(position, seq) if _may_exceed_one(batch) else position
-            head(offset, *trig_rows(row))
+            row = kb.srem(item.iv, seq) if _may_exceed_one(batch) else item.iv
+            c_row, s_row = trig_rows(row)
+            with kb.loop(0, heads) as h_loop:
+                head(kb.add(kb.mul(item.iv, width), kb.mul(h_loop.iv, dim)), c_row, s_row)
     kb.ret()
     return kb.finish()
 

@@ -233,23 +233,29 @@ def _copy_window(kb: KernelBuilder, x: SSAValue, window: SSAValue, batch: Value,
         copy_elements(kb, src, kb.gep(window, kb.mul(b_loop.iv, size)), size)
 
 
-@kernel(lir.InsertRowsOp, runtime_dims=True)
-def build_insert_rows(op: Operation, name: str, vector_width: int) -> llvm.FuncOp:
+@kernel(lir.InsertRowsOp, partitioned=True, runtime_dims=True)
+def build_insert_rows(op: Operation, name: str, vector_width: int,
+                      partitioned: bool = False) -> llvm.FuncOp:
     """out[P·row : (P+S)·row] = rows[0 : S·row], row = the elements of one row (the
     product of the trailing dims): appending S rows to a KV cache at position P. The
-    function takes `(ptr rows, ptr out, i64 P[, i64 S])` (dynamic.py's ABI: S when the
-    rows' first dim is a symbol); the caller guarantees P + S <= capacity."""
+    function takes `(ptr rows, ptr out, i64 P[, i64 S][, i64 part, i64 parts])`
+    (dynamic.py's ABI: S when the rows' first dim is a symbol); part p copies rows
+    [S·p/parts, S·(p+1)/parts), as a row-driven kernel splits them. The caller guarantees
+    P + S <= capacity."""
     assert isinstance(op, lir.InsertRowsOp)
     symbols = kernel_symbols(op)
     element = llvm_element(op.rows.type.get_element_type())
-    kb = KernelBuilder(name, [PTR, PTR, i64, *[i64] * len(symbols)], vector_width=vector_width)
-    rows, out, position, *sizes = kb.args
+    kb = KernelBuilder(name, [PTR, PTR, i64, *[i64] * len(symbols), *[i64] * (2 * partitioned)],
+                       vector_width=vector_width)
+    rows, out, position, *sizes = kb.args[:3 + len(symbols)]
     rows_shape = RuntimeDims.of(op, sizes).shape(0)
     row = numel(rows_shape[1:])
-    first = rows_shape[0]
-    count = first * row if isinstance(first, int) else kb.mul(first, row)
-    dst = kb.gep(out, kb.mul(position, row), element)
-    copy_elements(kb, rows, dst, count, element)
+    first, last = (kb.part_range(rows_shape[0], *kb.args[-2:]) if partitioned
+                   else (kb.index(0), rows_shape[0]))
+    count = kb.mul(kb.sub(last, first), row) if partitioned else kb.fold_mul(last, row)
+    src = kb.gep(rows, kb.mul(first, row), element) if partitioned else rows
+    dst = kb.gep(out, kb.mul(kb.add(position, first), row), element)
+    copy_elements(kb, src, dst, count, element)
     kb.ret()
     return kb.finish()
 
