@@ -34,6 +34,15 @@ lir.elementwise abs ins(%s : ...) outs(%out1 : ...)
 func.return
 ```
 
+Small kernels over `?` rows (`row_split_runs`): a run of kernels too small to split,
+between two that split, is split too when each of its kernels splits the same `?` rows
+the same way (`split_rows`) and any two of them touch common bytes only row for row
+(`same_rows`: each thread then reads only rows it wrote itself). The run needs no barrier
+inside and stands between two full barriers where a gather and a release stood: a decode
+step's single row runs on one thread as before, a prefill's rows on every thread (Gemma
+3's per-head q/k norms, ropes and k's cache insert). lir-plan-arena keeps the buffers
+of such a run live to its end, so no kernel of it writes bytes another still reads.
+
 In a one-sided barrier the threads that need not wait only announce their arrival (or,
 for thread 0 in a release, only publish it) and go on: a decode step alternates parallel
 matmuls with small serial kernels, so most of its barriers are one-sided.

@@ -25,6 +25,11 @@ type mean the same index map, so the kernel reads `in[i]` before it writes `out[
 it. The two buffers (and chains of them) get one offset; their slots overlap at k only,
 which the `lir.arena` verifier accepts for exactly this pattern.
 
+A buffer used inside a run of two or more kernels that split the same `?` rows
+(`row_runs`; `lir_parallelize.split_rows`) stays live to the run's end
+(`held_through_row_runs`): lir-parallelize may split such a run across threads with no
+barrier inside, where a kernel must not write bytes another thread still reads.
+
 `plan_function` exposes the plan (sizes, offsets, in-place pairs, `arena_bytes`,
 `naive_bytes` = the sum of the aligned buffer sizes, `max_live_bytes`) for the Python API.
 """

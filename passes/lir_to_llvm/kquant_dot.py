@@ -87,7 +87,7 @@ superblocks (64 · block bytes: 4 groups of 16 rows at W = 16, 8 of 8 at W = 8).
 is read out of order (q6_k: its scales at the end first, then its nibbles and high bits
 in four passes), which the hardware prefetchers do not follow: a one-row product
 streaming from memory ran at 21 (q4_k) and 12 (q6_k) GB/s on one AVX-512 core without
-it, 38-42 and 24-28 with it; AVX2 q6_k 5.6 → 35 (results/issue19-kquant-prefetch.md)."""
+it, 38-42 and 24-28 with it; AVX2 q6_k 5.6 → 35 (results/issue19-row-runs.md)."""
 
 
 # ----------------------------------------------------------------------------- x quantization
