@@ -110,3 +110,21 @@ def test_a_run_after_the_last_split_kernel_stays_serial():
     ops = _parallelized(rlx.jit(g, params=params, threads=2))
     norm = next(op for op in ops if op.name == "lir.rms_norm")
     assert not is_parallel(norm)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_large_static_insert_splits_its_rows(threads):
+    """A cache append big enough to split on its own (static rows): each thread copies its
+    share of the rows to the position, the cache is the rows appended in order."""
+    g = rlx.Graph("append")
+    x = g.input("x", (7, 4096))
+    g.output(g.cache_append(g.state("cache", (80, 4096)), g.mul(x, x)))
+    model = rlx.jit(g, threads=threads)
+    inserts = [op for op in _parallelized(model) if op.name == "lir.insert_rows"]
+    assert len(inserts) == 1 and is_parallel(inserts[0])
+    chunks = [RNG.standard_normal((7, 4096)).astype(np.float32) for _ in range(3)]
+    for i, chunk in enumerate(chunks):
+        got = model(x=chunk)
+        np.testing.assert_array_equal(got[-7:], chunk * chunk)
+        np.testing.assert_array_equal(model.state["cache"][7 * i:7 * i + 7], chunk * chunk)
+    assert not model.state["cache"][21:].any()
