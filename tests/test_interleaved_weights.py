@@ -147,6 +147,24 @@ def test_interleaved_kernels_equal_the_row_major_ones(target):
                 np.testing.assert_array_equal(out, want, err_msg=f"{where} parts={parts}")
 
 
+
+@pytest.mark.parametrize("width", [16, 8])
+def test_which_interleaved_tiles_prefetch(width):
+    """Prefill's tiles (several rows of x) prefetch their interleaved groups ahead; a
+    decode row's tiles only for the schemes of `ONE_ROW_PREFETCH_BYTES` (q5_1, which the
+    hardware prefetchers fed at a third of the others' rate: for the rest the prefetch
+    slowed decode down). Prefetches only: the bits are those of
+    test_interleaved_kernels_equal_the_row_major_ones."""
+    def prefetches(scheme: str, rows: int) -> int:
+        w = np.ascontiguousarray(blocks(scheme, 2 * width, 256))
+        op = _interleaved(dequant_op(scheme, (rows, 256), w, qd.VNNI), width)
+        return str(mm.build_dequant_matmul(op, "f", width)).count("llvm.prefetch")
+
+    assert set(qd.ONE_ROW_PREFETCH_BYTES) <= set(SCHEMES)
+    for scheme in (s for s in SCHEMES if s not in qd.K_INT8_SCHEMES):
+        assert prefetches(scheme, 5) > 0, scheme
+        assert (prefetches(scheme, 1) > 0) == (scheme in qd.ONE_ROW_PREFETCH_BYTES), scheme
+
 def test_row_groups():
     """How many row groups the parts of a kernel form (a power of two dividing the parts,
     at least min_rows rows each, a weight share per part within ROW_SPLIT_SHARE_BYTES)."""

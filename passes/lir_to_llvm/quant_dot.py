@@ -168,6 +168,14 @@ follow at the core's stream rate, and the prefetches made decode slower (SmolLM2
 2 threads, tg128 162/185/159 against 182/217/177 tok/s), where prefill read faster
 (benchmarks/results/issue19-work-split.md)."""
 
+ONE_ROW_PREFETCH_BYTES: dict[str, int] = {"q5_1": 8192}
+"""The schemes whose one-row tiles of interleaved weights (decode) prefetch every line of
+a step's groups, and how many bytes ahead. q5_1's one-row product from memory (K 576,
+N 163840, AVX-512, 1 thread) read 31-34 GB/s without, 38-43 with; SmolLM2 Q5_K_M's decode
+step at 1 thread, its q/k/v and gate/up products 2936 / 2666 -> 2485 / 2484 µs (AVX2
+2927 / 2898 -> 2755 / 2703). The same prefetch made Q4_1's products slower (2046 -> 2298
+µs) and left Q5_0's level: the others stay without (`INTERLEAVED_PREFETCH_BYTES`)."""
+
 MAGIC = 12582912.0
 """1.5·2^23: x + MAGIC rounds x (|x| < 2^22) to an integer, half to even, in the low
 mantissa bits."""
@@ -833,11 +841,16 @@ def _interleaved_weights(kb: KernelBuilder, scheme: Int8Scheme, name: str,
     def field(offset: int, ty: Attribute, unit: int = 0) -> SSAValue:
         return load_at(kb, group, interleaved_offset(name, width, offset, unit, 0), ty)
 
-    quads = [field(scheme.quants, ivec, q) for q in range(quant_dwords(scheme))]
-    high = field(scheme.high_at, ivec) if scheme.high_at is not None else None
+    # In address order (d, m, 5th bits, quants): read quants first, q5_1's group (6 lines)
+    # went lines 2-5, 1, 0, and its one-row product streamed 13.5 GB/s from memory where
+    # the others read ~35 (ascending: 31-34 GB/s; cache-resident rates level).
     halves = vector_type(width, i16)
-    m = f16_as_f32(kb, field(scheme.min_at, halves)) if scheme.min_at is not None else None
-    return ColumnWeights(_unsigned_quads(kb, scheme, quads, high), f16_as_f32(kb, field(0, halves)), m)
+    d = field(0, halves)
+    m = field(scheme.min_at, halves) if scheme.min_at is not None else None
+    high = field(scheme.high_at, ivec) if scheme.high_at is not None else None
+    quads = [field(scheme.quants, ivec, q) for q in range(quant_dwords(scheme))]
+    return ColumnWeights(_unsigned_quads(kb, scheme, quads, high), f16_as_f32(kb, d),
+                         None if m is None else f16_as_f32(kb, m))
 
 
 def _unsigned_quads(kb: KernelBuilder, scheme: Int8Scheme, quads: list[SSAValue],
@@ -901,9 +914,12 @@ def column_tile(kb: KernelBuilder, isa: str, scheme: Int8Scheme, plan: RowPlan, 
             sums.append(acc)
         return sums
 
+    interleaved_ahead = (INTERLEAVED_PREFETCH_BYTES if rows > 1
+                         else ONE_ROW_PREFETCH_BYTES.get(plan.interleaved, 0))
+
     def step(accs: list[SSAValue], index: Index, present: int) -> list[SSAValue]:
-        if plan.interleaved and rows > 1 and INTERLEAVED_PREFETCH_BYTES:  # every line of the step's groups
-            ahead = kb.fold_add(kb.fold_mul(index, per_step * group_bytes), INTERLEAVED_PREFETCH_BYTES)
+        if plan.interleaved and interleaved_ahead:  # every line of the step's groups
+            ahead = kb.fold_add(kb.fold_mul(index, per_step * group_bytes), interleaved_ahead)
             for line in range(0, per_step * group_bytes, 64):
                 kb.prefetch(columns[0], kb.fold_add(ahead, line), i8)
         elif PREFETCH_BYTES and not plan.interleaved:
