@@ -31,7 +31,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from rlx_mlir.backend import Executable, assembly, optimize
-from rlx_mlir.binding import ArgSpec, Signature, convert, describe_bad_index
+from rlx_mlir.binding import ArgSpec, Binder, Signature, convert, describe_bad_index
 from rlx_mlir.core.abi import (
     ERROR_MESSAGES,
     INDEX_DTYPE,
@@ -40,6 +40,7 @@ from rlx_mlir.core.abi import (
     ROLE_OUTPUT,
     ROLE_PARAM,
     ROLE_POSITION,
+    ROLE_STATE,
     WORKER_SUFFIX,
     EntryABI,
     sync_bytes,
@@ -131,10 +132,20 @@ class CompiledGraph:
         # bound params never change: their addresses are read once, not per call (a
         # 30-layer model has hundreds; `.ctypes.data` costs ~1 µs each)
         self._param_addresses = {name: array.ctypes.data for name, array in self._bound.items()}
+        self._binder = Binder(self.signature, self._bound)
         self._out_layouts = tuple((o.shape, np.dtype(numpy_type(o.dtype))) for o in self.outputs)
         self._symbolic = any(a.role == ROLE_DIM for a in abi.args)
         self._state = StateStore.of_abi(abi)
         self._stateful = self._state.stateful
+        self._fixed: tuple[StateStore, list[int]] | None = None  # see _fixed_words
+        per_call = (ROLE_OUTPUT, ROLE_DIM, ROLE_POSITION)
+        self._call_words = tuple(
+            (index, name, role) for index, (name, role) in enumerate(self._arg_order)
+            if role in per_call or (role != ROLE_STATE and name not in self._param_addresses))
+        """(index, name, role) of the words each call writes: outputs, sizes, the position
+        and the caller's arrays."""
+        self._caller_arrays = tuple(name for _, name, role in self._call_words
+                                    if role not in per_call)
         self.max_dims: dict[str, int] = abi.bounds
         """The bound of each symbol: the largest size a call may give it."""
 
@@ -324,7 +335,7 @@ class CompiledGraph:
               sizes: dict[str, int]) -> dict[str, np.ndarray]:
         """The call's checked arrays; `sizes` receives the symbols' sizes, each checked
         against its bound."""
-        arrays = self.signature.bind(args, kwargs, self._bound, sizes)
+        arrays = self._binder(args, kwargs, sizes)
         for name, size in sizes.items():
             bound = self.max_dims.get(name)
             if bound is not None and size > bound:
@@ -357,21 +368,18 @@ class CompiledGraph:
 
     def _call(self, arrays: dict[str, np.ndarray], sizes: Mapping[str, int],
               outs: tuple[np.ndarray, ...], fresh: bool, position: int = 0) -> None:
-        fixed = self._param_addresses
         if not fresh:  # caller-owned outputs: they must not alias an input (noalias kernels)
-            for out_array in outs:  # (bound params are the model's own, never a caller's)
-                for name, array in arrays.items():
-                    if name not in fixed and np.may_share_memory(out_array, array):
+            for out_array in outs:  # (bound params and states are the model's, never a caller's)
+                for name in self._caller_arrays:
+                    if np.may_share_memory(out_array, arrays[name]):
                         raise ArgumentError(f"out: must not overlap the memory of argument {name!r}")
+        pointers = self._fixed_words()
         outputs = iter(outs)
-        pointers = [
-            next(outputs).ctypes.data if role == ROLE_OUTPUT
-            else sizes[name] if role == ROLE_DIM
-            else position if role == ROLE_POSITION
-            else fixed[name] if name in fixed
-            else arrays[name].ctypes.data
-            for name, role in self._arg_order
-        ]
+        for index, name, role in self._call_words:
+            pointers[index] = (next(outputs).ctypes.data if role == ROLE_OUTPUT
+                               else sizes[name] if role == ROLE_DIM
+                               else position if role == ROLE_POSITION
+                               else arrays[name].ctypes.data)
         pointers.append(self._arena_address)
         with self._lock if not self._stateful else _NO_LOCK:  # a stateful call holds it
             if self.threads == 1:
@@ -385,6 +393,19 @@ class CompiledGraph:
             message = (describe_bad_index(parse_module(self._source), arrays)
                        or ERROR_MESSAGES.get(status, f"error code {status}"))
             raise ArgumentError(f"{self.signature.name}: {message}")
+
+    def _fixed_words(self) -> list[int]:
+        """A fresh list of the entry's argument words with the ones that do not change
+        between calls filled in: the bound params' and the states' addresses (their
+        buffers live as long as the build, or the store it shares). A 30-layer model
+        passes ~350 words a call, ~60 of them states; reading each `.ctypes.data` per call
+        cost ~100 µs of Python per token."""
+        if self._fixed is None or self._fixed[0] is not self._state:
+            states = {name: array.ctypes.data for name, array in self._state.arrays.items()}
+            words = [self._param_addresses.get(name, states.get(name, 0))
+                     for name, _ in self._arg_order]
+            self._fixed = (self._state, words)
+        return list(self._fixed[1])
 
     def __del__(self) -> None:
         team = getattr(self, "_team", None)

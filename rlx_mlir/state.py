@@ -101,10 +101,15 @@ class StateStore:
         """Whether the function takes the position argument."""
         self.kept = kept
         """The states declared with `rollback=False`: never snapshot, restored or reset."""
+        self.cache_blocks = _cache_blocks(specs, caches - kept)
+        """The caches a call may roll back, those of one shape and dtype as the rows of one
+        buffer: (names, buffer [len(names), *shape])."""
         self.arrays: dict[str, np.ndarray] = {
-            s.name: zeroed_buffer(s.shape, numpy_type(s.dtype)) for s in specs
+            name: block[i] for names, block in self.cache_blocks for i, name in enumerate(names)
         }
         """The state buffers, updated in place by each call."""
+        self.arrays |= {s.name: zeroed_buffer(s.shape, numpy_type(s.dtype))
+                        for s in specs if s.name not in self.arrays}
         self.position = 0
 
     @classmethod
@@ -223,12 +228,12 @@ class StateStore:
         """Copies of what a call with `sizes` may change (see `Snapshot`)."""
         rows = max(self.appended(sizes).values(), default=0)
         start = self.position
+        copied = {}
+        for names, block in self.cache_blocks:  # one copy per block, not per cache
+            block_rows = block[:, start : start + rows].copy()
+            copied |= {name: (start, block_rows[i]) for i, name in enumerate(names)}
         return Snapshot(
-            start,
-            {name: (start, self.arrays[name][start : start + rows].copy())
-             for name in self.caches - self.kept},
-            {name: self.arrays[name].copy() for name in self.assigned - self.kept},
-        )
+            start, copied, {name: self.arrays[name].copy() for name in self.assigned - self.kept})
 
     def restore(self, snapshot: Snapshot) -> None:
         """Undo a call: write back what `snapshot` copied."""
@@ -254,6 +259,19 @@ class StateStore:
             self.restore(snapshot)
             raise
         self.advance(sizes)
+
+
+def _cache_blocks(specs: list[ArgSpec],
+                  caches: frozenset[str]) -> list[tuple[tuple[str, ...], np.ndarray]]:
+    """Zeroed buffers for `caches`, one per shape and dtype (a model's k and v caches of
+    every layer are one buffer): a call's snapshot then copies its rows [P, P+S) of all of
+    them at once (60 small copies of a 30-layer model cost ~60 µs of Python per token)."""
+    groups: dict[tuple, list[str]] = {}
+    for spec in specs:
+        if spec.name in caches:
+            groups.setdefault((spec.shape, numpy_type(spec.dtype)), []).append(spec.name)
+    return [(tuple(names), zeroed_buffer((len(names), *shape), dtype))
+            for (shape, dtype), names in groups.items()]
 
 
 # ----------------------------------------------------------------------------- reading the IR

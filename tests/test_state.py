@@ -584,6 +584,34 @@ def test_compiled_calls_are_atomic():
         np.testing.assert_allclose(model.state[name], reference.state[name], rtol=RTOL, atol=ATOL)
 
 
+
+def test_caches_of_one_shape_are_one_block_a_call_rolls_back_at_once():
+    """The k and v caches of every layer (one shape and dtype) are rows of one buffer, so a
+    call's snapshot copies their rows [P, P+S) in one copy; each cache is still its own
+    C-contiguous state, and a failing call restores every one of them."""
+    g = rlx.Graph("three_caches")
+    x, y = g.input("x", ("S", 4)), g.input("y", ("S", 2))
+    ids = g.input("ids", (2,), "i32")
+    table = g.param("table", (5, 4))
+    rows = [g.cache_append(g.state(name, shape), value) for name, shape, value in
+            (("a", (8, 4), x), ("c", (8, 2), y), ("b", (8, 4), x * 2.0))]
+    g.output(g.reduce_sum(rows[0] + rows[2], 0) + g.reduce_sum(g.gather(table, ids), 0),
+             g.reduce_sum(rows[1], 0))
+    model = rlx.jit(g, params={"table": np.ones((5, 4), np.float32)})
+    assert sorted(names for names, _ in model._state.cache_blocks) == [("a", "b"), ("c",)]
+    x0, y0 = np.arange(8, dtype=np.float32).reshape(2, 4), np.ones((2, 2), np.float32)
+    model(x=x0, y=y0, ids=np.array([0, 4], np.int32))
+    assert all(model.state[n].flags.c_contiguous for n in "abc")
+    np.testing.assert_array_equal(model.state["b"][:2], 2 * x0)
+    before = _snapshot(model)
+    with pytest.raises(ArgumentError, match="ids"):
+        model(x=np.full((3, 4), 7, np.float32), y=np.full((3, 2), 7, np.float32),
+              ids=np.array([1, 5], np.int32))
+    _assert_unchanged(model, before)
+    got, _ = model(x=x0[:1], y=y0[:1], ids=np.array([0, 0], np.int32))
+    np.testing.assert_allclose(got, 3 * (x0.sum(0) + x0[0]) + 2)
+    assert model.position == 3
+
 def test_large_state_buffers_are_lazily_committed_memory_maps():
     """A KV cache of max_seq rows is an anonymous memory map (committed page by page as
     rows are written, never a huge page zero-filled at a fresh slot's first row); small
