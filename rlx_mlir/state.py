@@ -61,10 +61,17 @@ class Snapshot:
     appended cache and every assigned state."""
 
     position: int
-    rows: dict[str, tuple[int, np.ndarray]]
-    """Per appended cache: (first row, a copy of the rows the call writes)."""
+    blocks: list[tuple[tuple[str, ...], np.ndarray]]
+    """Per block of caches (`StateStore.cache_blocks`): its caches' names and a copy of
+    the rows the call writes, [len(names), S, ...]."""
     states: dict[str, np.ndarray]
     """A copy of each assigned state."""
+
+    @property
+    def rows(self) -> dict[str, tuple[int, np.ndarray]]:
+        """Per appended cache: (first row, a copy of the rows the call writes)."""
+        return {name: (self.position, copied[i])
+                for names, copied in self.blocks for i, name in enumerate(names)}
 
 
 LAZY_BUFFER_BYTES = 1 << 20
@@ -228,12 +235,10 @@ class StateStore:
         """Copies of what a call with `sizes` may change (see `Snapshot`)."""
         rows = max(self.appended(sizes).values(), default=0)
         start = self.position
-        copied = {}
-        for names, block in self.cache_blocks:  # one copy per block, not per cache
-            block_rows = block[:, start : start + rows].copy()
-            copied |= {name: (start, block_rows[i]) for i, name in enumerate(names)}
         return Snapshot(
-            start, copied, {name: self.arrays[name].copy() for name in self.assigned - self.kept})
+            start,
+            [(names, block[:, start : start + rows].copy()) for names, block in self.cache_blocks],
+            {name: self.arrays[name].copy() for name in self.assigned - self.kept})
 
     def restore(self, snapshot: Snapshot) -> None:
         """Undo a call: write back what `snapshot` copied."""
