@@ -98,6 +98,27 @@ def test_sample_paths_on_long_rows():
         np.testing.assert_array_equal(model(**args)[0], ref(**args)[0], err_msg=str((t, k, p)))
 
 
+
+@pytest.mark.parametrize("n", [5, 16, 700, 1027])
+def test_sample_without_filters_on_long_rows(n):
+    """No top-k (0, or k >= V) and no top-p: the kernel's vector sweeps (`_draw_every`, a
+    server's default request) draw what the reference draws, at several temperatures and
+    seeds, over rows of whole vectors and a scalar rest, with ties and a -inf."""
+    rng = np.random.default_rng(n)
+    rows = np.stack([rng.standard_normal(n), 4 * rng.standard_normal(n),
+                     np.round(2 * rng.standard_normal(n)) / 2]).astype(np.float32)
+    rows[0, 1] = -np.inf
+    g = _sampler(rows.shape)
+    model, ref = rlx.jit(g, threads=1), rlx.reference(g)
+    sampled = 0
+    for t, k, seed in [(1.0, 0, 1), (0.5, 0, 2), (1.7, 0, 3), (1.0, n, 4), (1.0, 0, 5),
+                       (0.8, 0, 6), (1.3, n + 3, 7)]:
+        args = dict(x=rows, t=np.float32(t), k=np.int32(k), p=np.float32(1.0), seed=np.int64(seed))
+        ids, argmax = model(**args)
+        np.testing.assert_array_equal(ids, ref(**args)[0], err_msg=str((n, t, k, seed)))
+        sampled += int((ids != argmax).sum())
+    assert sampled > 0  # draws, not the greedy token every time
+
 @pytest.mark.parametrize("width", [16, 8, 4])
 def test_argmax_at_every_vector_width(width):
     g = rlx.Graph("argmax")

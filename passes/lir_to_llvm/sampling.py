@@ -28,6 +28,7 @@ from xdsl.ir import Operation, SSAValue
 from rlx_mlir.core import philox as P
 from rlx_mlir.dialects import lir
 from rlx_mlir.passes.lir_to_llvm import vmath
+from rlx_mlir.passes.lir_to_llvm.attention import lane as lane_of
 from rlx_mlir.passes.lir_to_llvm.builder import PTR, Index, KernelBuilder
 from rlx_mlir.passes.lir_to_llvm.dynamic import (
     DynamicKernelError,
@@ -400,7 +401,10 @@ def _draw(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSAValue,
     filters = vmath.and_(kb, kb.icmp("sgt", top_k, 0), kb.icmp("slt", top_k, n))
     small = vmath.and_(kb, filters, kb.icmp("sle", top_k, SMALL_TOP_K))
     top_p = kb.fcmp("olt", params.top_p, 1.0)
+    every = vmath.and_(kb, _not(kb, filters), _not(kb, top_p))
     choice = kb.alloca(1, i64, align=8)
+    with kb.if_(every):  # no top-k, no top-p: a server's default
+        kb.store(_draw_every(kb, row, n, best, r, params), choice, element=i64)
     with kb.if_(small):  # the k best in a buffer, sorted by index
         buffer = _best_by_index(kb, row, n, top_k, buffers, slots)
         with kb.if_(top_p):
@@ -408,7 +412,7 @@ def _draw(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSAValue,
                                     [zero64])
             _top_p(kb, buffer, kb.fmul(_f64(kb, params.top_p), total))
         kb.store(_draw_from(kb, buffer, best, r, params), choice, element=i64)
-    with kb.if_(_not(kb, small)):
+    with kb.if_(vmath.and_(kb, _not(kb, small), _not(kb, every))):
         whole = _Candidates(kb, row, None, n, slots)
         with kb.if_(filters):  # top-k by its threshold: the k-th largest key, by bisection
             tk = largest_key(kb, lambda t: kb.icmp("sge", _count_at_least(kb, row, n, t), top_k))
@@ -545,12 +549,7 @@ def _draw_from(kb: KernelBuilder, c: _Candidates, best: SSAValue, r: SSAValue,
 
     (total_q,) = c.sweep(lambda i, x, key, w, kept_k, kept, s: [
         kb.fadd(s[0], scaled(kept, x))], [zero64], need=nothing)
-    counter = [_trunc(kb, r), _trunc(kb, params.position),
-               _trunc(kb, vmath.lshr(kb, params.position, 32)), kb.constant(0, i32)]
-    seed = params.seed
-    bits = philox(kb, counter, [_trunc(kb, seed), _trunc(kb, vmath.lshr(kb, seed, 32))])[0]
-    u = kb.fmul(kb.sitofp(vmath.lshr(kb, bits, 8), f32), 2.0**-24)
-    goal = kb.fmul(_f64(kb, u), total_q)
+    goal = kb.fmul(_uniform(kb, r, params), total_q)
 
     def walk(i, x, key, w, kept_k, kept, s):
         cumulative, found, choice, last = s
@@ -563,3 +562,66 @@ def _draw_from(kb: KernelBuilder, c: _Candidates, best: SSAValue, r: SSAValue,
     _, found, choice, last = c.sweep(walk, [zero64, kb.constant(0, i1), best, best],
                                      need=nothing)
     return kb.select(found, choice, last)
+
+
+def _uniform(kb: KernelBuilder, r: SSAValue, params: _Params) -> SSAValue:
+    """The draw's u in [0, 1) (float64 of a 24-bit f32): Philox4x32-10 of (row, position)
+    under the seed."""
+    counter = [_trunc(kb, r), _trunc(kb, params.position),
+               _trunc(kb, vmath.lshr(kb, params.position, 32)), kb.constant(0, i32)]
+    seed = params.seed
+    bits = philox(kb, counter, [_trunc(kb, seed), _trunc(kb, vmath.lshr(kb, seed, 32))])[0]
+    return _f64(kb, kb.fmul(kb.sitofp(vmath.lshr(kb, bits, 8), f32), 2.0**-24))
+
+
+def _draw_every(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSAValue,
+                params: _Params) -> SSAValue:
+    """`_draw_from` when every token is kept (no top-k, no top-p): the same weights
+    exp((x - m) / T) and float64 sums in index order, the exps W at a time. A server's
+    default request (temperature 1, no top-k, top-p 1) drew from Gemma 3's 262,144 logits
+    in ~4.5 ms on one thread with the scalar sweeps."""
+    w = kb.vector_width
+    full = n // w * w
+    m = kb.load(row, best)
+    m_vec, t_vec = kb.splat(m), kb.splat(params.temperature)
+
+    def weights(i: SSAValue) -> list[SSAValue]:
+        """The float64 weights of row[i:i + W]."""
+        x = kb.load(row, i, vector=True)
+        e = vmath.exp(kb, kb.fdiv(kb.fsub(x, m_vec), t_vec))
+        return [_f64(kb, lane_of(kb, e, j)) for j in range(w)]
+
+    def weight(i: int) -> SSAValue:
+        x = kb.load(row, i)
+        return _f64(kb, vmath.exp(kb, kb.fdiv(kb.fsub(x, m), params.temperature)))
+
+    total = kb.constant(0.0, f64)
+    if full:
+        with kb.loop(0, full, step=w, carried=[total]) as v:
+            s = v.carried[0]
+            for q in weights(v.iv):
+                s = kb.fadd(s, q)
+            v.yield_(s)
+        total = v.results[0]
+    for i in range(full, n):
+        total = kb.fadd(total, weight(i))
+    goal = kb.fmul(_uniform(kb, r, params), total)
+
+    def walk(state: list[SSAValue], q: SSAValue, index: SSAValue) -> list[SSAValue]:
+        cumulative, found, choice = state
+        cumulative = kb.fadd(cumulative, q)
+        hit = vmath.and_(kb, kb.fcmp("ogt", cumulative, goal), _not(kb, found))
+        return [cumulative, kb.or_(found, hit), kb.select(hit, index, choice)]
+
+    state = [kb.constant(0.0, f64), kb.constant(0, i1), best]
+    if full:
+        with kb.loop(0, full, step=w, carried=state) as v:
+            now = list(v.carried)
+            for j, q in enumerate(weights(v.iv)):
+                now = walk(now, q, kb.add(v.iv, j))
+            v.yield_(*now)
+        state = v.results
+    for i in range(full, n):
+        state = walk(state, weight(i), kb.index(i))
+    _, found, choice = state
+    return kb.select(found, choice, kb.index(n - 1))  # else the last (kept) token
