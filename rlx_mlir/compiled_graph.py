@@ -369,10 +369,13 @@ class CompiledGraph:
     def _call(self, arrays: dict[str, np.ndarray], sizes: Mapping[str, int],
               outs: tuple[np.ndarray, ...], fresh: bool, position: int = 0) -> None:
         if not fresh:  # caller-owned outputs: they must not alias an input (noalias kernels)
-            for out_array in outs:  # (bound params and states are the model's, never a caller's)
+            for out_array in outs:  # (bound params are the model's own, never a caller's)
                 for name in self._caller_arrays:
                     if np.may_share_memory(out_array, arrays[name]):
                         raise ArgumentError(f"out: must not overlap the memory of argument {name!r}")
+                state = self._state.overlapping(out_array) if self._stateful else None
+                if state is not None:
+                    raise ArgumentError(f"out: must not overlap the memory of argument {state!r}")
         pointers = self._fixed_words()
         outputs = iter(outs)
         for index, name, role in self._call_words:

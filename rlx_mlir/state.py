@@ -111,12 +111,14 @@ class StateStore:
         self.cache_blocks = _cache_blocks(specs, caches - kept)
         """The caches a call may roll back, those of one shape and dtype as the rows of one
         buffer: (names, buffer [len(names), *shape])."""
+        blocked = {name: block[i] for names, block in self.cache_blocks
+                   for i, name in enumerate(names)}
         self.arrays: dict[str, np.ndarray] = {
-            name: block[i] for names, block in self.cache_blocks for i, name in enumerate(names)
+            s.name: blocked[s.name] if s.name in blocked
+            else zeroed_buffer(s.shape, numpy_type(s.dtype)) for s in specs
         }
         """The state buffers, updated in place by each call."""
-        self.arrays |= {s.name: zeroed_buffer(s.shape, numpy_type(s.dtype))
-                        for s in specs if s.name not in self.arrays}
+        self._unblocked = tuple(name for name in self.arrays if name not in blocked)
         self.position = 0
 
     @classmethod
@@ -147,6 +149,16 @@ class StateStore:
             list(abi.cache_dims), abi.updated(UPDATE_APPEND), abi.updated(UPDATE_ASSIGN),
             bool(abi.with_role(ROLE_POSITION)),
             frozenset(a.name for a in abi.with_role(ROLE_STATE) if not a.rollback))
+
+    def overlapping(self, array: np.ndarray) -> str | None:
+        """The name of a state whose buffer shares memory with `array`, or None (a block
+        of caches is checked at once: one check for a model's KV caches)."""
+        for names, block in self.cache_blocks:
+            if np.may_share_memory(array, block):
+                return next((n for n in names if np.may_share_memory(array, self.arrays[n])),
+                            names[0])
+        return next((n for n in self._unblocked if np.may_share_memory(array, self.arrays[n])),
+                    None)
 
     @property
     def stateful(self) -> bool:

@@ -608,6 +608,10 @@ def test_caches_of_one_shape_are_one_block_a_call_rolls_back_at_once():
         model(x=np.full((3, 4), 7, np.float32), y=np.full((3, 2), 7, np.float32),
               ids=np.array([1, 5], np.int32))
     _assert_unchanged(model, before)
+    with pytest.raises(ArgumentError, match="must not overlap the memory of argument 'b'"):
+        model.run(x=x0[:1], y=y0[:1], ids=np.array([0, 0], np.int32),  # a writable alias
+                  out=(model._state.arrays["b"][5], np.empty(2, np.float32)))
+    _assert_unchanged(model, before)
     got, _ = model(x=x0[:1], y=y0[:1], ids=np.array([0, 0], np.int32))
     np.testing.assert_allclose(got, 3 * (x0.sum(0) + x0[0]) + 2)
     assert model.position == 3
