@@ -595,16 +595,21 @@ def _draw_every(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSA
         x = kb.load(row, i)
         return _f64(kb, vmath.exp(kb, kb.fdiv(kb.fsub(x, m), params.temperature)))
 
-    total = kb.constant(0.0, f64)
-    if full:
-        with kb.loop(0, full, step=w, carried=[total]) as v:
-            s = v.carried[0]
-            for q in weights(v.iv):
-                s = kb.fadd(s, q)
-            v.yield_(s)
-        total = v.results[0]
-    for i in range(full, n):
-        total = kb.fadd(total, weight(i))
+    def fold(state: list[SSAValue], body) -> list[SSAValue]:
+        """body(state, weight, index) -> state over the row in index order: whole
+        vectors in a loop, then the scalar rest."""
+        if full:
+            with kb.loop(0, full, step=w, carried=state) as v:
+                now = list(v.carried)
+                for j, q in enumerate(weights(v.iv)):
+                    now = body(now, q, kb.add(v.iv, j))
+                v.yield_(*now)
+            state = v.results
+        for i in range(full, n):
+            state = body(state, weight(i), kb.index(i))
+        return state
+
+    (total,) = fold([kb.constant(0.0, f64)], lambda s, q, i: [kb.fadd(s[0], q)])
     goal = kb.fmul(_uniform(kb, r, params), total)
 
     def walk(state: list[SSAValue], q: SSAValue, index: SSAValue) -> list[SSAValue]:
@@ -613,15 +618,6 @@ def _draw_every(kb: KernelBuilder, row: SSAValue, n: int, best: SSAValue, r: SSA
         hit = vmath.and_(kb, kb.fcmp("ogt", cumulative, goal), _not(kb, found))
         return [cumulative, kb.or_(found, hit), kb.select(hit, index, choice)]
 
-    state = [kb.constant(0.0, f64), kb.constant(0, i1), best]
-    if full:
-        with kb.loop(0, full, step=w, carried=state) as v:
-            now = list(v.carried)
-            for j, q in enumerate(weights(v.iv)):
-                now = walk(now, q, kb.add(v.iv, j))
-            v.yield_(*now)
-        state = v.results
-    for i in range(full, n):
-        state = walk(state, weight(i), kb.index(i))
+    state = fold([kb.constant(0.0, f64), kb.constant(0, i1), best], walk)
     _, found, choice = state
     return kb.select(found, choice, kb.index(n - 1))  # else the last (kept) token
